@@ -1,0 +1,121 @@
+// Package agent holds agent.Spec, the declarative description of an agent that
+// every authoring path (TypeScript files through agent/tsload, Go code) ends
+// in, and the Registry the server looks agents up in.
+package agent
+
+import (
+	"encoding/json"
+	"sort"
+	"sync/atomic"
+
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// DefaultMaxSteps bounds the model calls of one turn.
+const DefaultMaxSteps = 25
+
+// Spec describes one agent.
+type Spec struct {
+	Name string
+	// Model is "provider/model", e.g. "openai/gpt-4o-mini" or "scripted/demo".
+	Model        string
+	Instructions string
+	Tools        []*tool.Tool
+	Subagents    []Subagent
+	// EditableState maps each client-writable state key to its JSON Schema.
+	EditableState map[string]json.RawMessage
+	// MaxSteps bounds model calls per turn; zero means DefaultMaxSteps.
+	MaxSteps int
+	// NoTodos and NoFiles turn off the built-in write_todos and file tools.
+	NoTodos bool
+	NoFiles bool
+	// Dir is the folder the agent was loaded from (scripted models read their
+	// script from there); Source is the file.
+	Dir    string
+	Source string
+	// Close releases resources the loader holds for the agent (JS runtimes).
+	Close func()
+}
+
+// Subagent is a helper agent the parent can hand work to through `task`.
+type Subagent struct {
+	Name         string
+	Description  string
+	Instructions string
+	// Model defaults to the parent's.
+	Model string
+	// Tools names the parent tools the subagent may use; nil means all of the
+	// parent's tools except `task`.
+	Tools []string
+}
+
+// Steps returns the effective step limit.
+func (s *Spec) Steps() int {
+	if s.MaxSteps > 0 {
+		return s.MaxSteps
+	}
+	return DefaultMaxSteps
+}
+
+// Tool returns the agent's tool named name, or nil.
+func (s *Spec) Tool(name string) *tool.Tool {
+	for _, t := range s.Tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Registry is the set of loaded agents. It is safe for concurrent use and can
+// be swapped whole when agent files are reloaded.
+type Registry struct {
+	agents atomic.Pointer[map[string]*Spec]
+}
+
+// NewRegistry returns a registry holding specs.
+func NewRegistry(specs ...*Spec) *Registry {
+	r := &Registry{}
+	r.Replace(specs)
+	return r
+}
+
+// Replace swaps in a new set of agents and returns the old ones.
+func (r *Registry) Replace(specs []*Spec) []*Spec {
+	m := make(map[string]*Spec, len(specs))
+	for _, s := range specs {
+		m[s.Name] = s
+	}
+	old := r.agents.Swap(&m)
+	if old == nil {
+		return nil
+	}
+	out := make([]*Spec, 0, len(*old))
+	for _, s := range *old {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Get returns the agent named name, or nil.
+func (r *Registry) Get(name string) *Spec {
+	m := r.agents.Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[name]
+}
+
+// List returns the agents sorted by name.
+func (r *Registry) List() []*Spec {
+	m := r.agents.Load()
+	if m == nil {
+		return nil
+	}
+	out := make([]*Spec, 0, len(*m))
+	for _, s := range *m {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

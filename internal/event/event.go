@@ -1,0 +1,139 @@
+// Package event defines the canonical events a run emits. Every wire encoder
+// writes straight from these typed events; no wire re-parses another wire's
+// bytes.
+package event
+
+import (
+	"encoding/json"
+
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+// Type names an event.
+type Type string
+
+// The canonical event types.
+const (
+	RunStarted       Type = "run_started"
+	RunFinished      Type = "run_finished"
+	RunError         Type = "run_error"
+	TextStart        Type = "text_start"
+	TextDelta        Type = "text_delta"
+	TextEnd          Type = "text_end"
+	ToolCallStart    Type = "tool_call_start"
+	ToolCallArgs     Type = "tool_call_args"
+	ToolCallEnd      Type = "tool_call_end"
+	ToolResult       Type = "tool_result"
+	StateSnapshot    Type = "state_snapshot"
+	StateDelta       Type = "state_delta"
+	MessagesSnapshot Type = "messages_snapshot"
+	StepStarted      Type = "step_started"
+	StepFinished     Type = "step_finished"
+	SubagentStarted  Type = "subagent_started"
+	SubagentFinished Type = "subagent_finished"
+)
+
+// Event is one thing that happened in a run. Which fields are set depends on
+// Type; unset fields are omitted from JSON.
+type Event struct {
+	Type     Type   `json:"type"`
+	ThreadID string `json:"threadId,omitempty"`
+	RunID    string `json:"runId,omitempty"`
+	// Seq is the event's position in its thread's stored event log (0 for
+	// live-only events such as token deltas).
+	Seq int64 `json:"seq,omitempty"`
+	// Time is a Unix millisecond timestamp.
+	Time int64 `json:"time,omitempty"`
+
+	// MessageID is the assistant message of text events, the parent message of
+	// tool call events, and the tool message of a ToolResult.
+	MessageID string `json:"messageId,omitempty"`
+	// Delta is a text fragment (TextDelta) or an arguments fragment (ToolCallArgs).
+	Delta string `json:"delta,omitempty"`
+
+	ToolCallID string `json:"toolCallId,omitempty"`
+	ToolName   string `json:"toolName,omitempty"`
+	// Content is a tool result's text.
+	Content string `json:"content,omitempty"`
+	IsError bool   `json:"isError,omitempty"`
+
+	// Snapshot is the full state (StateSnapshot).
+	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+	// Patch is an RFC 6902 JSON Patch (StateDelta).
+	Patch json.RawMessage `json:"patch,omitempty"`
+	// Messages is the whole conversation (MessagesSnapshot).
+	Messages []message.Message `json:"messages,omitempty"`
+
+	// StepName names a step (the subagent's name for subagent work).
+	StepName string `json:"stepName,omitempty"`
+	// SubagentRunID is set on events produced by a subagent.
+	SubagentRunID string `json:"subagentRunId,omitempty"`
+	// Subagent is the subagent's name (SubagentStarted).
+	Subagent string `json:"subagent,omitempty"`
+	// ParentToolCallID is the `task` call that started a subagent.
+	ParentToolCallID string `json:"parentToolCallId,omitempty"`
+
+	// Outcome is set on RunFinished.
+	Outcome *Outcome `json:"outcome,omitempty"`
+	// Usage is set on RunFinished: tokens used by the whole turn.
+	Usage *Usage `json:"usage,omitempty"`
+	// Code and Message describe a RunError (public text only).
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// OutcomeType says how a run ended.
+type OutcomeType string
+
+// The outcomes of a run.
+const (
+	Success   OutcomeType = "success"
+	Interrupt OutcomeType = "interrupt"
+	Cancelled OutcomeType = "cancelled"
+)
+
+// StopReason says why the last model step of a turn stopped.
+type StopReason string
+
+// Stop reasons, named as on the OpenAI wire.
+const (
+	StopEnd       StopReason = "stop"
+	StopToolCalls StopReason = "tool_calls"
+	StopLength    StopReason = "length"
+)
+
+// Outcome is how a run finished.
+type Outcome struct {
+	Type OutcomeType `json:"type"`
+	// Stop is why the last model step stopped.
+	Stop StopReason `json:"stop,omitempty"`
+	// Interrupts are the pending decisions that paused the run.
+	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
+	// PendingCalls are the calls the client must see as tool calls because
+	// the turn stopped on them: client tools, and calls awaiting approval.
+	PendingCalls []message.ToolCall `json:"pendingCalls,omitempty"`
+	// PendingMessageID is the assistant message that holds PendingCalls.
+	PendingMessageID string `json:"pendingMessageId,omitempty"`
+}
+
+// InterruptInfo is what a wire needs to show of a pending decision.
+type InterruptInfo struct {
+	ID               string          `json:"id"`
+	ToolCallID       string          `json:"toolCallId"`
+	Tool             string          `json:"tool"`
+	Description      string          `json:"description,omitempty"`
+	AllowedDecisions []string        `json:"allowedDecisions"`
+	ResponseSchema   json.RawMessage `json:"responseSchema"`
+	Subagent         string          `json:"subagent,omitempty"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+}

@@ -1,0 +1,100 @@
+// Package message holds the canonical conversation messages that every wire
+// decodes into, the runtime works on, and the store persists as versioned JSON.
+package message
+
+import "encoding/json"
+
+// Role is who wrote a message.
+type Role string
+
+// The roles a stored message can have. Wire roles such as OpenAI's
+// "developer" are mapped to System by the decoders.
+const (
+	System    Role = "system"
+	User      Role = "user"
+	Assistant Role = "assistant"
+	Tool      Role = "tool"
+)
+
+// Message is one turn of a conversation. The zero values of optional fields
+// are omitted from JSON so stored rows stay small.
+type Message struct {
+	ID   string `json:"id"`
+	Role Role   `json:"role"`
+	// Content is the plain text of the message (for a tool message: the
+	// tool's result as text, usually JSON).
+	Content string `json:"content,omitempty"`
+	// Parts holds non-text content (images) of a user message.
+	Parts []Part `json:"parts,omitempty"`
+	// ToolCalls are the calls an assistant message makes.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string `json:"toolCallId,omitempty"`
+	// ToolName is the tool a tool message answers (handy for providers that
+	// need it and for display).
+	ToolName string `json:"toolName,omitempty"`
+	// IsError marks a tool message whose tool failed or was rejected.
+	IsError bool `json:"isError,omitempty"`
+	// Subagent names the subagent that produced the message, if any.
+	Subagent string `json:"subagent,omitempty"`
+}
+
+// ToolCall is a call of a tool by the model.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text of the arguments, as the model wrote it.
+	Arguments string `json:"arguments"`
+	// Client marks a call of a tool the client declared (an OpenAI/Anthropic
+	// request's tools, an AG-UI frontend tool): the server never runs it, the
+	// client answers it with a tool message.
+	Client bool `json:"client,omitempty"`
+}
+
+// Part is a non-text piece of user content.
+type Part struct {
+	// Type is "image" (the only kind carried today).
+	Type string `json:"type"`
+	// MediaType is the MIME type, e.g. "image/png".
+	MediaType string `json:"mediaType,omitempty"`
+	// Data is base64 data, when the image was sent inline.
+	Data string `json:"data,omitempty"`
+	// URL is where the image lives, when it was sent by reference.
+	URL string `json:"url,omitempty"`
+}
+
+// ArgsJSON returns the call's arguments as raw JSON, "{}" when empty.
+func (c ToolCall) ArgsJSON() json.RawMessage {
+	if c.Arguments == "" {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(c.Arguments)
+}
+
+// PendingCalls returns the tool calls of the last assistant message in msgs
+// that have no tool message answering them yet, in call order.
+func PendingCalls(msgs []Message) []ToolCall {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == Assistant {
+			last = i
+			break
+		}
+	}
+	if last < 0 || len(msgs[last].ToolCalls) == 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, m := range msgs[last+1:] {
+		if m.Role == Tool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var out []ToolCall
+	for _, c := range msgs[last].ToolCalls {
+		if !answered[c.ID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}

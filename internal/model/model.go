@@ -1,0 +1,95 @@
+// Package model is the seam between the runtime and LLM providers. A Provider
+// streams one model step as typed chunks; the runtime assembles them.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+// Request is one model step.
+type Request struct {
+	// Model is the provider's own model name (the part after "provider/").
+	Model    string
+	System   string
+	Messages []message.Message
+	Tools    []ToolDef
+	// ToolChoice is "", "auto", "none", "required", or a tool name.
+	ToolChoice    string
+	MaxTokens     int
+	StopSequences []string
+	Temperature   *float64
+}
+
+// ToolDef is a tool as the model sees it.
+type ToolDef struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// ChunkType says what a Chunk carries.
+type ChunkType int
+
+// Chunk types, in the order a step produces them.
+const (
+	// Text carries a text fragment in Text.
+	Text ChunkType = iota + 1
+	// ToolCallStart opens tool call Index with ID and Name.
+	ToolCallStart
+	// ToolCallArgs carries an arguments fragment of call Index in Text.
+	ToolCallArgs
+	// Finish ends the step with Stop and Usage.
+	Finish
+)
+
+// Chunk is one piece of a streamed model step.
+type Chunk struct {
+	Type  ChunkType
+	Text  string
+	Index int
+	ID    string
+	Name  string
+	Stop  event.StopReason
+	Usage event.Usage
+}
+
+// Provider calls one model.
+type Provider interface {
+	// Stream runs one step. The sequence ends after a Finish chunk or an error.
+	Stream(ctx context.Context, req Request) iter.Seq2[Chunk, error]
+}
+
+// Error is an upstream failure that survived the provider's retries.
+type Error struct {
+	// Status is the upstream HTTP status (0 for a connection failure).
+	Status int
+	// Message is safe to show to the client.
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("model upstream unreachable: %s", e.Message)
+	}
+	return fmt.Sprintf("model upstream returned %d: %s", e.Status, e.Message)
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrUnknownProvider is returned for a model reference whose provider is not known.
+var ErrUnknownProvider = errors.New("unknown model provider")
+
+// Resolver turns an agent's "provider/model" reference into a Provider and
+// the provider's model name. agentDir is the folder of the agent file.
+type Resolver interface {
+	Resolve(ref, agentDir string) (Provider, string, error)
+}

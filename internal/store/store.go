@@ -1,0 +1,229 @@
+// Package store is the persistence seam: threads, their messages and state,
+// runs and their leases, pending decisions (interrupts), and the thread event
+// log. Every driver (sqlite, postgres) passes the storetest conformance suite.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+// Typed control-flow errors. Drivers return these (wrapped or not) so callers
+// can map them with errors.Is.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrRunInProgress   = errors.New("a run is in progress on this thread")
+	ErrApprovalPending = errors.New("the thread is waiting on a human decision")
+	ErrAgentMismatch   = errors.New("the thread belongs to another agent")
+	ErrAlreadyDecided  = errors.New("the decision was already made")
+	ErrLeaseLost       = errors.New("the run no longer holds the thread")
+	ErrNotClaimable    = errors.New("the thread has no run to claim")
+	// ErrUnavailable wraps a failure to reach the database.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// ThreadStatus is where a thread is in its life.
+type ThreadStatus string
+
+// Thread statuses.
+const (
+	// Idle: no run; new input is accepted.
+	Idle ThreadStatus = "idle"
+	// Running: a run holds the thread's lease.
+	Running ThreadStatus = "running"
+	// Waiting: the last run paused on pending decisions.
+	Waiting ThreadStatus = "waiting"
+	// Queued: every decision is made and the resume is recorded; a runner
+	// will claim it.
+	Queued ThreadStatus = "queued"
+	// Failed: the last run ended in an error; new input is accepted.
+	Failed ThreadStatus = "failed"
+)
+
+// Thread is one durable conversation, owned by a tenant and bound to an agent.
+type Thread struct {
+	Tenant string       `json:"tenant"`
+	ID     string       `json:"id"`
+	Agent  string       `json:"agent"`
+	Status ThreadStatus `json:"status"`
+	// RunID is the current or last run.
+	RunID string `json:"runId,omitempty"`
+	// State is the shared state, a JSON object ("{}" when empty).
+	State      json.RawMessage `json:"state"`
+	LastError  string          `json:"lastError,omitempty"`
+	LeaseOwner string          `json:"-"`
+	LeaseUntil time.Time       `json:"-"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+}
+
+// InterruptStatus is the state of a pending decision.
+type InterruptStatus string
+
+// Interrupt statuses.
+const (
+	Pending  InterruptStatus = "pending"
+	Approved InterruptStatus = "approved"
+	Rejected InterruptStatus = "rejected"
+)
+
+// Interrupt is a tool call waiting on (or decided by) a human.
+type Interrupt struct {
+	ID         string          `json:"id"`
+	Tenant     string          `json:"tenant"`
+	ThreadID   string          `json:"threadId"`
+	RunID      string          `json:"runId"`
+	Agent      string          `json:"agent"`
+	ToolCallID string          `json:"toolCallId"`
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args"`
+	// Description is omitted when the pause has none.
+	Description      string          `json:"description,omitempty"`
+	AllowedDecisions []string        `json:"allowedDecisions"`
+	ResponseSchema   json.RawMessage `json:"responseSchema"`
+	// Subagent names the subagent whose call paused, if any.
+	Subagent  string          `json:"subagent,omitempty"`
+	Status    InterruptStatus `json:"status"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Decision  *Decision       `json:"decision,omitempty"`
+}
+
+// Decision is a human's answer to an interrupt, kept for audit.
+type Decision struct {
+	Approved bool `json:"approved"`
+	// EditedArgs replaces the call's arguments when set.
+	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	// Via is api, cli, studio or agui.
+	Via string `json:"decidedVia"`
+	// By is the deciding key's tenant/name.
+	By string    `json:"decidedBy"`
+	At time.Time `json:"decidedAt"`
+}
+
+// BeginRun asks for a new run on a thread, creating the thread if needed.
+type BeginRun struct {
+	Tenant   string
+	ThreadID string
+	Agent    string
+	RunID    string
+	Owner    string
+	Now      time.Time
+	// LeaseUntil is when the run's lease expires unless renewed.
+	LeaseUntil time.Time
+	// Input are new messages appended in the same transaction.
+	Input []message.Message
+	// State, when set, replaces the thread's state in the same transaction.
+	State json.RawMessage
+	// Events are appended to the thread's log in the same transaction.
+	Events []event.Event
+}
+
+// Claim takes a thread whose run must continue (a queued resume, or a run
+// whose lease expired before Now) for a new run.
+type Claim struct {
+	Tenant     string
+	ThreadID   string
+	RunID      string
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// Checkpoint is what a run stores at a step boundary, in one transaction.
+type Checkpoint struct {
+	Tenant   string
+	ThreadID string
+	RunID    string
+	// Messages are appended.
+	Messages []message.Message
+	// State, when set, replaces the thread's state.
+	State json.RawMessage
+	// Interrupts are created as pending.
+	Interrupts []Interrupt
+	// Events are appended to the thread's log.
+	Events []event.Event
+	// LeaseUntil renews the lease when non-zero.
+	LeaseUntil time.Time
+}
+
+// FinishRun ends a run and releases the thread.
+type FinishRun struct {
+	Tenant   string
+	ThreadID string
+	RunID    string
+	// Status is Idle, Waiting or Failed.
+	Status ThreadStatus
+	Error  string
+	Events []event.Event
+	Now    time.Time
+}
+
+// ThreadFilter narrows ListThreads.
+type ThreadFilter struct {
+	Agent  string
+	Status ThreadStatus
+	Limit  int
+}
+
+// InterruptFilter narrows ListInterrupts. An empty Status means Pending.
+type InterruptFilter struct {
+	ThreadID string
+	Agent    string
+	Status   InterruptStatus
+	Limit    int
+}
+
+// DecideResult is the outcome of a successful decision.
+type DecideResult struct {
+	Interrupt *Interrupt
+	// Queued is true when this decision was the run's last pending one and
+	// the thread is now queued for its resume.
+	Queued bool
+}
+
+// Store is the persistence interface.
+type Store interface {
+	// GetThread returns ErrNotFound for an unknown (or foreign) thread.
+	GetThread(ctx context.Context, tenant, id string) (*Thread, error)
+	ListThreads(ctx context.Context, tenant string, f ThreadFilter) ([]Thread, error)
+	// Messages returns the thread's messages in order.
+	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)
+
+	// BeginRun creates the thread if needed and takes its lease, appending
+	// Input. It fails with ErrAgentMismatch, ErrApprovalPending (Waiting or
+	// Queued), or ErrRunInProgress (Running under an unexpired lease).
+	BeginRun(ctx context.Context, b BeginRun) (*Thread, error)
+	// Claim is a conditional update: exactly one of concurrent claimers wins;
+	// others get ErrNotClaimable.
+	Claim(ctx context.Context, c Claim) (*Thread, error)
+	// Checkpoint fails with ErrLeaseLost when RunID no longer holds the thread.
+	Checkpoint(ctx context.Context, c Checkpoint) error
+	// FinishRun fails with ErrLeaseLost when RunID no longer holds the thread.
+	FinishRun(ctx context.Context, f FinishRun) error
+	// Stale lists threads to claim: Queued ones, and Running ones whose lease
+	// expired before now, oldest first.
+	Stale(ctx context.Context, now time.Time, limit int) ([]Thread, error)
+
+	GetInterrupt(ctx context.Context, tenant, id string) (*Interrupt, error)
+	ListInterrupts(ctx context.Context, tenant string, f InterruptFilter) ([]Interrupt, error)
+	// CallInterrupts returns the interrupts (any status) of the given tool
+	// calls of a thread.
+	CallInterrupts(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]Interrupt, error)
+	// Decide is one conditional update: ErrAlreadyDecided if it was not
+	// pending, ErrNotFound if unknown. When it was the last pending interrupt
+	// of a Waiting thread, the thread becomes Queued in the same transaction.
+	Decide(ctx context.Context, tenant, id string, d Decision) (DecideResult, error)
+
+	// Events returns the thread's stored events with Seq > after, in order.
+	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
+
+	// Ping checks the database answers.
+	Ping(ctx context.Context) error
+	Close() error
+}

@@ -1,0 +1,88 @@
+// Package tool defines what a tool is to the runtime: a name, a JSON Schema
+// for its arguments, an optional approval rule, and an Execute function. Tools
+// come from TypeScript agent files (agent/tsload), from Go code, and from the
+// built-ins (tool/builtin).
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Decision names a kind of human decision on a paused call.
+type Decision string
+
+// The decisions a pause can allow.
+const (
+	Approve Decision = "approve"
+	Reject  Decision = "reject"
+	Edit    Decision = "edit"
+)
+
+// DefaultTimeout bounds one tool call unless the tool sets its own.
+const DefaultTimeout = 60 * time.Second
+
+// Tool is one callable tool.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments object.
+	Parameters json.RawMessage
+	// Approval, when set, makes calls of the tool pause for a human decision
+	// in a durable session.
+	Approval *Approval
+	// Timeout bounds a call; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Execute runs the tool. Arguments were validated against Parameters
+	// before it is called. A returned error becomes a tool error the model
+	// sees, carrying the error's message.
+	Execute func(ctx context.Context, call Call) (Result, error)
+}
+
+// Approval says when and how a tool's calls wait for a human.
+type Approval struct {
+	// When decides per call; nil means every call needs approval.
+	When func(ctx context.Context, args json.RawMessage) (bool, error)
+	// Description renders the text a reviewer sees; nil means no description.
+	Description func(ctx context.Context, args json.RawMessage) (string, error)
+	// AllowedDecisions is a subset of approve, reject, edit; empty means
+	// approve and reject.
+	AllowedDecisions []Decision
+}
+
+// Allowed returns the allowed decisions with the default applied.
+func (a *Approval) Allowed() []Decision {
+	if a == nil || len(a.AllowedDecisions) == 0 {
+		return []Decision{Approve, Reject}
+	}
+	return a.AllowedDecisions
+}
+
+// Call is one invocation of a tool.
+type Call struct {
+	ThreadID   string
+	ToolCallID string
+	// Agent is the name of the agent (or subagent) calling the tool.
+	Agent string
+	Args  json.RawMessage
+	// State is the thread's shared state (a JSON object) before the call.
+	State json.RawMessage
+}
+
+// Result is what a tool returns.
+type Result struct {
+	// Content is the result as text (JSON for structured results).
+	Content string
+	// State is the whole new shared state when the tool changed it; nil
+	// means unchanged.
+	State json.RawMessage
+}
+
+// TimeLimit returns the tool's effective time limit.
+func (t *Tool) TimeLimit() time.Duration {
+	if t.Timeout > 0 {
+		return t.Timeout
+	}
+	return DefaultTimeout
+}
