@@ -1,0 +1,148 @@
+// Package apierror is the one typed error every handler returns and every
+// wire renders in its own envelope. The public Message is separate from the
+// internal Err, which only reaches the logs.
+package apierror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// Kind classifies an error independently of any wire.
+type Kind string
+
+// Error kinds. Each wire maps a kind to its own type names.
+const (
+	InvalidRequest Kind = "invalid_request"
+	Authentication Kind = "authentication"
+	Permission     Kind = "permission"
+	NotFound       Kind = "not_found"
+	Conflict       Kind = "conflict"
+	TooLarge       Kind = "too_large"
+	RateLimit      Kind = "rate_limit"
+	Internal       Kind = "internal"
+	Unavailable    Kind = "unavailable"
+	Overloaded     Kind = "overloaded"
+	Upstream       Kind = "upstream"
+)
+
+// The public message of a pending approval, exactly as the docs give it.
+const ApprovalPendingMessage = "This conversation is waiting on a human decision. Resolve it before sending a new message."
+
+// Error is an API error.
+type Error struct {
+	Status  int
+	Kind    Kind
+	Code    string
+	Message string
+	Param   string
+	// NoRetry asks clients not to retry (x-should-retry: false).
+	NoRetry bool
+	// Details carries structured extra data (e.g. schema errors).
+	Details any
+	// Err is internal detail for logs; never shown to clients.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %v", e.Message, e.Err)
+	}
+	return e.Message
+}
+
+// Unwrap returns the internal error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// New makes an error of a kind with the kind's status.
+func New(kind Kind, code, msg string) *Error {
+	return &Error{Status: statusOf(kind), Kind: kind, Code: code, Message: msg}
+}
+
+// Invalid is a 400 with a parameter name.
+func Invalid(param, format string, args ...any) *Error {
+	e := New(InvalidRequest, "invalid_request", fmt.Sprintf(format, args...))
+	e.Param = param
+	return e
+}
+
+func statusOf(k Kind) int {
+	switch k {
+	case InvalidRequest:
+		return http.StatusBadRequest
+	case Authentication:
+		return http.StatusUnauthorized
+	case Permission:
+		return http.StatusForbidden
+	case NotFound:
+		return http.StatusNotFound
+	case Conflict:
+		return http.StatusConflict
+	case TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case RateLimit:
+		return http.StatusTooManyRequests
+	case Unavailable:
+		return http.StatusServiceUnavailable
+	case Overloaded:
+		return 529
+	case Upstream:
+		return http.StatusBadGateway
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ApprovalPending is the 409 a paused session answers with.
+func ApprovalPending() *Error {
+	e := New(Conflict, "approval_pending", ApprovalPendingMessage)
+	e.Kind = InvalidRequest
+	e.NoRetry = true
+	return e
+}
+
+// From maps any error to an *Error: typed errors keep their meaning, anything
+// else is a 500 whose detail stays internal.
+func From(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var me *model.Error
+	switch {
+	case errors.As(err, &me):
+		switch {
+		case me.Status == http.StatusTooManyRequests:
+			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests: " + me.Message, Err: err}
+		case me.Status == 0:
+			return &Error{Status: 502, Kind: Upstream, Code: "upstream_unreachable", Message: "The model provider could not be reached.", Err: err}
+		default:
+			return &Error{Status: 502, Kind: Upstream, Code: "upstream_error", Message: fmt.Sprintf("The model provider returned an error (%d): %s", me.Status, me.Message), Err: err}
+		}
+	case errors.Is(err, store.ErrApprovalPending):
+		return ApprovalPending()
+	case errors.Is(err, store.ErrRunInProgress):
+		e := New(Conflict, "run_in_progress", "A run is already in progress on this session. Wait for it to finish before sending a new message.")
+		e.Kind = InvalidRequest
+		e.NoRetry = true
+		return e
+	case errors.Is(err, store.ErrAgentMismatch):
+		return Invalid("model", "This session belongs to another agent.")
+	case errors.Is(err, store.ErrNotFound):
+		return New(NotFound, "not_found", "Not found.")
+	case errors.Is(err, store.ErrAlreadyDecided):
+		e := New(Conflict, "already_decided", "This decision was already made.")
+		e.NoRetry = true
+		return e
+	case errors.Is(err, store.ErrUnavailable):
+		return &Error{Status: 503, Kind: Unavailable, Code: "store_unavailable", Message: "The database is unavailable. Try again shortly.", Err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: 504, Kind: Internal, Code: "timeout", Message: "The request timed out.", Err: err}
+	}
+	return &Error{Status: 500, Kind: Internal, Code: "internal_error", Message: "Internal server error.", Err: err}
+}

@@ -1,0 +1,176 @@
+// Package app wires a configured Stackbone server together: store, agents,
+// model providers, runtime, HTTP server, reloads and recovery.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/agent/tsload"
+	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model/providers"
+	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/store/sqlite"
+)
+
+// Version is the build's version, set with -ldflags.
+var Version = "0.1.0-dev"
+
+// Logger builds the process logger from the config.
+func Logger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// OpenStore opens the store the config names.
+func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (store.Store, error) {
+	if p := cfg.SQLitePath(); p != "" {
+		return sqlite.Open(ctx, p, logger)
+	}
+	return openPostgres(ctx, cfg, logger)
+}
+
+// openPostgres is replaced when the PostgreSQL driver is linked in.
+var openPostgres = func(ctx context.Context, cfg *config.Config, logger *slog.Logger) (store.Store, error) {
+	return nil, errors.New("the PostgreSQL store is not available in this build")
+}
+
+// LoadAgents loads DIR/agents/*.ts.
+func LoadAgents(ctx context.Context, cfg *config.Config, logger *slog.Logger) ([]*agent.Spec, error) {
+	return tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient})
+}
+
+// Serve runs the server until ctx ends. ready, if set, receives the bound
+// address once the server accepts connections.
+func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.Writer) error {
+	st, err := OpenStore(ctx, cfg, logger)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	specs, err := LoadAgents(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	reg := agent.NewRegistry(specs...)
+	runner := &runtime.Runner{
+		Store: st, Agents: reg, Logger: logger, Lease: cfg.Lease,
+		Models: providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
+			AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost}),
+	}
+	Configure(runner)
+	runner.Init()
+	promReg := prometheus.NewRegistry()
+	srv := server.New(cfg, runner, promReg, logger)
+	Mount(srv)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	addr := ln.Addr().String()
+	logger.Info("stackbone listening", "addr", addr, "mode", string(cfg.Mode))
+	printBanner(out, cfg, addr, specs)
+
+	// Finish runs a previous process left: queued resumes and runs whose
+	// lease lapsed. On SQLite this process is the only runner, so every run
+	// marked running is its predecessor's.
+	recoverAt := time.Now()
+	if cfg.SQLitePath() != "" {
+		recoverAt = recoverAt.Add(24 * time.Hour)
+	}
+	if n, err := runner.Recover(ctx, recoverAt); err != nil {
+		logger.Error("recover runs", "err", err)
+	} else if n > 0 {
+		logger.Info("recovering runs left by a previous process", "count", n)
+	}
+	go recoverLoop(ctx, runner, cfg, logger)
+
+	if cfg.Watch {
+		go watchAgents(ctx, cfg, reg, logger)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	runner.Wait()
+	for _, s := range reg.List() {
+		if s.Close != nil {
+			s.Close()
+		}
+	}
+	return nil
+}
+
+// recoverLoop periodically takes over runs whose lease expired (another
+// replica died) and queued resumes nobody claimed.
+func recoverLoop(ctx context.Context, runner *runtime.Runner, cfg *config.Config, logger *slog.Logger) {
+	t := time.NewTicker(cfg.Lease / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := runner.Recover(ctx, time.Now()); err != nil {
+				logger.Warn("recover runs", "err", err)
+			}
+		}
+	}
+}
+
+func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.Spec) {
+	if cfg.Mode != config.Dev || out == nil {
+		return
+	}
+	base := "http://" + addr
+	var names []string
+	for _, s := range specs {
+		names = append(names, fmt.Sprintf("%s (%s)", s.Name, s.Model))
+	}
+	fmt.Fprintf(out, `
+  Stackbone dev server
+
+  OpenAI wire      POST %[1]s/v1/chat/completions
+  Anthropic wire   POST %[1]s/v1/messages
+  AG-UI            POST %[1]s/v1/agents/{agent}/agui
+  Decisions        GET  %[1]s/v1/hitl
+  Threads          GET  %[1]s/v1/threads
+  Studio           %[1]s/studio/
+  Health, metrics  %[1]s/healthz  %[1]s/metrics
+  Data             %[2]s
+  Agents           %[3]s
+
+`, base, cfg.DB, strings.Join(names, ", "))
+}
+
+// Configure installs built-ins and other runtime extensions.
+var Configure = func(r *runtime.Runner) {}
+
+// Mount adds routes of other wires to the server.
+var Mount = func(s *server.Server) {}
+

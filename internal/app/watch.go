@@ -1,0 +1,69 @@
+package app
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/config"
+)
+
+// watchAgents reloads the agents when a file under DIR/agents changes. A
+// broken edit keeps the last good agents and logs the error.
+func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, logger *slog.Logger) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		logger.Warn("agent reload disabled", "err", err)
+		return
+	}
+	defer w.Close()
+	root := filepath.Join(cfg.Dir, "agents")
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			if d.Name() == "node_modules" {
+				return filepath.SkipDir
+			}
+			_ = w.Add(p)
+		}
+		return nil
+	})
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-w.Events:
+			if ev.Op&fsnotify.Create != 0 {
+				_ = w.Add(ev.Name) // a new folder; harmless for files
+			}
+			timer = time.After(150 * time.Millisecond)
+		case err := <-w.Errors:
+			logger.Warn("agent watcher", "err", err)
+		case <-timer:
+			specs, err := LoadAgents(ctx, cfg, logger)
+			if err != nil {
+				logger.Error("agent reload failed; keeping the last good agents", "err", err)
+				continue
+			}
+			old := reg.Replace(specs)
+			var names []string
+			for _, s := range specs {
+				names = append(names, s.Name)
+			}
+			logger.Info("agents reloaded", "agents", names)
+			go func() {
+				time.Sleep(time.Minute) // let in-flight calls on the old runtimes end
+				for _, s := range old {
+					if s.Close != nil {
+						s.Close()
+					}
+				}
+			}()
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// Package bus fans live run events out to subscribers of a thread (the thread
+// event stream, Studio). It is in-process; the PostgreSQL deployment bridges
+// it across replicas.
+package bus
+
+import (
+	"sync"
+
+	"github.com/stackbone/stackbone/internal/event"
+)
+
+// Bus delivers events published for a (tenant, thread) to its subscribers.
+// A slow subscriber loses events rather than slowing the run down.
+type Bus struct {
+	mu   sync.RWMutex
+	subs map[key]map[*Subscription]struct{}
+	all  map[*Subscription]struct{}
+}
+
+type key struct{ tenant, thread string }
+
+// Subscription receives events on C until Close.
+type Subscription struct {
+	C      chan event.Event
+	bus    *Bus
+	key    key
+	tenant string
+	once   sync.Once
+}
+
+// New returns an empty bus.
+func New() *Bus {
+	return &Bus{subs: map[key]map[*Subscription]struct{}{}, all: map[*Subscription]struct{}{}}
+}
+
+// Subscribe listens to one thread of a tenant.
+func (b *Bus) Subscribe(tenant, thread string) *Subscription {
+	s := &Subscription{C: make(chan event.Event, 256), bus: b, key: key{tenant, thread}, tenant: tenant}
+	b.mu.Lock()
+	m := b.subs[s.key]
+	if m == nil {
+		m = map[*Subscription]struct{}{}
+		b.subs[s.key] = m
+	}
+	m[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+// SubscribeTenant listens to every thread of a tenant.
+func (b *Bus) SubscribeTenant(tenant string) *Subscription {
+	s := &Subscription{C: make(chan event.Event, 1024), bus: b, tenant: tenant}
+	b.mu.Lock()
+	b.all[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+// Publish delivers e to the thread's subscribers without blocking.
+func (b *Bus) Publish(tenant, thread string, e event.Event) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for s := range b.subs[key{tenant, thread}] {
+		select {
+		case s.C <- e:
+		default:
+		}
+	}
+	for s := range b.all {
+		if s.tenant == tenant {
+			select {
+			case s.C <- e:
+			default:
+			}
+		}
+	}
+}
+
+// Close stops the subscription.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		b := s.bus
+		b.mu.Lock()
+		if s.key.thread == "" {
+			delete(b.all, s)
+		} else if m := b.subs[s.key]; m != nil {
+			delete(m, s)
+			if len(m) == 0 {
+				delete(b.subs, s.key)
+			}
+		}
+		b.mu.Unlock()
+	})
+}

@@ -1,0 +1,153 @@
+// Package cli holds the stackbone commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stackbone/stackbone/internal/app"
+	"github.com/stackbone/stackbone/internal/config"
+)
+
+// exitError carries an exit code for a failure already reported.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Execute runs the command line and returns the process exit code.
+func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "stackbone:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "stackbone",
+		Short:         "Host TypeScript agents over the OpenAI, Anthropic and AG-UI wires",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd(config.Dev), serveCmd(config.Start), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd())
+	return root
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "stackbone", app.Version)
+			return nil
+		},
+	}
+}
+
+// serverFlags binds the flags shared by dev, start and agents list.
+type serverFlags struct {
+	dir, addr, db string
+	maxBody       int64
+	logLevel      string
+}
+
+func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
+	cmd.Flags().StringVar(&f.dir, "dir", ".", "project folder holding agents/")
+	cmd.Flags().StringVar(&f.addr, "addr", "", "HOST:PORT to listen on (port 0 picks a free port; default "+config.Defaults(mode).Addr+")")
+	cmd.Flags().StringVar(&f.db, "db", "", "store: sqlite:PATH or postgres://… (env STACKBONE_DB; default sqlite:DIR/.stackbone/stackbone.db)")
+	cmd.Flags().Int64Var(&f.maxBody, "max-body-bytes", 0, "largest accepted request body (env STACKBONE_MAX_BODY_BYTES; default 4 MiB)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env STACKBONE_LOG_LEVEL)")
+}
+
+// load builds the config: defaults, then env, then flags, then validation.
+func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config, error) {
+	cfg := config.Defaults(mode)
+	if err := cfg.FromEnv(os.Getenv); err != nil {
+		return nil, err
+	}
+	cfg.Dir = f.dir
+	if cmd.Flags().Changed("addr") {
+		cfg.Addr = f.addr
+	}
+	if cmd.Flags().Changed("db") {
+		cfg.DB = f.db
+	}
+	if cmd.Flags().Changed("max-body-bytes") {
+		cfg.MaxBodyBytes = f.maxBody
+	}
+	if cmd.Flags().Changed("log-level") {
+		cfg.LogLevel = f.logLevel
+	}
+	if err := cfg.Finish(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func serveCmd(mode config.Mode) *cobra.Command {
+	var f serverFlags
+	short := "Run the development server: loopback, no key needed, reloads agents"
+	if mode == config.Start {
+		short = "Run the production server: API keys required"
+	}
+	cmd := &cobra.Command{
+		Use:   string(mode),
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := f.load(cmd, mode)
+			if err != nil {
+				return err
+			}
+			logger := app.Logger(cfg, cmd.ErrOrStderr())
+			return app.Serve(cmd.Context(), cfg, logger, cmd.OutOrStdout())
+		},
+	}
+	f.bind(cmd, mode)
+	return cmd
+}
+
+func agentsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "agents", Short: "Inspect agents"}
+	var f serverFlags
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Load DIR/agents and list them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := f.load(cmd, config.Dev)
+			if err != nil {
+				return err
+			}
+			logger := app.Logger(cfg, cmd.ErrOrStderr())
+			specs, err := app.LoadAgents(cmd.Context(), cfg, logger)
+			if err != nil {
+				return err
+			}
+			w := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(w, "NAME\tMODEL\tTOOLS\tSUBAGENTS\tFILE")
+			for _, s := range specs {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.Model, len(s.Tools), len(s.Subagents), s.Source)
+			}
+			return w.Flush()
+		},
+	}
+	f.bind(list, config.Dev)
+	cmd.AddCommand(list)
+	return cmd
+}

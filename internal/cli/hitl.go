@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// client talks to a running server's HTTP API.
+type client struct {
+	base, key string
+	http      *http.Client
+}
+
+func (c *client) bind(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&c.base, "url", "", "server URL (env STACKBONE_URL; default http://127.0.0.1:7100)")
+	cmd.PersistentFlags().StringVar(&c.key, "api-key", "", "API key (env STACKBONE_API_KEY)")
+}
+
+func (c *client) init() {
+	if c.base == "" {
+		c.base = os.Getenv("STACKBONE_URL")
+	}
+	if c.base == "" {
+		c.base = "http://127.0.0.1:7100"
+	}
+	c.base = strings.TrimRight(c.base, "/")
+	if c.key == "" {
+		c.key = os.Getenv("STACKBONE_API_KEY")
+	}
+	c.http = &http.Client{Timeout: 30 * time.Second}
+}
+
+// apiError is an error body from the server.
+type apiError struct {
+	Status  int
+	Message string
+	Details []string
+}
+
+func (e *apiError) Error() string {
+	msg := e.Message
+	if len(e.Details) > 0 {
+		msg += " (" + strings.Join(e.Details, "; ") + ")"
+	}
+	return msg
+}
+
+func (c *client) do(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-stackbone-client", "cli")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the server at %s: %v", c.base, rootCause(err))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var env struct {
+			Error struct {
+				Message string   `json:"message"`
+				Details []string `json:"details"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
+			return &apiError{Status: resp.StatusCode, Message: env.Error.Message, Details: env.Error.Details}
+		}
+		return &apiError{Status: resp.StatusCode, Message: fmt.Sprintf("server answered %s", resp.Status)}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 2, 4, 2, ' ', 0) }
+
+func age(t time.Time) string {
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return d.String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func hitlCmd(stdin io.Reader) *cobra.Command {
+	var c client
+	cmd := &cobra.Command{Use: "hitl", Short: "List and decide tool calls waiting on a human"}
+	c.bind(cmd)
+
+	var asJSON bool
+	var thread, agentName string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pending decisions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			q := url.Values{}
+			if thread != "" {
+				q.Set("thread", thread)
+			}
+			if agentName != "" {
+				q.Set("agent", agentName)
+			}
+			var page struct {
+				Data []store.Interrupt `json:"data"`
+			}
+			if err := c.do("GET", "/v1/hitl?"+q.Encode(), nil, &page); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(page.Data)
+			}
+			if len(page.Data) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "No pending decisions.")
+				return nil
+			}
+			w := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tDESCRIPTION\tAGE")
+			for _, it := range page.Data {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", it.ID, it.Agent, truncate(it.ThreadID, 24), it.Tool, truncate(it.Description, 48), age(it.CreatedAt))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	list.Flags().StringVar(&thread, "thread", "", "only this thread")
+	list.Flags().StringVar(&agentName, "agent", "", "only this agent")
+
+	var editArgs string
+	var yes bool
+	approve := &cobra.Command{
+		Use:   "approve <id>",
+		Short: "Approve a pending tool call (optionally with edited arguments)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			body := map[string]any{}
+			if editArgs != "" {
+				if !json.Valid([]byte(editArgs)) {
+					return errors.New("--args is not valid JSON")
+				}
+				body["editedArgs"] = json.RawMessage(editArgs)
+			}
+			return decideCmd(cmd, &c, stdin, args[0], "approve", body, yes)
+		},
+	}
+	approve.Flags().StringVar(&editArgs, "args", "", "replacement arguments as JSON (needs edit to be allowed)")
+	approve.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+
+	var msg string
+	var yesReject bool
+	reject := &cobra.Command{
+		Use:   "reject <id>",
+		Short: "Reject a pending tool call",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			body := map[string]any{}
+			if msg != "" {
+				body["message"] = msg
+			}
+			return decideCmd(cmd, &c, stdin, args[0], "reject", body, yesReject)
+		},
+	}
+	reject.Flags().StringVar(&msg, "message", "", "a message for the model")
+	reject.Flags().BoolVar(&yesReject, "yes", false, "do not ask for confirmation")
+
+	cmd.AddCommand(list, approve, reject)
+	return cmd
+}
+
+// decideCmd confirms (on a terminal) and sends a decision.
+func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, body map[string]any, yes bool) error {
+	if !yes {
+		f, ok := stdin.(*os.File)
+		if !ok || !term.IsTerminal(int(f.Fd())) {
+			return fmt.Errorf("refusing to %s without confirmation: not a terminal; pass --yes", verb)
+		}
+		var it store.Interrupt
+		if err := c.do("GET", "/v1/hitl/"+url.PathEscape(id), nil, &it); err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		args, _ := json.MarshalIndent(it.Args, "  ", "  ")
+		fmt.Fprintf(out, "Tool:        %s (agent %s, thread %s)\n", it.Tool, it.Agent, it.ThreadID)
+		if it.Description != "" {
+			fmt.Fprintf(out, "Description: %s\n", it.Description)
+		}
+		fmt.Fprintf(out, "Arguments:\n  %s\n", args)
+		if e, ok := body["editedArgs"]; ok {
+			fmt.Fprintf(out, "Edited arguments: %s\n", e)
+		}
+		fmt.Fprintf(out, "%s this call? [y/N] ", strings.ToUpper(verb[:1])+verb[1:])
+		line, _ := bufio.NewReader(stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			fmt.Fprintln(out, "Nothing decided.")
+			return &exitError{code: 1}
+		}
+	}
+	var it store.Interrupt
+	if err := c.do("POST", "/v1/hitl/"+url.PathEscape(id)+"/"+verb, body, &it); err != nil {
+		return err
+	}
+	past := map[string]string{"approve": "Approved", "reject": "Rejected"}[verb]
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s on thread %s).\n", past, it.ID, it.Tool, it.ThreadID)
+	return nil
+}
+
+func threadsCmd() *cobra.Command {
+	var c client
+	cmd := &cobra.Command{Use: "threads", Short: "Inspect threads"}
+	c.bind(cmd)
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List threads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			var page struct {
+				Data []store.Thread `json:"data"`
+			}
+			if err := c.do("GET", "/v1/threads", nil, &page); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(page.Data)
+			}
+			w := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(w, "ID\tAGENT\tSTATUS\tUPDATED")
+			for _, t := range page.Data {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\n", t.ID, t.Agent, t.Status, age(t.UpdatedAt))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	show := &cobra.Command{
+		Use:   "show <id>",
+		Short: "Show a thread with its messages",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			var v json.RawMessage
+			if err := c.do("GET", "/v1/threads/"+url.PathEscape(args[0]), nil, &v); err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			_ = json.Indent(&buf, v, "", "  ")
+			fmt.Fprintln(cmd.OutOrStdout(), buf.String())
+			return nil
+		},
+	}
+	cmd.AddCommand(list, show)
+	return cmd
+}

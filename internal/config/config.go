@@ -1,0 +1,191 @@
+// Package config is Stackbone's one typed configuration: defaults, then
+// environment variables, then flags, validated once at start with a clear
+// message for every bad value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Mode is how the server runs.
+type Mode string
+
+// Modes.
+const (
+	// Dev binds loopback, needs no key, stores data under DIR/.stackbone and
+	// reloads agents when files change.
+	Dev Mode = "dev"
+	// Start is production: API keys are required.
+	Start Mode = "start"
+)
+
+// Key is one API key and the tenant it belongs to.
+type Key struct {
+	Tenant string
+	Secret string
+}
+
+// Config is the server's configuration.
+type Config struct {
+	Mode Mode
+	// Dir is the project folder holding agents/.
+	Dir string
+	// Addr is HOST:PORT to listen on (port 0 picks a free one).
+	Addr string
+	// DB is "sqlite:PATH" or "postgres://…".
+	DB string
+	// Keys are the accepted API keys (STACKBONE_API_KEYS="tenant:secret,…").
+	Keys []Key
+	// MaxBodyBytes bounds request bodies (STACKBONE_MAX_BODY_BYTES).
+	MaxBodyBytes int64
+	// LogLevel is debug, info, warn or error (STACKBONE_LOG_LEVEL).
+	LogLevel string
+	// LogFormat is text or json (STACKBONE_LOG_FORMAT).
+	LogFormat string
+	// Lease is how long a run holds its thread between checkpoints.
+	Lease time.Duration
+	// Watch reloads agents when files under agents/ change.
+	Watch bool
+
+	OpenAIBaseURL    string
+	OpenAIKey        string
+	AnthropicBaseURL string
+	AnthropicKey     string
+	OllamaHost       string
+}
+
+// Defaults returns the configuration of a mode before env and flags.
+func Defaults(mode Mode) Config {
+	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
+		OllamaHost: "http://127.0.0.1:11434"}
+	switch mode {
+	case Dev:
+		c.Addr = "127.0.0.1:7100"
+		c.Watch = true
+	default:
+		c.Addr = "0.0.0.0:7100"
+	}
+	return c
+}
+
+// FromEnv applies environment variables (getenv is os.Getenv in production).
+func (c *Config) FromEnv(getenv func(string) string) error {
+	var errs []error
+	set := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	set(&c.Addr, "STACKBONE_ADDR")
+	set(&c.DB, "STACKBONE_DB")
+	set(&c.LogLevel, "STACKBONE_LOG_LEVEL")
+	set(&c.LogFormat, "STACKBONE_LOG_FORMAT")
+	set(&c.OpenAIBaseURL, "OPENAI_BASE_URL")
+	set(&c.OpenAIKey, "OPENAI_API_KEY")
+	set(&c.AnthropicBaseURL, "ANTHROPIC_BASE_URL")
+	set(&c.AnthropicKey, "ANTHROPIC_API_KEY")
+	set(&c.OllamaHost, "OLLAMA_HOST")
+	if v := getenv("STACKBONE_MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_MAX_BODY_BYTES=%q is not a whole number of bytes", v))
+		}
+		c.MaxBodyBytes = n
+	}
+	if v := getenv("STACKBONE_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_LEASE=%q is not a duration such as 30s", v))
+		}
+		c.Lease = d
+	}
+	if v := getenv("STACKBONE_API_KEYS"); v != "" {
+		keys, err := ParseKeys(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_API_KEYS: %w", err))
+		}
+		c.Keys = keys
+	}
+	if c.OllamaHost != "" && !strings.Contains(c.OllamaHost, "://") {
+		c.OllamaHost = "http://" + c.OllamaHost
+	}
+	return errors.Join(errs...)
+}
+
+// ParseKeys reads "tenant:secret,tenant:secret".
+func ParseKeys(s string) ([]Key, error) {
+	var keys []Key
+	for i, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		tenant, secret, ok := strings.Cut(item, ":")
+		if !ok || tenant == "" || secret == "" {
+			return nil, fmt.Errorf("entry %d is not of the form tenant:secret", i+1)
+		}
+		if len(secret) < 8 {
+			return nil, fmt.Errorf("the secret of tenant %q is shorter than 8 characters", tenant)
+		}
+		keys = append(keys, Key{Tenant: tenant, Secret: secret})
+	}
+	return keys, nil
+}
+
+// Finish fills derived values and validates everything.
+func (c *Config) Finish() error {
+	var errs []error
+	abs, err := filepath.Abs(c.Dir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--dir %q: %w", c.Dir, err))
+	}
+	c.Dir = abs
+	if st, err := os.Stat(filepath.Join(c.Dir, "agents")); err != nil || !st.IsDir() {
+		errs = append(errs, fmt.Errorf("--dir %s has no agents/ folder: put agent files in %s", c.Dir, filepath.Join(c.Dir, "agents")))
+	}
+	if c.DB == "" {
+		c.DB = "sqlite:" + filepath.Join(c.Dir, ".stackbone", "stackbone.db")
+	}
+	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+		errs = append(errs, fmt.Errorf("--db %q must start with sqlite: or postgres://", c.DB))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("--addr %q is not HOST:PORT", c.Addr))
+	}
+	if c.Mode == Start && len(c.Keys) == 0 {
+		errs = append(errs, errors.New("start needs API keys: set STACKBONE_API_KEYS=\"tenant:secret,…\""))
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("max body size %d is too small (at least 1024 bytes)", c.MaxBodyBytes))
+	}
+	if c.Lease < time.Second {
+		errs = append(errs, fmt.Errorf("lease %s is too short (at least 1s)", c.Lease))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log level %q must be debug, info, warn or error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log format %q must be text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// SQLitePath returns the file of a sqlite: DB, or "".
+func (c *Config) SQLitePath() string {
+	p, ok := strings.CutPrefix(c.DB, "sqlite:")
+	if !ok {
+		return ""
+	}
+	return p
+}

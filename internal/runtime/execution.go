@@ -1,0 +1,580 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/schema"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// execution is one run of the loop over one conversation.
+type execution struct {
+	r         *Runner
+	spec      *agent.Spec
+	provider  model.Provider
+	modelName string
+	tools     map[string]*tool.Tool
+	toolOrder []*tool.Tool
+
+	tenant, threadID, runID string
+	durable                 bool
+	in                      Input
+	system                  string
+
+	msgs  []message.Message
+	state json.RawMessage
+	usage event.Usage
+	stop  event.StopReason
+	run   *Run // nil for a background resume
+	begun time.Time
+}
+
+func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execution, error) {
+	p, name, err := r.Models.Resolve(spec.Model, spec.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
+	}
+	x := &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
+		durable: threadID != "", tools: map[string]*tool.Tool{}, state: json.RawMessage(`{}`), begun: r.Now()}
+	all := spec.Tools
+	if r.Builtins != nil {
+		all = append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...)
+	}
+	for _, t := range all {
+		x.tools[t.Name] = t
+		x.toolOrder = append(x.toolOrder, t)
+	}
+	return x, nil
+}
+
+// markClientCalls flags calls of client tools in a client-sent history.
+func (x *execution) markClientCalls(msgs []message.Message) {
+	for i := range msgs {
+		for j := range msgs[i].ToolCalls {
+			c := &msgs[i].ToolCalls[j]
+			if x.tools[c.Name] == nil && x.isClientTool(c.Name) {
+				c.Client = true
+			}
+		}
+	}
+}
+
+func (x *execution) isClientTool(name string) bool {
+	for _, t := range x.in.ClientTools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// emit sends a live event to the consumer (if still attached) and the bus.
+func (x *execution) emit(e event.Event) {
+	if e.ThreadID == "" {
+		e.ThreadID = x.threadID
+	}
+	if e.RunID == "" {
+		e.RunID = x.runID
+	}
+	if e.Time == 0 {
+		e.Time = x.r.Now().UnixMilli()
+	}
+	x.send(e, nil)
+	if x.durable && e.Seq == 0 {
+		x.r.Bus.Publish(x.tenant, x.threadID, e)
+	}
+}
+
+func (x *execution) send(e event.Event, err error) {
+	if x.run == nil {
+		return
+	}
+	select {
+	case x.run.events <- item{e, err}:
+	case <-x.run.gone:
+	}
+}
+
+// drive runs the loop to its end, stores the outcome and closes the stream.
+func (x *execution) drive(ctx context.Context, started *event.Event) {
+	if h := x.r.Hooks.RunStarted; h != nil {
+		h(x.spec.Name)
+	}
+	if started != nil {
+		x.send(*started, nil) // already stored and published
+	} else {
+		x.emit(event.Event{Type: event.RunStarted})
+	}
+	if x.run != nil && x.in.Snapshots && x.durable {
+		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
+		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
+	}
+	out, err := x.loop(ctx)
+	outcome := "success"
+	if err != nil {
+		outcome = "error"
+		x.fail(err)
+	} else {
+		outcome = string(out.Type)
+		x.finish(out)
+	}
+	if h := x.r.Hooks.RunEnded; h != nil {
+		h(x.spec.Name, outcome, x.r.Now().Sub(x.begun))
+	}
+	if x.run != nil {
+		close(x.run.events)
+	}
+}
+
+func (x *execution) finish(out *event.Outcome) {
+	fin := event.Event{Type: event.RunFinished, Outcome: out, Usage: &x.usage}
+	if x.durable {
+		status := store.Idle
+		if out.Type == event.Interrupt {
+			status = store.Waiting
+		}
+		stored := []event.Event{x.stamp(fin)}
+		err := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+			Status: status, Events: stored, Now: x.r.Now()})
+		if err != nil {
+			x.fail(fmt.Errorf("store the end of the run: %w", err))
+			return
+		}
+		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
+	}
+	x.emit(fin)
+}
+
+func (x *execution) fail(err error) {
+	ae := apierror.From(err)
+	x.r.Logger.Error("run failed", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "err", err)
+	ev := event.Event{Type: event.RunError, Code: ae.Code, Message: ae.Message}
+	if x.durable {
+		stored := []event.Event{x.stamp(ev)}
+		ferr := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+			Status: store.Failed, Error: ae.Message, Events: stored, Now: x.r.Now()})
+		if ferr != nil && !errors.Is(ferr, store.ErrLeaseLost) {
+			x.r.Logger.Error("store failed run", "thread", x.threadID, "err", ferr)
+		}
+		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
+	}
+	if x.run != nil {
+		ev = x.stamp(ev)
+		x.send(ev, err)
+	}
+}
+
+func (x *execution) stamp(e event.Event) event.Event {
+	e.ThreadID, e.RunID, e.Time = x.threadID, x.runID, x.r.Now().UnixMilli()
+	return e
+}
+
+// checkpoint stores one step boundary in one transaction, then publishes the
+// stored events (now carrying their sequence numbers) to the bus.
+func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
+	if !x.durable {
+		return nil
+	}
+	for i := range c.Events {
+		c.Events[i] = x.stamp(c.Events[i])
+	}
+	c.Tenant, c.ThreadID, c.RunID = x.tenant, x.threadID, x.runID
+	c.LeaseUntil = x.r.Now().Add(x.r.Lease)
+	if err := x.r.Store.Checkpoint(ctx, c); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	for _, e := range c.Events {
+		x.r.Bus.Publish(x.tenant, x.threadID, e)
+	}
+	return nil
+}
+
+// heartbeat renews the lease while a long step runs.
+func (x *execution) heartbeat(ctx context.Context) func() {
+	if !x.durable {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(x.r.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = x.r.Store.Checkpoint(ctx, store.Checkpoint{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+					LeaseUntil: x.r.Now().Add(x.r.Lease)})
+			}
+		}
+	}()
+	return cancel
+}
+
+// loop is the agent loop.
+func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
+	stopBeat := x.heartbeat(ctx)
+	defer stopBeat()
+	steps := 0
+	for {
+		if pending := message.PendingCalls(x.msgs); len(pending) > 0 {
+			out, err := x.runCalls(ctx, pending)
+			if err != nil || out != nil {
+				return out, err
+			}
+			continue
+		}
+		if steps >= x.spec.Steps() {
+			x.stop = event.StopLength
+			return &event.Outcome{Type: event.Success, Stop: event.StopLength}, nil
+		}
+		steps++
+		msg, err := x.step(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(msg.ToolCalls) == 0 {
+			return &event.Outcome{Type: event.Success, Stop: x.stop}, nil
+		}
+	}
+}
+
+// step calls the model once, streams what it says, and stores the assistant
+// message with the decisions its calls need.
+func (x *execution) step(ctx context.Context) (message.Message, error) {
+	req := model.Request{Model: x.modelName, System: x.system, Messages: x.msgs, ToolChoice: x.in.ToolChoice,
+		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature}
+	for _, t := range x.toolOrder {
+		req.Tools = append(req.Tools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	for _, t := range x.in.ClientTools {
+		if x.tools[t.Name] == nil {
+			req.Tools = append(req.Tools, t)
+		}
+	}
+	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant}
+	var text strings.Builder
+	textOpen := false
+	closeText := func() {
+		if textOpen {
+			x.emit(event.Event{Type: event.TextEnd, MessageID: msg.ID})
+			textOpen = false
+		}
+	}
+	byIndex := map[int]int{}
+	var args []*strings.Builder
+	x.stop = event.StopEnd
+	for ch, err := range x.provider.Stream(ctx, req) {
+		if err != nil {
+			return msg, err
+		}
+		switch ch.Type {
+		case model.Text:
+			if ch.Text == "" {
+				continue
+			}
+			if !textOpen {
+				x.emit(event.Event{Type: event.TextStart, MessageID: msg.ID})
+				textOpen = true
+			}
+			text.WriteString(ch.Text)
+			x.emit(event.Event{Type: event.TextDelta, MessageID: msg.ID, Delta: ch.Text})
+		case model.ToolCallStart:
+			closeText()
+			id := ch.ID
+			if id == "" {
+				id = x.r.NewID("call")
+			}
+			byIndex[ch.Index] = len(msg.ToolCalls)
+			msg.ToolCalls = append(msg.ToolCalls, message.ToolCall{ID: id, Name: ch.Name})
+			args = append(args, &strings.Builder{})
+			x.emit(event.Event{Type: event.ToolCallStart, MessageID: msg.ID, ToolCallID: id, ToolName: ch.Name})
+		case model.ToolCallArgs:
+			i, ok := byIndex[ch.Index]
+			if !ok || ch.Text == "" {
+				continue
+			}
+			args[i].WriteString(ch.Text)
+			x.emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
+		case model.Finish:
+			if ch.Stop != "" {
+				x.stop = ch.Stop
+			}
+			x.usage = x.usage.Add(ch.Usage)
+		}
+	}
+	closeText()
+	msg.Content = text.String()
+	var stored []event.Event
+	if msg.Content != "" {
+		stored = append(stored, event.Event{Type: event.TextEnd, MessageID: msg.ID, Content: msg.Content})
+	}
+	var interrupts []store.Interrupt
+	for i := range msg.ToolCalls {
+		c := &msg.ToolCalls[i]
+		c.Arguments = args[i].String()
+		if strings.TrimSpace(c.Arguments) == "" {
+			c.Arguments = "{}"
+		}
+		if x.tools[c.Name] == nil && x.isClientTool(c.Name) {
+			c.Client = true
+		}
+		x.emit(event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID})
+		stored = append(stored, event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID, ToolName: c.Name, Delta: c.Arguments})
+		if it, err := x.needsDecision(ctx, *c); err != nil {
+			return msg, err
+		} else if it != nil {
+			interrupts = append(interrupts, *it)
+		}
+	}
+	if len(msg.ToolCalls) > 0 {
+		x.stop = event.StopToolCalls
+	}
+	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{msg}, Interrupts: interrupts, Events: stored}); err != nil {
+		return msg, err
+	}
+	x.msgs = append(x.msgs, msg)
+	return msg, nil
+}
+
+// needsDecision returns the interrupt a call must wait on, or nil. Only a
+// durable run pauses: a stateless one runs the tool.
+func (x *execution) needsDecision(ctx context.Context, c message.ToolCall) (*store.Interrupt, error) {
+	t := x.tools[c.Name]
+	if !x.durable || t == nil || t.Approval == nil {
+		return nil, nil
+	}
+	args := c.ArgsJSON()
+	if !json.Valid(args) {
+		return nil, nil // the call fails validation when run; nothing to approve
+	}
+	if t.Approval.When != nil {
+		need, err := t.Approval.When(ctx, args)
+		if err != nil {
+			x.r.Logger.Warn("needsApproval predicate failed; asking for approval", "tool", t.Name, "err", err)
+			need = true
+		}
+		if !need {
+			return nil, nil
+		}
+	}
+	it := &store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
+		ToolCallID: c.ID, Tool: t.Name, Args: args, Status: store.Pending, CreatedAt: x.r.Now()}
+	if t.Approval.Description != nil {
+		d, err := t.Approval.Description(ctx, args)
+		if err != nil {
+			x.r.Logger.Warn("approval description failed", "tool", t.Name, "err", err)
+		}
+		it.Description = d
+	}
+	for _, d := range t.Approval.Allowed() {
+		it.AllowedDecisions = append(it.AllowedDecisions, string(d))
+	}
+	it.ResponseSchema = ResponseSchema(t)
+	return it, nil
+}
+
+// ResponseSchema is the JSON Schema of a decision payload for a tool:
+// {approved: boolean}, plus editedArgs (the tool's own parameter schema) when
+// edit is allowed.
+func ResponseSchema(t *tool.Tool) json.RawMessage {
+	edit := false
+	for _, d := range t.Approval.Allowed() {
+		if d == tool.Edit {
+			edit = true
+		}
+	}
+	if !edit {
+		return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"]}`)
+	}
+	params := t.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":` + string(params) +
+		`},"anyOf":[{"required":["approved"]},{"required":["editedArgs"]}]}`)
+}
+
+type callResult struct {
+	msg   message.Message
+	state json.RawMessage
+}
+
+// runCalls runs the calls of the last assistant message that have no result:
+// server tools (concurrently, results kept in call order), decided calls, and
+// stops on calls that wait for a human or for the client.
+func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*event.Outcome, error) {
+	var decided map[string]store.Interrupt
+	if x.durable {
+		idsNeeded := make([]string, 0, len(pending))
+		for _, c := range pending {
+			if t := x.tools[c.Name]; t != nil && t.Approval != nil {
+				idsNeeded = append(idsNeeded, c.ID)
+			}
+		}
+		if len(idsNeeded) > 0 {
+			its, err := x.r.Store.CallInterrupts(ctx, x.tenant, x.threadID, idsNeeded)
+			if err != nil {
+				return nil, err
+			}
+			decided = make(map[string]store.Interrupt, len(its))
+			for _, it := range its {
+				decided[it.ToolCallID] = it
+			}
+		}
+	}
+	results := make([]*callResult, len(pending))
+	var waiting []event.InterruptInfo
+	var stopOn []message.ToolCall
+	var wg sync.WaitGroup
+	for i, c := range pending {
+		t := x.tools[c.Name]
+		switch {
+		case c.Client || (t == nil && x.isClientTool(c.Name)):
+			stopOn = append(stopOn, c)
+			continue
+		case t == nil:
+			results[i] = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: unknown tool %q.", c.Name), true)}
+			continue
+		}
+		args := c.ArgsJSON()
+		if it, ok := decided[c.ID]; ok {
+			switch it.Status {
+			case store.Pending:
+				waiting = append(waiting, interruptInfo(it))
+				stopOn = append(stopOn, c)
+				continue
+			case store.Rejected:
+				text := "The user rejected this tool call."
+				if it.Decision != nil && it.Decision.Message != "" {
+					text += " Reviewer's message: " + it.Decision.Message
+				}
+				results[i] = &callResult{msg: x.toolMessage(c, text, true)}
+				continue
+			case store.Approved:
+				if it.Decision != nil && len(it.Decision.EditedArgs) > 0 {
+					args = it.Decision.EditedArgs
+				}
+			}
+		}
+		wg.Add(1)
+		go func(i int, c message.ToolCall, t *tool.Tool, args json.RawMessage) {
+			defer wg.Done()
+			results[i] = x.execTool(ctx, t, c, args)
+		}(i, c, t, args)
+	}
+	wg.Wait()
+
+	var msgs []message.Message
+	var stored []event.Event
+	newState := x.state
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		msgs = append(msgs, res.msg)
+		if res.state != nil {
+			merged, err := mergeTopLevel(x.state, newState, res.state)
+			if err != nil {
+				return nil, err
+			}
+			newState = merged
+		}
+	}
+	var delta json.RawMessage
+	if len(msgs) > 0 {
+		for _, m := range msgs {
+			ev := event.Event{Type: event.ToolResult, MessageID: m.ID, ToolCallID: m.ToolCallID, ToolName: m.ToolName, Content: m.Content, IsError: m.IsError}
+			x.emit(ev)
+			stored = append(stored, ev)
+		}
+		var state json.RawMessage
+		if !jsonEqual(newState, x.state) {
+			var err error
+			if delta, err = Diff(x.state, newState); err != nil {
+				return nil, err
+			}
+			state = newState
+			stored = append(stored, event.Event{Type: event.StateDelta, Patch: delta})
+		}
+		if err := x.checkpoint(ctx, store.Checkpoint{Messages: msgs, State: state, Events: stored}); err != nil {
+			return nil, err
+		}
+		x.msgs = append(x.msgs, msgs...)
+		if state != nil {
+			x.state = state
+			x.emit(event.Event{Type: event.StateDelta, Patch: delta})
+		}
+	}
+	if len(stopOn) == 0 {
+		return nil, nil
+	}
+	out := &event.Outcome{Type: event.Success, Stop: event.StopToolCalls, PendingCalls: stopOn, PendingMessageID: x.lastAssistantID()}
+	if len(waiting) > 0 {
+		out.Type = event.Interrupt
+		out.Interrupts = waiting
+	}
+	x.stop = event.StopToolCalls
+	return out, nil
+}
+
+func (x *execution) lastAssistantID() string {
+	for i := len(x.msgs) - 1; i >= 0; i-- {
+		if x.msgs[i].Role == message.Assistant {
+			return x.msgs[i].ID
+		}
+	}
+	return ""
+}
+
+func interruptInfo(it store.Interrupt) event.InterruptInfo {
+	return event.InterruptInfo{ID: it.ID, ToolCallID: it.ToolCallID, Tool: it.Tool, Description: it.Description,
+		AllowedDecisions: it.AllowedDecisions, ResponseSchema: it.ResponseSchema, Subagent: it.Subagent}
+}
+
+func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) message.Message {
+	return message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name, Content: content, IsError: isErr}
+}
+
+// execTool validates arguments and runs one tool under its time limit. Every
+// failure becomes a tool error the model sees.
+func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCall, args json.RawMessage) (res *callResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			x.r.Logger.Error("tool panicked", "tool", t.Name, "panic", p)
+			res = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q failed.", t.Name), true)}
+		}
+	}()
+	if !json.Valid(args) {
+		return &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: invalid arguments for tool %q: not valid JSON.", t.Name), true)}
+	}
+	if len(t.Parameters) > 0 {
+		if err := schema.Validate(t.Parameters, args); err != nil {
+			return &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: invalid arguments for tool %q: %v", t.Name, err), true)}
+		}
+	}
+	limit := t.TimeLimit()
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	out, err := t.Execute(cctx, tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, Agent: x.spec.Name, Args: args, State: x.state})
+	if err != nil {
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q timed out after %s.", t.Name, limit), true)}
+		}
+		x.r.Logger.Warn("tool returned an error", "tool", t.Name, "thread", x.threadID, "err", err)
+		return &callResult{msg: x.toolMessage(c, "Error: "+err.Error(), true)}
+	}
+	return &callResult{msg: x.toolMessage(c, out.Content, false), state: out.State}
+}

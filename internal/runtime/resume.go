@@ -1,0 +1,185 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/schema"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// Decision is a human's answer to a pending tool call.
+type Decision struct {
+	Approved bool
+	// EditedArgs replaces the call's arguments (implies approval).
+	EditedArgs json.RawMessage
+	Message    string
+	// Via is api, cli, studio or agui; By is the deciding key's name.
+	Via string
+	By  string
+}
+
+// Decide records a decision with one conditional update and, when it was the
+// last pending one of its run, resumes the run in the background. Edited
+// arguments are validated against the tool's parameter schema first.
+func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*store.Interrupt, error) {
+	it, err := r.Store.GetInterrupt(ctx, tenant, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No pending decision has the id %q.", id))
+		}
+		return nil, err
+	}
+	if it.Status != store.Pending {
+		return nil, store.ErrAlreadyDecided
+	}
+	if err := r.checkDecision(it, &d); err != nil {
+		return nil, err
+	}
+	res, err := r.Store.Decide(ctx, tenant, id, store.Decision{Approved: d.Approved, EditedArgs: d.EditedArgs, Message: d.Message,
+		Via: d.Via, By: d.By, At: r.Now()})
+	if err != nil {
+		return nil, err
+	}
+	if h := r.Hooks.Decided; h != nil {
+		h()
+	}
+	r.Logger.Info("decision recorded", "interrupt", id, "thread", it.ThreadID, "approved", d.Approved, "via", d.Via, "by", d.By)
+	if res.Queued {
+		r.resumeAsync(tenant, it.ThreadID)
+	}
+	return res.Interrupt, nil
+}
+
+// checkDecision validates a decision against what the pause allows.
+func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
+	if len(d.EditedArgs) > 0 {
+		if !contains(it.AllowedDecisions, string(tool.Edit)) {
+			return apierror.Invalid("editedArgs", "Editing the arguments is not allowed for this decision (allowed: %v).", it.AllowedDecisions)
+		}
+		d.Approved = true
+		if t := r.findTool(it.Agent, it.Tool); t != nil && len(t.Parameters) > 0 {
+			if err := schema.Validate(t.Parameters, d.EditedArgs); err != nil {
+				var ve *schema.ValidationError
+				e := apierror.Invalid("editedArgs", "editedArgs do not match the tool's parameter schema: %v", err)
+				if errors.As(err, &ve) {
+					e.Details = ve.Problems
+				}
+				return e
+			}
+		}
+	}
+	if !d.Approved && !contains(it.AllowedDecisions, string(tool.Reject)) {
+		return apierror.Invalid("approved", "Rejecting is not allowed for this decision.")
+	}
+	if d.Approved && len(d.EditedArgs) == 0 && !contains(it.AllowedDecisions, string(tool.Approve)) {
+		return apierror.Invalid("approved", "Approving without edits is not allowed for this decision.")
+	}
+	return nil
+}
+
+func (r *Runner) findTool(agentName, name string) *tool.Tool {
+	spec := r.Agents.Get(agentName)
+	if spec == nil {
+		return nil
+	}
+	if t := spec.Tool(name); t != nil {
+		return t
+	}
+	if r.Builtins != nil {
+		for _, t := range r.Builtins(spec) {
+			if t.Name == name {
+				return t
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Runner) resumeAsync(tenant, threadID string) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.Resume(context.Background(), tenant, threadID); err != nil {
+			r.Logger.Error("resume failed", "thread", threadID, "err", err)
+		}
+	}()
+}
+
+// Resume claims a thread whose run must continue (every decision made, or a
+// run whose process died) and runs it to its end. Losing the claim to another
+// runner is not an error.
+func (r *Runner) Resume(ctx context.Context, tenant, threadID string) error {
+	return r.claimAndContinue(ctx, tenant, threadID, r.Now())
+}
+
+// Recover resumes every run that must continue: queued resumes and runs
+// whose lease expired before now. A single-node server passes a time past
+// any lease it could have held to take over runs its previous process left.
+func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
+	threads, err := r.Store.Stale(ctx, now, 1000)
+	if err != nil {
+		return 0, err
+	}
+	for _, th := range threads {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := r.claimAndContinue(ctx, th.Tenant, th.ID, now); err != nil {
+				r.Logger.Error("recover failed", "thread", th.ID, "err", err)
+			}
+		}()
+	}
+	return len(threads), nil
+}
+
+// claimAndContinue claims a thread as of now and runs it from its stored
+// conversation.
+func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, now time.Time) error {
+	runID := r.NewID("run")
+	th, err := r.Store.Claim(ctx, store.Claim{Tenant: tenant, ThreadID: threadID, RunID: runID, Owner: r.Owner, Now: now, LeaseUntil: r.Now().Add(r.Lease)})
+	if errors.Is(err, store.ErrNotClaimable) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	failed := func(cause error) error {
+		return errors.Join(cause, r.Store.FinishRun(ctx, store.FinishRun{Tenant: tenant, ThreadID: threadID, RunID: runID,
+			Status: store.Failed, Error: cause.Error(), Now: r.Now()}))
+	}
+	spec := r.Agents.Get(th.Agent)
+	if spec == nil {
+		return failed(fmt.Errorf("agent %q is not loaded", th.Agent))
+	}
+	x, err := r.newExecution(spec, tenant, threadID)
+	if err != nil {
+		return failed(err)
+	}
+	x.runID, x.system, x.state = runID, spec.Instructions, th.State
+	if x.msgs, err = r.Store.Messages(ctx, tenant, threadID); err != nil {
+		return failed(err)
+	}
+	started := x.stamp(event.Event{Type: event.RunStarted})
+	if err := x.checkpoint(ctx, store.Checkpoint{Events: []event.Event{started}}); err != nil {
+		return err
+	}
+	r.Logger.Info("continuing run", "thread", threadID, "run", runID, "agent", spec.Name)
+	x.drive(ctx, &started)
+	return nil
+}

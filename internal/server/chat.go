@@ -1,0 +1,64 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/wire/openai"
+	"github.com/stackbone/stackbone/internal/wire/sse"
+)
+
+// SessionHeader makes a turn durable in the named thread.
+const SessionHeader = "x-stackbone-session"
+
+// KeepAliveInterval is how often idle streams get a keepalive.
+var KeepAliveInterval = 15 * time.Second
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := openai.Decode(body)
+	if err != nil {
+		return err
+	}
+	in, err := req.Input()
+	if err != nil {
+		return err
+	}
+	p := PrincipalFrom(r.Context())
+	in.Tenant = p.Tenant
+	in.ThreadID = r.Header.Get(SessionHeader)
+	if err := checkSession(in.ThreadID); err != nil {
+		return err
+	}
+	run, err := s.Runner.Start(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	id := "chatcmpl-" + ids.New("")[1:]
+	created := s.Now().Unix()
+	if !req.Stream {
+		col := openai.NewCollector(id, req.Model, created)
+		for e, err := range run.Events() {
+			col.Add(e, err)
+		}
+		comp, err := col.Result()
+		if err != nil {
+			return err
+		}
+		return openai.WriteJSON(w, http.StatusOK, comp)
+	}
+	sw := sse.New(w)
+	st := openai.NewStream(sw, id, req.Model, created, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	stop := sse.KeepAlive(KeepAliveInterval, func() { _ = sw.Comment("keepalive") })
+	defer stop()
+	for e := range run.Events() {
+		if err := st.Write(e); err != nil {
+			return nil // client gone; a durable run goes on
+		}
+	}
+	return nil
+}

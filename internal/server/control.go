@@ -1,0 +1,311 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/wire/openai"
+	"github.com/stackbone/stackbone/internal/wire/sse"
+)
+
+// checkSession bounds a session key.
+func checkSession(key string) error {
+	if len(key) > 256 || !utf8.ValidString(key) {
+		return apierror.Invalid(SessionHeader, "The session key must be valid UTF-8 of at most 256 bytes.")
+	}
+	return nil
+}
+
+// ModelInfo is one agent in GET /v1/models: a superset both the OpenAI and
+// the Anthropic SDKs accept.
+type ModelInfo struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Type        string `json:"type"`
+	Created     int64  `json:"created"`
+	CreatedAt   string `json:"created_at"`
+	OwnedBy     string `json:"owned_by"`
+	DisplayName string `json:"display_name"`
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func modelInfo(name string) ModelInfo {
+	return ModelInfo{ID: name, Object: "model", Type: "model", Created: epoch.Unix(), CreatedAt: epoch.Format(time.RFC3339),
+		OwnedBy: "stackbone", DisplayName: name}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
+	data := []ModelInfo{}
+	for _, a := range s.Agents.List() {
+		data = append(data, modelInfo(a.Name))
+	}
+	body := map[string]any{"object": "list", "data": data, "has_more": false, "first_id": nil, "last_id": nil}
+	if len(data) > 0 {
+		body["first_id"], body["last_id"] = data[0].ID, data[len(data)-1].ID
+	}
+	return openai.WriteJSON(w, http.StatusOK, body)
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("id")
+	if s.Agents.Get(name) == nil {
+		return apierror.New(apierror.NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist.", name))
+	}
+	return openai.WriteJSON(w, http.StatusOK, modelInfo(name))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	if err := s.Store.Ping(r.Context()); err != nil {
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	}
+	return openai.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "agents": len(s.Agents.List())})
+}
+
+// List is a page of items.
+type List[T any] struct {
+	Object string `json:"object"`
+	Data   []T    `json:"data"`
+}
+
+func limitParam(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, apierror.Invalid("limit", "limit must be a whole number from 1 to 1000.")
+	}
+	return n, nil
+}
+
+func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := limitParam(r)
+	if err != nil {
+		return err
+	}
+	st := store.InterruptStatus(q.Get("status"))
+	switch st {
+	case "", store.Pending, store.Approved, store.Rejected:
+	default:
+		return apierror.Invalid("status", "status must be pending, approved or rejected.")
+	}
+	items, err := s.Store.ListInterrupts(r.Context(), PrincipalFrom(r.Context()).Tenant,
+		store.InterruptFilter{ThreadID: q.Get("thread"), Agent: q.Get("agent"), Status: st, Limit: limit})
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []store.Interrupt{}
+	}
+	return openai.WriteJSON(w, http.StatusOK, List[store.Interrupt]{Object: "list", Data: items})
+}
+
+func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) error {
+	it, err := s.Store.GetInterrupt(r.Context(), PrincipalFrom(r.Context()).Tenant, r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No decision has the id %q.", r.PathValue("id")))
+	}
+	if err != nil {
+		return err
+	}
+	return openai.WriteJSON(w, http.StatusOK, it)
+}
+
+// decidedVia reads which tool made a decision over HTTP.
+func decidedVia(r *http.Request) string {
+	switch v := r.Header.Get("x-stackbone-client"); v {
+	case "cli", "studio":
+		return v
+	}
+	return "api"
+}
+
+func decodeOptional(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return apierror.Invalid("", "The request body is not valid: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		EditedArgs json.RawMessage `json:"editedArgs"`
+	}
+	if err := decodeOptional(r, &body); err != nil {
+		return err
+	}
+	if string(bytes.TrimSpace(body.EditedArgs)) == "null" {
+		body.EditedArgs = nil
+	}
+	return s.decide(w, r, runtime.Decision{Approved: true, EditedArgs: body.EditedArgs})
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Message string `json:"message"`
+	}
+	if err := decodeOptional(r, &body); err != nil {
+		return err
+	}
+	if len(body.Message) > 4000 {
+		return apierror.Invalid("message", "The message is longer than 4000 bytes.")
+	}
+	return s.decide(w, r, runtime.Decision{Approved: false, Message: body.Message})
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, d runtime.Decision) error {
+	p := PrincipalFrom(r.Context())
+	d.Via, d.By = decidedVia(r), p.Name
+	it, err := s.Runner.Decide(r.Context(), p.Tenant, r.PathValue("id"), d)
+	if err != nil {
+		return err
+	}
+	return openai.WriteJSON(w, http.StatusOK, it)
+}
+
+func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := limitParam(r)
+	if err != nil {
+		return err
+	}
+	items, err := s.Store.ListThreads(r.Context(), PrincipalFrom(r.Context()).Tenant,
+		store.ThreadFilter{Agent: q.Get("agent"), Status: store.ThreadStatus(q.Get("status")), Limit: limit})
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []store.Thread{}
+	}
+	return openai.WriteJSON(w, http.StatusOK, List[store.Thread]{Object: "list", Data: items})
+}
+
+// ThreadView is a thread with its conversation and pending decisions.
+type ThreadView struct {
+	store.Thread
+	Messages []message.Message `json:"messages"`
+	Pending  []store.Interrupt `json:"pending"`
+}
+
+func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
+	tenant := PrincipalFrom(r.Context()).Tenant
+	id := r.PathValue("id")
+	th, err := s.Store.GetThread(r.Context(), tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No thread has the id %q.", id))
+	}
+	if err != nil {
+		return err
+	}
+	msgs, err := s.Store.Messages(r.Context(), tenant, id)
+	if err != nil {
+		return err
+	}
+	pending, err := s.Store.ListInterrupts(r.Context(), tenant, store.InterruptFilter{ThreadID: id, Status: store.Pending})
+	if err != nil {
+		return err
+	}
+	if msgs == nil {
+		msgs = []message.Message{}
+	}
+	if pending == nil {
+		pending = []store.Interrupt{}
+	}
+	return openai.WriteJSON(w, http.StatusOK, ThreadView{Thread: *th, Messages: msgs, Pending: pending})
+}
+
+// threadEvents streams a thread's events: the stored ones after Last-Event-ID
+// (or ?after=), then live ones. Stored events carry their sequence number as
+// the SSE id; live-only events (token deltas) carry none.
+func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
+	tenant := PrincipalFrom(r.Context()).Tenant
+	id := r.PathValue("id")
+	if _, err := s.Store.GetThread(r.Context(), tenant, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No thread has the id %q.", id))
+		}
+		return err
+	}
+	after := int64(0)
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	} else if v := r.URL.Query().Get("after"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	}
+	sub := s.Runner.Bus.Subscribe(tenant, id)
+	defer sub.Close()
+	sw := sse.New(w)
+	if err := sw.Comment("stream open"); err != nil {
+		return nil
+	}
+	send := func(e event.Event) error {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if e.Seq > 0 {
+			return sw.IDData(strconv.FormatInt(e.Seq, 10), b)
+		}
+		return sw.Data(b)
+	}
+	for {
+		evs, err := s.Store.Events(r.Context(), tenant, id, after, 500)
+		if err != nil {
+			return nil
+		}
+		for _, e := range evs {
+			if err := send(e); err != nil {
+				return nil
+			}
+			after = e.Seq
+		}
+		if len(evs) < 500 {
+			break
+		}
+	}
+	ping := time.NewTicker(KeepAliveInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-ping.C:
+			if sw.Comment("ping") != nil {
+				return nil
+			}
+		case e := <-sub.C:
+			if e.Seq > 0 && e.Seq <= after {
+				continue
+			}
+			if e.Seq > 0 {
+				after = e.Seq
+			}
+			if send(e) != nil {
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/stackbone/stackbone/internal/runtime"
+)
+
+// Metrics are the Prometheus metrics the server exposes at /metrics.
+type Metrics struct {
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	turns      *prometheus.HistogramVec
+	activeRuns prometheus.Gauge
+	pending    prometheus.Gauge
+}
+
+// NewMetrics registers the metrics on reg and hooks them into runner.
+func NewMetrics(reg *prometheus.Registry, runner *runtime.Runner) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stackbone_http_requests_total",
+			Help: "HTTP requests by route and status."}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stackbone_http_request_duration_seconds",
+			Help: "HTTP request duration by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"route"}),
+		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stackbone_turn_duration_seconds",
+			Help: "Duration of agent runs by agent and outcome.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"agent", "outcome"}),
+		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "stackbone_active_runs", Help: "Runs executing now."}),
+		pending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "stackbone_pending_decisions", Help: "Tool calls waiting on a human decision (this process's view)."}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.turns, m.activeRuns, m.pending,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	runner.Hooks.RunStarted = func(string) { m.activeRuns.Inc() }
+	runner.Hooks.RunEnded = func(agent, outcome string, d time.Duration) {
+		m.activeRuns.Dec()
+		m.turns.WithLabelValues(agent, outcome).Observe(d.Seconds())
+	}
+	return m
+}
+
+// SetPending sets the pending decisions gauge.
+func (m *Metrics) SetPending(n int) { m.pending.Set(float64(n)) }
+
+func (m *Metrics) observeRequest(route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}

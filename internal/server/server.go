@@ -1,0 +1,263 @@
+// Package server is Stackbone's HTTP surface: one listener, the three wires,
+// the control plane (decisions, threads), operations endpoints, and the
+// middleware every route shares (request id, recover, auth, body limits,
+// metrics, one error mapper per wire).
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/wire/openai"
+)
+
+// Wire names the envelope a route's errors are written in.
+type Wire int
+
+// The wires.
+const (
+	WireOpenAI Wire = iota
+	WireAnthropic
+	WireAGUI
+)
+
+// ErrorWriter writes an error response in a wire's envelope.
+type ErrorWriter func(w http.ResponseWriter, e *apierror.Error) error
+
+// Server holds the HTTP handlers.
+type Server struct {
+	Config  *config.Config
+	Runner  *runtime.Runner
+	Store   store.Store
+	Agents  *agent.Registry
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Now is the clock for response timestamps.
+	Now func() time.Time
+
+	mux     *http.ServeMux
+	writers map[Wire]ErrorWriter
+}
+
+// New builds a server and its routes.
+func New(cfg *config.Config, runner *runtime.Runner, reg *prometheus.Registry, logger *slog.Logger) *Server {
+	s := &Server{Config: cfg, Runner: runner, Store: runner.Store, Agents: runner.Agents, Logger: logger, Now: time.Now,
+		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError}}
+	s.Metrics = NewMetrics(reg, runner)
+	s.routes(reg)
+	return s
+}
+
+// SetErrorWriter installs the error envelope of a wire.
+func (s *Server) SetErrorWriter(w Wire, f ErrorWriter) { s.writers[w] = f }
+
+// Handle registers an extra route (wires added by other packages).
+func (s *Server) Handle(pattern string, wire Wire, auth bool, h HandlerFunc) {
+	s.mux.Handle(pattern, s.wrap(pattern, wire, auth, h))
+}
+
+// ServeHTTP serves a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// HandlerFunc is a handler that returns its error for the wire's mapper.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) routes(reg *prometheus.Registry) {
+	s.Handle("POST /v1/chat/completions", WireOpenAI, true, s.chatCompletions)
+	s.Handle("GET /v1/models", WireOpenAI, true, s.models)
+	s.Handle("GET /v1/models/{id}", WireOpenAI, true, s.model)
+	s.Handle("GET /v1/hitl", WireOpenAI, true, s.listDecisions)
+	s.Handle("GET /v1/hitl/{id}", WireOpenAI, true, s.getDecision)
+	s.Handle("POST /v1/hitl/{id}/approve", WireOpenAI, true, s.approve)
+	s.Handle("POST /v1/hitl/{id}/reject", WireOpenAI, true, s.reject)
+	s.Handle("GET /v1/threads", WireOpenAI, true, s.listThreads)
+	s.Handle("GET /v1/threads/{id}", WireOpenAI, true, s.getThread)
+	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
+	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.Handle("HEAD /", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
+	s.Handle("/", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error {
+		return apierror.New(apierror.NotFound, "unknown_route", fmt.Sprintf("No route %s %s.", r.Method, r.URL.Path))
+	})
+}
+
+type ctxKey int
+
+const (
+	principalKey ctxKey = iota
+	requestIDKey
+)
+
+// Principal is who is calling.
+type Principal struct {
+	Tenant string
+	// Name is how decisions record the caller.
+	Name string
+}
+
+// PrincipalFrom returns the caller of an authenticated request.
+func PrincipalFrom(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey).(Principal)
+	return p
+}
+
+// DevTenant is the tenant of unauthenticated calls in dev mode.
+const DevTenant = "dev"
+
+// Authenticate resolves the caller from Authorization: Bearer or x-api-key.
+func (s *Server) Authenticate(r *http.Request) (Principal, error) {
+	key := r.Header.Get("x-api-key")
+	if key == "" {
+		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			key = strings.TrimSpace(v)
+		}
+	}
+	if key == "" {
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			key = c.Value
+		}
+	}
+	if key != "" {
+		for _, k := range s.Config.Keys {
+			if subtle.ConstantTimeCompare([]byte(k.Secret), []byte(key)) == 1 {
+				return Principal{Tenant: k.Tenant, Name: k.Tenant}, nil
+			}
+		}
+	}
+	if s.Config.Mode == config.Dev {
+		return Principal{Tenant: DevTenant, Name: "dev"}, nil
+	}
+	msg := "Missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`."
+	if key != "" {
+		msg = "Invalid API key."
+	}
+	e := apierror.New(apierror.Authentication, "invalid_api_key", msg)
+	return Principal{}, e
+}
+
+// SessionCookie is the cookie Studio signs in with.
+const SessionCookie = "stackbone_session"
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wrap adds request id, recover, auth, body limit, metrics and error mapping.
+func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		rid := r.Header.Get("x-request-id")
+		if rid == "" || len(rid) > 128 {
+			rid = ids.New("req")
+		}
+		sw.Header().Set("x-request-id", rid)
+		if wire == WireAnthropic {
+			sw.Header().Set("request-id", rid)
+		}
+		ctx := context.WithValue(r.Context(), requestIDKey, rid)
+		r = r.WithContext(ctx)
+		r.Body = http.MaxBytesReader(sw, r.Body, s.Config.MaxBodyBytes)
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler {
+						panic(p)
+					}
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			if auth {
+				p, err := s.Authenticate(r)
+				if err != nil {
+					return err
+				}
+				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+			}
+			return h(sw, r)
+		}()
+		if err != nil {
+			s.writeError(sw, r, wire, err, rid)
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.Metrics.observeRequest(route, status, time.Since(start))
+	})
+}
+
+func (s *Server) writeError(w *statusWriter, r *http.Request, wire Wire, err error, rid string) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		err = apierror.New(apierror.TooLarge, "request_too_large", fmt.Sprintf("The request body is larger than the limit of %d bytes.", mbe.Limit))
+	}
+	ae := apierror.From(err)
+	level := slog.LevelInfo
+	if ae.Status >= 500 {
+		level = slog.LevelError
+	}
+	s.Logger.Log(r.Context(), level, "request failed", "request_id", rid, "method", r.Method, "path", r.URL.Path,
+		"status", ae.Status, "code", ae.Code, "err", err)
+	if w.status != 0 {
+		return // the response already started; the wire reported in-stream
+	}
+	if werr := s.writers[wire](w, ae); werr != nil {
+		s.Logger.Debug("write error response", "err", werr)
+	}
+}
+
+// readBody reads a request body within the size limit.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, apierror.Invalid("", "Could not read the request body.")
+	}
+	return b, nil
+}
+
+// ReadBody is readBody for wire packages registered from outside.
+func ReadBody(r *http.Request) ([]byte, error) { return readBody(r) }

@@ -1,0 +1,226 @@
+// Package openai is the OpenAI Chat Completions wire: it decodes requests
+// leniently into a runtime.Input and encodes canonical events as chunks or a
+// completion body, exactly as the official SDKs expect.
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/runtime"
+)
+
+// Request is a Chat Completions request. Unknown fields are ignored.
+type Request struct {
+	Model         string          `json:"model"`
+	Messages      []Message       `json:"messages"`
+	Tools         []Tool          `json:"tools"`
+	ToolChoice    json.RawMessage `json:"tool_choice"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stop                json.RawMessage `json:"stop"`
+	Temperature         *float64        `json:"temperature"`
+}
+
+// Message is a request message: content may be null, a string or parts.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []ToolCall      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+}
+
+// ToolCall is an assistant's call in a request or response.
+type ToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function of a tool call.
+type FunctionCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a client-declared function tool.
+type Tool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+type part struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// Decode parses and checks a request body.
+func Decode(body []byte) (*Request, error) {
+	var req Request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", jsonProblem(err))
+	}
+	if req.Model == "" {
+		return nil, apierror.Invalid("model", "`model` is required: name the agent to talk to.")
+	}
+	if len(req.Messages) == 0 {
+		return nil, apierror.Invalid("messages", "`messages` must hold at least one message.")
+	}
+	for i, t := range req.Tools {
+		if t.Function.Name == "" {
+			return nil, apierror.Invalid(fmt.Sprintf("tools[%d].function.name", i), "Every tool needs a function name.")
+		}
+	}
+	return &req, nil
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case asErr(err, &se):
+		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
+	case asErr(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error()
+}
+
+// Input maps the request onto a runtime.Input (tenant and thread are the
+// caller's to fill).
+func (req *Request) Input() (runtime.Input, error) {
+	in := runtime.Input{Agent: req.Model, Temperature: req.Temperature}
+	switch {
+	case req.MaxCompletionTokens != nil:
+		in.MaxTokens = *req.MaxCompletionTokens
+	case req.MaxTokens != nil:
+		in.MaxTokens = *req.MaxTokens
+	}
+	if len(req.Stop) > 0 && string(req.Stop) != "null" {
+		var one string
+		if json.Unmarshal(req.Stop, &one) == nil {
+			in.StopSequences = []string{one}
+		} else if err := json.Unmarshal(req.Stop, &in.StopSequences); err != nil {
+			return in, apierror.Invalid("stop", "`stop` must be a string or an array of strings.")
+		}
+	}
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		var s string
+		if json.Unmarshal(req.ToolChoice, &s) == nil {
+			in.ToolChoice = s
+		} else {
+			var obj struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if json.Unmarshal(req.ToolChoice, &obj) == nil && obj.Function.Name != "" {
+				in.ToolChoice = obj.Function.Name
+			}
+		}
+	}
+	for _, t := range req.Tools {
+		in.ClientTools = append(in.ClientTools, model.ToolDef{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	for i, m := range req.Messages {
+		msg, err := m.canonical(i)
+		if err != nil {
+			return in, err
+		}
+		in.Messages = append(in.Messages, msg)
+	}
+	return in, nil
+}
+
+func (m Message) canonical(i int) (message.Message, error) {
+	param := fmt.Sprintf("messages[%d]", i)
+	text, parts, err := content(m.Content, param)
+	if err != nil {
+		return message.Message{}, err
+	}
+	out := message.Message{Content: text, Parts: parts}
+	switch m.Role {
+	case "system", "developer":
+		out.Role = message.System
+	case "user":
+		out.Role = message.User
+	case "assistant":
+		out.Role = message.Assistant
+		for _, c := range m.ToolCalls {
+			out.ToolCalls = append(out.ToolCalls, message.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+	case "tool", "function":
+		out.Role = message.Tool
+		out.ToolCallID = m.ToolCallID
+		if out.ToolCallID == "" {
+			return out, apierror.Invalid(param+".tool_call_id", "A tool message needs `tool_call_id`.")
+		}
+	case "":
+		return out, apierror.Invalid(param+".role", "Every message needs a `role`.")
+	default:
+		return out, apierror.Invalid(param+".role", "Unknown role %q.", m.Role)
+	}
+	return out, nil
+}
+
+// content reads null, a string, or an array of parts.
+func content(raw json.RawMessage, param string) (string, []message.Part, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", nil, apierror.Invalid(param+".content", "`content` is not a valid string.")
+		}
+		return s, nil, nil
+	}
+	var ps []part
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return "", nil, apierror.Invalid(param+".content", "`content` must be null, a string or an array of parts.")
+	}
+	var b strings.Builder
+	var parts []message.Part
+	for _, p := range ps {
+		switch p.Type {
+		case "text", "input_text":
+			b.WriteString(p.Text)
+		case "image_url":
+			if p.ImageURL == nil {
+				continue
+			}
+			parts = append(parts, imagePart(p.ImageURL.URL))
+		}
+	}
+	return b.String(), parts, nil
+}
+
+// imagePart splits a data: URL into media type and data.
+func imagePart(url string) message.Part {
+	if rest, ok := strings.CutPrefix(url, "data:"); ok {
+		if meta, data, ok := strings.Cut(rest, ","); ok {
+			return message.Part{Type: "image", MediaType: strings.TrimSuffix(meta, ";base64"), Data: data}
+		}
+	}
+	return message.Part{Type: "image", URL: url}
+}

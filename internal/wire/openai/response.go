@@ -1,0 +1,202 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+// Completion is a non-stream response body.
+type Completion struct {
+	ID                string           `json:"id"`
+	Object            string           `json:"object"`
+	Created           int64            `json:"created"`
+	Model             string           `json:"model"`
+	Choices           []CompletionItem `json:"choices"`
+	Usage             Usage            `json:"usage"`
+	SystemFingerprint *string          `json:"system_fingerprint"`
+}
+
+// CompletionItem is the one choice of a completion.
+type CompletionItem struct {
+	Index        int             `json:"index"`
+	Message      ResponseMessage `json:"message"`
+	Logprobs     *struct{}       `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+// ResponseMessage is the assistant message of a completion.
+type ResponseMessage struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func usageOf(u *event.Usage) Usage {
+	if u == nil {
+		return Usage{}
+	}
+	return Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+}
+
+// finishReason names how a finished run ended on this wire.
+func finishReason(o *event.Outcome) string {
+	if o == nil {
+		return "stop"
+	}
+	if len(o.PendingCalls) > 0 {
+		return "tool_calls"
+	}
+	if o.Stop == event.StopLength {
+		return "length"
+	}
+	return "stop"
+}
+
+// toolCalls renders the calls a turn stopped on.
+func toolCalls(calls []message.ToolCall, withIndex bool) []ToolCall {
+	out := make([]ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name, Arguments: c.Arguments}}
+		if withIndex {
+			idx := i
+			out[i].Index = &idx
+		}
+	}
+	return out
+}
+
+// textJoiner concatenates the assistant text of every step of a turn,
+// separating steps with a blank line.
+type textJoiner struct {
+	lastMsg string
+	any     bool
+}
+
+// piece returns the text to show for a delta, with a separator before the
+// first delta of a later message.
+func (j *textJoiner) piece(e event.Event) string {
+	if e.MessageID != j.lastMsg {
+		j.lastMsg = e.MessageID
+		if j.any {
+			j.any = true
+			return "\n\n" + e.Delta
+		}
+	}
+	j.any = true
+	return e.Delta
+}
+
+// Collector builds a non-stream completion from a run's events.
+type Collector struct {
+	c    Completion
+	text strings.Builder
+	j    textJoiner
+	err  error
+}
+
+// NewCollector starts a completion.
+func NewCollector(id, model string, created int64) *Collector {
+	return &Collector{c: Completion{ID: id, Object: "chat.completion", Created: created, Model: model}}
+}
+
+// Add folds one event in. A RunError is kept and returned by Result.
+func (c *Collector) Add(e event.Event, err error) {
+	switch e.Type {
+	case event.TextDelta:
+		c.text.WriteString(c.j.piece(e))
+	case event.RunFinished:
+		msg := ResponseMessage{Role: "assistant"}
+		if e.Outcome != nil && len(e.Outcome.PendingCalls) > 0 {
+			msg.ToolCalls = toolCalls(e.Outcome.PendingCalls, false)
+		}
+		if c.text.Len() > 0 || msg.ToolCalls == nil {
+			s := c.text.String()
+			msg.Content = &s
+		}
+		c.c.Choices = []CompletionItem{{Index: 0, Message: msg, FinishReason: finishReason(e.Outcome)}}
+		c.c.Usage = usageOf(e.Usage)
+	case event.RunError:
+		if err == nil {
+			err = apierror.New(apierror.Internal, e.Code, e.Message)
+		}
+		c.err = err
+	}
+}
+
+// Result returns the completion or the run's error.
+func (c *Collector) Result() (*Completion, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.c.Choices == nil {
+		return nil, apierror.New(apierror.Internal, "incomplete_run", "The run ended without an answer.")
+	}
+	return &c.c, nil
+}
+
+// WriteJSON writes a JSON body with its status.
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(b)
+	return err
+}
+
+// ErrorBody is the OpenAI error envelope.
+type ErrorBody struct {
+	Error ErrorObject `json:"error"`
+}
+
+// ErrorObject is the inner error. Param is omitted when empty.
+type ErrorObject struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Details any    `json:"details,omitempty"`
+}
+
+// ErrorOf renders an API error in OpenAI's envelope.
+func ErrorOf(e *apierror.Error) ErrorBody {
+	return ErrorBody{Error: ErrorObject{Message: e.Message, Type: errorType(e), Param: e.Param, Code: e.Code, Details: e.Details}}
+}
+
+func errorType(e *apierror.Error) string {
+	switch e.Kind {
+	case apierror.InvalidRequest, apierror.NotFound, apierror.TooLarge, apierror.Conflict:
+		return "invalid_request_error"
+	case apierror.Authentication:
+		return "authentication_error"
+	case apierror.Permission:
+		return "permission_error"
+	case apierror.RateLimit:
+		return "rate_limit_error"
+	default:
+		return "server_error"
+	}
+}
+
+// WriteError writes an error response in OpenAI's envelope.
+func WriteError(w http.ResponseWriter, e *apierror.Error) error {
+	if e.NoRetry {
+		w.Header().Set("x-should-retry", "false")
+	}
+	return WriteJSON(w, e.Status, ErrorOf(e))
+}

@@ -1,0 +1,122 @@
+package openai
+
+import (
+	"encoding/json"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+)
+
+// Frames is where a stream writes its data lines (an *sse.Writer).
+type Frames interface {
+	Data(b []byte) error
+}
+
+type chunk struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        delta   `json:"delta"`
+	Logprobs     *string `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type delta struct {
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+var nullUsage = json.RawMessage("null")
+
+// Stream encodes a run's events as chat.completion.chunk frames: a role chunk
+// first, content deltas, the calls the turn stopped on, exactly one chunk
+// with a finish_reason, a usage chunk only when asked for, then [DONE].
+type Stream struct {
+	out          Frames
+	id, model    string
+	created      int64
+	includeUsage bool
+	j            textJoiner
+	done         bool
+}
+
+// NewStream starts an encoder.
+func NewStream(out Frames, id, model string, created int64, includeUsage bool) *Stream {
+	return &Stream{out: out, id: id, model: model, created: created, includeUsage: includeUsage}
+}
+
+func (s *Stream) chunk(d delta, finish *string) error {
+	c := chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+		Choices: []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}}}
+	if s.includeUsage {
+		c.Usage = nullUsage
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return s.out.Data(b)
+}
+
+// Write encodes one event.
+func (s *Stream) Write(e event.Event) error {
+	if s.done {
+		return nil
+	}
+	switch e.Type {
+	case event.RunStarted:
+		empty := ""
+		return s.chunk(delta{Role: "assistant", Content: &empty}, nil)
+	case event.TextDelta:
+		if e.SubagentRunID != "" {
+			return nil
+		}
+		p := s.j.piece(e)
+		return s.chunk(delta{Content: &p}, nil)
+	case event.RunFinished:
+		s.done = true
+		if e.Outcome != nil && len(e.Outcome.PendingCalls) > 0 {
+			if err := s.chunk(delta{ToolCalls: toolCalls(e.Outcome.PendingCalls, true)}, nil); err != nil {
+				return err
+			}
+		}
+		fr := finishReason(e.Outcome)
+		if err := s.chunk(delta{}, &fr); err != nil {
+			return err
+		}
+		if s.includeUsage {
+			u, _ := json.Marshal(usageOf(e.Usage))
+			b, _ := json.Marshal(chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: []chunkChoice{}, Usage: u})
+			if err := s.out.Data(b); err != nil {
+				return err
+			}
+		}
+		return s.out.Data([]byte("[DONE]"))
+	case event.RunError:
+		s.done = true
+		return s.Error(apierror.New(apierror.Internal, e.Code, e.Message))
+	}
+	return nil
+}
+
+// Error writes an in-stream error frame (after the 200 was sent).
+func (s *Stream) Error(e *apierror.Error) error {
+	s.done = true
+	obj := ErrorOf(e).Error
+	if obj.Type == "invalid_request_error" && e.Status >= 500 {
+		obj.Type = "server_error"
+	}
+	b, err := json.Marshal(map[string]any{"error": map[string]any{"message": obj.Message, "type": obj.Type, "param": nil, "code": obj.Code}})
+	if err != nil {
+		return err
+	}
+	return s.out.Data(b)
+}

@@ -1,0 +1,122 @@
+// Package sse writes Server-Sent Events: LF-only frames, flushed one by one,
+// with keepalives from a ticker. It is safe for concurrent use so keepalives
+// can interleave with events.
+package sse
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Writer writes SSE frames to a response.
+type Writer struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	f       http.Flusher
+	started bool
+	buf     []byte
+	err     error
+}
+
+// New prepares w for an event stream. Headers are sent with the first frame.
+func New(w http.ResponseWriter) *Writer {
+	f, _ := w.(http.Flusher)
+	return &Writer{w: w, f: f}
+}
+
+func (s *Writer) begin() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// Started reports whether the stream's headers were sent.
+func (s *Writer) Started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+// Data writes "data: <b>\n\n". b must be one line.
+func (s *Writer) Data(b []byte) error { return s.frame("", "", b) }
+
+// Event writes "event: <name>\ndata: <b>\n\n".
+func (s *Writer) Event(name string, b []byte) error { return s.frame(name, "", b) }
+
+// IDData writes "id: <id>\ndata: <b>\n\n".
+func (s *Writer) IDData(id string, b []byte) error { return s.frame("", id, b) }
+
+func (s *Writer) frame(name, id string, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.begin()
+	s.buf = s.buf[:0]
+	if name != "" {
+		s.buf = append(s.buf, "event: "...)
+		s.buf = append(s.buf, name...)
+		s.buf = append(s.buf, '\n')
+	}
+	if id != "" {
+		s.buf = append(s.buf, "id: "...)
+		s.buf = append(s.buf, id...)
+		s.buf = append(s.buf, '\n')
+	}
+	s.buf = append(s.buf, "data: "...)
+	s.buf = append(s.buf, b...)
+	s.buf = append(s.buf, '\n', '\n')
+	return s.write()
+}
+
+// Comment writes ": <text>\n\n" (a keepalive every SSE parser skips).
+func (s *Writer) Comment(text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.begin()
+	s.buf = append(s.buf[:0], ": "...)
+	s.buf = append(s.buf, text...)
+	s.buf = append(s.buf, '\n', '\n')
+	return s.write()
+}
+
+func (s *Writer) write() error {
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.err = err
+		return err
+	}
+	if s.f != nil {
+		s.f.Flush()
+	}
+	return nil
+}
+
+// KeepAlive calls ping every interval until the returned stop is called.
+func KeepAlive(interval time.Duration, ping func()) (stop func()) {
+	t := time.NewTicker(interval)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ping()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { t.Stop(); close(done) }) }
+}
