@@ -18,6 +18,7 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/server"
@@ -70,16 +71,10 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		return err
 	}
 	reg := agent.NewRegistry(specs...)
-	runner := &runtime.Runner{
-		Store: st, Agents: reg, Logger: logger, Lease: cfg.Lease,
-		Models: providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
-			AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost}),
-	}
-	Configure(runner)
-	runner.Init()
-	promReg := prometheus.NewRegistry()
-	srv := server.New(cfg, runner, promReg, logger)
-	Mount(srv)
+	models := providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
+		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger})
+	runner := NewRunner(cfg, st, reg, models, logger)
+	srv := NewServer(cfg, runner, prometheus.NewRegistry(), logger)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -168,9 +163,27 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 `, base, cfg.DB, strings.Join(names, ", "))
 }
 
-// Configure installs built-ins and other runtime extensions.
-var Configure = func(r *runtime.Runner) {}
+// NewRunner builds the runtime with the built-in tools installed.
+func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *runtime.Runner {
+	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease}
+	for _, f := range runnerExtensions {
+		f(r)
+	}
+	r.Init()
+	return r
+}
 
-// Mount adds routes of other wires to the server.
-var Mount = func(s *server.Server) {}
+// NewServer builds the HTTP server with every wire mounted.
+func NewServer(cfg *config.Config, runner *runtime.Runner, reg *prometheus.Registry, logger *slog.Logger) *server.Server {
+	s := server.New(cfg, runner, reg, logger)
+	for _, f := range serverExtensions {
+		f(s)
+	}
+	return s
+}
 
+// runnerExtensions install built-ins; serverExtensions mount further wires.
+var (
+	runnerExtensions []func(*runtime.Runner)
+	serverExtensions []func(*server.Server)
+)

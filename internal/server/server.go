@@ -91,7 +91,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.Handle("HEAD /", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
+	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
 	s.Handle("/", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error {
 		return apierror.New(apierror.NotFound, "unknown_route", fmt.Sprintf("No route %s %s.", r.Method, r.URL.Path))
 	})
