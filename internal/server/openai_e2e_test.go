@@ -21,9 +21,10 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-func client(env *stacktest.Env, opts ...option.RequestOption) openai.Client {
+func client(env *stacktest.Env, opts ...option.RequestOption) *openai.Client {
 	base := []option.RequestOption{option.WithBaseURL(env.URL + "/v1"), option.WithAPIKey("sk-local")}
-	return openai.NewClient(append(base, opts...)...)
+	c := openai.NewClient(append(base, opts...)...)
+	return &c
 }
 
 func session(key string) option.RequestOption { return option.WithHeader("x-stackbone-session", key) }

@@ -1,0 +1,228 @@
+// Package sqlite is the embedded store driver, built on the pure-Go
+// modernc.org/sqlite (no cgo).
+//
+// The database runs in WAL mode with synchronous=NORMAL and foreign keys on.
+// Writes go through a pool of one connection and run in BEGIN IMMEDIATE
+// transactions, so writers of one process queue in Go instead of failing with
+// SQLITE_BUSY; reads use a separate read-only pool. Another process on the
+// same file waits up to the busy timeout. Messages, events, state, interrupt
+// arguments and decisions are stored as JSON text beside a format version
+// (store.FormatVersion); times as Unix microseconds.
+//
+// Beyond the store.Store contract: BeginRun, Checkpoint and FinishRun write
+// the assigned Seq, ThreadID and RunID back into the caller's Events slice
+// once the transaction commits, so the caller can publish the stored events
+// live with their sequence numbers.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// DefaultBusyTimeout is how long a write waits for another process's lock
+// before it fails with store.ErrUnavailable.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Store is a store.Store on one SQLite database file.
+type Store struct {
+	w      *sql.DB // one connection, BEGIN IMMEDIATE
+	r      *sql.DB // read-only pool (== w for an in-memory database)
+	logger *slog.Logger
+	now    func() time.Time
+	stmts  statements
+}
+
+var _ store.Store = (*Store)(nil)
+
+type options struct {
+	busyTimeout time.Duration
+	now         func() time.Time
+}
+
+// Open opens (creating it and its parent directory if needed) the database
+// at path and brings its schema up to date. path ":memory:" opens a private
+// in-memory database, useful in tests. A nil logger discards logs.
+func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error) {
+	return open(ctx, path, logger, options{busyTimeout: DefaultBusyTimeout, now: time.Now})
+}
+
+func open(ctx context.Context, path string, logger *slog.Logger, o options) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: open %q: %w: the path must be non-empty and have no ? or #", path, store.ErrInvalid)
+	}
+	memory := path == ":memory:"
+	if !memory {
+		if dir := filepath.Dir(path); dir != "" {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("sqlite: open %q: %w: %w", path, store.ErrUnavailable, err)
+			}
+		}
+	}
+
+	params := func(extra ...string) string {
+		q := url.Values{}
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
+		q.Add("_pragma", "foreign_keys(1)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		for _, e := range extra {
+			q.Add("_pragma", e)
+		}
+		return q.Encode()
+	}
+
+	s := &Store{logger: logger, now: o.now}
+	var err error
+	if memory {
+		// One connection serves reads and writes: every connection to
+		// ":memory:" is a database of its own.
+		s.w, err = sql.Open("sqlite", path+"?_txlock=immediate&"+params())
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: open: %w", err)
+		}
+		s.w.SetMaxOpenConns(1)
+		s.w.SetMaxIdleConns(1)
+		s.w.SetConnMaxLifetime(0)
+		s.w.SetConnMaxIdleTime(0)
+		s.r = s.w
+	} else {
+		s.w, err = sql.Open("sqlite", path+"?_txlock=immediate&"+params("journal_mode(WAL)"))
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: open: %w", err)
+		}
+		s.w.SetMaxOpenConns(1)
+		s.w.SetMaxIdleConns(1)
+		s.w.SetConnMaxIdleTime(0)
+		s.w.SetConnMaxLifetime(0)
+	}
+
+	// The writer creates the file, switches it to WAL and migrates before a
+	// reader opens it.
+	if err := migrate(ctx, s.w, logger); err != nil {
+		s.w.Close()
+		return nil, mapErr("open", err)
+	}
+	if !memory {
+		s.r, err = sql.Open("sqlite", path+"?"+params("query_only(1)"))
+		if err != nil {
+			s.w.Close()
+			return nil, fmt.Errorf("sqlite: open: %w", err)
+		}
+		n := max(4, runtime.GOMAXPROCS(0))
+		s.r.SetMaxOpenConns(n)
+		s.r.SetMaxIdleConns(n)
+		s.r.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := s.stmts.prepare(ctx, s.w); err != nil {
+		s.Close()
+		return nil, mapErr("open", err)
+	}
+	logger.Debug("sqlite store open", "path", path)
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	s.stmts.close()
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return mapErr("ping", err)
+	}
+	if err := s.r.PingContext(ctx); err != nil {
+		return mapErr("ping", err)
+	}
+	return nil
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
+func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if err := fn(tx); err != nil {
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			s.logger.Warn("sqlite rollback failed", "op", op, "err", rerr)
+		}
+		return mapErr(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return mapErr(op, err)
+	}
+	return nil
+}
+
+// mapErr wraps err with the operation's name, adding store.ErrUnavailable
+// when the database could not be reached, was locked by another process
+// beyond the busy timeout, or failed on disk.
+func mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if unavailable(err) {
+		return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("sqlite: %s: %w", op, err)
+}
+
+func unavailable(err error) bool {
+	if errors.Is(err, store.ErrUnavailable) {
+		return false // already marked
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN,
+			sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY,
+			sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT,
+			sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOMEM:
+			return true
+		}
+	}
+	return false
+}
+
+// micros stores a time as Unix microseconds; the zero time is NULL.
+func micros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// fromMicros reads a time stored by micros.
+func fromMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}

@@ -1,0 +1,486 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at`
+
+// statements are the hot-path statements, prepared once on the writer.
+type statements struct {
+	insMessage *sql.Stmt
+	insEvent   *sql.Stmt
+	checkpoint *sql.Stmt
+}
+
+func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	if st.insMessage, err = db.PrepareContext(ctx,
+		`INSERT INTO messages (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`); err != nil {
+		return err
+	}
+	if st.insEvent, err = db.PrepareContext(ctx,
+		`INSERT INTO events (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`); err != nil {
+		return err
+	}
+	// The conditional update proves the run still holds the thread and
+	// reserves the sequence numbers of the rows appended after it.
+	if st.checkpoint, err = db.PrepareContext(ctx, `UPDATE threads SET
+			state = coalesce(?1, state),
+			lease_until = coalesce(?2, lease_until),
+			message_seq = message_seq + ?3,
+			event_seq = event_seq + ?4
+		WHERE tenant = ?5 AND id = ?6 AND status = 'running' AND run_id = ?7
+		RETURNING agent, message_seq, event_seq`); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (st *statements) close() {
+	for _, s := range []*sql.Stmt{st.insMessage, st.insEvent, st.checkpoint} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanThread scans threadCols, then extra.
+func scanThread(sc scanner, extra ...any) (*store.Thread, error) {
+	var (
+		t                       store.Thread
+		status                  string
+		v                       int
+		state                   []byte
+		lease, created, updated sql.NullInt64
+	)
+	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
+		&t.LastError, &t.LeaseOwner, &lease, &created, &updated}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := store.CheckFormat(v); err != nil {
+		return nil, fmt.Errorf("thread %s/%s: %w", t.Tenant, t.ID, err)
+	}
+	t.Status = store.ThreadStatus(status)
+	t.State = json.RawMessage(state)
+	t.LeaseUntil = fromMicros(lease)
+	t.CreatedAt = fromMicros(created)
+	t.UpdatedAt = fromMicros(updated)
+	return &t, nil
+}
+
+// GetThread returns a thread of the tenant, or store.ErrNotFound.
+func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread, error) {
+	t, err := scanThread(s.r.QueryRowContext(ctx,
+		`SELECT `+threadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: get thread %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapErr("get thread", err)
+	}
+	return t, nil
+}
+
+// ListThreads lists the tenant's threads, most recently updated first.
+func (s *Store) ListThreads(ctx context.Context, tenant string, f store.ThreadFilter) ([]store.Thread, error) {
+	q := strings.Builder{}
+	q.WriteString(`SELECT ` + threadCols + ` FROM threads WHERE tenant = ?`)
+	args := []any{tenant}
+	if f.Agent != "" {
+		q.WriteString(` AND agent = ?`)
+		args = append(args, f.Agent)
+	}
+	if f.Status != "" {
+		q.WriteString(` AND status = ?`)
+		args = append(args, string(f.Status))
+	}
+	q.WriteString(` ORDER BY updated_at DESC, id DESC LIMIT ?`)
+	args = append(args, store.Limit(f.Limit, store.DefaultLimit))
+	return s.queryThreads(ctx, "list threads", q.String(), args...)
+}
+
+// Stale lists, across tenants, the Queued threads and the Running threads
+// whose lease expired before now, least recently updated first.
+func (s *Store) Stale(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
+	return s.queryThreads(ctx, "stale", `SELECT `+threadCols+` FROM threads
+		WHERE status = 'queued' OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?))
+		ORDER BY updated_at, tenant, id LIMIT ?`,
+		now.UnixMicro(), store.Limit(limit, store.DefaultLimit))
+}
+
+func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any) ([]store.Thread, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []store.Thread
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// Messages returns the thread's messages in the order they were appended.
+func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error) {
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? ORDER BY seq`, tenant, threadID)
+	if err != nil {
+		return nil, mapErr("messages", err)
+	}
+	defer rows.Close()
+	var (
+		out  []message.Message
+		v    int
+		data sql.RawBytes
+	)
+	for rows.Next() {
+		if err := rows.Scan(&v, &data); err != nil {
+			return nil, mapErr("messages", err)
+		}
+		m, err := store.DecodeMessage(v, data)
+		if err != nil {
+			return nil, mapErr("messages", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("messages", err)
+	}
+	if len(out) == 0 {
+		if err := s.threadExists(ctx, s.r, tenant, threadID); err != nil {
+			return nil, mapErr("messages", err)
+		}
+	}
+	return out, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// threadExists returns store.ErrNotFound unless the tenant has the thread.
+func (s *Store) threadExists(ctx context.Context, q querier, tenant, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM threads WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("thread %q: %w", id, store.ErrNotFound)
+	}
+	return err
+}
+
+// leaseLost explains why a run's conditional update matched nothing.
+func (s *Store) leaseLost(ctx context.Context, tx *sql.Tx, tenant, id, runID string) error {
+	if err := s.threadExists(ctx, tx, tenant, id); err != nil {
+		return err
+	}
+	return fmt.Errorf("run %q on thread %q: %w", runID, id, store.ErrLeaseLost)
+}
+
+// BeginRun creates the thread if needed and takes its lease for a new run,
+// appending the input messages and events and replacing the state if set.
+func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, error) {
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: begin run: %w", err)
+	}
+	if b.Now.IsZero() {
+		b.Now = s.now()
+	}
+	msgs, err := encodeMessages(b.Input)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: begin run: %w", err)
+	}
+	evs, err := encodeEvents(b.Events, b.ThreadID, b.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: begin run: %w", err)
+	}
+	state := stateArg(b.State)
+	now := b.Now.UnixMicro()
+
+	var (
+		th            *store.Thread
+		msgSeq, evSeq int64
+	)
+	err = s.write(ctx, "begin run", func(tx *sql.Tx) error {
+		var (
+			agent, status string
+			lease         sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT agent, status, lease_until FROM threads WHERE tenant = ? AND id = ?`,
+			b.Tenant, b.ThreadID).Scan(&agent, &status, &lease)
+		var row *sql.Row
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if state == nil {
+				state = store.EmptyState
+			}
+			row = tx.QueryRowContext(ctx, `INSERT INTO threads
+				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq)
+				VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				RETURNING `+threadCols+`, message_seq, event_seq`,
+				b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, micros(b.LeaseUntil),
+				now, now, len(msgs), len(evs))
+		case err != nil:
+			return err
+		default:
+			if agent != b.Agent {
+				return fmt.Errorf("thread %q is bound to agent %q, not %q: %w", b.ThreadID, agent, b.Agent, store.ErrAgentMismatch)
+			}
+			switch store.ThreadStatus(status) {
+			case store.Waiting, store.Queued:
+				return fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrApprovalPending)
+			case store.Running:
+				if lease.Valid && lease.Int64 >= now {
+					return fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrRunInProgress)
+				}
+			}
+			row = tx.QueryRowContext(ctx, `UPDATE threads SET
+					status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
+					state = coalesce(?, state), v = ?,
+					message_seq = message_seq + ?, event_seq = event_seq + ?
+				WHERE tenant = ? AND id = ?
+				RETURNING `+threadCols+`, message_seq, event_seq`,
+				b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion,
+				len(msgs), len(evs), b.Tenant, b.ThreadID)
+		}
+		th, err = scanThread(row, &msgSeq, &evSeq)
+		if err != nil {
+			return err
+		}
+		return s.appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq)
+	})
+	if err != nil {
+		return nil, err
+	}
+	stamp(b.Events, b.ThreadID, b.RunID, evSeq)
+	return th, nil
+}
+
+// Claim takes a Queued thread, or a Running one whose lease expired before
+// c.Now, for a new run.
+func (s *Store) Claim(ctx context.Context, c store.Claim) (*store.Thread, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	if c.Now.IsZero() {
+		c.Now = s.now()
+	}
+	var th *store.Thread
+	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
+		var err error
+		th, err = scanThread(tx.QueryRowContext(ctx, `UPDATE threads SET
+				status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = ''
+			WHERE tenant = ? AND id = ?
+				AND (status = 'queued' OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))
+			RETURNING `+threadCols,
+			c.RunID, c.Owner, micros(c.LeaseUntil), c.Now.UnixMicro(), c.Tenant, c.ThreadID, c.Now.UnixMicro()))
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := s.threadExists(ctx, tx, c.Tenant, c.ThreadID); err != nil {
+				return err
+			}
+			return fmt.Errorf("thread %q: %w", c.ThreadID, store.ErrNotClaimable)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return th, nil
+}
+
+// Checkpoint stores a step boundary of the run in one transaction.
+func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	msgs, err := encodeMessages(c.Messages)
+	if err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	evs, err := encodeEvents(c.Events, c.ThreadID, c.RunID)
+	if err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	ins, err := encodeInterrupts(c, s.now)
+	if err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	var evSeq int64
+	err = s.write(ctx, "checkpoint", func(tx *sql.Tx) error {
+		var (
+			agent  string
+			msgSeq int64
+		)
+		err := tx.StmtContext(ctx, s.stmts.checkpoint).QueryRowContext(ctx,
+			stateArg(c.State), micros(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID,
+		).Scan(&agent, &msgSeq, &evSeq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.leaseLost(ctx, tx, c.Tenant, c.ThreadID, c.RunID)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.appendRows(ctx, tx, c.Tenant, c.ThreadID, msgs, msgSeq, evs, evSeq); err != nil {
+			return err
+		}
+		return insertInterrupts(ctx, tx, agent, ins)
+	})
+	if err != nil {
+		return err
+	}
+	stamp(c.Events, c.ThreadID, c.RunID, evSeq)
+	return nil
+}
+
+// FinishRun ends the run: the thread takes f.Status (Queued instead of
+// Waiting when no decision is pending any more) and its lease is released.
+func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("sqlite: finish run: %w", err)
+	}
+	if f.Now.IsZero() {
+		f.Now = s.now()
+	}
+	evs, err := encodeEvents(f.Events, f.ThreadID, f.RunID)
+	if err != nil {
+		return fmt.Errorf("sqlite: finish run: %w", err)
+	}
+	var evSeq int64
+	err = s.write(ctx, "finish run", func(tx *sql.Tx) error {
+		// A decision can land between the checkpoint that stored the
+		// interrupts and this call, while the thread is still Running; then
+		// nothing is left to wait for and the resume is due at once.
+		err := tx.QueryRowContext(ctx, `UPDATE threads SET
+				status = CASE WHEN ?1 = 'waiting' AND NOT EXISTS (
+						SELECT 1 FROM interrupts WHERE tenant = ?5 AND thread_id = ?6 AND status = 'pending')
+					THEN 'queued' ELSE ?1 END,
+				last_error = ?2, lease_owner = '', lease_until = NULL, updated_at = ?3,
+				event_seq = event_seq + ?4
+			WHERE tenant = ?5 AND id = ?6 AND status = 'running' AND run_id = ?7
+			RETURNING event_seq`,
+			string(f.Status), f.Error, f.Now.UnixMicro(), len(evs), f.Tenant, f.ThreadID, f.RunID,
+		).Scan(&evSeq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)
+		}
+		if err != nil {
+			return err
+		}
+		return s.appendRows(ctx, tx, f.Tenant, f.ThreadID, nil, 0, evs, evSeq)
+	})
+	if err != nil {
+		return err
+	}
+	stamp(f.Events, f.ThreadID, f.RunID, evSeq)
+	return nil
+}
+
+// appendRows inserts msgs and evs, whose last sequence numbers are lastMsg
+// and lastEv (the thread's counters after the reservation).
+func (s *Store) appendRows(ctx context.Context, tx *sql.Tx, tenant, threadID string,
+	msgs []string, lastMsg int64, evs []string, lastEv int64,
+) error {
+	if len(msgs) > 0 {
+		st := tx.StmtContext(ctx, s.stmts.insMessage)
+		first := lastMsg - int64(len(msgs)) + 1
+		for i, m := range msgs {
+			if _, err := st.ExecContext(ctx, tenant, threadID, first+int64(i), store.FormatVersion, m); err != nil {
+				return err
+			}
+		}
+	}
+	if len(evs) > 0 {
+		st := tx.StmtContext(ctx, s.stmts.insEvent)
+		first := lastEv - int64(len(evs)) + 1
+		for i, e := range evs {
+			if _, err := st.ExecContext(ctx, tenant, threadID, first+int64(i), store.FormatVersion, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stateArg binds replacement state: NULL keeps the stored state.
+func stateArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+func encodeMessages(msgs []message.Message) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(msgs))
+	for i := range msgs {
+		b, err := json.Marshal(&msgs[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", store.ErrInvalid, i, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// encodeEvents encodes events as stored: thread and run filled in, Seq left
+// to the seq column.
+func encodeEvents(evs []event.Event, threadID, runID string) ([]string, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(evs))
+	for i := range evs {
+		e := evs[i]
+		e.Seq = 0
+		if e.ThreadID == "" {
+			e.ThreadID = threadID
+		}
+		if e.RunID == "" {
+			e.RunID = runID
+		}
+		b, err := json.Marshal(&e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %d: %w", store.ErrInvalid, i, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// stamp writes the stored identity of committed events back to the
+// caller's slice; last is the Seq of the last one.
+func stamp(evs []event.Event, threadID, runID string, last int64) {
+	first := last - int64(len(evs)) + 1
+	for i := range evs {
+		evs[i].Seq = first + int64(i)
+		if evs[i].ThreadID == "" {
+			evs[i].ThreadID = threadID
+		}
+		if evs[i].RunID == "" {
+			evs[i].RunID = runID
+		}
+	}
+}

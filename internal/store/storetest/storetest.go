@@ -1,0 +1,1289 @@
+// Package storetest is the conformance suite every store.Store driver
+// passes. A driver's test calls Run with a constructor of fresh, empty
+// stores.
+//
+// The suite uses fixed times (no sleeping) and compares stored JSON by
+// meaning, not bytes, so a driver may normalise JSON (PostgreSQL jsonb).
+// Times are compared at microsecond precision.
+//
+// Besides the store.Store doc comments, the suite pins these behaviours:
+//   - a lease is held up to and including LeaseUntil: BeginRun at
+//     Now == LeaseUntil gets ErrRunInProgress, Claim gets ErrNotClaimable;
+//   - Messages and Events of an unknown or foreign thread are ErrNotFound;
+//     Checkpoint and FinishRun on one are ErrNotFound, not ErrLeaseLost;
+//   - BeginRun, Checkpoint and FinishRun write each stored event's Seq (and
+//     empty ThreadID/RunID) back into the caller's Events slice;
+//   - a new run (BeginRun, Claim) clears LastError; FinishRun keeps RunID
+//     and clears the lease;
+//   - FinishRun with Waiting when no decision is pending any more (all were
+//     made while the run still held the thread) queues the thread instead;
+//   - Checkpoint fills an interrupt's Tenant, ThreadID, empty RunID and
+//     empty Agent from the run, and stores it as Pending;
+//   - invalid requests (see the Validate methods) fail with store.ErrInvalid.
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// T0 is the suite's fixed "now".
+var T0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// Run runs the conformance suite. newStore returns a fresh, empty store for
+// one subtest and registers its cleanup (Close, removing files) with t.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"Ping", testPing},
+		{"UnknownThread", testUnknownThread},
+		{"BeginRun/CreatesThread", testBeginRunCreates},
+		{"BeginRun/State", testBeginRunState},
+		{"BeginRun/AgentMismatch", testBeginRunAgentMismatch},
+		{"BeginRun/RunInProgress", testBeginRunInProgress},
+		{"BeginRun/TakesOverExpiredLease", testBeginRunTakesOver},
+		{"BeginRun/ApprovalPending", testBeginRunApprovalPending},
+		{"BeginRun/AfterFailed", testBeginRunAfterFailed},
+		{"BeginRun/Invalid", testBeginRunInvalid},
+		{"Messages/RoundTripInOrder", testMessagesRoundTrip},
+		{"Checkpoint", testCheckpoint},
+		{"Checkpoint/LeaseLostWritesNothing", testCheckpointLeaseLost},
+		{"Checkpoint/Interrupts", testCheckpointInterrupts},
+		{"FinishRun", testFinishRun},
+		{"FinishRun/WaitingWithNothingPendingQueues", testFinishWaitingNothingPending},
+		{"Claim", testClaim},
+		{"Claim/ExpiredLease", testClaimExpired},
+		{"Stale", testStale},
+		{"ListThreads", testListThreads},
+		{"Decide", testDecide},
+		{"Decide/Reject", testDecideReject},
+		{"Decide/QueuesAfterLastPending", testDecideQueues},
+		{"Decide/WhileRunning", testDecideWhileRunning},
+		{"ListInterrupts", testListInterrupts},
+		{"CallInterrupts", testCallInterrupts},
+		{"Events", testEvents},
+		{"TenantIsolation", testTenantIsolation},
+		{"Concurrent/Decide", testConcurrentDecide},
+		{"Concurrent/BeginRun", testConcurrentBeginRun},
+		{"Concurrent/Claim", testConcurrentClaim},
+		{"Concurrent/Writers", testConcurrentWriters},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// ---- helpers ----
+
+func at(d time.Duration) time.Time { return T0.Add(d) }
+
+// begin starts run on a thread at now with a one-minute lease.
+func begin(t *testing.T, s store.Store, tenant, thread, agent, run string, now time.Time, input ...message.Message) *store.Thread {
+	t.Helper()
+	th, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: tenant, ThreadID: thread, Agent: agent, RunID: run,
+		Owner: "owner-" + run, Now: now, LeaseUntil: now.Add(time.Minute), Input: input})
+	if err != nil {
+		t.Fatalf("BeginRun %s/%s %s: %v", tenant, thread, run, err)
+	}
+	return th
+}
+
+func finish(t *testing.T, s store.Store, tenant, thread, run string, status store.ThreadStatus, now time.Time) {
+	t.Helper()
+	if err := s.FinishRun(t.Context(), store.FinishRun{Tenant: tenant, ThreadID: thread, RunID: run,
+		Status: status, Now: now}); err != nil {
+		t.Fatalf("FinishRun %s/%s %s %s: %v", tenant, thread, run, status, err)
+	}
+}
+
+func checkpoint(t *testing.T, s store.Store, c store.Checkpoint) {
+	t.Helper()
+	if err := s.Checkpoint(t.Context(), c); err != nil {
+		t.Fatalf("Checkpoint %s/%s %s: %v", c.Tenant, c.ThreadID, c.RunID, err)
+	}
+}
+
+// interrupt is a minimal pending decision on a tool call.
+func interrupt(id, callID string, created time.Time) store.Interrupt {
+	return store.Interrupt{ID: id, ToolCallID: callID, Tool: "refund", Args: json.RawMessage(`{"orderId":"A1"}`),
+		AllowedDecisions: []string{"approve", "reject"}, CreatedAt: created}
+}
+
+// waiting runs a thread into Waiting on the given interrupts; the run
+// starts at now and finishes a second later.
+func waiting(t *testing.T, s store.Store, tenant, thread, agent, run string, now time.Time, ins ...store.Interrupt) {
+	t.Helper()
+	begin(t, s, tenant, thread, agent, run, now, userMsg("m-"+run, "refund A1"))
+	checkpoint(t, s, store.Checkpoint{Tenant: tenant, ThreadID: thread, RunID: run, Interrupts: ins})
+	finish(t, s, tenant, thread, run, store.Waiting, now.Add(time.Second))
+}
+
+func decide(t *testing.T, s store.Store, tenant, id string, approved bool, now time.Time) store.DecideResult {
+	t.Helper()
+	res, err := s.Decide(t.Context(), tenant, id, store.Decision{Approved: approved, Via: "api", By: tenant + "/key", At: now})
+	if err != nil {
+		t.Fatalf("Decide %s/%s: %v", tenant, id, err)
+	}
+	return res
+}
+
+func userMsg(id, text string) message.Message {
+	return message.Message{ID: id, Role: message.User, Content: text}
+}
+
+func getThread(t *testing.T, s store.Store, tenant, id string) *store.Thread {
+	t.Helper()
+	th, err := s.GetThread(t.Context(), tenant, id)
+	if err != nil {
+		t.Fatalf("GetThread %s/%s: %v", tenant, id, err)
+	}
+	return th
+}
+
+func messages(t *testing.T, s store.Store, tenant, id string) []message.Message {
+	t.Helper()
+	ms, err := s.Messages(t.Context(), tenant, id)
+	if err != nil {
+		t.Fatalf("Messages %s/%s: %v", tenant, id, err)
+	}
+	return ms
+}
+
+func events(t *testing.T, s store.Store, tenant, id string, after int64, limit int) []event.Event {
+	t.Helper()
+	es, err := s.Events(t.Context(), tenant, id, after, limit)
+	if err != nil {
+		t.Fatalf("Events %s/%s: %v", tenant, id, err)
+	}
+	return es
+}
+
+func getInterrupt(t *testing.T, s store.Store, tenant, id string) *store.Interrupt {
+	t.Helper()
+	in, err := s.GetInterrupt(t.Context(), tenant, id)
+	if err != nil {
+		t.Fatalf("GetInterrupt %s/%s: %v", tenant, id, err)
+	}
+	return in
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+// sameJSON compares two values by their JSON meaning.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, w := normJSON(t, got), normJSON(t, want)
+	if !reflect.DeepEqual(g, w) {
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		t.Fatalf("%s:\n got  %s\n want %s", what, gb, wb)
+	}
+}
+
+func normJSON(t *testing.T, v any) any {
+	t.Helper()
+	var b []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		b = x
+	case string:
+		b = []byte(x)
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			t.Fatalf("marshal %T: %v", v, err)
+		}
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("unmarshal %s: %v", b, err)
+	}
+	return out
+}
+
+func sameTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func threadIDs(ts []store.Thread) []string {
+	out := make([]string, len(ts))
+	for i, th := range ts {
+		out[i] = th.Tenant + "/" + th.ID
+	}
+	return out
+}
+
+func interruptIDs(ins []store.Interrupt) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = in.ID
+	}
+	return out
+}
+
+func sameStrings(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+// sameThread compares every field of two threads.
+func sameThread(t *testing.T, what string, got, want *store.Thread) {
+	t.Helper()
+	if got.Tenant != want.Tenant || got.ID != want.ID || got.Agent != want.Agent || got.Status != want.Status ||
+		got.RunID != want.RunID || got.LastError != want.LastError || got.LeaseOwner != want.LeaseOwner {
+		t.Fatalf("%s: got %+v, want %+v", what, got, want)
+	}
+	sameJSON(t, what+" state", got.State, want.State)
+	sameTime(t, what+" LeaseUntil", got.LeaseUntil, want.LeaseUntil)
+	sameTime(t, what+" CreatedAt", got.CreatedAt, want.CreatedAt)
+	sameTime(t, what+" UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+}
+
+// ---- tests ----
+
+func testPing(t *testing.T, s store.Store) {
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+func testUnknownThread(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetThread(ctx, "a", "nope")
+	wantErr(t, "GetThread", err, store.ErrNotFound)
+	_, err = s.Messages(ctx, "a", "nope")
+	wantErr(t, "Messages", err, store.ErrNotFound)
+	_, err = s.Events(ctx, "a", "nope", 0, 0)
+	wantErr(t, "Events", err, store.ErrNotFound)
+	_, err = s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: "nope", RunID: "r", Now: T0, LeaseUntil: at(time.Minute)})
+	wantErr(t, "Claim", err, store.ErrNotFound)
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "nope", RunID: "r", Messages: []message.Message{userMsg("m", "x")}})
+	wantErr(t, "Checkpoint", err, store.ErrNotFound)
+	err = s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "nope", RunID: "r", Status: store.Idle, Now: T0})
+	wantErr(t, "FinishRun", err, store.ErrNotFound)
+	_, err = s.GetInterrupt(ctx, "a", "int_nope")
+	wantErr(t, "GetInterrupt", err, store.ErrNotFound)
+	_, err = s.Decide(ctx, "a", "int_nope", store.Decision{Approved: true, At: T0})
+	wantErr(t, "Decide", err, store.ErrNotFound)
+	if ts, err := s.ListThreads(ctx, "a", store.ThreadFilter{}); err != nil || len(ts) != 0 {
+		t.Fatalf("ListThreads on an empty store: %v, %v", ts, err)
+	}
+	if ins, err := s.ListInterrupts(ctx, "a", store.InterruptFilter{}); err != nil || len(ins) != 0 {
+		t.Fatalf("ListInterrupts on an empty store: %v, %v", ins, err)
+	}
+	if ts, err := s.Stale(ctx, T0, 10); err != nil || len(ts) != 0 {
+		t.Fatalf("Stale on an empty store: %v, %v", ts, err)
+	}
+}
+
+func testBeginRunCreates(t *testing.T, s store.Store) {
+	in := []message.Message{{ID: "m1", Role: message.System, Content: "be brief"}, userMsg("m2", "hello")}
+	th, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "acme", ThreadID: "t1", Agent: "refunds", RunID: "r1",
+		Owner: "node-1", Now: T0, LeaseUntil: at(time.Minute), Input: in})
+	if err != nil {
+		t.Fatalf("BeginRun: %v", err)
+	}
+	want := &store.Thread{Tenant: "acme", ID: "t1", Agent: "refunds", Status: store.Running, RunID: "r1",
+		State: json.RawMessage(`{}`), LeaseOwner: "node-1", LeaseUntil: at(time.Minute), CreatedAt: T0, UpdatedAt: T0}
+	sameThread(t, "BeginRun result", th, want)
+	sameThread(t, "GetThread", getThread(t, s, "acme", "t1"), want)
+	sameJSON(t, "messages", messages(t, s, "acme", "t1"), in)
+	if es := events(t, s, "acme", "t1", 0, 0); len(es) != 0 {
+		t.Fatalf("events of a run that stored none: %+v", es)
+	}
+}
+
+func testBeginRunState(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r1", Now: T0,
+		LeaseUntil: at(time.Minute), State: json.RawMessage(`{"draft":"v1","todos":[{"content":"a","done":false}]}`)})
+	if err != nil {
+		t.Fatalf("BeginRun: %v", err)
+	}
+	sameJSON(t, "state on create", getThread(t, s, "a", "t").State, `{"draft":"v1","todos":[{"content":"a","done":false}]}`)
+	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
+
+	begin(t, s, "a", "t", "x", "r2", at(2*time.Second))
+	sameJSON(t, "state after a run without State", getThread(t, s, "a", "t").State,
+		`{"draft":"v1","todos":[{"content":"a","done":false}]}`)
+	finish(t, s, "a", "t", "r2", store.Idle, at(3*time.Second))
+
+	th, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r3", Now: at(4 * time.Second),
+		LeaseUntil: at(time.Minute), State: json.RawMessage(`{"files":{"a.txt":"hi"}}`)})
+	if err != nil {
+		t.Fatalf("BeginRun with State: %v", err)
+	}
+	sameJSON(t, "replaced state (returned)", th.State, `{"files":{"a.txt":"hi"}}`)
+	sameJSON(t, "replaced state (stored)", getThread(t, s, "a", "t").State, `{"files":{"a.txt":"hi"}}`)
+}
+
+func testBeginRunAgentMismatch(t *testing.T, s store.Store) {
+	begin(t, s, "a", "t", "refunds", "r1", T0, userMsg("m1", "hi"))
+	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
+	_, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "support", RunID: "r2",
+		Now: at(2 * time.Second), LeaseUntil: at(time.Hour), Input: []message.Message{userMsg("m2", "other")}})
+	wantErr(t, "BeginRun with another agent", err, store.ErrAgentMismatch)
+	th := getThread(t, s, "a", "t")
+	if th.Agent != "refunds" || th.Status != store.Idle || th.RunID != "r1" {
+		t.Fatalf("thread changed by a refused BeginRun: %+v", th)
+	}
+	if ms := messages(t, s, "a", "t"); len(ms) != 1 {
+		t.Fatalf("refused BeginRun appended input: %+v", ms)
+	}
+}
+
+func testBeginRunInProgress(t *testing.T, s store.Store) {
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi")) // lease until T0+1m
+	for _, now := range []time.Time{at(30 * time.Second), at(time.Minute)} {
+		_, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2",
+			Owner: "other", Now: now, LeaseUntil: now.Add(time.Minute), Input: []message.Message{userMsg("m2", "again")},
+			State: json.RawMessage(`{"k":1}`), Events: []event.Event{{Type: event.RunStarted}}})
+		wantErr(t, fmt.Sprintf("BeginRun at %v under a lease until %v", now, at(time.Minute)), err, store.ErrRunInProgress)
+	}
+	th := getThread(t, s, "a", "t")
+	if th.RunID != "r1" || th.LeaseOwner != "owner-r1" || th.Status != store.Running {
+		t.Fatalf("refused BeginRun changed the thread: %+v", th)
+	}
+	sameJSON(t, "state after refused BeginRun", th.State, `{}`)
+	if ms := messages(t, s, "a", "t"); len(ms) != 1 {
+		t.Fatalf("refused BeginRun appended input: %+v", ms)
+	}
+	if es := events(t, s, "a", "t", 0, 0); len(es) != 0 {
+		t.Fatalf("refused BeginRun appended events: %+v", es)
+	}
+}
+
+func testBeginRunTakesOver(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi")) // lease until T0+1m
+	th := begin(t, s, "a", "t", "x", "r2", at(time.Minute+time.Microsecond), userMsg("m2", "still there?"))
+	if th.RunID != "r2" || th.LeaseOwner != "owner-r2" || th.Status != store.Running {
+		t.Fatalf("takeover: %+v", th)
+	}
+	sameTime(t, "takeover lease", th.LeaseUntil, at(2*time.Minute+time.Microsecond))
+	err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		Messages: []message.Message{{ID: "late", Role: message.Assistant, Content: "late"}}})
+	wantErr(t, "Checkpoint of the run that lost the lease", err, store.ErrLeaseLost)
+	err = s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Idle, Now: at(2 * time.Minute)})
+	wantErr(t, "FinishRun of the run that lost the lease", err, store.ErrLeaseLost)
+	sameStrings(t, "messages", msgIDs(messages(t, s, "a", "t")), []string{"m1", "m2"})
+	if th := getThread(t, s, "a", "t"); th.Status != store.Running || th.RunID != "r2" {
+		t.Fatalf("the lost run changed the thread: %+v", th)
+	}
+}
+
+func msgIDs(ms []message.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func testBeginRunApprovalPending(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
+	try := func(what string) {
+		t.Helper()
+		_, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2",
+			Now: at(time.Hour), LeaseUntil: at(2 * time.Hour), Input: []message.Message{userMsg("m2", "hurry")}})
+		wantErr(t, what, err, store.ErrApprovalPending)
+		if ms := messages(t, s, "a", "t"); len(ms) != 1 {
+			t.Fatalf("%s: refused BeginRun appended input: %+v", what, ms)
+		}
+	}
+	try("BeginRun on a Waiting thread")
+	if res := decide(t, s, "a", "int_1", true, at(2*time.Second)); !res.Queued {
+		t.Fatalf("the only decision did not queue the thread")
+	}
+	try("BeginRun on a Queued thread")
+}
+
+func testBeginRunAfterFailed(t *testing.T, s store.Store) {
+	begin(t, s, "a", "t", "x", "r1", T0)
+	if err := s.FinishRun(t.Context(), store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Failed,
+		Error: "model unavailable", Now: at(time.Second)}); err != nil {
+		t.Fatalf("FinishRun Failed: %v", err)
+	}
+	th := getThread(t, s, "a", "t")
+	if th.Status != store.Failed || th.LastError != "model unavailable" || th.LeaseOwner != "" || !th.LeaseUntil.IsZero() {
+		t.Fatalf("failed thread: %+v", th)
+	}
+	th = begin(t, s, "a", "t", "x", "r2", at(2*time.Second))
+	if th.Status != store.Running || th.LastError != "" || th.RunID != "r2" {
+		t.Fatalf("new run after a failure: %+v", th)
+	}
+	sameTime(t, "CreatedAt kept", th.CreatedAt, T0)
+	sameTime(t, "UpdatedAt", th.UpdatedAt, at(2*time.Second))
+}
+
+func testBeginRunInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ok := store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r", Now: T0, LeaseUntil: at(time.Minute)}
+	bad := map[string]func(b *store.BeginRun){
+		"no tenant":        func(b *store.BeginRun) { b.Tenant = "" },
+		"no thread":        func(b *store.BeginRun) { b.ThreadID = "" },
+		"no agent":         func(b *store.BeginRun) { b.Agent = "" },
+		"no run":           func(b *store.BeginRun) { b.RunID = "" },
+		"no lease":         func(b *store.BeginRun) { b.LeaseUntil = time.Time{} },
+		"state not object": func(b *store.BeginRun) { b.State = json.RawMessage(`[1]`) },
+		"state not JSON":   func(b *store.BeginRun) { b.State = json.RawMessage(`{"a":`) },
+	}
+	for name, mutate := range bad {
+		b := ok
+		mutate(&b)
+		_, err := s.BeginRun(ctx, b)
+		wantErr(t, "BeginRun "+name, err, store.ErrInvalid)
+	}
+	_, err := s.GetThread(ctx, "a", "t")
+	wantErr(t, "thread after refused BeginRuns", err, store.ErrNotFound)
+}
+
+func testMessagesRoundTrip(t *testing.T, s store.Store) {
+	all := []message.Message{
+		{ID: "m1", Role: message.System, Content: "You handle refunds."},
+		{ID: "m2", Role: message.User, Content: "what is in this picture?", Parts: []message.Part{
+			{Type: "image", MediaType: "image/png", Data: "iVBORw0KGgo="},
+			{Type: "image", URL: "https://example.com/cat.jpg"},
+		}},
+		{ID: "m3", Role: message.Assistant, Content: "Let me check.", ToolCalls: []message.ToolCall{
+			{ID: "call_1", Name: "refund", Arguments: `{"orderId":"A1", "amount": 12.5}`},
+			{ID: "call_2", Name: "confirm_dialog", Arguments: "", Client: true},
+		}},
+		{ID: "m4", Role: message.Tool, ToolCallID: "call_1", ToolName: "refund", Content: `{"refunded":12.5}`},
+		{ID: "m5", Role: message.Tool, ToolCallID: "call_2", ToolName: "confirm_dialog", Content: "rejected: no", IsError: true},
+		{ID: "m6", Role: message.Assistant, Content: "Found it: ünïcödé ✓ \"quoted\" <tag> & \n newline", Subagent: "researcher"},
+		{ID: "m7", Role: message.User, Content: "thanks"},
+	}
+	begin(t, s, "a", "t", "x", "r1", T0, all[0], all[1])
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[2:4]})
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[4:5]})
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[5:6]})
+	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
+	begin(t, s, "a", "t", "x", "r2", at(2*time.Second), all[6])
+
+	got := messages(t, s, "a", "t")
+	if !reflect.DeepEqual(got, all) {
+		gb, _ := json.MarshalIndent(got, "", " ")
+		t.Fatalf("messages did not round-trip in order:\n%s", gb)
+	}
+	// Arguments are text as the model wrote it, spacing included.
+	if got[2].ToolCalls[0].Arguments != `{"orderId":"A1", "amount": 12.5}` {
+		t.Fatalf("tool call arguments changed: %q", got[2].ToolCalls[0].Arguments)
+	}
+}
+
+func testCheckpoint(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0)
+
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		State: json.RawMessage(`{"todos":[{"content":"a","status":"pending","done":false}]}`)})
+	sameJSON(t, "state after checkpoint", getThread(t, s, "a", "t").State,
+		`{"todos":[{"content":"a","status":"pending","done":false}]}`)
+
+	// No State keeps it; LeaseUntil renews the lease.
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", LeaseUntil: at(5 * time.Minute)})
+	th := getThread(t, s, "a", "t")
+	sameJSON(t, "state kept", th.State, `{"todos":[{"content":"a","status":"pending","done":false}]}`)
+	sameTime(t, "renewed lease", th.LeaseUntil, at(5*time.Minute))
+	if th.LeaseOwner != "owner-r1" || th.Status != store.Running {
+		t.Fatalf("checkpoint changed the owner or status: %+v", th)
+	}
+	// A zero LeaseUntil leaves the lease alone.
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", State: json.RawMessage(`{}`)})
+	th = getThread(t, s, "a", "t")
+	sameTime(t, "lease kept", th.LeaseUntil, at(5*time.Minute))
+	sameJSON(t, "state replaced by empty", th.State, `{}`)
+
+	// The renewed lease protects the run beyond its first minute.
+	_, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2", Now: at(2 * time.Minute),
+		LeaseUntil: at(3 * time.Minute)})
+	wantErr(t, "BeginRun under a renewed lease", err, store.ErrRunInProgress)
+
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", State: json.RawMessage(`"str"`)})
+	wantErr(t, "Checkpoint with non-object state", err, store.ErrInvalid)
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		Interrupts: []store.Interrupt{interrupt("", "call", T0)}})
+	wantErr(t, "Checkpoint with an interrupt without id", err, store.ErrInvalid)
+}
+
+func testCheckpointLeaseLost(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi"))
+	full := func(run string) store.Checkpoint {
+		return store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: run,
+			Messages:   []message.Message{{ID: "m-" + run, Role: message.Assistant, Content: "x"}},
+			State:      json.RawMessage(`{"from":"` + run + `"}`),
+			Interrupts: []store.Interrupt{interrupt("int_"+run, "call_"+run, T0)},
+			Events:     []event.Event{{Type: event.StepStarted}},
+			LeaseUntil: at(time.Hour)}
+	}
+	wantErr(t, "Checkpoint by another run id", s.Checkpoint(ctx, full("r0")), store.ErrLeaseLost)
+	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
+	wantErr(t, "Checkpoint after FinishRun", s.Checkpoint(ctx, full("r1")), store.ErrLeaseLost)
+
+	th := getThread(t, s, "a", "t")
+	sameJSON(t, "state", th.State, `{}`)
+	if th.Status != store.Idle || !th.LeaseUntil.IsZero() {
+		t.Fatalf("refused checkpoints changed the thread: %+v", th)
+	}
+	sameStrings(t, "messages", msgIDs(messages(t, s, "a", "t")), []string{"m1"})
+	if es := events(t, s, "a", "t", 0, 0); len(es) != 0 {
+		t.Fatalf("refused checkpoints stored events: %+v", es)
+	}
+	for _, id := range []string{"int_r0", "int_r1"} {
+		_, err := s.GetInterrupt(ctx, "a", id)
+		wantErr(t, "interrupt of a refused checkpoint", err, store.ErrNotFound)
+	}
+}
+
+func testCheckpointInterrupts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "acme", "t", "refunds", "r1", T0)
+	full := store.Interrupt{ID: "int_full", ToolCallID: "call_1", Tool: "refund",
+		Args:             json.RawMessage(`{"orderId":"A1","amount":12.5}`),
+		Description:      "Refund order A1 for 12.5",
+		AllowedDecisions: []string{"approve", "reject", "edit"},
+		ResponseSchema:   json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}}}`),
+		Subagent:         "researcher", CreatedAt: at(time.Second)}
+	minimal := store.Interrupt{ID: "int_min", Agent: "refunds-v2", ToolCallID: "call_2", Tool: "delete",
+		Args: json.RawMessage(`{}`), AllowedDecisions: []string{"approve"}, CreatedAt: at(2 * time.Second)}
+	checkpoint(t, s, store.Checkpoint{Tenant: "acme", ThreadID: "t", RunID: "r1", Interrupts: []store.Interrupt{full, minimal}})
+
+	got := getInterrupt(t, s, "acme", "int_full")
+	want := full
+	want.Tenant, want.ThreadID, want.RunID, want.Agent, want.Status = "acme", "t", "r1", "refunds", store.Pending
+	sameInterrupt(t, "full interrupt", got, &want)
+
+	got = getInterrupt(t, s, "acme", "int_min")
+	want = minimal
+	want.Tenant, want.ThreadID, want.RunID, want.Status = "acme", "t", "r1", store.Pending
+	sameInterrupt(t, "minimal interrupt", got, &want)
+	if got.Description != "" || got.Subagent != "" || got.Decision != nil {
+		t.Fatalf("minimal interrupt grew fields: %+v", got)
+	}
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fields["description"]; ok {
+		t.Fatalf("an interrupt without a description shows one: %s", b)
+	}
+
+	_, err = s.GetInterrupt(ctx, "other", "int_full")
+	wantErr(t, "GetInterrupt of another tenant's interrupt", err, store.ErrNotFound)
+}
+
+func sameInterrupt(t *testing.T, what string, got, want *store.Interrupt) {
+	t.Helper()
+	if got.ID != want.ID || got.Tenant != want.Tenant || got.ThreadID != want.ThreadID || got.RunID != want.RunID ||
+		got.Agent != want.Agent || got.ToolCallID != want.ToolCallID || got.Tool != want.Tool ||
+		got.Description != want.Description || got.Subagent != want.Subagent || got.Status != want.Status {
+		t.Fatalf("%s:\n got  %+v\n want %+v", what, got, want)
+	}
+	sameJSON(t, what+" args", got.Args, want.Args)
+	sameJSON(t, what+" response schema", got.ResponseSchema, want.ResponseSchema)
+	sameStrings(t, what+" allowed decisions", got.AllowedDecisions, want.AllowedDecisions)
+	sameTime(t, what+" CreatedAt", got.CreatedAt, want.CreatedAt)
+	switch {
+	case got.Decision == nil && want.Decision == nil:
+	case got.Decision == nil || want.Decision == nil:
+		t.Fatalf("%s decision: got %+v, want %+v", what, got.Decision, want.Decision)
+	default:
+		g, w := *got.Decision, *want.Decision
+		if g.Approved != w.Approved || g.Message != w.Message || g.Via != w.Via || g.By != w.By {
+			t.Fatalf("%s decision: got %+v, want %+v", what, g, w)
+		}
+		sameJSON(t, what+" edited args", g.EditedArgs, w.EditedArgs)
+		sameTime(t, what+" decided at", g.At, w.At)
+	}
+}
+
+func testFinishRun(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0)
+	err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Running, Now: T0})
+	wantErr(t, "FinishRun with status running", err, store.ErrInvalid)
+	err = s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Queued, Now: T0})
+	wantErr(t, "FinishRun with status queued", err, store.ErrInvalid)
+	err = s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "other", Status: store.Idle, Now: T0})
+	wantErr(t, "FinishRun by another run", err, store.ErrLeaseLost)
+
+	finish(t, s, "a", "t", "r1", store.Idle, at(10*time.Second))
+	th := getThread(t, s, "a", "t")
+	want := &store.Thread{Tenant: "a", ID: "t", Agent: "x", Status: store.Idle, RunID: "r1", State: json.RawMessage(`{}`),
+		CreatedAt: T0, UpdatedAt: at(10 * time.Second)}
+	sameThread(t, "finished thread", th, want)
+
+	err = s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Idle, Now: at(11 * time.Second)})
+	wantErr(t, "second FinishRun", err, store.ErrLeaseLost)
+
+	// Waiting with a pending decision stays Waiting.
+	waiting(t, s, "a", "w", "x", "r1", T0, interrupt("int_1", "call_1", T0))
+	th = getThread(t, s, "a", "w")
+	if th.Status != store.Waiting || th.LeaseOwner != "" || !th.LeaseUntil.IsZero() {
+		t.Fatalf("waiting thread: %+v", th)
+	}
+	sameTime(t, "waiting UpdatedAt", th.UpdatedAt, at(time.Second))
+}
+
+func testFinishWaitingNothingPending(t *testing.T, s store.Store) {
+	begin(t, s, "a", "t", "x", "r1", T0)
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		Interrupts: []store.Interrupt{interrupt("int_1", "call_1", T0)}})
+	if res := decide(t, s, "a", "int_1", true, at(time.Second)); res.Queued {
+		t.Fatalf("a decision queued a thread its run still holds")
+	}
+	finish(t, s, "a", "t", "r1", store.Waiting, at(2*time.Second))
+	if th := getThread(t, s, "a", "t"); th.Status != store.Queued {
+		t.Fatalf("FinishRun Waiting with every decision made: status %s, want queued", th.Status)
+	}
+	stale, err := s.Stale(t.Context(), at(2*time.Second), 10)
+	if err != nil {
+		t.Fatalf("Stale: %v", err)
+	}
+	sameStrings(t, "stale", threadIDs(stale), []string{"a/t"})
+}
+
+func testClaim(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	claim := func(tenant, thread, run string, now time.Time) (*store.Thread, error) {
+		return s.Claim(ctx, store.Claim{Tenant: tenant, ThreadID: thread, RunID: run, Owner: "owner-" + run,
+			Now: now, LeaseUntil: now.Add(time.Minute)})
+	}
+	begin(t, s, "a", "idle", "x", "r1", T0)
+	finish(t, s, "a", "idle", "r1", store.Idle, at(time.Second))
+	begin(t, s, "a", "failed", "x", "r1", T0)
+	finish(t, s, "a", "failed", "r1", store.Failed, at(time.Second))
+	waiting(t, s, "a", "waiting", "x", "r1", T0, interrupt("int_w", "call_w", T0))
+	begin(t, s, "a", "running", "x", "r1", T0) // lease until T0+1m
+	waiting(t, s, "a", "queued", "x", "r1", T0, interrupt("int_q", "call_q", T0))
+	decide(t, s, "a", "int_q", true, at(2*time.Second))
+
+	for _, id := range []string{"idle", "failed", "waiting"} {
+		_, err := claim("a", id, "r2", at(time.Hour))
+		wantErr(t, "Claim of a "+id+" thread", err, store.ErrNotClaimable)
+	}
+	for _, now := range []time.Time{at(30 * time.Second), at(time.Minute)} {
+		_, err := claim("a", "running", "r2", now)
+		wantErr(t, fmt.Sprintf("Claim at %v under a lease until %v", now, at(time.Minute)), err, store.ErrNotClaimable)
+	}
+	_, err := claim("b", "queued", "r2", at(time.Hour))
+	wantErr(t, "Claim of another tenant's thread", err, store.ErrNotFound)
+
+	th, err := claim("a", "queued", "r2", at(3*time.Second))
+	if err != nil {
+		t.Fatalf("Claim of a queued thread: %v", err)
+	}
+	want := &store.Thread{Tenant: "a", ID: "queued", Agent: "x", Status: store.Running, RunID: "r2",
+		State: json.RawMessage(`{}`), LeaseOwner: "owner-r2", LeaseUntil: at(3*time.Second + time.Minute),
+		CreatedAt: T0, UpdatedAt: at(3 * time.Second)}
+	sameThread(t, "claimed thread", th, want)
+	sameThread(t, "claimed thread (stored)", getThread(t, s, "a", "queued"), want)
+	_, err = claim("a", "queued", "r3", at(4*time.Second))
+	wantErr(t, "second Claim", err, store.ErrNotClaimable)
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "queued", RunID: "r2",
+		Messages: []message.Message{{ID: "m", Role: message.Tool, ToolCallID: "call_q", Content: "done"}}})
+}
+
+func testClaimExpired(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi")) // lease until T0+1m
+	if err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r0", Status: store.Failed, Now: T0}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("FinishRun of a stranger: %v", err)
+	}
+	now := at(time.Minute + time.Microsecond)
+	th, err := s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "node-2", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatalf("Claim after the lease expired: %v", err)
+	}
+	if th.RunID != "r2" || th.LeaseOwner != "node-2" || th.Status != store.Running {
+		t.Fatalf("claimed thread: %+v", th)
+	}
+	sameTime(t, "claimed lease", th.LeaseUntil, now.Add(time.Minute))
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: []message.Message{userMsg("late", "x")}})
+	wantErr(t, "Checkpoint of the expired run", err, store.ErrLeaseLost)
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r2", Messages: []message.Message{userMsg("m2", "y")}})
+	sameStrings(t, "messages", msgIDs(messages(t, s, "a", "t")), []string{"m1", "m2"})
+}
+
+func testStale(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Queued at T0+3m (a) and T0+1m (b); Running since T0 with a lease until
+	// T0+2m; Running under a long lease; Idle; Waiting.
+	waiting(t, s, "a", "q-late", "x", "r1", T0, interrupt("int_a", "c", T0))
+	decide(t, s, "a", "int_a", true, at(3*time.Minute))
+	waiting(t, s, "b", "q-early", "x", "r1", T0, interrupt("int_b", "c", T0))
+	decide(t, s, "b", "int_b", false, at(time.Minute))
+	if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "expired", Agent: "x", RunID: "r1", Now: T0,
+		LeaseUntil: at(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "b", ThreadID: "live", Agent: "x", RunID: "r1", Now: at(-time.Minute),
+		LeaseUntil: at(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, s, "a", "idle", "x", "r1", at(-time.Hour))
+	finish(t, s, "a", "idle", "r1", store.Idle, at(-time.Hour))
+	waiting(t, s, "b", "waiting", "x", "r1", at(-time.Hour), interrupt("int_w", "c", T0))
+
+	get := func(now time.Time, limit int) []string {
+		t.Helper()
+		ts, err := s.Stale(ctx, now, limit)
+		if err != nil {
+			t.Fatalf("Stale: %v", err)
+		}
+		return threadIDs(ts)
+	}
+	sameStrings(t, "Stale at T0+10m", get(at(10*time.Minute), 0), []string{"a/expired", "b/q-early", "a/q-late"})
+	sameStrings(t, "Stale limit 2", get(at(10*time.Minute), 2), []string{"a/expired", "b/q-early"})
+	sameStrings(t, "Stale at the lease's end", get(at(2*time.Minute), 0), []string{"b/q-early", "a/q-late"})
+	ts, err := s.Stale(ctx, at(10*time.Minute), 1)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("Stale: %v %v", ts, err)
+	}
+	if ts[0].Status != store.Running || ts[0].RunID != "r1" || ts[0].Agent != "x" {
+		t.Fatalf("stale thread: %+v", ts[0])
+	}
+	sameTime(t, "stale lease", ts[0].LeaseUntil, at(2*time.Minute))
+}
+
+func testListThreads(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t1", "refunds", "r1", T0)
+	finish(t, s, "a", "t1", "r1", store.Idle, at(1*time.Minute))
+	begin(t, s, "a", "t2", "support", "r1", at(2*time.Minute))
+	finish(t, s, "a", "t2", "r1", store.Failed, at(3*time.Minute))
+	begin(t, s, "a", "t3", "refunds", "r1", at(4*time.Minute))
+	begin(t, s, "b", "t4", "refunds", "r1", at(5*time.Minute))
+
+	list := func(tenant string, f store.ThreadFilter) []string {
+		t.Helper()
+		ts, err := s.ListThreads(ctx, tenant, f)
+		if err != nil {
+			t.Fatalf("ListThreads: %v", err)
+		}
+		for _, th := range ts {
+			if th.Tenant != tenant {
+				t.Fatalf("ListThreads for %s returned %s's thread", tenant, th.Tenant)
+			}
+		}
+		return threadIDs(ts)
+	}
+	sameStrings(t, "all of a", list("a", store.ThreadFilter{}), []string{"a/t3", "a/t2", "a/t1"})
+	sameStrings(t, "agent refunds", list("a", store.ThreadFilter{Agent: "refunds"}), []string{"a/t3", "a/t1"})
+	sameStrings(t, "status failed", list("a", store.ThreadFilter{Status: store.Failed}), []string{"a/t2"})
+	sameStrings(t, "agent and status", list("a", store.ThreadFilter{Agent: "refunds", Status: store.Running}), []string{"a/t3"})
+	sameStrings(t, "limit", list("a", store.ThreadFilter{Limit: 2}), []string{"a/t3", "a/t2"})
+	sameStrings(t, "tenant b", list("b", store.ThreadFilter{}), []string{"b/t4"})
+	sameStrings(t, "tenant c", list("c", store.ThreadFilter{}), nil)
+
+	ts, err := s.ListThreads(ctx, "a", store.ThreadFilter{Status: store.Failed})
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("ListThreads: %v %v", ts, err)
+	}
+	sameThread(t, "listed thread", &ts[0], getThread(t, s, "a", "t2"))
+}
+
+func testDecide(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	waiting(t, s, "acme", "t", "refunds", "r1", T0, interrupt("int_1", "call_1", T0))
+
+	_, err := s.Decide(ctx, "other", "int_1", store.Decision{Approved: true, At: at(time.Minute)})
+	wantErr(t, "Decide by another tenant", err, store.ErrNotFound)
+	if in := getInterrupt(t, s, "acme", "int_1"); in.Status != store.Pending || in.Decision != nil {
+		t.Fatalf("another tenant's Decide changed the interrupt: %+v", in)
+	}
+
+	d := store.Decision{Approved: true, EditedArgs: json.RawMessage(`{"orderId":"A1","amount":5}`),
+		Message: "only 5", Via: "studio", By: "acme/ops", At: at(time.Minute)}
+	res, err := s.Decide(ctx, "acme", "int_1", d)
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	want := interrupt("int_1", "call_1", T0)
+	want.Tenant, want.ThreadID, want.RunID, want.Agent, want.Status, want.Decision = "acme", "t", "r1", "refunds", store.Approved, &d
+	if res.Interrupt == nil {
+		t.Fatalf("Decide returned no interrupt")
+	}
+	sameInterrupt(t, "decided interrupt (returned)", res.Interrupt, &want)
+	sameInterrupt(t, "decided interrupt (stored)", getInterrupt(t, s, "acme", "int_1"), &want)
+	if !res.Queued {
+		t.Fatalf("the only decision of a waiting thread did not queue it")
+	}
+
+	_, err = s.Decide(ctx, "acme", "int_1", store.Decision{Approved: false, Message: "no", At: at(2 * time.Minute)})
+	wantErr(t, "second Decide", err, store.ErrAlreadyDecided)
+	sameInterrupt(t, "interrupt after a second Decide", getInterrupt(t, s, "acme", "int_1"), &want)
+
+	_, err = s.Decide(ctx, "acme", "int_unknown", store.Decision{Approved: true, At: at(time.Minute)})
+	wantErr(t, "Decide of an unknown interrupt", err, store.ErrNotFound)
+	_, err = s.Decide(ctx, "other", "int_1", store.Decision{Approved: true, At: at(time.Minute)})
+	wantErr(t, "Decide of another tenant's decided interrupt", err, store.ErrNotFound)
+}
+
+func testDecideReject(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
+	res, err := s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: false, Message: "too much", Via: "cli", By: "a/admin", At: at(time.Minute)})
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	in := getInterrupt(t, s, "a", "int_1")
+	if res.Interrupt.Status != store.Rejected || in.Status != store.Rejected || in.Decision == nil ||
+		in.Decision.Approved || in.Decision.Message != "too much" || in.Decision.Via != "cli" || len(in.Decision.EditedArgs) != 0 {
+		t.Fatalf("rejected interrupt: %+v (decision %+v)", in, in.Decision)
+	}
+	if th := getThread(t, s, "a", "t"); th.Status != store.Queued {
+		t.Fatalf("thread after its only interrupt was rejected: %s", th.Status)
+	}
+}
+
+func testDecideQueues(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0,
+		interrupt("int_1", "call_1", T0), interrupt("int_2", "call_2", T0), interrupt("int_3", "call_3", T0))
+	waiting(t, s, "a", "other", "x", "r1", T0, interrupt("int_o", "call_1", T0))
+
+	for i, id := range []string{"int_2", "int_1"} {
+		if res := decide(t, s, "a", id, i == 0, at(time.Duration(i+1)*time.Minute)); res.Queued {
+			t.Fatalf("Decide %s queued the thread with decisions still pending", id)
+		}
+		th := getThread(t, s, "a", "t")
+		if th.Status != store.Waiting {
+			t.Fatalf("after %s: status %s, want waiting", id, th.Status)
+		}
+		sameTime(t, "UpdatedAt while waiting", th.UpdatedAt, at(time.Second))
+	}
+	if ts, err := s.Stale(t.Context(), at(time.Hour), 0); err != nil || len(ts) != 0 {
+		t.Fatalf("Stale with decisions pending: %v %v", threadIDs(ts), err)
+	}
+	res := decide(t, s, "a", "int_3", true, at(5*time.Minute))
+	if !res.Queued || res.Interrupt.ID != "int_3" {
+		t.Fatalf("last decision: %+v", res)
+	}
+	th := getThread(t, s, "a", "t")
+	if th.Status != store.Queued {
+		t.Fatalf("after the last decision: status %s, want queued", th.Status)
+	}
+	sameTime(t, "UpdatedAt when queued", th.UpdatedAt, at(5*time.Minute))
+	if o := getThread(t, s, "a", "other"); o.Status != store.Waiting {
+		t.Fatalf("another thread changed: %s", o.Status)
+	}
+	ts, err := s.Stale(t.Context(), at(time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameStrings(t, "stale", threadIDs(ts), []string{"a/t"})
+}
+
+func testDecideWhileRunning(t *testing.T, s store.Store) {
+	begin(t, s, "a", "t", "x", "r1", T0)
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		Interrupts: []store.Interrupt{interrupt("int_1", "call_1", T0), interrupt("int_2", "call_2", T0)}})
+	if res := decide(t, s, "a", "int_1", true, at(time.Second)); res.Queued {
+		t.Fatalf("Decide queued a running thread")
+	}
+	if th := getThread(t, s, "a", "t"); th.Status != store.Running || th.RunID != "r1" {
+		t.Fatalf("Decide changed a running thread: %+v", th)
+	}
+	finish(t, s, "a", "t", "r1", store.Waiting, at(2*time.Second))
+	if th := getThread(t, s, "a", "t"); th.Status != store.Waiting {
+		t.Fatalf("FinishRun Waiting with one decision pending: %s", th.Status)
+	}
+	if res := decide(t, s, "a", "int_2", false, at(3*time.Second)); !res.Queued {
+		t.Fatalf("the last decision did not queue the thread")
+	}
+}
+
+func testListInterrupts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	waiting(t, s, "a", "x", "refunds", "r1", T0,
+		interrupt("int_x1", "c1", at(1*time.Second)), interrupt("int_x2", "c2", at(2*time.Second)))
+	waiting(t, s, "a", "y", "support", "r1", T0, interrupt("int_y1", "c1", at(3*time.Second)))
+	waiting(t, s, "b", "x", "refunds", "r1", T0, interrupt("int_b1", "c1", at(4*time.Second)))
+	decide(t, s, "a", "int_x1", true, at(time.Minute))
+	waiting(t, s, "a", "z", "refunds", "r1", T0, interrupt("int_z1", "c1", at(5*time.Second)))
+	decide(t, s, "a", "int_z1", false, at(time.Minute))
+
+	list := func(tenant string, f store.InterruptFilter) []string {
+		t.Helper()
+		ins, err := s.ListInterrupts(ctx, tenant, f)
+		if err != nil {
+			t.Fatalf("ListInterrupts: %v", err)
+		}
+		for _, in := range ins {
+			if in.Tenant != tenant {
+				t.Fatalf("ListInterrupts for %s returned %s's interrupt", tenant, in.Tenant)
+			}
+		}
+		return interruptIDs(ins)
+	}
+	sameStrings(t, "pending by default", list("a", store.InterruptFilter{}), []string{"int_y1", "int_x2"})
+	sameStrings(t, "approved", list("a", store.InterruptFilter{Status: store.Approved}), []string{"int_x1"})
+	sameStrings(t, "rejected", list("a", store.InterruptFilter{Status: store.Rejected}), []string{"int_z1"})
+	sameStrings(t, "thread x", list("a", store.InterruptFilter{ThreadID: "x"}), []string{"int_x2"})
+	sameStrings(t, "agent support", list("a", store.InterruptFilter{Agent: "support"}), []string{"int_y1"})
+	sameStrings(t, "agent refunds", list("a", store.InterruptFilter{Agent: "refunds"}), []string{"int_x2"})
+	sameStrings(t, "limit", list("a", store.InterruptFilter{Limit: 1}), []string{"int_y1"})
+	sameStrings(t, "tenant b", list("b", store.InterruptFilter{}), []string{"int_b1"})
+	sameStrings(t, "tenant c", list("c", store.InterruptFilter{}), nil)
+
+	ins, err := s.ListInterrupts(ctx, "a", store.InterruptFilter{ThreadID: "x", Status: store.Approved})
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("ListInterrupts: %v %v", ins, err)
+	}
+	sameInterrupt(t, "listed interrupt", &ins[0], getInterrupt(t, s, "a", "int_x1"))
+}
+
+func testCallInterrupts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	waiting(t, s, "a", "t", "x", "r1", T0,
+		interrupt("int_1", "call_1", at(1*time.Second)), interrupt("int_2", "call_2", at(2*time.Second)),
+		interrupt("int_3", "call_3", at(3*time.Second)))
+	waiting(t, s, "a", "u", "x", "r1", T0, interrupt("int_u1", "call_1", T0))
+	waiting(t, s, "b", "t", "x", "r1", T0, interrupt("int_b1", "call_1", T0))
+	decide(t, s, "a", "int_1", true, at(time.Minute))
+
+	calls := func(tenant, thread string, ids ...string) []string {
+		t.Helper()
+		ins, err := s.CallInterrupts(ctx, tenant, thread, ids)
+		if err != nil {
+			t.Fatalf("CallInterrupts: %v", err)
+		}
+		got := interruptIDs(ins)
+		// Order is not part of the contract.
+		slices.Sort(got)
+		return got
+	}
+	sameStrings(t, "calls 1 and 3", calls("a", "t", "call_1", "call_3"), []string{"int_1", "int_3"})
+	sameStrings(t, "unknown call", calls("a", "t", "call_9"), nil)
+	sameStrings(t, "no calls", calls("a", "t"), nil)
+	sameStrings(t, "thread u", calls("a", "u", "call_1", "call_2"), []string{"int_u1"})
+	sameStrings(t, "tenant b", calls("b", "t", "call_1", "call_2", "call_3"), []string{"int_b1"})
+	sameStrings(t, "tenant c", calls("c", "t", "call_1"), nil)
+
+	ins, err := s.CallInterrupts(ctx, "a", "t", []string{"call_1"})
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("CallInterrupts: %v %v", ins, err)
+	}
+	if ins[0].Status != store.Approved || ins[0].Decision == nil || !ins[0].Decision.Approved {
+		t.Fatalf("decided call interrupt: %+v", ins[0])
+	}
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	started := []event.Event{{Type: event.RunStarted, Time: T0.UnixMilli()}}
+	if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r1", Now: T0,
+		LeaseUntil: at(time.Minute), Events: started}); err != nil {
+		t.Fatal(err)
+	}
+	step := []event.Event{
+		{Type: event.StepStarted, StepName: "researcher", SubagentRunID: "sub_1"},
+		{Type: event.ToolResult, MessageID: "m4", ToolCallID: "call_1", ToolName: "refund", Content: `{"ok":true}`, IsError: true},
+		{Type: event.StateDelta, Patch: json.RawMessage(`[{"op":"add","path":"/todos/0/done","value":true}]`)},
+		{Type: event.StateSnapshot, Snapshot: json.RawMessage(`{"todos":[{"content":"a","done":true}]}`), RunID: "custom-run"},
+		{Type: event.MessagesSnapshot, Messages: []message.Message{userMsg("m1", "hi"),
+			{ID: "m2", Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "c", Name: "n", Arguments: `{}`, Client: true}}}}},
+	}
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Events: step})
+	done := []event.Event{{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Interrupt, Stop: event.StopToolCalls,
+		Interrupts: []event.InterruptInfo{{ID: "int_1", ToolCallID: "call_1", Tool: "refund", AllowedDecisions: []string{"approve"},
+			ResponseSchema: json.RawMessage(`{"type":"object"}`)}},
+		PendingCalls: []message.ToolCall{{ID: "call_1", Name: "refund", Arguments: `{"a":1}`}}, PendingMessageID: "m3"},
+		Usage: &event.Usage{InputTokens: 10, OutputTokens: 3}}}
+	if err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Idle, Now: at(time.Second), Events: done}); err != nil {
+		t.Fatal(err)
+	}
+	begin2 := []event.Event{{Type: event.RunError, Code: "rate_limited", Message: "slow down"}}
+	if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2", Now: at(2 * time.Second),
+		LeaseUntil: at(time.Minute), Events: begin2}); err != nil {
+		t.Fatal(err)
+	}
+	// Another thread's log is its own.
+	other := []event.Event{{Type: event.RunStarted}}
+	if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "u", Agent: "x", RunID: "ru", Now: T0,
+		LeaseUntil: at(time.Minute), Events: other}); err != nil {
+		t.Fatal(err)
+	}
+
+	var want []event.Event
+	for _, group := range []struct {
+		run string
+		evs []event.Event
+	}{{"r1", started}, {"r1", step}, {"r1", done}, {"r2", begin2}} {
+		for _, e := range group.evs {
+			if e.ThreadID != "t" {
+				t.Fatalf("the caller's event was not stamped with its thread: %+v", e)
+			}
+			if e.RunID == "" {
+				t.Fatalf("the caller's event was not stamped with its run: %+v", e)
+			}
+			want = append(want, e)
+		}
+	}
+	if want[4].RunID != "custom-run" || want[0].RunID != "r1" || want[len(want)-1].RunID != "r2" {
+		t.Fatalf("run ids stamped on the caller's events: %q %q %q", want[0].RunID, want[4].RunID, want[len(want)-1].RunID)
+	}
+
+	got := events(t, s, "a", "t", 0, 0)
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq <= 0 || (i > 0 && got[i].Seq <= got[i-1].Seq) {
+			t.Fatalf("event %d has seq %d after %d: not increasing", i, got[i].Seq, got[max(i-1, 0)].Seq)
+		}
+		if got[i].Seq != want[i].Seq {
+			t.Fatalf("event %d: stored seq %d, the caller's slice says %d", i, got[i].Seq, want[i].Seq)
+		}
+	}
+	sameJSON(t, "events", got, want)
+
+	sameJSON(t, "after the third", events(t, s, "a", "t", got[2].Seq, 0), want[3:])
+	sameJSON(t, "after the third, limit 2", events(t, s, "a", "t", got[2].Seq, 2), want[3:5])
+	if es := events(t, s, "a", "t", got[len(got)-1].Seq, 0); len(es) != 0 {
+		t.Fatalf("events after the last: %+v", es)
+	}
+	us := events(t, s, "a", "u", 0, 10)
+	if len(us) != 1 || us[0].Type != event.RunStarted || us[0].ThreadID != "u" || us[0].RunID != "ru" || us[0].Seq != other[0].Seq {
+		t.Fatalf("other thread's events: %+v", us)
+	}
+	_, err := s.Events(ctx, "b", "t", 0, 0)
+	wantErr(t, "Events of another tenant's thread", err, store.ErrNotFound)
+}
+
+func testTenantIsolation(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "shared", "refunds", "ra", T0, userMsg("ma", "from a"))
+	begin(t, s, "b", "shared", "support", "rb", at(time.Second), userMsg("mb", "from b"))
+
+	if th := getThread(t, s, "a", "shared"); th.Agent != "refunds" || th.RunID != "ra" {
+		t.Fatalf("a's thread: %+v", th)
+	}
+	if th := getThread(t, s, "b", "shared"); th.Agent != "support" || th.RunID != "rb" {
+		t.Fatalf("b's thread: %+v", th)
+	}
+	sameStrings(t, "a's messages", msgIDs(messages(t, s, "a", "shared")), []string{"ma"})
+	sameStrings(t, "b's messages", msgIDs(messages(t, s, "b", "shared")), []string{"mb"})
+	_, err := s.GetThread(ctx, "c", "shared")
+	wantErr(t, "GetThread by a third tenant", err, store.ErrNotFound)
+	_, err = s.Messages(ctx, "c", "shared")
+	wantErr(t, "Messages by a third tenant", err, store.ErrNotFound)
+
+	// a's run cannot write to b's thread of the same id.
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "b", ThreadID: "shared", RunID: "ra", Messages: []message.Message{userMsg("x", "x")}})
+	wantErr(t, "Checkpoint with a's run on b's thread", err, store.ErrLeaseLost)
+
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "shared", RunID: "ra",
+		Interrupts: []store.Interrupt{interrupt("int_a", "call_1", T0)}, Events: []event.Event{{Type: event.StepStarted}}})
+	finish(t, s, "a", "shared", "ra", store.Waiting, at(2*time.Second))
+	if th := getThread(t, s, "b", "shared"); th.Status != store.Running {
+		t.Fatalf("a's FinishRun changed b's thread: %+v", th)
+	}
+	_, err = s.GetInterrupt(ctx, "b", "int_a")
+	wantErr(t, "GetInterrupt by b", err, store.ErrNotFound)
+	_, err = s.Decide(ctx, "b", "int_a", store.Decision{Approved: true, At: at(time.Minute)})
+	wantErr(t, "Decide by b", err, store.ErrNotFound)
+	if ins, err := s.ListInterrupts(ctx, "b", store.InterruptFilter{}); err != nil || len(ins) != 0 {
+		t.Fatalf("ListInterrupts by b: %v %v", interruptIDs(ins), err)
+	}
+	if ins, err := s.CallInterrupts(ctx, "b", "shared", []string{"call_1"}); err != nil || len(ins) != 0 {
+		t.Fatalf("CallInterrupts by b: %v %v", interruptIDs(ins), err)
+	}
+	if es := events(t, s, "b", "shared", 0, 0); len(es) != 0 {
+		t.Fatalf("b sees a's events: %+v", es)
+	}
+	_, err = s.Claim(ctx, store.Claim{Tenant: "b", ThreadID: "shared", RunID: "rx", Now: at(time.Second), LeaseUntil: at(time.Hour)})
+	wantErr(t, "Claim of b's running thread", err, store.ErrNotClaimable)
+	if res := decide(t, s, "a", "int_a", true, at(time.Minute)); !res.Queued {
+		t.Fatalf("a's decision did not queue a's thread")
+	}
+	if th := getThread(t, s, "b", "shared"); th.Status != store.Running || th.RunID != "rb" {
+		t.Fatalf("a's decision changed b's thread: %+v", th)
+	}
+}
+
+// race runs fn n times at once and returns the errors.
+func race(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// oneWinner checks exactly one nil error and that every other is target.
+func oneWinner(t *testing.T, what string, errs []error, target error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("%s: calls %d and %d both won", what, winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, target):
+			t.Fatalf("%s: call %d: got %v, want %v", what, i, err, target)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("%s: nobody won: %v", what, errs)
+	}
+	return winner
+}
+
+const racers = 8
+
+func testConcurrentDecide(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
+	results := make([]store.DecideResult, racers)
+	errs := race(racers, func(i int) error {
+		var err error
+		results[i], err = s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: i%2 == 0, Message: fmt.Sprint(i),
+			Via: "api", By: "a/k", At: at(time.Duration(i+1) * time.Second)})
+		return err
+	})
+	w := oneWinner(t, "concurrent Decide", errs, store.ErrAlreadyDecided)
+	if !results[w].Queued {
+		t.Fatalf("the winning decision did not queue the thread")
+	}
+	in := getInterrupt(t, s, "a", "int_1")
+	if in.Decision == nil || in.Decision.Message != fmt.Sprint(w) || in.Decision.Approved != (w%2 == 0) {
+		t.Fatalf("stored decision is not the winner's (%d): %+v", w, in.Decision)
+	}
+	if th := getThread(t, s, "a", "t"); th.Status != store.Queued {
+		t.Fatalf("thread: %s", th.Status)
+	}
+}
+
+func testConcurrentBeginRun(t *testing.T, s store.Store) {
+	threads := make([]*store.Thread, racers)
+	errs := race(racers, func(i int) error {
+		var err error
+		threads[i], err = s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "new", Agent: "x",
+			RunID: fmt.Sprintf("r%d", i), Owner: "o", Now: T0, LeaseUntil: at(time.Minute),
+			Input: []message.Message{userMsg(fmt.Sprintf("m%d", i), "hi")}, Events: []event.Event{{Type: event.RunStarted}}})
+		return err
+	})
+	w := oneWinner(t, "concurrent BeginRun on a new thread", errs, store.ErrRunInProgress)
+	th := getThread(t, s, "a", "new")
+	if th.RunID != fmt.Sprintf("r%d", w) || threads[w].RunID != th.RunID {
+		t.Fatalf("thread run %q, winner r%d", th.RunID, w)
+	}
+	sameStrings(t, "messages", msgIDs(messages(t, s, "a", "new")), []string{fmt.Sprintf("m%d", w)})
+	if es := events(t, s, "a", "new", 0, 0); len(es) != 1 {
+		t.Fatalf("events: %+v", es)
+	}
+}
+
+func testConcurrentClaim(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
+	decide(t, s, "a", "int_1", true, at(time.Second))
+	errs := race(racers, func(i int) error {
+		_, err := s.Claim(t.Context(), store.Claim{Tenant: "a", ThreadID: "t", RunID: fmt.Sprintf("c%d", i),
+			Owner: fmt.Sprintf("node-%d", i), Now: at(2 * time.Second), LeaseUntil: at(time.Minute)})
+		return err
+	})
+	w := oneWinner(t, "concurrent Claim", errs, store.ErrNotClaimable)
+	if th := getThread(t, s, "a", "t"); th.RunID != fmt.Sprintf("c%d", w) || th.LeaseOwner != fmt.Sprintf("node-%d", w) {
+		t.Fatalf("thread %+v, winner %d", th, w)
+	}
+}
+
+func testConcurrentWriters(t *testing.T, s store.Store) {
+	const writers, steps = 4, 20
+	for w := range writers {
+		begin(t, s, "a", fmt.Sprintf("t%d", w), "x", "r", T0)
+	}
+	ctx := t.Context()
+	errs := race(writers*2, func(i int) error {
+		thread := fmt.Sprintf("t%d", i%writers)
+		if i >= writers { // readers
+			for range steps {
+				if _, err := s.Messages(ctx, "a", thread); err != nil {
+					return err
+				}
+				if _, err := s.GetThread(ctx, "a", thread); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for n := range steps {
+			err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: thread, RunID: "r",
+				Messages: []message.Message{
+					{ID: fmt.Sprintf("a%d", n), Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "c", Name: "n", Arguments: "{}"}}},
+					{ID: fmt.Sprintf("t%d", n), Role: message.Tool, ToolCallID: "c", Content: "ok"},
+				},
+				State:  json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)),
+				Events: []event.Event{{Type: event.ToolResult, ToolCallID: "c"}},
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("goroutine %d: %v", i, err)
+		}
+	}
+	for w := range writers {
+		thread := fmt.Sprintf("t%d", w)
+		ms := messages(t, s, "a", thread)
+		if len(ms) != 2*steps {
+			t.Fatalf("%s: %d messages, want %d", thread, len(ms), 2*steps)
+		}
+		for n := range steps {
+			if ms[2*n].ID != fmt.Sprintf("a%d", n) || ms[2*n+1].ID != fmt.Sprintf("t%d", n) {
+				t.Fatalf("%s: messages out of order at step %d: %s %s", thread, n, ms[2*n].ID, ms[2*n+1].ID)
+			}
+		}
+		if es := events(t, s, "a", thread, 0, 0); len(es) != steps {
+			t.Fatalf("%s: %d events, want %d", thread, len(es), steps)
+		}
+		sameJSON(t, thread+" state", getThread(t, s, "a", thread).State, fmt.Sprintf(`{"n":%d}`, steps-1))
+	}
+}
