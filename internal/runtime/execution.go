@@ -119,7 +119,9 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	}
 	if x.run != nil && x.in.Snapshots && x.durable {
 		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
-		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
+		if x.run.Existed {
+			x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
+		}
 	}
 	out, err := x.loop(ctx)
 	outcome := "success"
@@ -140,6 +142,10 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 
 func (x *execution) finish(out *event.Outcome) {
 	fin := event.Event{Type: event.RunFinished, Outcome: out, Usage: &x.usage}
+	if out.Type == event.Interrupt && x.run != nil && x.in.Snapshots {
+		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
+		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
+	}
 	if x.durable {
 		status := store.Idle
 		if out.Type == event.Interrupt {

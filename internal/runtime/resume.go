@@ -149,18 +149,34 @@ func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 }
 
 // claimAndContinue claims a thread as of now and runs it from its stored
-// conversation.
+// conversation in the background.
 func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, now time.Time) error {
+	x, err := r.claim(ctx, tenant, threadID, now)
+	if x == nil || err != nil {
+		return err
+	}
+	started := x.stamp(event.Event{Type: event.RunStarted})
+	if err := x.checkpoint(ctx, store.Checkpoint{Events: []event.Event{started}}); err != nil {
+		return err
+	}
+	r.Logger.Info("continuing run", "thread", threadID, "run", x.runID, "agent", x.spec.Name)
+	x.drive(ctx, &started)
+	return nil
+}
+
+// claim takes a thread whose run must continue and prepares the execution
+// from its stored conversation. It returns nil, nil when another runner won.
+func (r *Runner) claim(ctx context.Context, tenant, threadID string, now time.Time) (*execution, error) {
 	runID := r.NewID("run")
 	th, err := r.Store.Claim(ctx, store.Claim{Tenant: tenant, ThreadID: threadID, RunID: runID, Owner: r.Owner, Now: now, LeaseUntil: r.Now().Add(r.Lease)})
 	if errors.Is(err, store.ErrNotClaimable) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	failed := func(cause error) error {
-		return errors.Join(cause, r.Store.FinishRun(ctx, store.FinishRun{Tenant: tenant, ThreadID: threadID, RunID: runID,
+	failed := func(cause error) (*execution, error) {
+		return nil, errors.Join(cause, r.Store.FinishRun(ctx, store.FinishRun{Tenant: tenant, ThreadID: threadID, RunID: runID,
 			Status: store.Failed, Error: cause.Error(), Now: r.Now()}))
 	}
 	spec := r.Agents.Get(th.Agent)
@@ -175,11 +191,5 @@ func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, 
 	if x.msgs, err = r.Store.Messages(ctx, tenant, threadID); err != nil {
 		return failed(err)
 	}
-	started := x.stamp(event.Event{Type: event.RunStarted})
-	if err := x.checkpoint(ctx, store.Checkpoint{Events: []event.Event{started}}); err != nil {
-		return err
-	}
-	r.Logger.Info("continuing run", "thread", threadID, "run", runID, "agent", spec.Name)
-	x.drive(ctx, &started)
-	return nil
+	return x, nil
 }

@@ -138,6 +138,23 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	x.runID = runID
 	run := &Run{ID: runID, ThreadID: in.ThreadID, events: make(chan item, 64), gone: make(chan struct{})}
 
+	if len(in.Resume) > 0 && !x.durable {
+		return nil, contractError(CodeNeedsThread, "A resume needs a threadId.")
+	}
+	if len(in.State) > 0 {
+		if !x.durable {
+			return nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")
+		}
+		kept, dropped, err := FilterState(spec, in.State)
+		if err != nil {
+			return nil, err
+		}
+		if len(dropped) > 0 {
+			r.Logger.Debug("dropped state keys the agent does not list as editable", "agent", spec.Name, "keys", dropped)
+		}
+		in.State = kept
+		x.in.State = kept
+	}
 	if !x.durable {
 		for _, m := range in.Messages {
 			if m.Role != message.System {
@@ -154,7 +171,10 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	}
 
 	if len(in.Resume) > 0 {
-		return nil, apierror.Invalid("resume", "resume is not supported here")
+		if err := r.startResume(ctx, spec, in, run); err != nil {
+			return nil, err
+		}
+		return run, nil
 	}
 	stored, existed, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
 	if err != nil {

@@ -1,0 +1,231 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/schema"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// Error codes of input and interrupt-contract errors (AG-UI shows them as
+// RUN_ERROR codes).
+const (
+	CodeNeedsThread      = "thread_required"
+	CodeInvalidState     = "invalid_state"
+	CodeUnknownInterrupt = "unknown_interrupt"
+	CodeAlreadyDecided   = "already_decided"
+	CodePartialResume    = "partial_resume"
+	CodeInvalidPayload   = "invalid_resume_payload"
+)
+
+func contractError(code, format string, args ...any) *apierror.Error {
+	return apierror.New(apierror.InvalidRequest, code, fmt.Sprintf(format, args...))
+}
+
+// FilterState keeps the keys of a client's state the agent lists as
+// editable, validating each against its schema. Dropped keys are returned
+// for logging.
+func FilterState(spec *agent.Spec, state map[string]json.RawMessage) (map[string]json.RawMessage, []string, error) {
+	keep := map[string]json.RawMessage{}
+	var dropped []string
+	for k, v := range state {
+		sch, ok := spec.EditableState[k]
+		if !ok {
+			dropped = append(dropped, k)
+			continue
+		}
+		if err := schema.Validate(sch, v); err != nil {
+			return nil, nil, contractError(CodeInvalidState, "State key %q does not match its schema: %v", k, err)
+		}
+		keep[k] = v
+	}
+	sort.Strings(dropped)
+	return keep, dropped, nil
+}
+
+// plannedDecision is a validated resume entry.
+type plannedDecision struct {
+	it       *store.Interrupt
+	decision Decision
+	replay   bool
+}
+
+// startResume answers every pending interrupt of a thread from in.Resume and
+// continues the run, streaming to run. Nothing is decided unless the whole
+// resume is valid.
+func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, run *Run) error {
+	if in.ThreadID == "" {
+		return contractError(CodeNeedsThread, "A resume needs a threadId.")
+	}
+	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
+	if errors.Is(err, store.ErrNotFound) {
+		return contractError(CodeUnknownInterrupt, "Thread %q has no interrupts to resume.", in.ThreadID)
+	}
+	if err != nil {
+		return err
+	}
+	if th.Agent != spec.Name {
+		return store.ErrAgentMismatch
+	}
+	pending, err := r.Store.ListInterrupts(ctx, in.Tenant, store.InterruptFilter{ThreadID: in.ThreadID, Status: store.Pending, Limit: store.MaxLimit})
+	if err != nil {
+		return err
+	}
+	var plan []plannedDecision
+	covered := map[string]bool{}
+	for _, e := range in.Resume {
+		if covered[e.InterruptID] {
+			return contractError(CodeInvalidPayload, "Interrupt %q is answered twice.", e.InterruptID)
+		}
+		covered[e.InterruptID] = true
+		it, err := r.Store.GetInterrupt(ctx, in.Tenant, e.InterruptID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && it.ThreadID != in.ThreadID) {
+			return contractError(CodeUnknownInterrupt, "Interrupt %q is not an interrupt of this thread.", e.InterruptID)
+		}
+		if err != nil {
+			return err
+		}
+		d, err := r.resumeDecision(it, e)
+		if err != nil {
+			return err
+		}
+		d.Via, d.By = "agui", in.DecidedBy
+		if it.Status != store.Pending {
+			if !sameDecision(it, d) {
+				return contractError(CodeAlreadyDecided, "Interrupt %q was already decided differently.", e.InterruptID)
+			}
+			plan = append(plan, plannedDecision{it: it, decision: d, replay: true})
+			continue
+		}
+		plan = append(plan, plannedDecision{it: it, decision: d})
+	}
+	var missing []string
+	for _, it := range pending {
+		if !covered[it.ID] {
+			missing = append(missing, it.ID)
+		}
+	}
+	if len(missing) > 0 {
+		return contractError(CodePartialResume, "The resume must answer every pending interrupt of the thread; missing: %s.", strings.Join(missing, ", "))
+	}
+	fresh := 0
+	for _, p := range plan {
+		if p.replay {
+			continue
+		}
+		fresh++
+		res, err := r.Store.Decide(ctx, in.Tenant, p.it.ID, store.Decision{Approved: p.decision.Approved, EditedArgs: p.decision.EditedArgs,
+			Message: p.decision.Message, Via: p.decision.Via, By: p.decision.By, At: r.Now()})
+		if err != nil {
+			return err
+		}
+		_ = res
+		if h := r.Hooks.Decided; h != nil {
+			h()
+		}
+	}
+	if fresh == 0 {
+		// A replayed resume decides nothing and runs nothing new.
+		x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
+		if err != nil {
+			return err
+		}
+		x.in, x.run, x.runID = in, run, run.ID
+		if x.msgs, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
+			return err
+		}
+		x.state = th.State
+		go x.replayOnly()
+		return nil
+	}
+	x, err := r.claim(ctx, in.Tenant, in.ThreadID, r.Now())
+	if err != nil {
+		return err
+	}
+	if x == nil {
+		return store.ErrRunInProgress
+	}
+	x.in, x.run = in, run
+	run.ID, run.Existed = x.runID, true
+	started := x.stamp(event.Event{Type: event.RunStarted})
+	if err := x.checkpoint(ctx, store.Checkpoint{Events: []event.Event{started}}); err != nil {
+		return err
+	}
+	go x.drive(context.WithoutCancel(ctx), &started)
+	return nil
+}
+
+// replayOnly answers an idempotent replay: the snapshots and a success.
+func (x *execution) replayOnly() {
+	x.emit(event.Event{Type: event.RunStarted})
+	x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
+	x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
+	x.emit(event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd}, Usage: &x.usage})
+	close(x.run.events)
+}
+
+// resumeDecision turns a resume entry into a decision, validating its
+// payload against the interrupt's responseSchema and what it allows.
+func (r *Runner) resumeDecision(it *store.Interrupt, e ResumeEntry) (Decision, error) {
+	if e.Cancelled {
+		return Decision{Approved: false, Message: "The client cancelled the interrupt."}, nil
+	}
+	payload := bytes.TrimSpace(e.Payload)
+	if len(payload) == 0 || string(payload) == "null" {
+		return Decision{}, contractError(CodeInvalidPayload, "Interrupt %q needs a payload such as {\"approved\": true}.", it.ID)
+	}
+	if err := schema.Validate(it.ResponseSchema, payload); err != nil {
+		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q does not match its responseSchema: %v", it.ID, err)
+	}
+	var p struct {
+		Approved   *bool           `json:"approved"`
+		EditedArgs json.RawMessage `json:"editedArgs"`
+		Message    string          `json:"message"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q is not an object.", it.ID)
+	}
+	d := Decision{EditedArgs: p.EditedArgs, Message: p.Message}
+	if string(bytes.TrimSpace(d.EditedArgs)) == "null" {
+		d.EditedArgs = nil
+	}
+	switch {
+	case len(d.EditedArgs) > 0:
+		d.Approved = p.Approved == nil || *p.Approved
+		if !d.Approved {
+			d.EditedArgs = nil
+		}
+	case p.Approved != nil:
+		d.Approved = *p.Approved
+	default:
+		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q needs approved or editedArgs.", it.ID)
+	}
+	if err := r.checkDecision(it, &d); err != nil {
+		var ae *apierror.Error
+		if errors.As(err, &ae) {
+			return Decision{}, contractError(CodeInvalidPayload, "%s", ae.Message)
+		}
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+// sameDecision reports whether d repeats the decision already stored.
+func sameDecision(it *store.Interrupt, d Decision) bool {
+	if it.Decision == nil || it.Decision.Approved != d.Approved {
+		return false
+	}
+	if len(d.EditedArgs) == 0 && len(it.Decision.EditedArgs) == 0 {
+		return true
+	}
+	return jsonEqual(d.EditedArgs, it.Decision.EditedArgs)
+}
