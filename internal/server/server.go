@@ -51,6 +51,11 @@ type Server struct {
 	// Now is the clock for response timestamps.
 	Now func() time.Time
 
+	// CookieAuth, when set, authenticates requests that carry no API key
+	// (Studio's session cookie). ok is false when the request has no such
+	// credential; a non-nil error rejects the request (e.g. a bad CSRF token).
+	CookieAuth func(r *http.Request) (p Principal, ok bool, err error)
+
 	mux     *http.ServeMux
 	writers map[Wire]ErrorWriter
 }
@@ -128,9 +133,9 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 			key = strings.TrimSpace(v)
 		}
 	}
-	if key == "" {
-		if c, err := r.Cookie(SessionCookie); err == nil {
-			key = c.Value
+	if key == "" && s.CookieAuth != nil {
+		if p, ok, err := s.CookieAuth(r); ok || err != nil {
+			return p, err
 		}
 	}
 	if key != "" {
@@ -151,8 +156,6 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	return Principal{}, e
 }
 
-// SessionCookie is the cookie Studio signs in with.
-const SessionCookie = "stackbone_session"
 
 type statusWriter struct {
 	http.ResponseWriter
