@@ -1,0 +1,1088 @@
+// prelude.js runs once in every goja runtime before the agent bundle. It is a
+// single function expression: Go calls it with the host object (Go functions)
+// and gets back the internal API Go drives (register, call, approval hooks).
+// It also installs the Web globals goja lacks and globalThis.__stackbone, which
+// the virtual 'stackbone' module re-exports.
+(function (host) {
+  'use strict';
+
+  const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
+  const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
+  const DECISIONS = ['approve', 'reject', 'edit'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'todos', 'files'];
+  const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'execute'];
+  const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions'];
+  const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools'];
+  const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+  const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+  const MODEL_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]*\/[^\s]+$/;
+
+  const locs = new WeakMap(); // config object -> call site {file,line,col}
+  const defined = new WeakSet(); // objects returned by defineDeepAgent
+
+  const def = (obj, name, value) =>
+    Object.defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: false });
+
+  // ---------------------------------------------------------------- errors
+
+  class StackboneConfigError extends Error {
+    constructor(message, loc) {
+      super(message);
+      this.name = 'StackboneConfigError';
+      this.loc = loc || null;
+    }
+  }
+
+  function fail(msg, loc) {
+    throw new StackboneConfigError(msg, loc);
+  }
+
+  const isObj = (v) => v !== null && typeof v === 'object';
+  const isPlain = (v) => isObj(v) && !Array.isArray(v);
+  const isFn = (v) => typeof v === 'function';
+  const str = (v) => JSON.stringify(v);
+
+  function unknownKeys(obj, allowed, what, loc) {
+    for (const k of Object.keys(obj)) {
+      if (!allowed.includes(k)) {
+        fail(`${what}: unknown field ${str(k)} (allowed: ${allowed.join(', ')})`, loc);
+      }
+    }
+  }
+
+  function isStandard(s) {
+    return isObj(s) && isObj(s['~standard']) && isFn(s['~standard'].validate);
+  }
+
+  // toJSONSchema turns a plain JSON Schema or a Standard Schema into a JSON
+  // Schema object. An explicit JSON Schema wins when given.
+  function toJSONSchema(schema, explicit, what, loc) {
+    let out;
+    if (explicit !== undefined) {
+      if (!isPlain(explicit)) fail(`${what}: jsonSchema must be a JSON Schema object`, loc);
+      out = explicit;
+    } else if (isStandard(schema)) {
+      const std = schema['~standard'];
+      try {
+        if (isObj(std.jsonSchema) && isFn(std.jsonSchema.input)) {
+          out = std.jsonSchema.input({ target: 'draft-2020-12' });
+        } else if (isFn(schema.toJSONSchema)) {
+          out = schema.toJSONSchema();
+        }
+      } catch (e) {
+        fail(`${what}: cannot convert schema to JSON Schema: ${e && e.message ? e.message : e}`, loc);
+      }
+      if (out === undefined) {
+        fail(`${what}: this ${std.vendor || 'Standard'} schema cannot produce JSON Schema; add a jsonSchema field`, loc);
+      }
+    } else if (isPlain(schema)) {
+      out = schema;
+    } else {
+      fail(`${what}: must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
+    }
+    out = JSON.parse(JSON.stringify(out));
+    if (isPlain(out)) delete out.$schema;
+    return out;
+  }
+
+  // ---------------------------------------------------------------- validation
+
+  function checkTool(name, t, loc) {
+    const what = name ? `tool ${str(name)}` : 'tool()';
+    loc = locs.get(t) || loc;
+    if (!isPlain(t)) fail(`${what}: must be an object created with tool({...})`, loc);
+    unknownKeys(t, TOOL_KEYS, what, loc);
+    if (!isFn(t.execute)) fail(`${what}: execute must be a function`, loc);
+    if (t.description !== undefined && typeof t.description !== 'string') {
+      fail(`${what}: description must be a string`, loc);
+    }
+    if (t.parameters !== undefined && !isPlain(t.parameters)) {
+      fail(`${what}: parameters must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
+    }
+    if (t.jsonSchema !== undefined && !isPlain(t.jsonSchema)) fail(`${what}: jsonSchema must be an object`, loc);
+    if (t.timeoutMs !== undefined && !(typeof t.timeoutMs === 'number' && t.timeoutMs > 0 && isFinite(t.timeoutMs))) {
+      fail(`${what}: timeoutMs must be a positive number of milliseconds`, loc);
+    }
+    const na = t.needsApproval;
+    if (na !== undefined && typeof na !== 'boolean' && !isFn(na)) {
+      if (!isPlain(na)) fail(`${what}: needsApproval must be true, false, a function or an object`, loc);
+      unknownKeys(na, APPROVAL_KEYS, `${what} needsApproval`, loc);
+      if (na.when !== undefined && typeof na.when !== 'boolean' && !isFn(na.when)) {
+        fail(`${what}: needsApproval.when must be a boolean or a function (args) => boolean`, loc);
+      }
+      if (na.description !== undefined && typeof na.description !== 'string' && !isFn(na.description)) {
+        fail(`${what}: needsApproval.description must be a string or a function (args) => string`, loc);
+      }
+      if (na.allowedDecisions !== undefined) {
+        if (!Array.isArray(na.allowedDecisions) || na.allowedDecisions.length === 0) {
+          fail(`${what}: needsApproval.allowedDecisions must be a non-empty array of ${DECISIONS.join(', ')}`, loc);
+        }
+        for (const d of na.allowedDecisions) {
+          if (!DECISIONS.includes(d)) {
+            fail(`${what}: needsApproval.allowedDecisions: unknown decision ${str(d)} (allowed: ${DECISIONS.join(', ')})`, loc);
+          }
+        }
+      }
+    }
+  }
+
+  function checkModel(m, what, loc) {
+    if (typeof m !== 'string' || !MODEL_RE.test(m)) {
+      fail(`${what}: model must be a "provider/model" string such as "openai/gpt-4o-mini", got ${str(m)}`, loc);
+    }
+  }
+
+  function checkAgent(cfg, loc) {
+    if (!isPlain(cfg)) fail('defineDeepAgent: expected a config object', loc);
+    unknownKeys(cfg, AGENT_KEYS, 'defineDeepAgent', loc);
+    if (cfg.name === undefined || cfg.name === '') fail('defineDeepAgent: name is required', loc);
+    if (typeof cfg.name !== 'string' || !NAME_RE.test(cfg.name)) {
+      fail(`defineDeepAgent: name ${str(cfg.name)} must be 1-64 letters, digits, "_", "-" or "."`, loc);
+    }
+    const what = `agent ${str(cfg.name)}`;
+    if (cfg.model === undefined) fail(`${what}: model is required`, loc);
+    checkModel(cfg.model, what, loc);
+    if (cfg.instructions !== undefined && typeof cfg.instructions !== 'string') {
+      fail(`${what}: instructions must be a string`, loc);
+    }
+    for (const k of ['todos', 'files']) {
+      if (cfg[k] !== undefined && typeof cfg[k] !== 'boolean') fail(`${what}: ${k} must be a boolean`, loc);
+    }
+    if (cfg.maxSteps !== undefined && !(Number.isInteger(cfg.maxSteps) && cfg.maxSteps > 0)) {
+      fail(`${what}: maxSteps must be a positive integer`, loc);
+    }
+    const tools = cfg.tools === undefined ? {} : cfg.tools;
+    if (!isPlain(tools)) fail(`${what}: tools must be an object mapping tool names to tool({...})`, loc);
+    for (const [name, t] of Object.entries(tools)) {
+      if (!TOOL_NAME_RE.test(name)) {
+        fail(`${what}: tool name ${str(name)} must be 1-64 letters, digits, "_" or "-"`, locs.get(t) || loc);
+      }
+      if (BUILTIN_TOOLS.includes(name)) {
+        fail(`${what}: tool ${str(name)} clashes with a built-in tool (${BUILTIN_TOOLS.join(', ')})`, locs.get(t) || loc);
+      }
+      checkTool(name, t, loc);
+    }
+    if (cfg.editableState !== undefined) {
+      if (!isPlain(cfg.editableState)) fail(`${what}: editableState must be an object mapping state keys to schemas`, loc);
+      for (const [k, s] of Object.entries(cfg.editableState)) {
+        if (!isPlain(s)) fail(`${what}: editableState.${k} must be a JSON Schema or a Standard Schema`, loc);
+      }
+    }
+    if (cfg.subagents !== undefined) {
+      if (!Array.isArray(cfg.subagents)) fail(`${what}: subagents must be an array`, loc);
+      const usable = Object.keys(tools);
+      if (cfg.todos !== false) usable.push('write_todos');
+      if (cfg.files !== false) usable.push(...FILE_TOOLS);
+      const seen = new Set();
+      cfg.subagents.forEach((s, i) => {
+        const sw = `${what}: subagents[${i}]`;
+        if (!isPlain(s)) fail(`${sw} must be an object`, loc);
+        unknownKeys(s, SUBAGENT_KEYS, sw, loc);
+        if (typeof s.name !== 'string' || !NAME_RE.test(s.name)) fail(`${sw}: name is required (letters, digits, "_", "-", ".")`, loc);
+        if (seen.has(s.name)) fail(`${what}: duplicate subagent name ${str(s.name)}`, loc);
+        seen.add(s.name);
+        if (typeof s.description !== 'string' || s.description === '') fail(`${sw} (${s.name}): description is required`, loc);
+        if (typeof s.instructions !== 'string') fail(`${sw} (${s.name}): instructions is required`, loc);
+        if (s.model !== undefined) checkModel(s.model, `${sw} (${s.name})`, loc);
+        if (s.tools !== undefined) {
+          if (!Array.isArray(s.tools)) fail(`${sw} (${s.name}): tools must be an array of tool names`, loc);
+          for (const tn of s.tools) {
+            if (!usable.includes(tn)) {
+              fail(`${sw} (${s.name}): unknown tool ${str(tn)} (the agent has: ${usable.join(', ') || 'none'})`, loc);
+            }
+          }
+        }
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------- public helpers (module 'stackbone')
+
+  function defineDeepAgent(config) {
+    const loc = host.callsite();
+    checkAgent(config, loc);
+    if (!locs.has(config)) locs.set(config, loc);
+    defined.add(config);
+    return config;
+  }
+
+  function tool(d) {
+    const loc = host.callsite();
+    checkTool('', d, loc);
+    if (!locs.has(d)) locs.set(d, loc);
+    return d;
+  }
+
+  Object.defineProperty(globalThis, '__stackbone', {
+    value: Object.freeze({ defineDeepAgent, tool }),
+    enumerable: false,
+  });
+
+  // ---------------------------------------------------------------- register / describe
+
+  let AGENT = null;
+  const TOOLS = Object.create(null); // name -> {def, std, when, desc}
+
+  function register(mod) {
+    const cfg = isObj(mod) ? mod.default : undefined;
+    if (cfg === undefined || cfg === null) {
+      fail('no default export: write `export default defineDeepAgent({ ... })`', null);
+    }
+    const loc = locs.get(cfg) || null;
+    if (!defined.has(cfg)) checkAgent(cfg, loc);
+    AGENT = cfg;
+    const what = `agent ${str(cfg.name)}`;
+    const out = {
+      name: cfg.name,
+      model: cfg.model,
+      instructions: cfg.instructions || '',
+      maxSteps: cfg.maxSteps || 0,
+      noTodos: cfg.todos === false,
+      noFiles: cfg.files === false,
+      editableState: {},
+      tools: [],
+      subagents: [],
+      loc,
+    };
+    for (const [k, s] of Object.entries(cfg.editableState || {})) {
+      out.editableState[k] = toJSONSchema(s, undefined, `${what}: editableState.${k}`, loc);
+    }
+    for (const [name, t] of Object.entries(cfg.tools || {})) {
+      const tloc = locs.get(t) || loc;
+      const tw = `tool ${str(name)}`;
+      let params;
+      if (t.parameters === undefined && t.jsonSchema === undefined) {
+        params = { type: 'object', properties: {} };
+      } else {
+        params = toJSONSchema(t.parameters, t.jsonSchema, `${tw}: parameters`, tloc);
+      }
+      if (!isPlain(params) || (params.type !== undefined && params.type !== 'object')) {
+        fail(`${tw}: parameters must describe an object (JSON Schema "type": "object")`, tloc);
+      }
+      if (params.type === undefined) params.type = 'object';
+      const entry = { def: t, std: isStandard(t.parameters) ? t.parameters['~standard'] : null, when: null, desc: null };
+      let approval = null;
+      const na = t.needsApproval;
+      if (na === true) {
+        approval = { when: false, allowedDecisions: [] };
+      } else if (isFn(na)) {
+        entry.when = na;
+        approval = { when: true, allowedDecisions: [] };
+      } else if (isPlain(na) && na.when !== false) {
+        approval = { when: false, allowedDecisions: na.allowedDecisions || [] };
+        if (isFn(na.when)) {
+          entry.when = na.when;
+          approval.when = true;
+        }
+        if (typeof na.description === 'string') approval.description = na.description;
+        if (isFn(na.description)) {
+          entry.desc = na.description;
+          approval.descriptionFn = true;
+        }
+      }
+      TOOLS[name] = entry;
+      out.tools.push({
+        name,
+        description: t.description || '',
+        parameters: params,
+        approval,
+        timeoutMs: t.timeoutMs || 0,
+        loc: tloc,
+      });
+    }
+    for (const s of cfg.subagents || []) {
+      out.subagents.push({
+        name: s.name,
+        description: s.description,
+        instructions: s.instructions,
+        model: s.model || '',
+        tools: s.tools === undefined ? null : s.tools.slice(),
+      });
+    }
+    return JSON.stringify(out);
+  }
+
+  // ---------------------------------------------------------------- calls
+
+  class ToolArgumentsError extends Error {
+    constructor(message, issues) {
+      super(message);
+      this.name = 'ToolArgumentsError';
+      this.issues = issues;
+    }
+  }
+
+  function issuePath(p) {
+    if (!Array.isArray(p) || p.length === 0) return '';
+    return p.map((k) => (isObj(k) && 'key' in k ? k.key : k)).map(String).join('.');
+  }
+
+  async function parseArgs(entry, argsJSON, strict) {
+    let args = argsJSON ? JSON.parse(argsJSON) : {};
+    if (entry.std) {
+      let r = entry.std.validate(args);
+      if (r && isFn(r.then)) r = await r;
+      if (r.issues) {
+        if (!strict) return args;
+        const list = r.issues.map((i) => {
+          const p = issuePath(i.path);
+          return p ? `${p}: ${i.message}` : i.message;
+        });
+        throw new ToolArgumentsError(`invalid tool arguments: ${list.join('; ')}`, r.issues);
+      }
+      args = r.value;
+    }
+    return args;
+  }
+
+  function lookup(name) {
+    const e = TOOLS[name];
+    if (!e) throw new Error(`unknown tool ${str(name)}`);
+    return e;
+  }
+
+  const signal = Object.freeze({
+    get aborted() {
+      return host.aborted();
+    },
+    get reason() {
+      return host.aborted() ? new Error('The operation was aborted') : undefined;
+    },
+    throwIfAborted() {
+      if (host.aborted()) {
+        const e = new Error('The operation was aborted');
+        e.name = 'AbortError';
+        throw e;
+      }
+    },
+    addEventListener() {},
+    removeEventListener() {},
+    onabort: null,
+  });
+
+  async function call(name, argsJSON, stateJSON, meta) {
+    const entry = lookup(name);
+    const args = await parseArgs(entry, argsJSON, true);
+    let state = stateJSON ? JSON.parse(stateJSON) : {};
+    if (!isPlain(state)) state = {};
+    const before = JSON.stringify(state);
+    const ctx = {
+      fetch: fetch,
+      state,
+      threadId: meta.threadId,
+      toolCallId: meta.toolCallId,
+      agent: meta.agent,
+      signal,
+    };
+    const out = await entry.def.execute(args, ctx);
+    let content;
+    if (typeof out === 'string') content = out;
+    else if (out === undefined) content = '';
+    else content = JSON.stringify(out);
+    if (content === undefined) content = '';
+    if (!isPlain(ctx.state)) throw new TypeError('ctx.state must stay a plain object');
+    const after = JSON.stringify(ctx.state);
+    return { content, state: after !== before ? after : null };
+  }
+
+  async function approvalWhen(name, argsJSON) {
+    const entry = lookup(name);
+    if (!entry.when) return true;
+    let v = entry.when(await parseArgs(entry, argsJSON, false));
+    if (v && isFn(v.then)) v = await v;
+    return !!v;
+  }
+
+  async function approvalDescription(name, argsJSON) {
+    const entry = lookup(name);
+    if (!entry.desc) return '';
+    let v = entry.desc(await parseArgs(entry, argsJSON, false));
+    if (v && isFn(v.then)) v = await v;
+    return v === undefined || v === null ? '' : String(v);
+  }
+
+  // ---------------------------------------------------------------- console
+
+  function inspect(v, depth, seen) {
+    if (typeof v === 'string') return depth === 0 ? v : JSON.stringify(v);
+    if (typeof v === 'bigint') return `${v}n`;
+    if (typeof v === 'symbol') return v.toString();
+    if (typeof v === 'function') return `[Function: ${v.name || 'anonymous'}]`;
+    if (!isObj(v)) return String(v);
+    if (v instanceof Error) return v.stack || `${v.name}: ${v.message}`;
+    if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();
+    if (v instanceof RegExp) return String(v);
+    seen = seen || [];
+    if (seen.includes(v)) return '[Circular]';
+    if (depth > 3) return Array.isArray(v) ? '[Array]' : '[Object]';
+    seen = seen.concat([v]);
+    if (Array.isArray(v)) return `[ ${v.map((x) => inspect(x, depth + 1, seen)).join(', ')} ]`;
+    if (v instanceof Map) {
+      return `Map(${v.size}) { ${Array.from(v, ([k, x]) => `${inspect(k, depth + 1, seen)} => ${inspect(x, depth + 1, seen)}`).join(', ')} }`;
+    }
+    if (v instanceof Set) return `Set(${v.size}) { ${Array.from(v, (x) => inspect(x, depth + 1, seen)).join(', ')} }`;
+    if (ArrayBuffer.isView(v)) return `${v.constructor.name}(${v.length}) [ ${Array.from(v).join(', ')} ]`;
+    const keys = Object.keys(v);
+    if (keys.length === 0) return '{}';
+    const ident = /^[A-Za-z_$][\w$]*$/;
+    return `{ ${keys.map((k) => `${ident.test(k) ? k : JSON.stringify(k)}: ${inspect(v[k], depth + 1, seen)}`).join(', ')} }`;
+  }
+
+  function format(args) {
+    if (args.length === 0) return '';
+    let rest = args;
+    let out = '';
+    if (typeof args[0] === 'string' && args[0].includes('%')) {
+      let i = 1;
+      out = args[0].replace(/%[sdifjoOc%]/g, (m) => {
+        if (m === '%%') return '%';
+        if (i >= args.length) return m;
+        const a = args[i++];
+        switch (m) {
+          case '%s': return typeof a === 'string' ? a : inspect(a, 1);
+          case '%d': case '%i': return typeof a === 'bigint' ? `${a}n` : String(m === '%i' ? parseInt(a) : Number(a));
+          case '%f': return String(parseFloat(a));
+          case '%j': try { return JSON.stringify(a); } catch (e) { return '[Circular]'; }
+          case '%c': return '';
+          default: return inspect(a, 1);
+        }
+      });
+      rest = args.slice(i);
+    } else {
+      out = inspect(args[0], 0);
+      rest = args.slice(1);
+    }
+    for (const a of rest) out += ' ' + inspect(a, 0);
+    return out;
+  }
+
+  const counts = new Map();
+  const timeLabels = new Map();
+  const logAt = (level) => (...args) => host.log(level, format(args));
+  const console = {
+    log: logAt('info'),
+    info: logAt('info'),
+    debug: logAt('debug'),
+    trace: (...args) => host.log('debug', format(args) + '\n' + (new Error().stack || '').split('\n').slice(1).join('\n')),
+    warn: logAt('warn'),
+    error: logAt('error'),
+    dir: (v) => host.log('info', inspect(v, 1)),
+    table: (v) => host.log('info', inspect(v, 1)),
+    assert: (cond, ...args) => {
+      if (!cond) host.log('error', 'Assertion failed' + (args.length ? ': ' + format(args) : ''));
+    },
+    count: (label = 'default') => {
+      const n = (counts.get(label) || 0) + 1;
+      counts.set(label, n);
+      host.log('info', `${label}: ${n}`);
+    },
+    countReset: (label = 'default') => counts.delete(label),
+    time: (label = 'default') => timeLabels.set(label, Date.now()),
+    timeLog: (label = 'default', ...args) => {
+      const t = timeLabels.get(label);
+      if (t !== undefined) host.log('info', `${label}: ${Date.now() - t}ms` + (args.length ? ' ' + format(args) : ''));
+    },
+    timeEnd: (label = 'default') => {
+      const t = timeLabels.get(label);
+      if (t !== undefined) host.log('info', `${label}: ${Date.now() - t}ms`);
+      timeLabels.delete(label);
+    },
+    group: logAt('info'),
+    groupCollapsed: logAt('info'),
+    groupEnd: () => {},
+  };
+
+  // ---------------------------------------------------------------- timers and microtasks
+
+  function setTimeout(fn, ms, ...args) {
+    if (!isFn(fn)) throw new TypeError('setTimeout: callback must be a function');
+    return host.setTimer(fn, Number(ms) || 0, args, false);
+  }
+  function setInterval(fn, ms, ...args) {
+    if (!isFn(fn)) throw new TypeError('setInterval: callback must be a function');
+    return host.setTimer(fn, Number(ms) || 0, args, true);
+  }
+  function clearTimer(id) {
+    if (typeof id === 'number') host.clearTimer(id);
+  }
+  function queueMicrotask(fn) {
+    if (!isFn(fn)) throw new TypeError('queueMicrotask: callback must be a function');
+    Promise.resolve().then(() => {
+      try {
+        fn();
+      } catch (e) {
+        console.error('Uncaught error in queueMicrotask callback:', e);
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- encoding
+
+  function viewBytes(input, what) {
+    if (input === undefined) return { buf: new ArrayBuffer(0), off: 0, len: 0 };
+    if (input instanceof ArrayBuffer) return { buf: input, off: 0, len: input.byteLength };
+    if (ArrayBuffer.isView(input)) return { buf: input.buffer, off: input.byteOffset, len: input.byteLength };
+    throw new TypeError(`${what}: expected an ArrayBuffer or a typed array`);
+  }
+
+  class TextEncoder {
+    get encoding() {
+      return 'utf-8';
+    }
+    encode(s = '') {
+      return new Uint8Array(host.utf8Encode(String(s)));
+    }
+    encodeInto(s, dest) {
+      const bytes = this.encode(s);
+      // Only whole characters are written: back off to a UTF-8 boundary.
+      let n = Math.min(bytes.length, dest.length);
+      while (n > 0 && n < bytes.length && (bytes[n] & 0xc0) === 0x80) n--;
+      dest.set(bytes.subarray(0, n));
+      const read = new TextDecoder().decode(bytes.subarray(0, n)).length;
+      return { read, written: n };
+    }
+  }
+
+  class TextDecoder {
+    #fatal;
+    #ignoreBOM;
+    constructor(label = 'utf-8', options = {}) {
+      const l = String(label).trim().toLowerCase();
+      if (l !== 'utf-8' && l !== 'utf8' && l !== 'unicode-1-1-utf-8') {
+        throw new RangeError(`TextDecoder: only utf-8 is supported, got ${str(label)}`);
+      }
+      this.#fatal = !!(options && options.fatal);
+      this.#ignoreBOM = !!(options && options.ignoreBOM);
+    }
+    get encoding() {
+      return 'utf-8';
+    }
+    get fatal() {
+      return this.#fatal;
+    }
+    get ignoreBOM() {
+      return this.#ignoreBOM;
+    }
+    decode(input) {
+      const v = viewBytes(input, 'TextDecoder.decode');
+      return host.utf8Decode(v.buf, v.off, v.len, this.#fatal, this.#ignoreBOM);
+    }
+  }
+
+  const atob = (s) => host.atob(String(s));
+  const btoa = (s) => host.btoa(String(s));
+
+  // ---------------------------------------------------------------- crypto
+
+  const crypto = Object.freeze({
+    randomUUID: () => host.randomUUID(),
+    getRandomValues(arr) {
+      if (!ArrayBuffer.isView(arr) || arr instanceof Float32Array || arr instanceof Float64Array || arr instanceof DataView) {
+        throw new TypeError('crypto.getRandomValues: expected an integer typed array');
+      }
+      if (arr.byteLength > 65536) throw new RangeError('crypto.getRandomValues: at most 65536 bytes');
+      host.randomFill(arr.buffer, arr.byteOffset, arr.byteLength);
+      return arr;
+    },
+  });
+
+  // ---------------------------------------------------------------- structuredClone
+
+  function structuredClone(value) {
+    const seen = new Map();
+    const clone = (v) => {
+      if (typeof v === 'function' || typeof v === 'symbol') {
+        const e = new Error(`${String(v)} could not be cloned`);
+        e.name = 'DataCloneError';
+        throw e;
+      }
+      if (!isObj(v)) return v;
+      if (seen.has(v)) return seen.get(v);
+      let out;
+      if (Array.isArray(v)) {
+        out = new Array(v.length);
+        seen.set(v, out);
+        for (let i = 0; i < v.length; i++) if (i in v) out[i] = clone(v[i]);
+        return out;
+      }
+      if (v instanceof Date) out = new Date(v.getTime());
+      else if (v instanceof RegExp) out = new RegExp(v.source, v.flags);
+      else if (v instanceof ArrayBuffer) out = v.slice(0);
+      else if (v instanceof DataView) out = new DataView(v.buffer.slice(0), v.byteOffset, v.byteLength);
+      else if (ArrayBuffer.isView(v)) out = new v.constructor(v);
+      else if (v instanceof Map) {
+        out = new Map();
+        seen.set(v, out);
+        for (const [k, x] of v) out.set(clone(k), clone(x));
+        return out;
+      } else if (v instanceof Set) {
+        out = new Set();
+        seen.set(v, out);
+        for (const x of v) out.add(clone(x));
+        return out;
+      } else if (v instanceof Error) {
+        out = new v.constructor(v.message);
+        if (v.stack) out.stack = v.stack;
+        if ('cause' in v) out.cause = clone(v.cause);
+      } else if (v instanceof Boolean || v instanceof Number || v instanceof String) {
+        out = Object(v.valueOf());
+      } else if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet) {
+        const e = new Error(`${Object.prototype.toString.call(v)} could not be cloned`);
+        e.name = 'DataCloneError';
+        throw e;
+      } else {
+        out = {};
+        seen.set(v, out);
+        for (const k of Object.keys(v)) out[k] = clone(v[k]);
+        return out;
+      }
+      seen.set(v, out);
+      return out;
+    };
+    return clone(value);
+  }
+
+  // ---------------------------------------------------------------- URL
+
+  function formEncode(s) {
+    return encodeURIComponent(s)
+      .replace(/%20/g, '+')
+      .replace(/[!'()~]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
+  }
+  function formDecode(s) {
+    s = s.replace(/\+/g, ' ');
+    try {
+      return decodeURIComponent(s);
+    } catch (e) {
+      return s.replace(/%([0-9a-fA-F]{2})/g, (m, h) => String.fromCharCode(parseInt(h, 16)));
+    }
+  }
+
+  class URLSearchParams {
+    #list = [];
+    #url = null;
+    constructor(init) {
+      if (init === undefined || init === null) return;
+      if (init instanceof URLSearchParams) {
+        this.#list = init.#list.map((p) => p.slice());
+      } else if (typeof init === 'object' && isFn(init[Symbol.iterator])) {
+        for (const pair of init) {
+          const p = Array.from(pair);
+          if (p.length !== 2) throw new TypeError('URLSearchParams: each pair must have exactly two items');
+          this.#list.push([String(p[0]), String(p[1])]);
+        }
+      } else if (typeof init === 'object') {
+        for (const k of Object.keys(init)) this.#list.push([k, String(init[k])]);
+      } else {
+        this.#parse(String(init));
+      }
+    }
+    #parse(s) {
+      this.#list = [];
+      if (s.startsWith('?')) s = s.slice(1);
+      for (const part of s.split('&')) {
+        if (part === '') continue;
+        const i = part.indexOf('=');
+        const k = i < 0 ? part : part.slice(0, i);
+        const v = i < 0 ? '' : part.slice(i + 1);
+        this.#list.push([formDecode(k), formDecode(v)]);
+      }
+    }
+    static _attach(sp, url, search) {
+      sp.#url = url;
+      sp.#parse(search);
+    }
+    static _reparse(sp, search) {
+      sp.#parse(search);
+    }
+    #update() {
+      if (this.#url) this.#url._setSearchFromParams(this.toString());
+    }
+    get size() {
+      return this.#list.length;
+    }
+    append(k, v) {
+      this.#list.push([String(k), String(v)]);
+      this.#update();
+    }
+    delete(k, v) {
+      k = String(k);
+      this.#list = this.#list.filter((p) => !(p[0] === k && (v === undefined || p[1] === String(v))));
+      this.#update();
+    }
+    get(k) {
+      const p = this.#list.find((p) => p[0] === String(k));
+      return p ? p[1] : null;
+    }
+    getAll(k) {
+      return this.#list.filter((p) => p[0] === String(k)).map((p) => p[1]);
+    }
+    has(k, v) {
+      k = String(k);
+      return this.#list.some((p) => p[0] === k && (v === undefined || p[1] === String(v)));
+    }
+    set(k, v) {
+      k = String(k);
+      v = String(v);
+      const i = this.#list.findIndex((p) => p[0] === k);
+      if (i < 0) this.#list.push([k, v]);
+      else {
+        this.#list[i][1] = v;
+        this.#list = this.#list.filter((p, j) => j <= i || p[0] !== k);
+      }
+      this.#update();
+    }
+    sort() {
+      this.#list = this.#list
+        .map((p, i) => [p, i])
+        .sort((a, b) => (a[0][0] < b[0][0] ? -1 : a[0][0] > b[0][0] ? 1 : a[1] - b[1]))
+        .map((x) => x[0]);
+      this.#update();
+    }
+    forEach(fn, thisArg) {
+      for (const [k, v] of this.#list) fn.call(thisArg, v, k, this);
+    }
+    keys() {
+      return this.#list.map((p) => p[0])[Symbol.iterator]();
+    }
+    values() {
+      return this.#list.map((p) => p[1])[Symbol.iterator]();
+    }
+    entries() {
+      return this.#list.map((p) => p.slice())[Symbol.iterator]();
+    }
+    [Symbol.iterator]() {
+      return this.entries();
+    }
+    toString() {
+      return this.#list.map(([k, v]) => `${formEncode(k)}=${formEncode(v)}`).join('&');
+    }
+    get [Symbol.toStringTag]() {
+      return 'URLSearchParams';
+    }
+  }
+
+  const DEFAULT_PORTS = { 'http:': '80', 'https:': '443', 'ws:': '80', 'wss:': '443', 'ftp:': '21' };
+
+  class URL {
+    #p;
+    #sp;
+    constructor(input, base) {
+      this.#p = host.parseURL(String(input), base === undefined ? undefined : String(base));
+      this.#sp = new URLSearchParams();
+      URLSearchParams._attach(this.#sp, this, this.#p.search);
+    }
+    static canParse(input, base) {
+      try {
+        new URL(input, base);
+        return true;
+      } catch (e) {
+        return false;
+      }
+    }
+    static parse(input, base) {
+      try {
+        return new URL(input, base);
+      } catch (e) {
+        return null;
+      }
+    }
+    _setSearchFromParams(s) {
+      this.#p.search = s ? '?' + s : '';
+    }
+    get href() {
+      const p = this.#p;
+      let auth = '';
+      if (p.username || p.password) auth = p.username + (p.password ? ':' + p.password : '') + '@';
+      const slashes = p.hostname !== '' || p.protocol === 'file:' ? '//' : '';
+      return p.protocol + slashes + auth + this.host + p.pathname + p.search + p.hash;
+    }
+    set href(v) {
+      this.#p = host.parseURL(String(v), undefined);
+      URLSearchParams._reparse(this.#sp, this.#p.search);
+    }
+    get origin() {
+      const p = this.#p;
+      return p.protocol in DEFAULT_PORTS && p.protocol !== 'ftp:' ? p.protocol + '//' + this.host : 'null';
+    }
+    get protocol() {
+      return this.#p.protocol;
+    }
+    set protocol(v) {
+      v = String(v).toLowerCase();
+      this.#p.protocol = v.endsWith(':') ? v : v + ':';
+    }
+    get username() {
+      return this.#p.username;
+    }
+    set username(v) {
+      this.#p.username = encodeURIComponent(String(v));
+    }
+    get password() {
+      return this.#p.password;
+    }
+    set password(v) {
+      this.#p.password = encodeURIComponent(String(v));
+    }
+    get host() {
+      return this.#p.hostname + (this.#p.port ? ':' + this.#p.port : '');
+    }
+    set host(v) {
+      const u = host.parseURL(this.#p.protocol + '//' + String(v), undefined);
+      this.#p.hostname = u.hostname;
+      this.#p.port = u.port;
+    }
+    get hostname() {
+      return this.#p.hostname;
+    }
+    set hostname(v) {
+      this.#p.hostname = String(v).toLowerCase();
+    }
+    get port() {
+      return this.#p.port;
+    }
+    set port(v) {
+      v = String(v);
+      this.#p.port = v === DEFAULT_PORTS[this.#p.protocol] ? '' : v;
+    }
+    get pathname() {
+      return this.#p.pathname;
+    }
+    set pathname(v) {
+      v = String(v);
+      if (!v.startsWith('/')) v = '/' + v;
+      this.#p.pathname = encodeURI(v).replace(/%25([0-9a-fA-F]{2})/g, '%$1').replace(/[?#]/g, encodeURIComponent);
+    }
+    get search() {
+      return this.#p.search === '?' ? '' : this.#p.search;
+    }
+    set search(v) {
+      v = String(v);
+      if (v.startsWith('?')) v = v.slice(1);
+      this.#p.search = v ? '?' + v : '';
+      URLSearchParams._reparse(this.#sp, v);
+    }
+    get searchParams() {
+      return this.#sp;
+    }
+    get hash() {
+      return this.#p.hash === '#' ? '' : this.#p.hash;
+    }
+    set hash(v) {
+      v = String(v);
+      if (v.startsWith('#')) v = v.slice(1);
+      this.#p.hash = v ? '#' + v : '';
+    }
+    toString() {
+      return this.href;
+    }
+    toJSON() {
+      return this.href;
+    }
+    get [Symbol.toStringTag]() {
+      return 'URL';
+    }
+  }
+
+  // ---------------------------------------------------------------- fetch
+
+  class Headers {
+    #map = new Map(); // lower-case name -> [name, value]
+    constructor(init) {
+      if (init === undefined || init === null) return;
+      if (init instanceof Headers) {
+        init.forEach((v, k) => this.append(k, v));
+      } else if (isFn(init[Symbol.iterator])) {
+        for (const pair of init) {
+          const p = Array.from(pair);
+          if (p.length !== 2) throw new TypeError('Headers: each pair must have exactly two items');
+          this.append(p[0], p[1]);
+        }
+      } else if (isObj(init)) {
+        for (const k of Object.keys(init)) this.append(k, init[k]);
+      } else {
+        throw new TypeError('Headers: expected an object, an array of pairs or Headers');
+      }
+    }
+    append(k, v) {
+      const key = String(k).toLowerCase();
+      const cur = this.#map.get(key);
+      this.#map.set(key, cur === undefined ? String(v) : cur + ', ' + String(v));
+    }
+    set(k, v) {
+      this.#map.set(String(k).toLowerCase(), String(v));
+    }
+    get(k) {
+      const v = this.#map.get(String(k).toLowerCase());
+      return v === undefined ? null : v;
+    }
+    has(k) {
+      return this.#map.has(String(k).toLowerCase());
+    }
+    delete(k) {
+      this.#map.delete(String(k).toLowerCase());
+    }
+    forEach(fn, thisArg) {
+      for (const [k, v] of this.entries()) fn.call(thisArg, v, k, this);
+    }
+    keys() {
+      return Array.from(this.#map.keys()).sort()[Symbol.iterator]();
+    }
+    values() {
+      return Array.from(this.keys(), (k) => this.#map.get(k))[Symbol.iterator]();
+    }
+    entries() {
+      return Array.from(this.keys(), (k) => [k, this.#map.get(k)])[Symbol.iterator]();
+    }
+    [Symbol.iterator]() {
+      return this.entries();
+    }
+    toJSON() {
+      return Object.fromEntries(this.entries());
+    }
+  }
+
+  class Response {
+    #body;
+    #used = false;
+    constructor(raw) {
+      this.status = raw.status;
+      this.statusText = raw.statusText;
+      this.ok = raw.status >= 200 && raw.status < 300;
+      this.url = raw.url;
+      this.redirected = !!raw.redirected;
+      this.headers = new Headers(raw.headers);
+      this.#body = raw.body;
+    }
+    get bodyUsed() {
+      return this.#used;
+    }
+    #take() {
+      if (this.#used) return Promise.reject(new TypeError('Response body already read'));
+      this.#used = true;
+      return Promise.resolve(this.#body);
+    }
+    arrayBuffer() {
+      return this.#take();
+    }
+    async bytes() {
+      return new Uint8Array(await this.#take());
+    }
+    async text() {
+      return host.utf8Decode(await this.#take(), 0, -1, false, false);
+    }
+    async json() {
+      return JSON.parse(await this.text());
+    }
+    clone() {
+      if (this.#used) throw new TypeError('Response body already read');
+      return new Response({
+        status: this.status,
+        statusText: this.statusText,
+        url: this.url,
+        redirected: this.redirected,
+        headers: Array.from(this.headers),
+        body: this.#body.slice(0),
+      });
+    }
+  }
+
+  function fetch(input, init) {
+    try {
+      init = init || {};
+      let url;
+      if (typeof input === 'string') url = input;
+      else if (input instanceof URL) url = input.href;
+      else if (isObj(input) && typeof input.url === 'string') url = input.url;
+      else url = String(input);
+      const method = String(init.method || 'GET').toUpperCase();
+      const headers = new Headers(init.headers);
+      let body = init.body;
+      if (body === undefined || body === null) {
+        body = undefined;
+      } else if (typeof body === 'string') {
+        if (!headers.has('content-type')) headers.set('content-type', 'text/plain;charset=UTF-8');
+      } else if (body instanceof URLSearchParams) {
+        if (!headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8');
+        body = body.toString();
+      } else if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
+        const v = viewBytes(body, 'fetch body');
+        body = v.buf.slice(v.off, v.off + v.len);
+      } else if (isPlain(body)) {
+        // Not in the Fetch standard: a plain object is sent as JSON.
+        if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+        body = JSON.stringify(body);
+      } else {
+        body = String(body);
+      }
+      if (body !== undefined && (method === 'GET' || method === 'HEAD')) {
+        throw new TypeError(`fetch: a ${method} request cannot have a body`);
+      }
+      return host.fetch(url, method, Array.from(headers), body).then((raw) => new Response(raw));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  // ---------------------------------------------------------------- small ES gaps
+
+  if (!Promise.withResolvers) {
+    Promise.withResolvers = function () {
+      let resolve, reject;
+      const promise = new this((a, b) => {
+        resolve = a;
+        reject = b;
+      });
+      return { promise, resolve, reject };
+    };
+  }
+  if (!Object.groupBy) {
+    Object.groupBy = function (items, fn) {
+      const out = Object.create(null);
+      let i = 0;
+      for (const x of items) {
+        const k = fn(x, i++);
+        (out[k] || (out[k] = [])).push(x);
+      }
+      return out;
+    };
+  }
+  if (!Map.groupBy) {
+    Map.groupBy = function (items, fn) {
+      const out = new Map();
+      let i = 0;
+      for (const x of items) {
+        const k = fn(x, i++);
+        if (!out.has(k)) out.set(k, []);
+        out.get(k).push(x);
+      }
+      return out;
+    };
+  }
+
+  const globals = {
+    console,
+    setTimeout,
+    setInterval,
+    clearTimeout: clearTimer,
+    clearInterval: clearTimer,
+    queueMicrotask,
+    TextEncoder,
+    TextDecoder,
+    atob,
+    btoa,
+    crypto,
+    structuredClone,
+    URL,
+    URLSearchParams,
+    Headers,
+    Response,
+    fetch,
+  };
+  for (const [k, v] of Object.entries(globals)) {
+    Object.defineProperty(globalThis, k, { value: v, writable: true, configurable: true, enumerable: false });
+  }
+  if (globalThis.self === undefined) def(globalThis, 'self', globalThis);
+
+  return { register, call, approvalWhen, approvalDescription };
+});

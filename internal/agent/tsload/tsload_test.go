@@ -1,0 +1,646 @@
+package tsload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+const refundsAgent = `import { defineDeepAgent, tool } from 'stackbone';
+import { money, type Money } from './lib/money';
+
+enum Level { Low = 1, High = 2 }
+
+class Ledger {
+  #entries: Money[] = [];
+  constructor(private readonly currency: string) {}
+  add(m: Money): string { this.#entries.push(m); return money(m.amount, this.currency); }
+}
+
+export default defineDeepAgent({
+  name: 'refunds',
+  model: 'openai/gpt-4o-mini',
+  instructions: 'You handle refunds.',
+  maxSteps: 7,
+  todos: false,
+  tools: {
+    refund: tool({
+      description: 'Refund an order',
+      parameters: {
+        type: 'object',
+        properties: { orderId: { type: 'string' }, amount: { type: 'number' } },
+        required: ['orderId', 'amount'],
+      },
+      needsApproval: {
+        description: ({ orderId, amount }) => ` + "`Refund order ${orderId} for ${amount}`" + `,
+        allowedDecisions: ['approve', 'reject', 'edit'],
+      },
+      timeoutMs: 1500,
+      async execute({ orderId, amount }: { orderId: string; amount: number }, ctx) {
+        const pretty = new Ledger('USD').add({ amount });
+        return { refunded: amount, pretty, orderId, level: amount > 100 ? Level.High : Level.Low,
+                 thread: ctx.threadId, call: ctx.toolCallId, agent: ctx.agent, aborted: ctx.signal.aborted };
+      },
+    }),
+    echo: tool({
+      description: 'Echo text back',
+      parameters: { type: 'object', properties: { text: { type: 'string' } } },
+      execute: ({ text }) => text,
+    }),
+    nothing: { execute() {} },
+  },
+  subagents: [
+    { name: 'researcher', description: 'Looks things up', instructions: 'Research.', tools: ['echo', 'read_file'] },
+    { name: 'writer', description: 'Writes', instructions: 'Write.', model: 'anthropic/claude-sonnet-4-5' },
+  ],
+  editableState: { draft: { type: 'string', $schema: 'https://json-schema.org/draft/2020-12/schema' } },
+});
+`
+
+const moneyLib = `export interface Money { amount: number }
+export function money(n: number, cur = 'USD'): string {
+  return (cur === 'USD' ? '$' : cur + ' ') + n.toFixed(2);
+}
+`
+
+func TestLoadValidAgentWithRelativeImport(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"agents/refunds.ts":     refundsAgent,
+		"agents/lib/money.ts":   moneyLib,
+		"agents/lib/types.d.ts": "export type X = number;\n",
+	})
+	specs := mustLoad(t, dir, Options{})
+	if len(specs) != 1 {
+		t.Fatalf("got %d specs, want 1 (agents/lib/*.ts are imports, not entries)", len(specs))
+	}
+	s := specs[0]
+	abs, _ := filepath.Abs(dir)
+	if s.Name != "refunds" || s.Model != "openai/gpt-4o-mini" || s.Instructions != "You handle refunds." ||
+		s.MaxSteps != 7 || !s.NoTodos || s.NoFiles || s.Dir != abs || s.Source != filepath.Join(abs, "agents", "refunds.ts") {
+		t.Fatalf("spec = %+v", s)
+	}
+	jsonEqual(t, string(s.EditableState["draft"]), `{"type":"string"}`)
+	wantSubs := `[{"Name":"researcher","Description":"Looks things up","Instructions":"Research.","Model":"","Tools":["echo","read_file"]},
+		{"Name":"writer","Description":"Writes","Instructions":"Write.","Model":"anthropic/claude-sonnet-4-5","Tools":null}]`
+	subs, _ := json.Marshal(s.Subagents)
+	jsonEqual(t, string(subs), wantSubs)
+
+	if got := []string{s.Tools[0].Name, s.Tools[1].Name, s.Tools[2].Name}; !reflect.DeepEqual(got, []string{"refund", "echo", "nothing"}) {
+		t.Fatalf("tool order = %v", got)
+	}
+	refund := mustTool(t, s, "refund")
+	if refund.Description != "Refund an order" || refund.Timeout != 1500*time.Millisecond || refund.TimeLimit() != 1500*time.Millisecond {
+		t.Fatalf("refund tool = %+v", refund)
+	}
+	jsonEqual(t, string(refund.Parameters),
+		`{"type":"object","properties":{"orderId":{"type":"string"},"amount":{"type":"number"}},"required":["orderId","amount"]}`)
+	if refund.Approval == nil || refund.Approval.When != nil || refund.Approval.Description == nil {
+		t.Fatalf("approval = %+v", refund.Approval)
+	}
+	if got := refund.Approval.Allowed(); !reflect.DeepEqual(got, []tool.Decision{tool.Approve, tool.Reject, tool.Edit}) {
+		t.Fatalf("allowed = %v", got)
+	}
+	desc, err := refund.Approval.Description(context.Background(), json.RawMessage(`{"orderId":"o1","amount":19.99}`))
+	if err != nil || desc != "Refund order o1 for 19.99" {
+		t.Fatalf("description = %q, %v", desc, err)
+	}
+	jsonEqual(t, string(mustTool(t, s, "nothing").Parameters), `{"type":"object","properties":{}}`)
+
+	res, err := run(t, s, "refund", `{"orderId":"o1","amount":19.99}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, res.Content, `{"refunded":19.99,"pretty":"$19.99","orderId":"o1","level":1,
+		"thread":"th_1","call":"call_1","agent":"refunds","aborted":false}`)
+	if res.State != nil {
+		t.Fatalf("state changed: %s", res.State)
+	}
+	if res, err := run(t, s, "echo", `{"text":"hi \"there\""}`); err != nil || res.Content != `hi "there"` {
+		t.Fatalf("echo = %q, %v (a string result stays a plain string)", res.Content, err)
+	}
+	if res, err := run(t, s, "nothing", `{}`); err != nil || res.Content != "" {
+		t.Fatalf("nothing = %q, %v", res.Content, err)
+	}
+	if mustTool(t, s, "echo").Approval != nil {
+		t.Fatal("echo must not need approval")
+	}
+}
+
+func TestLoadFileAndEmptyProject(t *testing.T) {
+	dir := writeProject(t, map[string]string{"agents/refunds.ts": refundsAgent, "agents/lib/money.ts": moneyLib})
+	s, err := LoadFile(context.Background(), dir, "agents/refunds.ts", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Name != "refunds" {
+		t.Fatalf("name = %q", s.Name)
+	}
+	specs, err := LoadDir(context.Background(), t.TempDir(), Options{})
+	if err != nil || len(specs) != 0 {
+		t.Fatalf("empty project: %v, %v", specs, err)
+	}
+	if _, err := LoadDir(context.Background(), filepath.Join(t.TempDir(), "missing"), Options{}); err == nil {
+		t.Fatal("a missing project folder must be an error")
+	}
+}
+
+func TestSyntaxErrorHasFileLineCol(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"agents/broken.ts": `import { defineDeepAgent, tool } from 'stackbone';
+
+export default defineDeepAgent({
+  name: 'broken',
+  model: 'openai/gpt-4o-mini',
+  tools: {
+    t: tool({
+      description: 'x',
+      async execute(args: { a: number } {
+        return 1;
+      },
+    }),
+  },
+});
+`,
+	})
+	_, err := LoadDir(context.Background(), dir, Options{})
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	want := `agents/broken.ts:9:41: Expected ")" but found "{"`
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %q, want it to contain %q", err, want)
+	}
+	var le *LoadError
+	if !errors.As(err, &le) || le.File != "agents/broken.ts" || le.Line != 9 || le.Col != 41 {
+		t.Fatalf("LoadError = %+v", le)
+	}
+}
+
+func TestUnresolvableImport(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"agents/nodeapi.ts": "import { randomBytes } from 'node:crypto';\nexport default randomBytes;\n",
+	})
+	_, err := LoadDir(context.Background(), dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), `agents/nodeapi.ts:1:29: Could not resolve "node:crypto"`) {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	head := "import { defineDeepAgent, tool } from 'stackbone';\n"
+	cases := []struct {
+		name, src, want string
+	}{
+		{"missing name", head + "export default defineDeepAgent({\n  model: 'openai/x',\n});\n",
+			"agents/a.ts:2:32: defineDeepAgent: name is required"},
+		{"bad model", head + "\nexport default defineDeepAgent({ name: 'a', model: 'gpt-4o' });\n",
+			`agents/a.ts:3:32: agent "a": model must be a "provider/model" string such as "openai/gpt-4o-mini", got "gpt-4o"`},
+		{"missing model", head + "export default defineDeepAgent({ name: 'a' });\n",
+			`agents/a.ts:2:32: agent "a": model is required`},
+		{"tool without execute", head + "const t = 1;\nexport default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ description: 'no execute' } as any),\n} });\n",
+			`agents/a.ts:4:11: tool(): execute must be a function`},
+		{"plain tool without execute", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: { x: { description: 'd' } as any } });\n",
+			`agents/a.ts:2:32: tool "x": execute must be a function`},
+		{"built-in name", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  read_file: tool({ execute() {} }),\n} });\n",
+			`agents/a.ts:3:19: agent "a": tool "read_file" clashes with a built-in tool`},
+		{"tools as array", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: [] as any });\n",
+			`agents/a.ts:2:32: agent "a": tools must be an object mapping tool names to tool({...})`},
+		{"bad decision", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ needsApproval: { allowedDecisions: ['maybe'] } as any, execute() {} }),\n} });\n",
+			`agents/a.ts:3:11: tool(): needsApproval.allowedDecisions: unknown decision "maybe" (allowed: approve, reject, edit)`},
+		{"unknown subagent tool", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x',\n  subagents: [{ name: 's', description: 'd', instructions: 'i', tools: ['nope'] }] });\n",
+			`agents/a.ts:2:32: agent "a": subagents[0] (s): unknown tool "nope"`},
+		{"no default export", head + "export const x = defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
+			"agents/a.ts: no default export"},
+		{"throw at top level", head + "function f(): never {\n  throw new TypeError('bad setup');\n}\nf();\nexport default defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
+			"agents/a.ts:3:9: TypeError: bad setup"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeProject(t, map[string]string{"agents/a.ts": c.src})
+			_, err := LoadDir(context.Background(), dir, Options{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v\nwant it to contain %q", err, c.want)
+			}
+			var le *LoadError
+			if !errors.As(err, &le) || le.File != "agents/a.ts" {
+				t.Fatalf("not a *LoadError for agents/a.ts: %#v", err)
+			}
+		})
+	}
+}
+
+func TestDuplicateAgentNamesAcrossFiles(t *testing.T) {
+	src := "import { defineDeepAgent } from 'stackbone';\n\nexport default defineDeepAgent({ name: 'same', model: 'openai/x' });\n"
+	dir := writeProject(t, map[string]string{"agents/a.ts": src, "agents/b.ts": src})
+	_, err := LoadDir(context.Background(), dir, Options{})
+	want := `agents/b.ts:3:32: duplicate agent name "same" (also defined in agents/a.ts)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want %q", err, want)
+	}
+}
+
+const faultyAgent = `import { defineDeepAgent, tool } from 'stackbone';
+
+function chargeCard(n: number): number {
+  throw new Error('card declined for ' + n);
+}
+
+let calls = 0;
+
+export default defineDeepAgent({
+  name: 'faulty',
+  model: 'openai/gpt-4o-mini',
+  tools: {
+    charge: tool({ async execute({ n }: { n: number }) { return chargeCard(n); } }),
+    typeErr: tool({ execute() { const o: any = null; return o.x; } }),
+    throwString: tool({ execute() { throw 'plain string'; } }),
+    throwObject: tool({ async execute() { throw { code: 42 }; } }),
+    spin: tool({ timeoutMs: 200, execute() { for (;;) {} } }),
+    spinAsync: tool({ timeoutMs: 200, async execute() { await null; for (;;) {} } }),
+    sleepy: tool({ timeoutMs: 100, async execute() { await new Promise((r) => setTimeout(r, 10_000)); return 'late'; } }),
+    hang: tool({ execute() { return new Promise(() => {}); } }),
+    count: tool({ async execute() { await Promise.resolve(); return ++calls; } }),
+    recurse: tool({ execute() { const f = (n: number): number => f(n + 1) + 1; return f(0); } }),
+  },
+});
+`
+
+func TestThrownErrorMessageAndLoggedStack(t *testing.T) {
+	log, rec := newRecorder()
+	s := loadOne(t, map[string]string{"agents/faulty.ts": faultyAgent}, Options{Logger: log})
+	_, err := run(t, s, "charge", `{"n":5}`)
+	if err == nil || err.Error() != "card declined for 5" {
+		t.Fatalf("error = %v, want exactly the JS message", err)
+	}
+	var te *ToolError
+	if !errors.As(err, &te) || te.Name != "Error" || te.Tool != "charge" || te.Agent != "faulty" {
+		t.Fatalf("ToolError = %+v", te)
+	}
+	lines := rec.find("WARN", "card declined for 5", "agents/faulty.ts:4:", "at chargeCard", "at execute (agents/faulty.ts:13:")
+	if len(lines) != 1 {
+		t.Fatalf("want one warn line with the TS stack, log:\n%s", rec)
+	}
+	if strings.Contains(lines[0], "stackbone:prelude") {
+		t.Fatalf("host frames leak into the stack: %s", lines[0])
+	}
+	if _, err := run(t, s, "typeErr", `{}`); err == nil || !strings.HasPrefix(err.Error(), "TypeError: ") {
+		t.Fatalf("typeErr = %v", err)
+	}
+	if _, err := run(t, s, "throwString", `{}`); err == nil || err.Error() != "plain string" {
+		t.Fatalf("throwString = %v", err)
+	}
+	if _, err := run(t, s, "throwObject", `{}`); err == nil || err.Error() != `{"code":42}` {
+		t.Fatalf("throwObject = %v", err)
+	}
+	if _, err := run(t, s, "recurse", `{}`); err == nil {
+		t.Fatal("runaway recursion must fail")
+	}
+	if res, err := run(t, s, "count", `{}`); err != nil || res.Content == "" {
+		t.Fatalf("runtime unusable after a stack overflow: %v", err)
+	}
+}
+
+func TestEndlessLoopIsCutAndNextCallWorks(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/faulty.ts": faultyAgent}, Options{PoolSize: 1})
+	for _, name := range []string{"spin", "spinAsync", "sleepy"} {
+		start := time.Now()
+		_, err := run(t, s, name, `{}`)
+		took := time.Since(start)
+		limit := mustTool(t, s, name).TimeLimit()
+		want := `tool "` + name + `" timed out after ` + limit.String()
+		if err == nil || err.Error() != want {
+			t.Fatalf("%s: error = %v, want %q", name, err, want)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: error does not match context.DeadlineExceeded", name)
+		}
+		if took < limit || took > limit+time.Second {
+			t.Fatalf("%s: took %s", name, took)
+		}
+		// With a pool of one, the next call must get a fresh, working runtime
+		// (an interrupted goja runtime never runs promise jobs again).
+		res, err := run(t, s, "count", `{}`)
+		if err != nil || res.Content == "" {
+			t.Fatalf("after %s: %q, %v", name, res.Content, err)
+		}
+	}
+}
+
+func TestNeverSettlingPromiseFailsFast(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/faulty.ts": faultyAgent}, Options{})
+	start := time.Now()
+	_, err := run(t, s, "hang", `{}`)
+	if err == nil || !strings.Contains(err.Error(), "never settles") || time.Since(start) > time.Second {
+		t.Fatalf("hang = %v after %s", err, time.Since(start))
+	}
+}
+
+func TestParentContextCancel(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/faulty.ts": faultyAgent}, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	tl := mustTool(t, s, "spin")
+	tl.Timeout = 5 * time.Second
+	_, err := tl.Execute(ctx, tool.Call{Args: json.RawMessage(`{}`)})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled", err)
+	}
+}
+
+const fetchAgent = `import { defineDeepAgent, tool } from 'stackbone';
+
+export default defineDeepAgent({
+  name: 'fetcher',
+  model: 'openai/gpt-4o-mini',
+  tools: {
+    refund: tool({
+      parameters: { type: 'object', properties: { orderId: { type: 'string' }, amount: { type: 'number' } } },
+      async execute({ orderId, amount }, ctx) {
+        const res = await ctx.fetch(ctx.state.base + '/refund?order=' + encodeURIComponent(orderId), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-idempotency-key': ctx.toolCallId },
+          body: JSON.stringify({ amount }),
+        });
+        const upstream = await res.json();
+        return { status: res.status, ok: res.ok, type: res.headers.get('Content-Type'), upstream };
+      },
+    }),
+    parallel: tool({
+      async execute(_args, ctx) {
+        const t0 = Date.now();
+        const all = await Promise.all([1, 2, 3].map((i) => fetch(ctx.state.base + '/slow?i=' + i).then((r) => r.text())));
+        return { all, ms: Date.now() - t0 };
+      },
+    }),
+    missing: tool({
+      async execute(_args, ctx) {
+        const r = await ctx.fetch(ctx.state.base + '/nope');
+        return { status: r.status, ok: r.ok, text: await r.text() };
+      },
+    }),
+    unreachable: tool({
+      async execute() {
+        try { await fetch('http://127.0.0.1:1/'); return 'no error'; }
+        catch (e: any) { return e.name + ': ' + e.message.slice(0, 12); }
+      },
+    }),
+    forever: tool({ timeoutMs: 300, async execute(_args, ctx) { await ctx.fetch(ctx.state.base + '/forever'); return 'done'; } }),
+  },
+});
+`
+
+func TestAsyncExecuteWithFetch(t *testing.T) {
+	released := make(chan struct{})
+	var cancelled sync.WaitGroup
+	cancelled.Add(1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/refund":
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"method": r.Method, "order": r.URL.Query().Get("order"), "body": string(body),
+				"ct": r.Header.Get("Content-Type"), "key": r.Header.Get("X-Idempotency-Key"),
+			})
+		case "/slow":
+			time.Sleep(150 * time.Millisecond)
+			_, _ = io.WriteString(w, "s"+r.URL.Query().Get("i"))
+		case "/forever":
+			select {
+			case <-r.Context().Done():
+				cancelled.Done()
+			case <-released:
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	defer close(released)
+	s := loadOne(t, map[string]string{"agents/fetcher.ts": fetchAgent}, Options{HTTPClient: srv.Client()})
+	state := json.RawMessage(`{"base":"` + srv.URL + `"}`)
+	call := func(name string) (tool.Result, error) {
+		return mustTool(t, s, name).Execute(context.Background(), tool.Call{ToolCallID: "call_9", Args: json.RawMessage(`{"orderId":"o 1","amount":19.99}`), State: state})
+	}
+
+	res, err := call("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, res.Content, `{"status":200,"ok":true,"type":"application/json",
+		"upstream":{"method":"POST","order":"o 1","body":"{\"amount\":19.99}","ct":"application/json","key":"call_9"}}`)
+
+	res, err = call("parallel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var par struct {
+		All []string
+		Ms  int
+	}
+	_ = json.Unmarshal([]byte(res.Content), &par)
+	if !reflect.DeepEqual(par.All, []string{"s1", "s2", "s3"}) || par.Ms >= 400 {
+		t.Fatalf("parallel = %s (three 150ms fetches must overlap)", res.Content)
+	}
+
+	res, err = call("missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, res.Content, `{"status":404,"ok":false,"text":"404 page not found\n"}`)
+
+	res, err = call("unreachable")
+	if err != nil || res.Content != "TypeError: fetch failed" {
+		t.Fatalf("unreachable = %s, %v", res.Content, err)
+	}
+
+	_, err = call("forever")
+	if err == nil || err.Error() != `tool "forever" timed out after 300ms` {
+		t.Fatalf("forever = %v", err)
+	}
+	waitOrFail(t, &cancelled, "the upstream request was not cancelled with the call")
+	if _, err := call("refund"); err != nil {
+		t.Fatalf("after a timeout: %v", err)
+	}
+}
+
+func waitOrFail(t *testing.T, wg *sync.WaitGroup, msg string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal(msg)
+	}
+}
+
+func TestStateMutationComesBackAsResultState(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/st.ts": `import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({
+  name: 'st', model: 'openai/x',
+  tools: {
+    bump: tool({ execute(_a, ctx) { ctx.state.count = (ctx.state.count ?? 0) + 1; ctx.state.todos[0].done = true; return 'ok'; } }),
+    read: tool({ execute(_a, ctx) { return ctx.state.todos.length; } }),
+    replace: tool({ execute(_a, ctx) { ctx.state = { fresh: true }; return null; } }),
+    fromEmpty: tool({ execute(_a, ctx) { ctx.state.x = 1; } }),
+  },
+});
+`}, Options{})
+	state := json.RawMessage(`{"count": 1, "todos": [{"content": "a", "status": "pending", "done": false}]}`)
+	exec := func(name string, st json.RawMessage) tool.Result {
+		res, err := mustTool(t, s, name).Execute(context.Background(), tool.Call{Args: json.RawMessage(`{}`), State: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := exec("bump", state)
+	jsonEqual(t, string(res.State), `{"count":2,"todos":[{"content":"a","status":"pending","done":true}]}`)
+	jsonEqual(t, string(state), `{"count": 1, "todos": [{"content": "a", "status": "pending", "done": false}]}`)
+	if res := exec("read", state); res.State != nil || res.Content != "1" {
+		t.Fatalf("read = %+v (an unchanged state must be nil)", res)
+	}
+	if res := exec("replace", state); res.Content != "null" {
+		t.Fatalf("replace content = %q", res.Content)
+	} else {
+		jsonEqual(t, string(res.State), `{"fresh":true}`)
+	}
+	jsonEqual(t, string(exec("fromEmpty", nil).State), `{"x":1}`)
+	jsonEqual(t, string(exec("fromEmpty", json.RawMessage(`null`)).State), `{"x":1}`)
+}
+
+func TestModuleEvaluationIsBounded(t *testing.T) {
+	dir := writeProject(t, map[string]string{"agents/loop.ts": `import { defineDeepAgent } from 'stackbone';
+while (true) {}
+export default defineDeepAgent({ name: 'loop', model: 'openai/x' });
+`})
+	start := time.Now()
+	_, err := LoadDir(context.Background(), dir, Options{EvalTimeout: 100 * time.Millisecond})
+	if err == nil || err.Error() != "agents/loop.ts: evaluating the module took longer than 100ms" {
+		t.Fatalf("error = %v", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("took %s", time.Since(start))
+	}
+}
+
+func TestNeedsApprovalForms(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/ap.ts": `import { defineDeepAgent, tool } from 'stackbone';
+const exec = () => 'ok';
+export default defineDeepAgent({
+  name: 'ap', model: 'openai/x',
+  tools: {
+    always: tool({ needsApproval: true, execute: exec }),
+    never: tool({ needsApproval: false, execute: exec }),
+    pred: tool({ needsApproval: ({ amount }) => amount > 100, execute: exec }),
+    asyncPred: tool({ needsApproval: async ({ amount }) => { await null; return amount > 10; }, execute: exec }),
+    full: tool({
+      needsApproval: { when: (a) => a.amount > 100, description: ({ orderId, amount }) => 'Refund ' + orderId + ' for ' + amount, allowedDecisions: ['approve', 'edit'] },
+      execute: exec,
+    }),
+    static: tool({ needsApproval: { description: 'Sends an email' }, execute: exec }),
+    off: tool({ needsApproval: { when: false, description: 'never shown' }, execute: exec }),
+    badPred: tool({ needsApproval: () => { throw new Error('pred broke'); }, execute: exec }),
+  },
+});
+`}, Options{})
+	ctx := context.Background()
+	args := func(amount float64) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"orderId": "o1", "amount": amount})
+		return b
+	}
+	if a := mustTool(t, s, "always").Approval; a == nil || a.When != nil || a.Description != nil {
+		t.Fatalf("always = %+v", a)
+	}
+	for _, n := range []string{"never", "off"} {
+		if a := mustTool(t, s, n).Approval; a != nil {
+			t.Fatalf("%s = %+v, want nil", n, a)
+		}
+	}
+	for _, c := range []struct {
+		tool   string
+		amount float64
+		want   bool
+	}{{"pred", 500, true}, {"pred", 19.99, false}, {"asyncPred", 11, true}, {"asyncPred", 5, false}, {"full", 101, true}, {"full", 100, false}} {
+		got, err := mustTool(t, s, c.tool).Approval.When(ctx, args(c.amount))
+		if err != nil || got != c.want {
+			t.Fatalf("%s(%v) = %v, %v; want %v", c.tool, c.amount, got, err, c.want)
+		}
+	}
+	full := mustTool(t, s, "full").Approval
+	if d, err := full.Description(ctx, args(500)); err != nil || d != "Refund o1 for 500" {
+		t.Fatalf("description = %q, %v", d, err)
+	}
+	if got := full.Allowed(); !reflect.DeepEqual(got, []tool.Decision{tool.Approve, tool.Edit}) {
+		t.Fatalf("allowed = %v", got)
+	}
+	st := mustTool(t, s, "static").Approval
+	if d, err := st.Description(ctx, nil); err != nil || d != "Sends an email" || st.When != nil {
+		t.Fatalf("static = %q, %v", d, err)
+	}
+	if _, err := mustTool(t, s, "badPred").Approval.When(ctx, args(1)); err == nil || err.Error() != "pred broke" {
+		t.Fatalf("badPred = %v", err)
+	}
+}
+
+func TestPoolServesConcurrentCalls(t *testing.T) {
+	log, rec := newRecorder()
+	s := loadOne(t, map[string]string{"agents/p.ts": `import { defineDeepAgent, tool } from 'stackbone';
+let n = 0;
+export default defineDeepAgent({ name: 'p', model: 'openai/x', tools: {
+  work: tool({ async execute({ i }) { await new Promise((r) => setTimeout(r, 20)); n++; return i * 2; } }),
+} });
+`}, Options{PoolSize: 3, Logger: log})
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	start := time.Now()
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _ := json.Marshal(map[string]int{"i": i})
+			res, err := mustTool(t, s, "work").Execute(context.Background(), tool.Call{Args: b})
+			if err == nil && res.Content != strings.TrimSpace(string(mustJSON(i*2))) {
+				err = errors.New("wrong result " + res.Content)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 12 calls of 20ms over 3 runtimes: about 4 rounds, not 12.
+	if took := time.Since(start); took >= 240*time.Millisecond {
+		t.Fatalf("12 concurrent calls took %s", took)
+	}
+	if w := rec.find("WARN"); len(w) > 0 {
+		t.Fatalf("unexpected warnings: %v", w)
+	}
+	// Close drops idle runtimes; calls still work afterwards.
+	s.Close()
+	if _, err := run(t, s, "work", `{"i":1}`); err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,181 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+var binary string
+
+// TestMain builds the real binary once; the CLI tests run it as a user would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stackbone-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "stackbone")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/stackbone")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build stackbone: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func run(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader("") // not a terminal
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func pauseRefund(t *testing.T, env *stacktest.Env, sess string) store.Interrupt {
+	t.Helper()
+	body := `{"model":"assistant","messages":[{"role":"user","content":"please refund my order"}]}`
+	req, _ := http.NewRequest("POST", env.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-stackbone-session", sess)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	its, err := env.Store.ListInterrupts(context.Background(), "dev", store.InterruptFilter{ThreadID: sess})
+	if err != nil || len(its) != 1 {
+		t.Fatalf("want one pending decision: %v %v", its, err)
+	}
+	return its[0]
+}
+
+func TestHitlListAndJSON(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	it := pauseRefund(t, env, "cli-list")
+	r := run(t, nil, "hitl", "list", "--url", env.URL)
+	if r.code != 0 {
+		t.Fatalf("list: %d %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"ID", "AGENT", "THREAD", "TOOL", "DESCRIPTION", "AGE", it.ID, "assistant", "cli-list", "refund", "Refund order ord_42 for 19.99"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("list output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = run(t, []string{"STACKBONE_URL=" + env.URL}, "hitl", "list", "--json")
+	var items []store.Interrupt
+	if err := json.Unmarshal([]byte(r.stdout), &items); err != nil || len(items) != 1 || items[0].ID != it.ID {
+		t.Fatalf("--json: %v %s", err, r.stdout)
+	}
+}
+
+func TestHitlApproveNeedsYesOffTerminal(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	it := pauseRefund(t, env, "cli-yes")
+	r := run(t, nil, "hitl", "approve", it.ID, "--url", env.URL)
+	if r.code == 0 || !strings.Contains(r.stderr, "--yes") {
+		t.Fatalf("approve without --yes off a terminal must refuse: %d %q", r.code, r.stderr)
+	}
+	if env.Calls.Get("refund") != 0 {
+		t.Fatal("refused approval ran the tool")
+	}
+	r = run(t, nil, "hitl", "approve", it.ID, "--yes", "--url", env.URL)
+	if r.code != 0 || !strings.Contains(r.stdout, "Approved "+it.ID) {
+		t.Fatalf("approve: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	stacktest.WaitFor(t, "resumed turn", func() bool { return env.Thread(t, "dev", "cli-yes").Status == store.Idle })
+	if env.Calls.Get("refund") != 1 {
+		t.Fatalf("refund ran %d times", env.Calls.Get("refund"))
+	}
+	got, _ := env.Store.GetInterrupt(context.Background(), "dev", it.ID)
+	if got.Decision == nil || got.Decision.Via != "cli" {
+		t.Fatalf("decidedVia: %+v", got.Decision)
+	}
+	// Deciding again: one clear line, non-zero exit.
+	r = run(t, nil, "hitl", "reject", it.ID, "--yes", "--url", env.URL)
+	if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "already") {
+		t.Fatalf("already decided: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestHitlRejectWithMessageAndEdit(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	it := pauseRefund(t, env, "cli-reject")
+	r := run(t, nil, "hitl", "reject", it.ID, "--message", "not eligible", "--yes", "--url", env.URL)
+	if r.code != 0 {
+		t.Fatalf("reject: %d %s", r.code, r.stderr)
+	}
+	stacktest.WaitFor(t, "resumed turn", func() bool { return env.Thread(t, "dev", "cli-reject").Status == store.Idle })
+	msgs, _ := env.Store.Messages(context.Background(), "dev", "cli-reject")
+	found := false
+	for _, m := range msgs {
+		if strings.Contains(m.Content, "not eligible") {
+			found = true
+		}
+	}
+	if !found || env.Calls.Get("refund") != 0 {
+		t.Fatalf("rejection not recorded: %+v", msgs)
+	}
+
+	it2 := pauseRefund(t, env, "cli-edit")
+	r = run(t, nil, "hitl", "approve", it2.ID, "--args", `{"orderId":"ord_42","amount":"x"}`, "--yes", "--url", env.URL)
+	if r.code == 0 || !strings.Contains(r.stderr, "/amount") {
+		t.Fatalf("invalid edit: %d %q", r.code, r.stderr)
+	}
+	r = run(t, nil, "hitl", "approve", it2.ID, "--args", `{"orderId":"ord_42","amount":3}`, "--yes", "--url", env.URL)
+	if r.code != 0 {
+		t.Fatalf("valid edit: %d %s", r.code, r.stderr)
+	}
+	stacktest.WaitFor(t, "resumed turn", func() bool { return env.Calls.Get("refund") == 1 })
+}
+
+func TestHitlErrors(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	r := run(t, nil, "hitl", "approve", "int_unknown", "--yes", "--url", env.URL)
+	if r.code == 0 || !strings.Contains(r.stderr, "int_unknown") {
+		t.Fatalf("unknown id: %d %q", r.code, r.stderr)
+	}
+	r = run(t, nil, "hitl", "list", "--url", "http://127.0.0.1:1")
+	if r.code == 0 || !strings.Contains(r.stderr, "cannot reach the server") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("unreachable: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := run(t, nil, "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "stackbone ") {
+		t.Fatalf("version: %+v", r)
+	}
+}

@@ -1,0 +1,329 @@
+// Package anthropic is the model.Provider for the Anthropic Messages API. It
+// streams with the official anthropic-sdk-go, whose own retries are off: the
+// retry policy is model.RetryPolicy.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	ant "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/model/internal/upstream"
+)
+
+// DefaultMaxTokens is sent when a request sets no MaxTokens (the Messages
+// API requires the field).
+const DefaultMaxTokens = 4096
+
+// Config configures a Provider. The caller reads the environment
+// (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY); this package does not.
+type Config struct {
+	// BaseURL is the API root without "/v1" (the SDK appends
+	// "/v1/messages"). Empty means https://api.anthropic.com.
+	BaseURL string
+	// APIKey authenticates the requests when not empty.
+	APIKey string
+	// HTTPClient is used for requests (nil: http.DefaultClient).
+	HTTPClient *http.Client
+	// Retry bounds retries of 429/5xx/connection failures.
+	Retry model.RetryPolicy
+	// Logger receives retry warnings (nil: discard).
+	Logger *slog.Logger
+}
+
+// Provider streams Anthropic Messages.
+type Provider struct {
+	cfg    Config
+	client ant.Client
+	log    *slog.Logger
+}
+
+var _ model.Provider = (*Provider)(nil)
+
+// New returns a Provider for cfg.
+func New(cfg Config) *Provider {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	opts := []option.RequestOption{
+		// Nothing is read from the process environment: the caller decides.
+		option.WithoutEnvironmentDefaults(),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0),
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, client: ant.NewClient(opts...), log: log.With("upstream", "anthropic")}
+}
+
+// Stream runs one step as a streamed message.
+func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Chunk, error] {
+	params, err := Params(req)
+	if err != nil {
+		return func(yield func(model.Chunk, error) bool) { yield(model.Chunk{}, err) }
+	}
+	return p.cfg.Retry.Stream(ctx, p.log, func(ctx context.Context) iter.Seq2[model.Chunk, error] {
+		return p.attempt(ctx, params)
+	})
+}
+
+func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		stream := p.client.Messages.NewStreaming(ctx, params)
+		defer func() { _ = stream.Close() }()
+
+		var (
+			calls   = map[int64]int{} // content block index -> call index
+			n       int
+			stop    ant.StopReason
+			usage   event.Usage
+			stopped bool
+		)
+		for stream.Next() {
+			ev := stream.Current()
+			switch ev.Type {
+			case "message_start":
+				usage.InputTokens = int(ev.Message.Usage.InputTokens)
+				usage.OutputTokens = int(ev.Message.Usage.OutputTokens)
+			case "content_block_start":
+				cb := ev.ContentBlock
+				switch cb.Type {
+				case "text":
+					if cb.Text != "" && !yield(model.Chunk{Type: model.Text, Text: cb.Text}, nil) {
+						return
+					}
+				case "tool_use":
+					calls[ev.Index] = n
+					n++
+					if !yield(model.Chunk{Type: model.ToolCallStart, Index: calls[ev.Index], ID: cb.ID, Name: cb.Name}, nil) {
+						return
+					}
+				}
+			case "content_block_delta":
+				switch ev.Delta.Type {
+				case "text_delta":
+					if ev.Delta.Text != "" && !yield(model.Chunk{Type: model.Text, Text: ev.Delta.Text}, nil) {
+						return
+					}
+				case "input_json_delta":
+					idx, ok := calls[ev.Index]
+					if ok && ev.Delta.PartialJSON != "" &&
+						!yield(model.Chunk{Type: model.ToolCallArgs, Index: idx, Text: ev.Delta.PartialJSON}, nil) {
+						return
+					}
+				}
+			case "message_delta":
+				if ev.Delta.StopReason != "" {
+					stop = ev.Delta.StopReason
+				}
+				if ev.Usage.InputTokens > 0 {
+					usage.InputTokens = int(ev.Usage.InputTokens)
+				}
+				usage.OutputTokens = int(ev.Usage.OutputTokens)
+			case "message_stop":
+				stopped = true
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, statusOf))
+			return
+		}
+		if !stopped {
+			yield(model.Chunk{}, &model.Error{Status: http.StatusBadGateway, Message: "anthropic: stream ended without message_stop"})
+			return
+		}
+		yield(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage}, nil)
+	}
+}
+
+func statusOf(err error) (int, string, bool) {
+	var apiErr *ant.Error
+	if !errors.As(err, &apiErr) {
+		return 0, "", false
+	}
+	msg := apiErr.Message
+	if msg == "" {
+		msg = http.StatusText(apiErr.StatusCode)
+	}
+	return apiErr.StatusCode, msg, true
+}
+
+func stopReason(r ant.StopReason, hadCalls bool) event.StopReason {
+	switch {
+	case hadCalls || r == ant.StopReasonToolUse:
+		return event.StopToolCalls
+	case r == ant.StopReasonMaxTokens || r == ant.StopReasonModelContextWindowExceeded:
+		return event.StopLength
+	default:
+		return event.StopEnd
+	}
+}
+
+// Params maps a canonical request onto Messages API parameters: system
+// prompt (and system messages) to "system", tool messages to tool_result
+// blocks in user turns (consecutive user-side messages merged into one turn),
+// assistant tool calls to tool_use blocks, images to image blocks.
+// Temperature is not sent: the 2026-10-21 API version dropped it.
+func Params(req model.Request) (ant.MessageNewParams, error) {
+	params := ant.MessageNewParams{Model: req.Model, MaxTokens: int64(req.MaxTokens)}
+	if params.MaxTokens <= 0 {
+		params.MaxTokens = DefaultMaxTokens
+	}
+	if req.System != "" {
+		params.System = append(params.System, ant.TextBlockParam{Text: req.System})
+	}
+	for _, m := range req.Messages {
+		var blocks []ant.ContentBlockParamUnion
+		user := true
+		switch m.Role {
+		case message.System:
+			if m.Content != "" {
+				params.System = append(params.System, ant.TextBlockParam{Text: m.Content})
+			}
+			continue
+		case message.Assistant:
+			user = false
+			if m.Content != "" {
+				blocks = append(blocks, ant.NewTextBlock(m.Content))
+			}
+			for _, tc := range m.ToolCalls {
+				blocks = append(blocks, ant.NewToolUseBlock(tc.ID, tc.ArgsJSON(), tc.Name))
+			}
+		case message.Tool:
+			b := ant.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+			if m.Content != "" {
+				b.Content = []ant.ToolResultBlockParamContentUnion{{OfText: &ant.TextBlockParam{Text: m.Content}}}
+			}
+			if m.IsError {
+				b.IsError = ant.Bool(true)
+			}
+			blocks = append(blocks, ant.ContentBlockParamUnion{OfToolResult: &b})
+		default:
+			if m.Content != "" {
+				blocks = append(blocks, ant.NewTextBlock(m.Content))
+			}
+			for _, pt := range m.Parts {
+				if b, ok := imageBlock(pt); ok {
+					blocks = append(blocks, b)
+				}
+			}
+		}
+		if len(blocks) == 0 {
+			continue // the API rejects empty turns
+		}
+		params.Messages = appendTurn(params.Messages, user, blocks)
+	}
+	for _, t := range req.Tools {
+		schema, err := inputSchema(t.Parameters)
+		if err != nil {
+			return params, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
+		}
+		u := ant.ToolUnionParamOfTool(schema, t.Name)
+		if t.Description != "" {
+			u.OfTool.Description = ant.String(t.Description)
+		}
+		params.Tools = append(params.Tools, u)
+	}
+	switch req.ToolChoice {
+	case "":
+	case "auto":
+		params.ToolChoice.OfAuto = &ant.ToolChoiceAutoParam{}
+	case "required":
+		params.ToolChoice.OfAny = &ant.ToolChoiceAnyParam{}
+	case "none":
+		params.ToolChoice.OfNone = &ant.ToolChoiceNoneParam{}
+	default:
+		params.ToolChoice = ant.ToolChoiceParamOfTool(req.ToolChoice)
+	}
+	if len(req.StopSequences) > 0 {
+		params.StopSequences = req.StopSequences
+	}
+	return params, nil
+}
+
+// appendTurn adds blocks as a user or assistant turn, merging them into the
+// previous turn when it has the same role.
+func appendTurn(msgs []ant.MessageParam, user bool, blocks []ant.ContentBlockParamUnion) []ant.MessageParam {
+	if n := len(msgs); n > 0 {
+		last := msgs[n-1]
+		if user && last.OfUser != nil {
+			last.OfUser.Content = append(last.OfUser.Content, blocks...)
+			return msgs
+		}
+		if !user && last.OfAssistant != nil {
+			last.OfAssistant.Content = append(last.OfAssistant.Content, blocks...)
+			return msgs
+		}
+	}
+	if user {
+		return append(msgs, ant.NewUserMessage(blocks...))
+	}
+	return append(msgs, ant.NewAssistantMessage(blocks...))
+}
+
+func imageBlock(pt message.Part) (ant.ContentBlockParamUnion, bool) {
+	if pt.Type != "image" {
+		return ant.ContentBlockParamUnion{}, false
+	}
+	if pt.Data != "" {
+		return ant.NewImageBlockBase64(pt.MediaType, pt.Data), true
+	}
+	if rest, ok := strings.CutPrefix(pt.URL, "data:"); ok {
+		// data:<media type>;base64,<data>
+		meta, data, found := strings.Cut(rest, ",")
+		if mt, isB64 := strings.CutSuffix(meta, ";base64"); found && isB64 {
+			return ant.NewImageBlockBase64(mt, data), true
+		}
+		return ant.ContentBlockParamUnion{}, false
+	}
+	if pt.URL != "" {
+		return ant.NewImageBlock(ant.URLImageSourceParam{URL: pt.URL}), true
+	}
+	return ant.ContentBlockParamUnion{}, false
+}
+
+func inputSchema(raw json.RawMessage) (ant.ToolInputSchemaParam, error) {
+	var s ant.ToolInputSchemaParam
+	if len(raw) == 0 {
+		return s, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return s, err
+	}
+	s.Properties = m["properties"]
+	if req, ok := m["required"].([]any); ok {
+		for _, r := range req {
+			if name, ok := r.(string); ok {
+				s.Required = append(s.Required, name)
+			}
+		}
+	}
+	delete(m, "type")
+	delete(m, "properties")
+	delete(m, "required")
+	if len(m) > 0 {
+		s.ExtraFields = m
+	}
+	return s, nil
+}

@@ -1,0 +1,95 @@
+package anthropic_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/model/anthropic"
+	"github.com/stackbone/stackbone/internal/model/modeltest"
+	"github.com/stackbone/stackbone/internal/model/script"
+)
+
+func TestProvider(t *testing.T) {
+	modeltest.TestProvider(t, modeltest.Anthropic, func(baseURL string, retry model.RetryPolicy) model.Provider {
+		return anthropic.New(anthropic.Config{BaseURL: baseURL, APIKey: "sk-ant-test", Retry: retry})
+	})
+}
+
+// The request on the wire has the Messages shape: max_tokens defaulted,
+// system on top, tool_use input as an object, tool results (and a user
+// message after them) merged into one user turn, images as blocks.
+func TestWireShape(t *testing.T) {
+	srv := modeltest.NewAnthropic(t, script.MustParse(`[{"reply":{"text":"ok"}}]`))
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL(), APIKey: "sk-ant-test", Retry: modeltest.FastRetry})
+	req := model.Request{
+		Model: "claude-test", System: "sys", ToolChoice: "required",
+		Tools: []model.ToolDef{{Name: "get_weather", Description: "w",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)}},
+		Messages: []message.Message{
+			{Role: message.User, Content: "look", Parts: []message.Part{{Type: "image", URL: "data:image/png;base64,AAAA"}}},
+			{Role: message.Assistant, Content: "Checking.", ToolCalls: []message.ToolCall{{ID: "toolu_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+			{Role: message.Tool, ToolCallID: "toolu_1", Content: "sunny", IsError: true},
+			{Role: message.User, Content: "thanks"},
+		},
+	}
+	if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := srv.Last()
+	if rec.Header.Get("Authorization") != "Bearer sk-ant-test" && rec.Header.Get("X-Api-Key") != "sk-ant-test" {
+		t.Fatalf("no key sent: %v", rec.Header)
+	}
+	if rec.Header.Get("Anthropic-Version") == "" {
+		t.Fatal("no anthropic-version header")
+	}
+	var body struct {
+		MaxTokens  int `json:"max_tokens"`
+		Stream     bool
+		System     []struct{ Text string } `json:"system"`
+		ToolChoice struct{ Type string }   `json:"tool_choice"`
+		Tools      []struct {
+			Name        string         `json:"name"`
+			InputSchema map[string]any `json:"input_schema"`
+		} `json:"tools"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type      string          `json:"type"`
+				Input     json.RawMessage `json:"input"`
+				ToolUseID string          `json:"tool_use_id"`
+				IsError   bool            `json:"is_error"`
+				Source    struct {
+					Type, MediaType, Data string
+				} `json:"source"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(rec.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.MaxTokens != anthropic.DefaultMaxTokens || !body.Stream || len(body.System) != 1 || body.System[0].Text != "sys" {
+		t.Fatalf("max_tokens %d stream %v system %+v", body.MaxTokens, body.Stream, body.System)
+	}
+	if body.ToolChoice.Type != "any" {
+		t.Fatalf("tool_choice %+v", body.ToolChoice)
+	}
+	if s := body.Tools[0].InputSchema; s["type"] != "object" || s["additionalProperties"] != false || s["properties"] == nil {
+		t.Fatalf("input_schema %v", s)
+	}
+	m := body.Messages
+	if len(m) != 3 || m[0].Role != "user" || m[1].Role != "assistant" || m[2].Role != "user" {
+		t.Fatalf("turns %+v", m)
+	}
+	if img := m[0].Content[1]; img.Type != "image" || img.Source.Type != "base64" || img.Source.Data != "AAAA" {
+		t.Fatalf("image block %+v", img)
+	}
+	if tu := m[1].Content[1]; tu.Type != "tool_use" || string(tu.Input) != `{"city":"Paris"}` {
+		t.Fatalf("tool_use block %+v (input %s)", tu, tu.Input)
+	}
+	if tr := m[2].Content[0]; tr.Type != "tool_result" || tr.ToolUseID != "toolu_1" || !tr.IsError || m[2].Content[1].Type != "text" {
+		t.Fatalf("user turn after the tool %+v", m[2].Content)
+	}
+}

@@ -1,0 +1,134 @@
+// Package providers resolves an agent's "provider/model" reference into a
+// model.Provider. It is separate from package model because it imports every
+// provider, and the providers import model.
+//
+// References:
+//
+//	openai/MODEL     OpenAI Chat Completions at OpenAIBaseURL (any compatible endpoint)
+//	anthropic/MODEL  Anthropic Messages at AnthropicBaseURL
+//	ollama/MODEL     Ollama's OpenAI-compatible API at OllamaHost + "/v1"
+//	scripted/NAME    the script <agentDir>/NAME.script.json (tests, offline demo)
+package providers
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/model/anthropic"
+	"github.com/stackbone/stackbone/internal/model/openai"
+	"github.com/stackbone/stackbone/internal/model/scripted"
+)
+
+// DefaultOllamaHost is used when Config.OllamaHost is empty.
+const DefaultOllamaHost = "http://127.0.0.1:11434"
+
+// Config holds the upstream settings. The caller reads them from the
+// environment (OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL,
+// ANTHROPIC_API_KEY, OLLAMA_HOST); this package reads nothing itself.
+type Config struct {
+	// OpenAIBaseURL includes "/v1" (empty: https://api.openai.com/v1).
+	OpenAIBaseURL string
+	OpenAIKey     string
+	// AnthropicBaseURL has no "/v1" (empty: https://api.anthropic.com).
+	AnthropicBaseURL string
+	AnthropicKey     string
+	// OllamaHost is Ollama's root URL; a bare "host:port" gets "http://".
+	OllamaHost string
+	// HTTPClient is used by every HTTP provider (nil: http.DefaultClient).
+	HTTPClient *http.Client
+	// Retry is the retry policy of every HTTP provider.
+	Retry model.RetryPolicy
+	// Logger receives retry warnings (nil: discard).
+	Logger *slog.Logger
+}
+
+// Resolver implements model.Resolver and caches the providers it builds.
+// It is safe for concurrent use.
+type Resolver struct {
+	cfg   Config
+	mu    sync.Mutex
+	cache map[string]model.Provider
+}
+
+var _ model.Resolver = (*Resolver)(nil)
+
+// New returns a Resolver for cfg.
+func New(cfg Config) *Resolver {
+	return &Resolver{cfg: cfg, cache: map[string]model.Provider{}}
+}
+
+// Resolve returns the provider for ref ("provider/model") and the model name
+// to send it. agentDir is the folder of the agent file (used by scripted/).
+// An unknown provider gives an error wrapping model.ErrUnknownProvider.
+func (r *Resolver) Resolve(ref, agentDir string) (model.Provider, string, error) {
+	kind, name, ok := strings.Cut(ref, "/")
+	if !ok || kind == "" || name == "" {
+		return nil, "", fmt.Errorf("model %q: want \"provider/model\": %w", ref, model.ErrUnknownProvider)
+	}
+	key := kind
+	if kind == "scripted" {
+		path, err := scripted.Path(agentDir, name)
+		if err != nil {
+			return nil, "", fmt.Errorf("model %q: %w", ref, err)
+		}
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		key = "scripted:" + path
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.cache[key]; ok {
+		return p, name, nil
+	}
+	p, err := r.build(kind, name, agentDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("model %q: %w", ref, err)
+	}
+	r.cache[key] = p
+	return p, name, nil
+}
+
+func (r *Resolver) build(kind, name, agentDir string) (model.Provider, error) {
+	c := r.cfg
+	switch kind {
+	case "openai":
+		return openai.New(openai.Config{
+			BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIKey,
+			HTTPClient: c.HTTPClient, Retry: c.Retry, Logger: c.Logger,
+		}), nil
+	case "anthropic":
+		return anthropic.New(anthropic.Config{
+			BaseURL: c.AnthropicBaseURL, APIKey: c.AnthropicKey,
+			HTTPClient: c.HTTPClient, Retry: c.Retry, Logger: c.Logger,
+		}), nil
+	case "ollama":
+		return openai.New(openai.Config{
+			BaseURL: OllamaBaseURL(c.OllamaHost), Name: "ollama", LegacyMaxTokens: true,
+			HTTPClient: c.HTTPClient, Retry: c.Retry, Logger: c.Logger,
+		}), nil
+	case "scripted":
+		return scripted.Open(agentDir, name)
+	default:
+		return nil, fmt.Errorf("%w %q (known: openai, anthropic, ollama, scripted)", model.ErrUnknownProvider, kind)
+	}
+}
+
+// OllamaBaseURL returns the OpenAI-compatible base URL of an Ollama host
+// ("" means DefaultOllamaHost).
+func OllamaBaseURL(host string) string {
+	host = strings.TrimSpace(host)
+	if host == "" {
+		host = DefaultOllamaHost
+	}
+	if !strings.Contains(host, "://") {
+		host = "http://" + host
+	}
+	return strings.TrimRight(host, "/") + "/v1"
+}

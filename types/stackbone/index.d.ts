@@ -1,0 +1,182 @@
+// Type declarations for the 'stackbone' module that agent files import.
+//
+// The module itself is served by the stackbone binary when it bundles
+// agents/*.ts; this file only exists so editors and `tsc --noEmit` can
+// type-check agent files. See README.md next to it for the tsconfig.json.
+
+/** A JSON Schema object (draft 2020-12). */
+export type JSONSchema = { [key: string]: unknown };
+
+/**
+ * The Standard Schema interface (https://standardschema.dev) that zod 4,
+ * valibot, arktype and others implement. Tool parameters given this way are
+ * validated before `execute` runs, and `execute` receives the parsed output.
+ */
+export interface StandardSchemaV1<Input = unknown, Output = Input> {
+  readonly '~standard': {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown) =>
+      | StandardSchemaV1.Result<Output>
+      | Promise<StandardSchemaV1.Result<Output>>;
+    readonly types?: { readonly input: Input; readonly output: Output } | undefined;
+  };
+}
+
+export declare namespace StandardSchemaV1 {
+  type Result<Output> =
+    | { readonly value: Output; readonly issues?: undefined }
+    | { readonly issues: ReadonlyArray<Issue> };
+  interface Issue {
+    readonly message: string;
+    readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
+  }
+}
+
+/** A schema for tool arguments or a state key: JSON Schema or a Standard Schema such as zod. */
+export type Schema = JSONSchema | StandardSchemaV1<any, any>;
+
+/** The argument type a schema describes: the parsed output for Standard Schemas, `any` for JSON Schema. */
+export type InferArgs<S> = S extends StandardSchemaV1<any, infer O> ? O : any;
+
+/** A human decision on a paused tool call. */
+export type Decision = 'approve' | 'reject' | 'edit';
+
+/** When and how calls of a tool wait for a human (durable sessions only). */
+export type NeedsApproval<A> =
+  | boolean
+  | ((args: A) => boolean | Promise<boolean>)
+  | {
+      /** Decides per call; omitted means every call. `false` turns approval off. */
+      when?: boolean | ((args: A) => boolean | Promise<boolean>);
+      /** The text a reviewer sees. */
+      description?: string | ((args: A) => string | Promise<string>);
+      /** Defaults to ['approve', 'reject']. */
+      allowedDecisions?: Decision[];
+    };
+
+/** Headers of a host fetch request or response (names are case-insensitive). */
+export interface FetchHeaders extends Iterable<[string, string]> {
+  get(name: string): string | null;
+  has(name: string): boolean;
+  set(name: string, value: string): void;
+  append(name: string, value: string): void;
+  delete(name: string): void;
+  forEach(fn: (value: string, name: string) => void): void;
+  entries(): IterableIterator<[string, string]>;
+  keys(): IterableIterator<string>;
+  values(): IterableIterator<string>;
+}
+
+/** Options of ctx.fetch. */
+export interface FetchInit {
+  method?: string;
+  headers?: FetchHeaders | Record<string, string> | Array<[string, string]>;
+  /** A string, bytes, URLSearchParams, or (not in the Fetch standard) a plain object sent as JSON. */
+  body?: string | ArrayBuffer | ArrayBufferView | { toString(): string } | Record<string, unknown> | null;
+}
+
+/** What ctx.fetch resolves to. The body is read in full (at most 32 MiB). */
+export interface FetchResponse {
+  readonly status: number;
+  readonly statusText: string;
+  readonly ok: boolean;
+  readonly url: string;
+  readonly redirected: boolean;
+  readonly headers: FetchHeaders;
+  readonly bodyUsed: boolean;
+  text(): Promise<string>;
+  json<T = any>(): Promise<T>;
+  arrayBuffer(): Promise<ArrayBuffer>;
+  bytes(): Promise<Uint8Array>;
+  clone(): FetchResponse;
+}
+
+/** The abort state of the running call. */
+export interface CallSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  throwIfAborted(): void;
+}
+
+/** The second argument of `execute`. */
+export interface ToolContext<State extends Record<string, any> = Record<string, any>> {
+  /** HTTP from the host (runs in Go, cancelled with the call). */
+  fetch(url: string | { href: string } | { url: string }, init?: FetchInit): Promise<FetchResponse>;
+  /**
+   * A mutable copy of the thread's shared state. What the tool changes (or a
+   * whole new object assigned here) becomes the thread's new state.
+   */
+  state: State;
+  /** The thread (session) id; empty in a stateless turn. */
+  readonly threadId: string;
+  /** The model's id for this call; use it as an idempotency key. */
+  readonly toolCallId: string;
+  /** The name of the agent (or subagent) calling the tool. */
+  readonly agent: string;
+  readonly signal: CallSignal;
+}
+
+/** A tool definition: pass it to tool() or put it straight into `tools`. */
+export interface ToolDef<S extends Schema = JSONSchema, A = InferArgs<S>> {
+  /** What the tool does, for the model. */
+  description?: string;
+  /** The arguments: a JSON Schema with "type": "object", or a Standard Schema such as a zod object. */
+  parameters?: S;
+  /** An explicit JSON Schema for the model, e.g. `z.toJSONSchema(schema)` with zod/mini. */
+  jsonSchema?: JSONSchema;
+  /** Pause for a human before the call runs. */
+  needsApproval?: NeedsApproval<A>;
+  /** The call's time limit in milliseconds (default 60000). */
+  timeoutMs?: number;
+  /**
+   * Runs the tool. A returned string is the result as is; anything else is
+   * sent to the model as JSON. A thrown error's message becomes the tool error.
+   */
+  execute(args: A, ctx: ToolContext): unknown;
+}
+
+/** A helper agent the parent hands work to through the built-in `task` tool. */
+export interface SubagentDef {
+  name: string;
+  description: string;
+  instructions: string;
+  /** "provider/model"; defaults to the parent's model. */
+  model?: string;
+  /** Names of the parent's tools it may use; omitted means all but `task`. */
+  tools?: string[];
+}
+
+/** A provider/model string such as "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5" or "scripted/demo". */
+export type ModelName = `${string}/${string}`;
+
+/** The agent definition. */
+export interface DeepAgentConfig {
+  /** Letters, digits, "_", "-" and "."; the `model` callers send on the OpenAI/Anthropic wires. */
+  name: string;
+  model: ModelName;
+  instructions?: string;
+  /**
+   * Tools by name. Names may not clash with the built-ins: write_todos, ls,
+   * read_file, write_file, edit_file, task.
+   */
+  tools?: Record<string, ToolDef<any, any>>;
+  subagents?: SubagentDef[];
+  /** The only state keys a client may write, each with its schema. */
+  editableState?: Record<string, Schema>;
+  /** Bounds model calls per turn (default 25). */
+  maxSteps?: number;
+  /** `false` turns off the built-in write_todos tool. */
+  todos?: boolean;
+  /** `false` turns off the built-in file tools (ls, read_file, write_file, edit_file). */
+  files?: boolean;
+}
+
+/** Defines a deep agent; export it as the file's default export. */
+export declare function defineDeepAgent(config: DeepAgentConfig): DeepAgentConfig;
+
+/** Defines a tool; `execute`'s arguments are typed from `parameters`. */
+export declare function tool<S extends Schema = JSONSchema>(def: ToolDef<S>): ToolDef<S>;
+
+declare const _default: { defineDeepAgent: typeof defineDeepAgent; tool: typeof tool };
+export default _default;
