@@ -5,6 +5,7 @@ package agent
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"sort"
 	"sync/atomic"
 
@@ -47,6 +48,15 @@ type Subagent struct {
 	// Tools names the parent tools the subagent may use; nil means all of the
 	// parent's tools except `task`.
 	Tools []string
+}
+
+// ModelDir is the folder model files are read from: the agent file's own
+// folder, or Dir for agents built in Go.
+func (s *Spec) ModelDir() string {
+	if s.Source != "" {
+		return filepath.Dir(s.Source)
+	}
+	return s.Dir
 }
 
 // Steps returns the effective step limit.

@@ -53,9 +53,34 @@ var openPostgres = func(ctx context.Context, cfg *config.Config, logger *slog.Lo
 	return nil, errors.New("the PostgreSQL store is not available in this build")
 }
 
-// LoadAgents loads DIR/agents/*.ts.
-func LoadAgents(ctx context.Context, cfg *config.Config, logger *slog.Logger) ([]*agent.Spec, error) {
-	return tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient})
+// LoadAgents loads DIR/agents/*.ts and checks every agent's model
+// reference resolves (a scripted model's script file exists and parses).
+func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, logger *slog.Logger) ([]*agent.Spec, error) {
+	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient})
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, s := range specs {
+		if _, _, err := models.Resolve(s.Model, s.ModelDir()); err != nil {
+			errs = append(errs, fmt.Errorf("%s: agent %s: %w", s.Source, s.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		for _, s := range specs {
+			if s.Close != nil {
+				s.Close()
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+	return specs, nil
+}
+
+// Models builds the model resolver from the config.
+func Models(cfg *config.Config, logger *slog.Logger) *providers.Resolver {
+	return providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
+		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger})
 }
 
 // Serve runs the server until ctx ends. ready, if set, receives the bound
@@ -66,13 +91,12 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	specs, err := LoadAgents(ctx, cfg, logger)
+	models := Models(cfg, logger)
+	specs, err := LoadAgents(ctx, cfg, models, logger)
 	if err != nil {
 		return err
 	}
 	reg := agent.NewRegistry(specs...)
-	models := providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
-		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger})
 	runner := NewRunner(cfg, st, reg, models, logger)
 	srv := NewServer(cfg, runner, prometheus.NewRegistry(), logger)
 
@@ -99,7 +123,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	go recoverLoop(ctx, runner, cfg, logger)
 
 	if cfg.Watch {
-		go watchAgents(ctx, cfg, reg, logger)
+		go watchAgents(ctx, cfg, reg, models, logger)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)

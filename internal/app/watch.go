@@ -11,11 +11,12 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model"
 )
 
 // watchAgents reloads the agents when a file under DIR/agents changes. A
 // broken edit keeps the last good agents and logs the error.
-func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, logger *slog.Logger) {
+func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, models model.Resolver, logger *slog.Logger) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		logger.Warn("agent reload disabled", "err", err)
@@ -45,7 +46,7 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, l
 		case err := <-w.Errors:
 			logger.Warn("agent watcher", "err", err)
 		case <-timer:
-			specs, err := LoadAgents(ctx, cfg, logger)
+			specs, err := LoadAgents(ctx, cfg, models, logger)
 			if err != nil {
 				logger.Error("agent reload failed; keeping the last good agents", "err", err)
 				continue

@@ -135,7 +135,7 @@ func agentsCmd() *cobra.Command {
 				return err
 			}
 			logger := app.Logger(cfg, cmd.ErrOrStderr())
-			specs, err := app.LoadAgents(cmd.Context(), cfg, logger)
+			specs, err := app.LoadAgents(cmd.Context(), cfg, app.Models(cfg, logger), logger)
 			if err != nil {
 				return err
 			}

@@ -42,7 +42,7 @@ type execution struct {
 }
 
 func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execution, error) {
-	p, name, err := r.Models.Resolve(spec.Model, spec.Dir)
+	p, name, err := r.Models.Resolve(spec.Model, spec.ModelDir())
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}
