@@ -1,0 +1,240 @@
+package cli_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/model/modeltest"
+	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// proc is a stackbone server running as its own process.
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *syncBuf
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var addrRe = regexp.MustCompile(`msg="stackbone listening" addr=(\S+)`)
+
+// startServer runs `stackbone <args>` and waits for its listening address.
+func startServer(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, logs: &syncBuf{}}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(p.logs, line)
+			if m := addrRe.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case p.addr = <-found:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("server did not start:\n%s", p.logs.String())
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log (%s):\n%s", p.addr, p.logs.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) url() string { return "http://" + p.addr }
+
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		_ = json.Unmarshal(b, out)
+	}
+	return resp.StatusCode
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestCrashAfterDecisionResumesOnRestart stops the server hard after a
+// decision and before the resumed turn ends, starts it again, and checks the
+// turn completes and the tool ran once.
+func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
+	// The tool's side effect is a POST to this counter, keyed by toolCallId.
+	var sideEffects atomic.Int64
+	side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sideEffects.Add(1)
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer side.Close()
+	// A slow upstream: the answer after the tool result takes 1.5 s, the
+	// window in which the process is killed.
+	sc := script.MustParse(`[
+	 {"when":{"lastTool":"refund"},"reply":{"text":"Refund finished.","delayMs":1500}},
+	 {"when":{"lastUser":"refund"},"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"o1","amount":5}}]}},
+	 {"reply":{"text":"echo: {{lastUser}}"}}
+	]`)
+	mock := modeltest.Handler(modeltest.OpenAI, sc)
+	up := httptest.NewServer(mock)
+	defer up.Close()
+
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentTS := fmt.Sprintf(`import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({
+  name: 'shop',
+  model: 'openai/test-model',
+  instructions: 'You refund orders.',
+  tools: {
+    refund: tool({
+      description: 'Refund an order',
+      parameters: { type: 'object', properties: { orderId: { type: 'string' }, amount: { type: 'number' } }, required: ['orderId', 'amount'] },
+      needsApproval: true,
+      async execute(args, ctx) {
+        const res = await ctx.fetch(%q + '/refund?key=' + ctx.toolCallId, { method: 'POST', body: JSON.stringify(args) });
+        return { refunded: args.amount, status: res.status };
+      },
+    }),
+  },
+});
+`, side.URL)
+	if err := os.WriteFile(filepath.Join(dir, "agents", "shop.ts"), []byte(agentTS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}
+	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0"}
+
+	a := startServer(t, env, args...)
+	body := `{"model":"shop","messages":[{"role":"user","content":"refund order o1"}]}`
+	req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("x-stackbone-session", "crashy")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var page struct {
+		Data []store.Interrupt `json:"data"`
+	}
+	getJSON(t, a.url()+"/v1/hitl", &page)
+	if len(page.Data) != 1 {
+		t.Fatalf("want one pending decision, got %+v", page.Data)
+	}
+	r := run(t, nil, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.url())
+	if r.code != 0 {
+		t.Fatalf("approve: %s", r.stderr)
+	}
+	// Wait until the tool ran and the slow model call is under way, then
+	// kill the process before the turn ends.
+	waitUntil(t, "the tool to run and the model to be called", 10*time.Second, func() bool {
+		return sideEffects.Load() == 1 && mock.Count() == 2
+	})
+	a.kill(t)
+
+	b := startServer(t, env, args...)
+	var th struct {
+		Status   string `json:"status"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	waitUntil(t, "the resumed turn to finish after restart", 20*time.Second, func() bool {
+		getJSON(t, b.url()+"/v1/threads/crashy", &th)
+		return th.Status == "idle"
+	})
+	last := th.Messages[len(th.Messages)-1]
+	if last.Role != "assistant" || last.Content != "Refund finished." {
+		t.Fatalf("last message %+v", last)
+	}
+	if n := sideEffects.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times; want exactly once", n)
+	}
+	tools := 0
+	for _, m := range th.Messages {
+		if m.Role == "tool" {
+			tools++
+		}
+	}
+	if tools != 1 {
+		t.Fatalf("stored %d tool results", tools)
+	}
+	// The restarted process finished the turn: it asked the model again.
+	if mock.Count() != 3 {
+		t.Fatalf("upstream saw %d requests; want 3 (the killed call and the resumed one)", mock.Count())
+	}
+}
