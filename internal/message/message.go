@@ -37,6 +37,9 @@ type Message struct {
 	IsError bool `json:"isError,omitempty"`
 	// Subagent names the subagent that produced the message, if any.
 	Subagent string `json:"subagent,omitempty"`
+	// TaskCallID is the `task` call whose subagent conversation holds the
+	// message; empty for the agent's own conversation.
+	TaskCallID string `json:"taskCallId,omitempty"`
 }
 
 // ToolCall is a call of a tool by the model.

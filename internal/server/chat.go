@@ -31,7 +31,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	p := PrincipalFrom(r.Context())
 	in.Tenant = p.Tenant
 	in.ThreadID = r.Header.Get(SessionHeader)
-	if err := checkSession(in.ThreadID); err != nil {
+	if err := CheckSession(in.ThreadID); err != nil {
 		return err
 	}
 	run, err := s.Runner.Start(r.Context(), in)

@@ -19,8 +19,8 @@ import (
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// checkSession bounds a session key.
-func checkSession(key string) error {
+// CheckSession bounds a session key (shared by every wire).
+func CheckSession(key string) error {
 	if len(key) > 256 || !utf8.ValidString(key) {
 		return apierror.Invalid(SessionHeader, "The session key must be valid UTF-8 of at most 256 bytes.")
 	}

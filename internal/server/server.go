@@ -156,7 +156,6 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	return Principal{}, e
 }
 
-
 type statusWriter struct {
 	http.ResponseWriter
 	status int

@@ -304,4 +304,3 @@ func (l *LogBuffer) String() string {
 	defer l.mu.Unlock()
 	return string(l.buf)
 }
-

@@ -34,6 +34,8 @@ type Tool struct {
 	Approval *Approval
 	// Timeout bounds a call; zero means DefaultTimeout.
 	Timeout time.Duration
+	// OncePerStep refuses a second call of the tool within one model step.
+	OncePerStep bool
 	// Execute runs the tool. Arguments were validated against Parameters
 	// before it is called. A returned error becomes a tool error the model
 	// sees, carrying the error's message.

@@ -1,0 +1,176 @@
+package studio
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/tool"
+	"github.com/stackbone/stackbone/internal/wire/sse"
+)
+
+// AgentInfo is one agent as Studio shows it (GET /studio/api/agents).
+type AgentInfo struct {
+	Name         string         `json:"name"`
+	Model        string         `json:"model"`
+	Instructions string         `json:"instructions"`
+	Tools        []ToolInfo     `json:"tools"`
+	Subagents    []SubagentInfo `json:"subagents"`
+	// EditableState maps each client-writable state key to its JSON Schema.
+	EditableState map[string]json.RawMessage `json:"editableState"`
+	MaxSteps      int                        `json:"maxSteps"`
+	Source        string                     `json:"source,omitempty"`
+}
+
+// ToolInfo is one tool of an agent.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	// Builtin marks write_todos, the file tools and task.
+	Builtin bool `json:"builtin,omitempty"`
+	// Approval is set when calls of the tool wait for a human.
+	Approval *ApprovalInfo `json:"approval,omitempty"`
+}
+
+// ApprovalInfo describes a tool's approval rule.
+type ApprovalInfo struct {
+	// AllowedDecisions are the decisions a reviewer may make.
+	AllowedDecisions []string `json:"allowedDecisions"`
+	// Conditional is true when a predicate decides per call.
+	Conditional bool `json:"conditional"`
+	// Described is true when the pause carries a description.
+	Described bool `json:"described"`
+}
+
+// SubagentInfo is one subagent.
+type SubagentInfo struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description,omitempty"`
+	Instructions string   `json:"instructions,omitempty"`
+	Model        string   `json:"model"`
+	Tools        []string `json:"tools"`
+}
+
+func toolInfo(t *tool.Tool, builtin bool) ToolInfo {
+	ti := ToolInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Builtin: builtin}
+	if t.Approval != nil {
+		ai := &ApprovalInfo{Conditional: t.Approval.When != nil, Described: t.Approval.Description != nil}
+		for _, d := range t.Approval.Allowed() {
+			ai.AllowedDecisions = append(ai.AllowedDecisions, string(d))
+		}
+		ti.Approval = ai
+	}
+	return ti
+}
+
+// Agents describes the loaded agents for Studio, sorted by name.
+func (st *Studio) Agents() []AgentInfo {
+	out := []AgentInfo{}
+	var builtins func(*agent.Spec) []*tool.Tool
+	if st.srv.Runner != nil {
+		builtins = st.srv.Runner.Builtins
+	}
+	for _, a := range st.srv.Agents.List() {
+		ai := AgentInfo{Name: a.Name, Model: a.Model, Instructions: a.Instructions, Tools: []ToolInfo{}, Subagents: []SubagentInfo{},
+			EditableState: a.EditableState, MaxSteps: a.Steps(), Source: a.Source}
+		if ai.EditableState == nil {
+			ai.EditableState = map[string]json.RawMessage{}
+		}
+		own := map[string]bool{}
+		for _, t := range a.Tools {
+			own[t.Name] = true
+			ai.Tools = append(ai.Tools, toolInfo(t, false))
+		}
+		if builtins != nil {
+			for _, t := range builtins(a) {
+				if !own[t.Name] {
+					ai.Tools = append(ai.Tools, toolInfo(t, true))
+				}
+			}
+		}
+		for _, s := range a.Subagents {
+			si := SubagentInfo{Name: s.Name, Description: s.Description, Instructions: s.Instructions, Model: s.Model, Tools: s.Tools}
+			if si.Model == "" {
+				si.Model = a.Model
+			}
+			if si.Tools == nil {
+				si.Tools = []string{}
+				for _, t := range ai.Tools {
+					if t.Name != "task" {
+						si.Tools = append(si.Tools, t.Name)
+					}
+				}
+			}
+			sort.Strings(si.Tools)
+			ai.Subagents = append(ai.Subagents, si)
+		}
+		out = append(out, ai)
+	}
+	return out
+}
+
+func (st *Studio) agents(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": st.Agents()})
+}
+
+// Change is one message of the live feed: something changed that the page
+// should refetch. Kind is "run" (a run event of a thread) or "decision".
+type Change struct {
+	Kind     string `json:"kind"`
+	Type     string `json:"type,omitempty"`
+	ThreadID string `json:"threadId,omitempty"`
+}
+
+// liveTypes are the run events worth a refetch; token deltas are not.
+var liveTypes = map[event.Type]bool{
+	event.RunStarted: true, event.RunFinished: true, event.RunError: true,
+	event.ToolCallEnd: true, event.ToolResult: true, event.StateDelta: true, event.StateSnapshot: true,
+	event.SubagentStarted: true, event.SubagentFinished: true,
+}
+
+// live is the tenant-wide change feed (SSE): "hello" on connect, then
+// "change" events for run events of any of the tenant's threads and for
+// decisions recorded in this process.
+func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
+	tenant := server.PrincipalFrom(r.Context()).Tenant
+	sub := st.srv.Runner.Bus.SubscribeTenant(tenant)
+	defer sub.Close()
+	decided, stop := st.changes.subscribe()
+	defer stop()
+	sw := sse.New(w)
+	send := func(name string, v any) bool {
+		b, err := json.Marshal(v)
+		return err == nil && sw.Event(name, b) == nil
+	}
+	if !send("hello", map[string]string{"tenant": tenant}) {
+		return nil
+	}
+	ping := time.NewTicker(server.KeepAliveInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-ping.C:
+			if sw.Comment("ping") != nil {
+				return nil
+			}
+		case <-decided:
+			if !send("change", Change{Kind: "decision"}) {
+				return nil
+			}
+		case e := <-sub.C:
+			if !liveTypes[e.Type] || (e.Type == event.RunFinished && e.Seq == 0) {
+				continue // a stored run_finished is also published live; send one
+			}
+			if !send("change", Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}) {
+				return nil
+			}
+		}
+	}
+}

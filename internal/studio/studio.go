@@ -1,0 +1,212 @@
+// Package studio is Stackbone Studio: the web UI the binary serves at
+// /studio/. It is plain HTML, CSS and JavaScript modules embedded in the
+// binary (no Node build step, nothing loaded from the network), backed by the
+// public HTTP API (/v1/hitl, /v1/threads) plus a few Studio routes: the
+// session (sign-in with an API key in start mode), the agent registry, and a
+// tenant-wide live change feed.
+package studio
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/server"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// DefaultSessionTTL is how long a Studio sign-in lasts.
+const DefaultSessionTTL = 12 * time.Hour
+
+// Studio serves the web UI and its session. Build it with New; Register
+// installs its routes and hooks on the server.
+type Studio struct {
+	srv    *server.Server
+	logger *slog.Logger
+	// Now is the clock sessions expire by.
+	Now func() time.Time
+	// TTL is the lifetime of a session.
+	TTL time.Duration
+
+	assets  map[string]asset
+	secret  []byte
+	changes *notifier
+}
+
+type asset struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+// Mount installs Stackbone Studio on a server: its routes, the session
+// cookie authentication (Server.CookieAuth) and the decision notifications
+// that keep open pages live.
+func Mount(s *server.Server) { New(s).Register() }
+
+// New builds the Studio of a server without registering anything.
+func New(s *server.Server) *Studio {
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	st := &Studio{srv: s, logger: logger, Now: time.Now, TTL: DefaultSessionTTL, changes: newNotifier()}
+	st.assets = loadAssets()
+	st.secret = deriveSecret(s.Config.Keys)
+	return st
+}
+
+// Register adds the Studio routes to the server, installs the cookie
+// authentication and chains the runtime's Decided hook so that a decision
+// made anywhere (API, CLI, another tab) reaches open pages at once.
+func (st *Studio) Register() {
+	s := st.srv
+	s.Handle("GET /studio", server.WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error {
+		http.Redirect(w, r, "/studio/", http.StatusFound)
+		return nil
+	})
+	s.Handle("GET /studio/", server.WireOpenAI, false, st.static)
+	s.Handle("GET /studio/api/session", server.WireOpenAI, false, st.session)
+	s.Handle("POST /studio/api/login", server.WireOpenAI, false, st.login)
+	s.Handle("POST /studio/api/logout", server.WireOpenAI, false, st.logout)
+	s.Handle("GET /studio/api/agents", server.WireOpenAI, true, st.agents)
+	s.Handle("GET /studio/api/live", server.WireOpenAI, true, st.live)
+	s.CookieAuth = st.CookieAuth
+	if s.Runner != nil {
+		prev := s.Runner.Hooks.Decided
+		s.Runner.Hooks.Decided = func() {
+			if prev != nil {
+				prev()
+			}
+			st.changes.notify()
+		}
+	}
+}
+
+// loadAssets reads the embedded web folder once, with a content hash as ETag.
+func loadAssets() map[string]asset {
+	out := map[string]asset{}
+	_ = fs.WalkDir(webFS, "web", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := webFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		ct := mime.TypeByExtension(path.Ext(p))
+		switch path.Ext(p) {
+		case ".js":
+			ct = "text/javascript; charset=utf-8"
+		case ".css":
+			ct = "text/css; charset=utf-8"
+		case ".html":
+			ct = "text/html; charset=utf-8"
+		case ".svg":
+			ct = "image/svg+xml"
+		}
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		out[strings.TrimPrefix(p, "web/")] = asset{body: b, ctype: ct,
+			etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
+		return nil
+	})
+	return out
+}
+
+// contentSecurityPolicy keeps the page to its own origin: no inline script,
+// no third-party anything.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// static serves the embedded files; every path that is not a file is the
+// app shell (the page routes with the URL fragment).
+func (st *Studio) static(w http.ResponseWriter, r *http.Request) error {
+	name := strings.TrimPrefix(r.URL.Path, "/studio/")
+	if strings.HasPrefix(name, "api/") {
+		return apierror.New(apierror.NotFound, "unknown_route", fmt.Sprintf("No route %s %s.", r.Method, r.URL.Path))
+	}
+	a, ok := st.assets[name]
+	if !ok {
+		if name != "" && path.Ext(name) != "" {
+			return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No Studio file %q.", name))
+		}
+		a = st.assets["index.html"]
+	}
+	h := w.Header()
+	h.Set("Content-Type", a.ctype)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("ETag", a.etag)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	if match := r.Header.Get("If-None-Match"); match != "" && match == a.etag {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(a.body)
+	}
+	return nil
+}
+
+// writeJSON writes v with a status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err = w.Write(b)
+	return err
+}
+
+// notifier wakes every live page when a decision is recorded in this process.
+type notifier struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func newNotifier() *notifier { return &notifier{subs: map[chan struct{}]struct{}{}} }
+
+func (n *notifier) subscribe() (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	n.mu.Lock()
+	n.subs[c] = struct{}{}
+	n.mu.Unlock()
+	return c, func() {
+		n.mu.Lock()
+		delete(n.subs, c)
+		n.mu.Unlock()
+	}
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}

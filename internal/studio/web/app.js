@@ -1,0 +1,853 @@
+// Stackbone Studio: approvals inbox, threads, agents. Plain DOM, no build.
+// Every value from the server goes into the page as text (never as HTML).
+import { validate, describe } from './schema.js';
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const main = $('#main');
+
+const app = {
+  session: null, // {mode, signedIn, tenant, csrf, cookie}
+  agents: null, // [AgentInfo]
+  view: null, // {name, refresh(change), close()}
+  live: null, // EventSource of /studio/api/live
+  liveOpen: false,
+  poller: null,
+  pendingCount: 0,
+};
+
+// ---------- DOM helpers ----------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+function pretty(v) {
+  if (typeof v === 'string') {
+    try { return JSON.stringify(JSON.parse(v), null, 2); } catch { return v; }
+  }
+  return JSON.stringify(v, null, 2);
+}
+
+function ago(iso) {
+  const t = new Date(iso).getTime();
+  if (!Number.isFinite(t)) return '';
+  const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+  if (s < 5) return 'just now';
+  if (s < 60) return `${s}s ago`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const hr = Math.floor(m / 60);
+  if (hr < 48) return `${hr} h ago`;
+  return `${Math.floor(hr / 24)} days ago`;
+}
+
+function timeEl(iso) {
+  const d = new Date(iso);
+  return h('time', { datetime: iso, title: d.toLocaleString(), 'data-ago': iso }, ago(iso));
+}
+
+setInterval(() => {
+  for (const el of document.querySelectorAll('time[data-ago]')) el.textContent = ago(el.dataset.ago);
+}, 15000);
+
+let toastTimer = null;
+function announce(text) {
+  const el = $('#status');
+  el.textContent = text;
+  el.classList.add('show');
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => el.classList.remove('show'), 4000);
+}
+
+function threadHref(id) {
+  return '#/threads/' + encodeURIComponent(id);
+}
+
+const statusLabels = {
+  running: 'running',
+  waiting: 'waiting for approval',
+  queued: 'resuming',
+  idle: 'idle',
+  failed: 'failed',
+};
+
+function statusBadge(st) {
+  return h('span', { class: `badge status-${st}` }, statusLabels[st] || st);
+}
+
+// ---------- API ----------
+
+class APIError extends Error {
+  constructor(status, body) {
+    super(body?.error?.message || `The server answered ${status}.`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { 'x-stackbone-client': 'studio' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && app.session?.csrf) headers['x-csrf-token'] = app.session.csrf;
+  let res;
+  try {
+    res = await fetch(path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new APIError(0, { error: { message: 'Could not reach the Stackbone server.' } });
+  }
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!res.ok) {
+    const err = new APIError(res.status, data);
+    if (res.status === 401 && !path.startsWith('/studio/api/login')) signedOut();
+    throw err;
+  }
+  return data;
+}
+
+async function loadAgents(force) {
+  if (!app.agents || force) {
+    const page = await api('GET', '/studio/api/agents');
+    app.agents = page.data;
+  }
+  return app.agents;
+}
+
+async function toolSchema(agentName, toolName) {
+  for (const force of [false, true]) {
+    const agents = await loadAgents(force);
+    const tool = agents.find((a) => a.name === agentName)?.tools.find((t) => t.name === toolName);
+    if (tool) return tool.parameters || null;
+  }
+  return null;
+}
+
+// ---------- Session ----------
+
+function signedOut() {
+  if (app.session) app.session = { ...app.session, signedIn: false, csrf: '', cookie: false };
+  stopLive();
+  renderChrome();
+  route();
+}
+
+function renderChrome() {
+  const s = app.session || {};
+  $('#nav').hidden = !s.signedIn;
+  const tenant = $('#tenant');
+  tenant.hidden = !s.signedIn;
+  tenant.textContent = s.signedIn ? `tenant ${s.tenant}` : '';
+  $('#logout').hidden = !(s.signedIn && s.cookie);
+  $('#live').hidden = !s.signedIn;
+}
+
+$('#logout').addEventListener('click', async () => {
+  try {
+    app.session = await api('POST', '/studio/api/logout');
+  } catch {
+    app.session = { mode: app.session?.mode, signedIn: false };
+  }
+  app.agents = null;
+  stopLive();
+  renderChrome();
+  announce('Signed out.');
+  route();
+  if (app.session.signedIn) startLive();
+});
+
+function signInView() {
+  const err = h('p', { class: 'error', id: 'signin-error', role: 'alert', hidden: true });
+  const input = h('input', { id: 'apikey', name: 'apikey', type: 'password', autocomplete: 'current-password', required: true,
+    spellcheck: 'false', 'aria-describedby': 'apikey-help signin-error' });
+  const button = h('button', { type: 'submit', class: 'primary' }, 'Sign in');
+  const form = h('form', { class: 'signin-form', id: 'signin-form', novalidate: true },
+    h('label', { for: 'apikey' }, 'API key'),
+    input,
+    h('p', { class: 'help', id: 'apikey-help' }, 'One of the keys in STACKBONE_API_KEYS. The key itself is not stored in the browser: the server sets a signed session cookie.'),
+    err,
+    button);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    err.hidden = true;
+    if (!input.value.trim()) {
+      err.textContent = 'Enter an API key.';
+      err.hidden = false;
+      input.focus();
+      return;
+    }
+    button.disabled = true;
+    try {
+      app.session = await api('POST', '/studio/api/login', { apiKey: input.value });
+      input.value = '';
+      renderChrome();
+      startLive();
+      announce(`Signed in as tenant ${app.session.tenant}.`);
+      if (!location.hash || location.hash === '#/signin') location.hash = '#/inbox';
+      else route();
+    } catch (e) {
+      err.textContent = e.status === 401 ? 'That API key is not valid.' : e.message;
+      err.hidden = false;
+      input.select();
+      input.focus();
+    } finally {
+      button.disabled = false;
+    }
+  });
+  const view = h('section', { class: 'signin', 'aria-labelledby': 'signin-h' },
+    h('h1', { id: 'signin-h', tabindex: '-1' }, 'Sign in to Stackbone Studio'),
+    h('p', {}, 'This server runs in production mode: sign in with an API key to see your tenant\'s approvals and threads.'),
+    form);
+  main.replaceChildren(view);
+  input.focus();
+  return { name: 'signin', refresh() {}, close() {} };
+}
+
+// ---------- Live updates ----------
+
+let refreshTimer = null;
+function scheduleRefresh(change) {
+  clearTimeout(refreshTimer);
+  const pendingChange = change;
+  refreshTimer = setTimeout(() => {
+    refreshCount();
+    app.view?.refresh(pendingChange);
+  }, 120);
+}
+
+function setLive(open) {
+  app.liveOpen = open;
+  const el = $('#live');
+  el.textContent = open ? 'Live' : 'Reconnecting…';
+  el.className = open ? 'live on' : 'live off';
+  el.title = open ? 'Updates arrive as they happen.' : 'The live feed is down; checking every 2 seconds.';
+  schedulePoll();
+}
+
+function startLive() {
+  stopLive();
+  if (!app.session?.signedIn) return;
+  const es = new EventSource('/studio/api/live');
+  app.live = es;
+  es.addEventListener('hello', () => { setLive(true); scheduleRefresh({ kind: 'hello' }); });
+  es.addEventListener('change', (ev) => {
+    let change = {};
+    try { change = JSON.parse(ev.data); } catch { /* ignore */ }
+    scheduleRefresh(change);
+  });
+  es.onerror = async () => {
+    setLive(false);
+    if (es.readyState === EventSource.CLOSED) {
+      // A refused stream (e.g. the session expired) does not reconnect itself.
+      app.live = null;
+      try {
+        const s = await api('GET', '/studio/api/session');
+        app.session = s;
+        if (s.signedIn) setTimeout(startLive, 2000); else signedOut();
+      } catch { setTimeout(startLive, 2000); }
+    }
+  };
+  schedulePoll();
+}
+
+function stopLive() {
+  if (app.live) app.live.close();
+  app.live = null;
+  app.liveOpen = false;
+  clearInterval(app.poller);
+  app.poller = null;
+}
+
+// A safety net: decisions made in another process are not always pushed, so
+// poll slowly while the feed is up and every 2 seconds while it is down.
+function schedulePoll() {
+  clearInterval(app.poller);
+  if (!app.session?.signedIn) return;
+  app.poller = setInterval(() => scheduleRefresh({ kind: 'poll' }), app.liveOpen ? 10000 : 2000);
+}
+
+async function refreshCount() {
+  if (!app.session?.signedIn) return;
+  try {
+    const page = await api('GET', '/v1/hitl?status=pending');
+    setCount(page.data.length);
+  } catch { /* shown by the views */ }
+}
+
+function setCount(n) {
+  app.pendingCount = n;
+  const el = $('#inbox-count');
+  el.hidden = n === 0;
+  el.textContent = String(n);
+  el.setAttribute('aria-label', `${n} pending`);
+  document.title = (n ? `(${n}) ` : '') + 'Stackbone Studio';
+}
+
+// ---------- Decisions ----------
+
+// decisionCard renders one pending decision with its actions. onDecided is
+// called after the server accepted a decision.
+function decisionCard(it, { showThread = true, onDecided } = {}) {
+  const allowed = new Set(it.allowedDecisions || []);
+  const idp = `d-${it.id}`;
+  const error = h('div', { class: 'error', role: 'alert', hidden: true });
+  const showError = (lines) => {
+    error.replaceChildren(...[].concat(lines).map((l) => h('p', {}, l)));
+    error.hidden = false;
+  };
+  const clearError = () => { error.hidden = true; error.replaceChildren(); };
+  const buttons = [];
+
+  const decide = async (kind, body, submitter) => {
+    clearError();
+    for (const b of card.querySelectorAll('button')) b.disabled = true;
+    card.setAttribute('aria-busy', 'true');
+    try {
+      await api('POST', `/v1/hitl/${encodeURIComponent(it.id)}/${kind === 'reject' ? 'reject' : 'approve'}`, body);
+      card.classList.add('decided');
+      const verb = kind === 'reject' ? 'Rejected' : kind === 'edit' ? 'Approved with edits' : 'Approved';
+      announce(`${verb}: ${it.tool} on thread ${it.threadId}.`);
+      onDecided?.(it, kind);
+    } catch (e) {
+      showError(e.status === 409 ? 'This call was already decided elsewhere.' : problemLines(e));
+      for (const b of card.querySelectorAll('button')) b.disabled = false;
+      submitter?.focus();
+      if (e.status === 409 || e.status === 404) scheduleRefresh({ kind: 'decision' });
+    } finally {
+      card.removeAttribute('aria-busy');
+    }
+  };
+
+  // Reject, with an optional message.
+  const message = h('textarea', { id: `${idp}-msg`, name: 'message', rows: '2', maxlength: '4000',
+    placeholder: 'Tell the agent why (optional)' });
+  const rejectForm = h('form', { class: 'panel reject-form', hidden: true, 'aria-label': `Reject ${it.tool}` },
+    h('label', { for: `${idp}-msg` }, 'Message to the agent (optional)'),
+    message,
+    h('div', { class: 'row' },
+      h('button', { type: 'submit', class: 'danger', 'data-action': 'confirm-reject' }, 'Reject call'),
+      h('button', { type: 'button', class: 'ghost', onclick: () => closePanels(true) }, 'Cancel')));
+  rejectForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const msg = message.value.trim();
+    decide('reject', msg ? { message: msg } : {}, ev.submitter);
+  });
+
+  // Edit: a JSON textarea checked against the tool's schema before sending.
+  const argsText = pretty(it.args ?? {});
+  const editArea = h('textarea', { id: `${idp}-edit`, name: 'editedArgs', class: 'code', spellcheck: 'false',
+    rows: String(Math.min(16, argsText.split('\n').length + 1)), 'aria-describedby': `${idp}-edit-help` });
+  editArea.value = argsText;
+  const editForm = h('form', { class: 'panel edit-form', hidden: true, 'aria-label': `Edit the arguments of ${it.tool}` },
+    h('label', { for: `${idp}-edit` }, 'Edited arguments (JSON)'),
+    editArea,
+    h('p', { class: 'help', id: `${idp}-edit-help` }, 'Checked against the tool\'s parameter schema before it is sent.'),
+    h('div', { class: 'row' },
+      h('button', { type: 'submit', class: 'primary', 'data-action': 'confirm-edit' }, 'Approve with edits'),
+      h('button', { type: 'button', class: 'ghost', onclick: () => { editArea.value = argsText; closePanels(true); } }, 'Cancel')));
+  editForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearError();
+    let value;
+    try {
+      value = JSON.parse(editArea.value);
+    } catch (e) {
+      showError(`The arguments are not valid JSON: ${e.message}`);
+      editArea.setAttribute('aria-invalid', 'true');
+      editArea.focus();
+      return;
+    }
+    let schema = null;
+    try { schema = await toolSchema(it.agent, it.tool); } catch { schema = null; }
+    const problems = schema ? validate(schema, value) : [];
+    if (problems.length) {
+      showError(describe(problems));
+      editArea.setAttribute('aria-invalid', 'true');
+      editArea.focus();
+      return;
+    }
+    editArea.removeAttribute('aria-invalid');
+    decide('edit', { editedArgs: value }, ev.submitter);
+  });
+
+  const closePanels = (focusBack) => {
+    rejectForm.hidden = true;
+    editForm.hidden = true;
+    clearError();
+    for (const b of buttons) b.setAttribute('aria-expanded', 'false');
+    if (focusBack) buttons[0]?.focus();
+  };
+  const toggle = (panel, btn, focusEl) => {
+    const open = panel.hidden;
+    closePanels(false);
+    panel.hidden = !open;
+    btn.setAttribute('aria-expanded', String(open));
+    if (open) focusEl.focus();
+  };
+
+  if (allowed.has('approve')) {
+    buttons.push(h('button', { type: 'button', class: 'primary', 'data-action': 'approve',
+      onclick: (ev) => { closePanels(false); decide('approve', {}, ev.currentTarget); } }, 'Approve'));
+  }
+  if (allowed.has('reject')) {
+    const b = h('button', { type: 'button', class: 'danger-outline', 'data-action': 'reject', 'aria-expanded': 'false',
+      'aria-controls': `${idp}-reject` }, 'Reject…');
+    b.addEventListener('click', () => toggle(rejectForm, b, message));
+    buttons.push(b);
+  }
+  if (allowed.has('edit')) {
+    const b = h('button', { type: 'button', 'data-action': 'edit', 'aria-expanded': 'false', 'aria-controls': `${idp}-editf` }, 'Edit…');
+    b.addEventListener('click', () => toggle(editForm, b, editArea));
+    buttons.push(b);
+  }
+  rejectForm.id = `${idp}-reject`;
+  editForm.id = `${idp}-editf`;
+
+  const meta = h('p', { class: 'meta' },
+    h('span', { class: 'badge agent' }, it.agent),
+    it.subagent ? h('span', { class: 'badge' }, `subagent ${it.subagent}`) : null,
+    showThread ? h('span', {}, 'thread ', h('a', { href: threadHref(it.threadId), class: 'thread-link' }, it.threadId)) : null,
+    h('span', {}, 'asked ', timeEl(it.createdAt)));
+
+  const card = h('article', { class: 'decision', 'data-id': it.id, 'data-tool': it.tool, 'aria-labelledby': `${idp}-title` },
+    h('header', {},
+      h('h3', { id: `${idp}-title` }, h('span', { class: 'muted' }, 'Call '), h('code', {}, it.tool)),
+      meta),
+    it.description
+      ? h('p', { class: 'desc' }, it.description)
+      : h('p', { class: 'desc muted' }, 'No description.'),
+    h('div', { class: 'args' },
+      h('h4', {}, 'Arguments'),
+      h('pre', { class: 'json', tabindex: '0', 'aria-label': `Arguments of ${it.tool}` }, argsText)),
+    h('div', { class: 'actions row' }, buttons),
+    rejectForm,
+    editForm,
+    error);
+  return card;
+}
+
+function problemLines(e) {
+  const lines = [e.message];
+  const details = e.body?.error?.details;
+  if (Array.isArray(details)) {
+    for (const d of details) lines.push(typeof d === 'string' ? d : (d.path ? `${d.path}: ${d.message}` : JSON.stringify(d)));
+  }
+  return lines;
+}
+
+const byNewest = (a, b) => new Date(b.createdAt) - new Date(a.createdAt);
+
+// syncCards makes container hold one card per decision, in order, keeping
+// the cards that stay (and what the user typed in them).
+function syncCards(container, items, makeCard) {
+  const keep = new Map();
+  for (const el of container.querySelectorAll(':scope > article.decision')) keep.set(el.dataset.id, el);
+  const want = items.map((it) => keep.get(it.id) || makeCard(it));
+  const wantSet = new Set(want);
+  for (const el of keep.values()) if (!wantSet.has(el)) el.remove();
+  want.forEach((el, i) => {
+    if (container.children[i] !== el) container.insertBefore(el, container.children[i] || null);
+  });
+}
+
+// ---------- Inbox ----------
+
+function inboxView() {
+  const list = h('div', { class: 'cards', id: 'inbox-list' });
+  const empty = h('p', { class: 'empty', id: 'inbox-empty', hidden: true }, 'No pending decisions. New ones appear here as agents ask.');
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const summary = h('p', { class: 'sub', id: 'inbox-summary', 'aria-live': 'polite' }, '');
+  main.replaceChildren(h('section', { 'aria-labelledby': 'inbox-h' },
+    h('div', { class: 'titlebar' },
+      h('h1', { id: 'inbox-h', tabindex: '-1' }, 'Approvals'),
+      summary),
+    error, empty, list));
+
+  const onDecided = () => { refresh(); };
+  let seq = 0;
+  async function refresh() {
+    const mine = ++seq;
+    try {
+      const page = await api('GET', '/v1/hitl?status=pending');
+      if (mine !== seq) return;
+      const items = page.data.slice().sort(byNewest);
+      error.hidden = true;
+      syncCards(list, items, (it) => decisionCard(it, { onDecided }));
+      empty.hidden = items.length > 0;
+      summary.textContent = items.length === 1 ? '1 call waits for a decision, newest first.' : `${items.length} calls wait for a decision, newest first.`;
+      setCount(items.length);
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = `Could not load the pending decisions: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+  refresh();
+  return { name: 'inbox', refresh, close() {} };
+}
+
+// ---------- Threads ----------
+
+function threadsView(params) {
+  const agentSel = h('select', { id: 'f-agent', name: 'agent' }, h('option', { value: '' }, 'All agents'));
+  const statusSel = h('select', { id: 'f-status', name: 'status' },
+    h('option', { value: '' }, 'Any status'),
+    ...['running', 'waiting', 'idle', 'failed', 'queued'].map((s) => h('option', { value: s }, statusLabels[s])));
+  statusSel.value = params.get('status') || '';
+  const filters = { agent: params.get('agent') || '', status: statusSel.value };
+  const tbody = h('tbody', {});
+  const empty = h('p', { class: 'empty', hidden: true }, 'No threads match. A thread starts when a client sends a turn with the x-stackbone-session header or an AG-UI threadId.');
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const onFilter = () => {
+    filters.agent = agentSel.value;
+    filters.status = statusSel.value;
+    const q = new URLSearchParams();
+    if (filters.agent) q.set('agent', filters.agent);
+    if (filters.status) q.set('status', filters.status);
+    const qs = q.toString();
+    history.replaceState(null, '', '#/threads' + (qs ? '?' + qs : ''));
+    refresh();
+  };
+  agentSel.addEventListener('change', onFilter);
+  statusSel.addEventListener('change', onFilter);
+
+  main.replaceChildren(h('section', { 'aria-labelledby': 'threads-h' },
+    h('div', { class: 'titlebar' }, h('h1', { id: 'threads-h', tabindex: '-1' }, 'Threads')),
+    h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter threads', onsubmit: (e) => e.preventDefault() },
+      h('label', { for: 'f-agent' }, 'Agent'), agentSel,
+      h('label', { for: 'f-status' }, 'Status'), statusSel),
+    error,
+    h('table', { class: 'threads' },
+      h('caption', { class: 'sr-only' }, 'Threads of this tenant, most recent activity first'),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col' }, 'Thread'), h('th', { scope: 'col' }, 'Agent'),
+        h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, 'Last activity'))),
+      tbody),
+    empty));
+
+  loadAgents().then((agents) => {
+    for (const a of agents) agentSel.append(h('option', { value: a.name }, a.name));
+    if (filters.agent && !agents.some((a) => a.name === filters.agent)) agentSel.append(h('option', { value: filters.agent }, filters.agent));
+    agentSel.value = filters.agent;
+  }).catch(() => {});
+
+  let seq = 0;
+  async function refresh() {
+    const mine = ++seq;
+    const q = new URLSearchParams();
+    if (filters.agent) q.set('agent', filters.agent);
+    if (filters.status) q.set('status', filters.status);
+    try {
+      const page = await api('GET', '/v1/threads' + (q.toString() ? '?' + q : ''));
+      if (mine !== seq) return;
+      const items = page.data.slice().sort((a, b) => new Date(b.updatedAt) - new Date(a.updatedAt));
+      error.hidden = true;
+      tbody.replaceChildren(...items.map((t) => h('tr', { 'data-thread': t.id },
+        h('th', { scope: 'row' }, h('a', { href: threadHref(t.id) }, t.id)),
+        h('td', {}, t.agent),
+        h('td', {}, statusBadge(t.status)),
+        h('td', {}, timeEl(t.updatedAt)))));
+      empty.hidden = items.length > 0;
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = `Could not load the threads: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+  refresh();
+  return { name: 'threads', refresh, close() {} };
+}
+
+// jsonTree renders a value as nested <details> (objects and arrays) and
+// leaves, so large state stays readable and keyboard-navigable.
+function jsonTree(value, key, depth = 0) {
+  const label = key === undefined ? null : h('span', { class: 'key' }, key);
+  if (value !== null && typeof value === 'object') {
+    const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
+    const kind = Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`;
+    const d = h('details', { open: depth < 2 },
+      h('summary', {}, label, label ? ': ' : '', h('span', { class: 'muted' }, kind)),
+      entries.length
+        ? h('ul', {}, entries.map(([k, v]) => h('li', {}, jsonTree(v, k, depth + 1))))
+        : h('p', { class: 'muted leaf' }, Array.isArray(value) ? 'empty list' : 'empty object'));
+    return d;
+  }
+  const cls = value === null ? 'null' : typeof value;
+  return h('span', { class: 'leaf' }, label, label ? ': ' : '', h('span', { class: `v-${cls}` }, JSON.stringify(value)));
+}
+
+function messageEl(m) {
+  const who = { user: 'User', assistant: 'Assistant', tool: 'Tool result', system: 'System' }[m.role] || m.role;
+  const children = [];
+  if (m.content) {
+    children.push(m.role === 'tool'
+      ? h('pre', { class: 'json' }, pretty(m.content))
+      : h('div', { class: 'text' }, m.content));
+  }
+  if (m.parts?.length) children.push(h('p', { class: 'muted' }, `${m.parts.length} attachment(s)`));
+  for (const c of m.toolCalls || []) {
+    children.push(h('div', { class: 'toolcall', 'data-call': c.id },
+      h('p', {}, c.client ? 'Client tool call ' : 'Calls ', h('code', {}, c.name)),
+      h('pre', { class: 'json' }, pretty(c.arguments || '{}'))));
+  }
+  return h('li', { class: `msg role-${m.role}${m.isError ? ' is-error' : ''}`, 'data-id': m.id },
+    h('p', { class: 'who' }, who,
+      m.role === 'tool' && m.toolName ? h('span', {}, ' · ', h('code', {}, m.toolName)) : null,
+      m.isError ? h('span', { class: 'badge status-failed' }, 'error') : null,
+      m.subagent ? h('span', { class: 'badge' }, `subagent ${m.subagent}`) : null),
+    children);
+}
+
+function eventSummary(e) {
+  const cut = (s, n = 90) => (s && s.length > n ? s.slice(0, n) + '…' : s || '');
+  switch (e.type) {
+    case 'run_started': return `run ${e.runId || ''} started`;
+    case 'run_finished': {
+      const o = e.outcome || {};
+      if (o.type === 'interrupt') return `paused for approval: ${(o.interrupts || []).map((i) => i.tool).join(', ')}`;
+      return `finished (${o.type || 'success'}${o.stop ? ', ' + o.stop : ''})`;
+    }
+    case 'run_error': return `${e.code || 'error'}: ${cut(e.message)}`;
+    case 'text_end': return cut(e.content);
+    case 'tool_call_end': return `${e.toolName || 'tool'}(${cut(e.delta, 70)})`;
+    case 'tool_result': return `${e.toolName || 'tool'} → ${cut(e.content, 70)}`;
+    case 'state_delta': {
+      let ops = [];
+      try { ops = typeof e.patch === 'string' ? JSON.parse(e.patch) : e.patch || []; } catch { ops = []; }
+      return ops.map((op) => `${op.op} ${op.path}`).join(', ');
+    }
+    case 'subagent_started': return `${e.subagent || ''} started`;
+    case 'subagent_finished': return `${e.subagent || ''} finished`;
+    case 'step_started': case 'step_finished': return e.stepName || '';
+    default: return '';
+  }
+}
+
+function threadView(id) {
+  const title = h('h1', { id: 'thread-h', tabindex: '-1' }, 'Thread ', h('code', {}, id));
+  const meta = h('p', { class: 'meta', id: 'thread-meta' });
+  const pendingList = h('div', { class: 'cards' });
+  const pendingSec = h('section', { class: 'pending', id: 'thread-pending', hidden: true, 'aria-labelledby': 'pending-h' },
+    h('h2', { id: 'pending-h' }, 'Waiting for your decision'), pendingList);
+  const messages = h('ol', { class: 'messages', id: 'messages' });
+  const streaming = h('div', { class: 'streaming', id: 'streaming', 'aria-live': 'polite' });
+  const stateBox = h('div', { class: 'state', id: 'state' });
+  const timeline = h('ol', { class: 'timeline', id: 'timeline' });
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const liveNote = h('span', { class: 'muted', id: 'events-status' }, 'connecting…');
+
+  main.replaceChildren(h('section', { 'aria-labelledby': 'thread-h' },
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/threads' }, 'Threads'), ' / ', id),
+    title, meta, error, pendingSec,
+    h('div', { class: 'thread-grid' },
+      h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), messages, streaming),
+      h('aside', { class: 'side' },
+        h('section', { 'aria-labelledby': 'state-h' }, h('h2', { id: 'state-h' }, 'State'), stateBox),
+        h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, 'Timeline ', liveNote), timeline)))));
+
+  let seq = 0;
+  let stateJSON = null;
+  async function refresh() {
+    const mine = ++seq;
+    try {
+      const t = await api('GET', '/v1/threads/' + encodeURIComponent(id));
+      if (mine !== seq) return;
+      error.hidden = true;
+      meta.replaceChildren(h('span', { class: 'badge agent' }, t.agent), statusBadge(t.status),
+        h('span', {}, 'last activity ', timeEl(t.updatedAt)),
+        t.lastError ? h('span', { class: 'error-inline' }, t.lastError) : null);
+      messages.replaceChildren(...t.messages.filter((m) => m.role !== 'system').map(messageEl));
+      for (const el of [...streaming.children]) {
+        if (t.messages.some((m) => m.id === el.dataset.id)) el.remove();
+      }
+      const sj = JSON.stringify(t.state ?? {});
+      if (sj !== stateJSON) {
+        stateJSON = sj;
+        stateBox.replaceChildren(jsonTree(t.state ?? {}, 'state'));
+      }
+      const items = t.pending.slice().sort(byNewest);
+      syncCards(pendingList, items, (it) => decisionCard(it, { showThread: false, onDecided: () => refresh() }));
+      pendingSec.hidden = items.length === 0;
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = e.status === 404 ? `No thread ${id} in this tenant.` : `Could not load the thread: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+
+  let refreshTimerT = null;
+  const soon = () => { clearTimeout(refreshTimerT); refreshTimerT = setTimeout(refresh, 100); };
+  const seen = new Set();
+  const es = new EventSource('/v1/threads/' + encodeURIComponent(id) + '/events');
+  es.onopen = () => { liveNote.textContent = 'live'; };
+  es.onerror = () => { liveNote.textContent = es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting…'; };
+  es.onmessage = (ev) => {
+    let e;
+    try { e = JSON.parse(ev.data); } catch { return; }
+    if (!e.seq) {
+      // Live-only events: tokens as they stream.
+      if (e.type === 'text_start' || e.type === 'text_delta') {
+        let b = streaming.querySelector(`[data-id="${CSS.escape(e.messageId || '')}"]`);
+        if (!b) {
+          b = h('div', { class: 'msg role-assistant streaming-msg', 'data-id': e.messageId || '' },
+            h('p', { class: 'who' }, 'Assistant ', h('span', { class: 'muted' }, 'typing…')), h('div', { class: 'text' }));
+          streaming.append(b);
+        }
+        if (e.delta) b.querySelector('.text').append(e.delta);
+      }
+      return;
+    }
+    if (seen.has(e.seq)) return;
+    seen.add(e.seq);
+    const t = e.time ? new Date(e.time) : null;
+    timeline.append(h('li', { class: `ev ev-${e.type}`, 'data-seq': e.seq },
+      h('span', { class: 'seq' }, `#${e.seq}`),
+      t ? h('time', { datetime: t.toISOString(), title: t.toLocaleString() }, t.toLocaleTimeString()) : null,
+      h('span', { class: 'type' }, e.type.replace(/_/g, ' ')),
+      h('span', { class: 'detail' }, eventSummary(e))));
+    while (timeline.children.length > 400) timeline.firstElementChild.remove();
+    if (e.type === 'run_finished' || e.type === 'run_error') streaming.replaceChildren();
+    soon();
+  };
+
+  refresh();
+  return {
+    name: 'thread',
+    refresh(change) {
+      if (!change || change.kind !== 'run' || change.threadId === id) soon();
+    },
+    close() { es.close(); clearTimeout(refreshTimerT); },
+  };
+}
+
+// ---------- Agents ----------
+
+function agentsView() {
+  const list = h('div', { class: 'agents' });
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  main.replaceChildren(h('section', { 'aria-labelledby': 'agents-h' },
+    h('div', { class: 'titlebar' }, h('h1', { id: 'agents-h', tabindex: '-1' }, 'Agents')), error, list));
+
+  async function refresh(change) {
+    if (change && change.kind !== 'hello') return;
+    try {
+      const agents = await loadAgents(true);
+      error.hidden = true;
+      list.replaceChildren(...agents.map(agentCard));
+      if (!agents.length) list.append(h('p', { class: 'empty' }, 'No agents are loaded. Put agent files in agents/.'));
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = `Could not load the agents: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+  refresh();
+  return { name: 'agents', refresh, close() {} };
+}
+
+function agentCard(a) {
+  const idp = `a-${a.name}`;
+  const approval = (t) => {
+    if (!t.approval) return h('span', { class: 'muted' }, 'runs without approval');
+    return h('span', {}, h('span', { class: 'badge needs' }, 'needs approval'), ' ',
+      t.approval.allowedDecisions.join(' · '),
+      t.approval.conditional ? h('span', { class: 'muted' }, ' (some calls only)') : null);
+  };
+  const keys = Object.keys(a.editableState || {}).sort();
+  return h('article', { class: 'agent-card', 'data-agent': a.name, 'aria-labelledby': `${idp}-h` },
+    h('h2', { id: `${idp}-h` }, a.name),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Model'), h('dd', {}, h('code', {}, a.model)),
+      h('dt', {}, 'Step limit'), h('dd', {}, String(a.maxSteps)),
+      a.source ? [h('dt', {}, 'Source'), h('dd', {}, h('code', {}, a.source))] : null),
+    h('h3', {}, 'Instructions'),
+    a.instructions ? h('div', { class: 'text instructions' }, a.instructions) : h('p', { class: 'muted' }, 'None.'),
+    h('h3', {}, 'Tools'),
+    a.tools.length
+      ? h('table', { class: 'tools' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Tool'), h('th', { scope: 'col' }, 'Description'), h('th', { scope: 'col' }, 'Approval'))),
+        h('tbody', {}, a.tools.map((t) => h('tr', { 'data-tool': t.name },
+          h('th', { scope: 'row' }, h('code', {}, t.name), t.builtin ? h('span', { class: 'badge' }, 'built-in') : null),
+          h('td', {}, t.description || '',
+            t.parameters ? h('details', {}, h('summary', {}, 'Parameters'), h('pre', { class: 'json' }, pretty(t.parameters))) : null),
+          h('td', {}, approval(t))))))
+      : h('p', { class: 'muted' }, 'No tools.'),
+    h('h3', {}, 'Subagents'),
+    a.subagents.length
+      ? h('ul', { class: 'subagents' }, a.subagents.map((s) => h('li', {},
+        h('strong', {}, s.name), s.description ? ` — ${s.description}` : '',
+        h('span', { class: 'muted' }, ` (model ${s.model}; tools: ${s.tools.length ? s.tools.join(', ') : 'none'})`))))
+      : h('p', { class: 'muted' }, 'None.'),
+    h('h3', {}, 'Editable state keys'),
+    keys.length
+      ? h('ul', { class: 'statekeys' }, keys.map((k) => h('li', {}, h('code', {}, k), ' ',
+        h('span', { class: 'muted' }, JSON.stringify(a.editableState[k])))))
+      : h('p', { class: 'muted' }, 'None: clients cannot write this agent\'s state.'));
+}
+
+// ---------- Router ----------
+
+function route() {
+  app.view?.close();
+  app.view = null;
+  const hash = location.hash.replace(/^#/, '') || '/inbox';
+  const [path, query] = hash.split('?');
+  const params = new URLSearchParams(query || '');
+  if (!app.session?.signedIn) {
+    app.view = signInView();
+    return;
+  }
+  let name;
+  if (path.startsWith('/threads/')) {
+    name = 'threads';
+    app.view = threadView(decodeURIComponent(path.slice('/threads/'.length)));
+  } else if (path === '/threads') {
+    name = 'threads';
+    app.view = threadsView(params);
+  } else if (path === '/agents') {
+    name = 'agents';
+    app.view = agentsView();
+  } else {
+    name = 'inbox';
+    app.view = inboxView();
+  }
+  for (const a of document.querySelectorAll('#nav a')) {
+    if (a.dataset.nav === name) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  if (routedOnce) $('h1', main)?.focus();
+  routedOnce = true;
+}
+let routedOnce = false;
+
+window.addEventListener('hashchange', route);
+
+async function boot() {
+  try {
+    app.session = await api('GET', '/studio/api/session');
+  } catch (e) {
+    main.replaceChildren(h('p', { class: 'error', role: 'alert' }, `Could not reach the server: ${e.message}`));
+    return;
+  }
+  renderChrome();
+  if (app.session.signedIn) {
+    startLive();
+    refreshCount();
+  }
+  route();
+  document.documentElement.dataset.ready = 'true';
+}
+
+boot();

@@ -1,0 +1,234 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+)
+
+// Frames is where a stream writes its named events (an *sse.Writer). Every
+// frame carries an event: line: the SDKs drop data-only frames.
+type Frames interface {
+	Event(name string, b []byte) error
+}
+
+// Stream encodes a run's events as Messages stream events: message_start
+// once, content blocks indexed 0, 1, 2… (a text block per assistant message,
+// then a tool_use block per call the turn stopped on), message_delta with
+// the stop reason and usage, then message_stop and nothing after it. An
+// error after the start is an error event. It is safe for concurrent use,
+// so keepalive pings can interleave with events.
+type Stream struct {
+	mu          sync.Mutex
+	out         Frames
+	id, model   string
+	inputTokens int
+
+	started, done bool
+	next          int // index of the next block
+	textOpen      bool
+	textMsg       string
+}
+
+// NewStream starts an encoder. inputTokens is the estimate message_start
+// carries; message_delta carries the real counts.
+func NewStream(out Frames, id, model string, inputTokens int) *Stream {
+	return &Stream{out: out, id: id, model: model, inputTokens: inputTokens}
+}
+
+type blockStart struct {
+	Type         string       `json:"type"`
+	Index        int          `json:"index"`
+	ContentBlock ContentBlock `json:"content_block"`
+}
+
+type blockDelta struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	Delta delta  `json:"delta"`
+}
+
+type delta struct {
+	Type        string  `json:"type"`
+	Text        *string `json:"text,omitempty"`
+	PartialJSON *string `json:"partial_json,omitempty"`
+}
+
+type blockStop struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+}
+
+type messageDelta struct {
+	Type  string `json:"type"`
+	Delta struct {
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+	} `json:"delta"`
+	Usage struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+type streamError struct {
+	Type  string      `json:"type"`
+	Error ErrorObject `json:"error"`
+}
+
+var (
+	pingData        = []byte(`{"type":"ping"}`)
+	messageStopData = []byte(`{"type":"message_stop"}`)
+)
+
+func (s *Stream) send(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.out.Event(name, b)
+}
+
+// Write encodes one event; err is the run's error that comes with a
+// RunError, if any.
+func (s *Stream) Write(e event.Event, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || !visible(e) {
+		return nil
+	}
+	switch e.Type {
+	case event.RunStarted:
+		return s.start()
+	case event.TextDelta:
+		if e.Delta == "" {
+			return nil
+		}
+		if err := s.start(); err != nil {
+			return err
+		}
+		if !s.textOpen || s.textMsg != e.MessageID {
+			if err := s.closeText(); err != nil {
+				return err
+			}
+			empty := ""
+			if err := s.send("content_block_start", blockStart{Type: "content_block_start", Index: s.next,
+				ContentBlock: ContentBlock{Type: "text", Text: &empty}}); err != nil {
+				return err
+			}
+			s.textOpen, s.textMsg = true, e.MessageID
+		}
+		d := e.Delta
+		return s.send("content_block_delta", blockDelta{Type: "content_block_delta", Index: s.next, Delta: delta{Type: "text_delta", Text: &d}})
+	case event.TextEnd:
+		if s.textOpen && s.textMsg == e.MessageID {
+			return s.closeText()
+		}
+	case event.RunFinished:
+		return s.finish(e)
+	case event.RunError:
+		if err == nil {
+			err = apierror.New(apierror.Internal, e.Code, e.Message)
+		}
+		return s.fail(apierror.From(err))
+	}
+	return nil
+}
+
+// start writes message_start once.
+func (s *Stream) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	return s.send("message_start", struct {
+		Type    string   `json:"type"`
+		Message Response `json:"message"`
+	}{"message_start", Response{ID: s.id, Type: "message", Role: "assistant", Model: s.model, Content: []ContentBlock{},
+		Usage: Usage{InputTokens: s.inputTokens}}})
+}
+
+// closeText ends the open text block.
+func (s *Stream) closeText() error {
+	if !s.textOpen {
+		return nil
+	}
+	s.textOpen = false
+	i := s.next
+	s.next++
+	return s.send("content_block_stop", blockStop{Type: "content_block_stop", Index: i})
+}
+
+func (s *Stream) finish(e event.Event) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	if err := s.closeText(); err != nil {
+		return err
+	}
+	s.done = true
+	if e.Outcome != nil {
+		for _, c := range e.Outcome.PendingCalls {
+			i := s.next
+			s.next++
+			if err := s.send("content_block_start", blockStart{Type: "content_block_start", Index: i,
+				ContentBlock: ContentBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: json.RawMessage("{}")}}); err != nil {
+				return err
+			}
+			args := string(toolInput(c))
+			if err := s.send("content_block_delta", blockDelta{Type: "content_block_delta", Index: i,
+				Delta: delta{Type: "input_json_delta", PartialJSON: &args}}); err != nil {
+				return err
+			}
+			if err := s.send("content_block_stop", blockStop{Type: "content_block_stop", Index: i}); err != nil {
+				return err
+			}
+		}
+	}
+	var md messageDelta
+	md.Type = "message_delta"
+	md.Delta.StopReason = stopReason(e.Outcome)
+	u := usageOf(e.Usage)
+	md.Usage.InputTokens, md.Usage.OutputTokens = u.InputTokens, u.OutputTokens
+	if err := s.send("message_delta", md); err != nil {
+		return err
+	}
+	return s.out.Event("message_stop", messageStopData)
+}
+
+// fail writes an error event and ends the stream.
+func (s *Stream) fail(e *apierror.Error) error {
+	s.done = true
+	obj := ErrorOf(e, "").Error
+	return s.send("error", streamError{Type: "error", Error: obj})
+}
+
+// Error writes an in-stream error event (after the 200 was sent) and ends
+// the stream.
+func (s *Stream) Error(e *apierror.Error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	return s.fail(e)
+}
+
+// Ping writes a keepalive (event: ping) between message_start and
+// message_stop; at other times it writes nothing.
+func (s *Stream) Ping() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.done {
+		return nil
+	}
+	return s.out.Event("ping", pingData)
+}
+
+// End closes a stream whose run ended without a terminal event: it reports
+// an error unless the stream already finished.
+func (s *Stream) End() error {
+	return s.Error(apierror.New(apierror.Internal, "incomplete_run", "The run ended without an answer."))
+}

@@ -1,0 +1,287 @@
+package anthropic
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/wire/sse"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func text(msg, d string) event.Event {
+	return event.Event{Type: event.TextDelta, MessageID: msg, Delta: d}
+}
+
+func finished(o *event.Outcome) event.Event {
+	return event.Event{Type: event.RunFinished, Outcome: o, Usage: &event.Usage{InputTokens: 42, OutputTokens: 7}}
+}
+
+var refundCall = message.ToolCall{ID: "call_1", Name: "refund", Arguments: "{\"orderId\": \"ord_42\",\n \"amount\": 19.99}"}
+
+// Each case is a fixed event sequence a run could produce.
+var streamCases = []struct {
+	name   string
+	events []event.Event
+	err    error // the error that comes with a RunError
+}{
+	{name: "text", events: []event.Event{
+		{Type: event.RunStarted},
+		{Type: event.TextStart, MessageID: "m1"}, text("m1", "Hel"), text("m1", "lo"), {Type: event.TextEnd, MessageID: "m1"},
+		finished(&event.Outcome{Type: event.Success, Stop: event.StopEnd}),
+	}},
+	{name: "server_tool", events: []event.Event{
+		{Type: event.RunStarted},
+		{Type: event.TextStart, MessageID: "m1"}, text("m1", "Checking."), {Type: event.TextEnd, MessageID: "m1"},
+		{Type: event.ToolCallStart, MessageID: "m1", ToolCallID: "call_w", ToolName: "get_weather"},
+		{Type: event.ToolCallArgs, MessageID: "m1", ToolCallID: "call_w", Delta: `{"city":"Paris"}`},
+		{Type: event.ToolCallEnd, MessageID: "m1", ToolCallID: "call_w"},
+		{Type: event.ToolResult, MessageID: "t1", ToolCallID: "call_w", ToolName: "get_weather", Content: `{"temp_c":21}`},
+		{Type: event.TextStart, MessageID: "s1", SubagentRunID: "run_sub"}, {Type: event.TextDelta, MessageID: "s1", Delta: "hidden", SubagentRunID: "run_sub"},
+		{Type: event.TextStart, MessageID: "m2"}, text("m2", "Tool said: "), text("m2", "21"), {Type: event.TextEnd, MessageID: "m2"},
+		finished(&event.Outcome{Type: event.Success, Stop: event.StopEnd}),
+	}},
+	{name: "approval_pause", events: []event.Event{
+		{Type: event.RunStarted},
+		{Type: event.ToolCallStart, MessageID: "m1", ToolCallID: "call_1", ToolName: "refund"},
+		{Type: event.ToolCallEnd, MessageID: "m1", ToolCallID: "call_1"},
+		finished(&event.Outcome{Type: event.Interrupt, Stop: event.StopToolCalls, PendingCalls: []message.ToolCall{refundCall},
+			Interrupts: []event.InterruptInfo{{ID: "int_1", ToolCallID: "call_1", Tool: "refund"}}}),
+	}},
+	{name: "text_and_client_tools", events: []event.Event{
+		{Type: event.RunStarted},
+		text("m1", "Opening both."),
+		finished(&event.Outcome{Type: event.Success, Stop: event.StopToolCalls, PendingCalls: []message.ToolCall{
+			{ID: "call_a", Name: "open_modal", Arguments: `{"title":"A"}`, Client: true},
+			{ID: "call_b", Name: "open_modal", Arguments: ``, Client: true},
+		}}),
+	}},
+	{name: "max_tokens", events: []event.Event{
+		{Type: event.RunStarted}, text("m1", "Cut o"),
+		finished(&event.Outcome{Type: event.Success, Stop: event.StopLength}),
+	}},
+	{name: "error_mid_stream", events: []event.Event{
+		{Type: event.RunStarted}, text("m1", "Partial"),
+		{Type: event.RunError, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests: slow down"},
+	}, err: &model.Error{Status: 429, Message: "slow down"}},
+}
+
+func encode(t *testing.T, events []event.Event, runErr error) []byte {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	st := NewStream(sse.New(rec), "msg_test", "assistant", 12)
+	for i, e := range events {
+		var err error
+		if e.Type == event.RunError {
+			err = runErr
+		}
+		if werr := st.Write(e, err); werr != nil {
+			t.Fatalf("event %d: %v", i, werr)
+		}
+		if i == 1 {
+			if err := st.Ping(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := st.End(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Ping(); err != nil { // after the end: writes nothing
+		t.Fatal(err)
+	}
+	return rec.Body.Bytes()
+}
+
+func TestStreamGolden(t *testing.T) {
+	for _, tc := range streamCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := encode(t, tc.events, tc.err)
+			path := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("stream differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+			}
+		})
+	}
+}
+
+type frame struct {
+	name string
+	data map[string]any
+}
+
+func frames(t *testing.T, b []byte) []frame {
+	t.Helper()
+	var out []frame
+	for _, chunk := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+		sc := bufio.NewScanner(strings.NewReader(chunk))
+		var f frame
+		for sc.Scan() {
+			name, val, _ := strings.Cut(sc.Text(), ": ")
+			switch name {
+			case "event":
+				f.name = val
+			case "data":
+				if err := json.Unmarshal([]byte(val), &f.data); err != nil {
+					t.Fatalf("data is not JSON: %q", val)
+				}
+			default:
+				t.Fatalf("unexpected line %q", sc.Text())
+			}
+		}
+		if f.name == "" {
+			t.Fatalf("frame without an event line: %q", chunk)
+		}
+		if f.data["type"] != f.name {
+			t.Fatalf("event %q carries type %v", f.name, f.data["type"])
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// The stream obeys the SDKs' rules: message_start first and once, block
+// indexes without gaps, deltas only into open blocks, nothing after
+// message_stop.
+func TestStreamOrder(t *testing.T) {
+	for _, tc := range streamCases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := frames(t, encode(t, tc.events, tc.err))
+			if fs[0].name != "message_start" {
+				t.Fatalf("first event %q", fs[0].name)
+			}
+			open := map[int]bool{}
+			next := 0
+			for i, f := range fs {
+				if i > 0 && f.name == "message_start" {
+					t.Fatal("second message_start")
+				}
+				if f.name == "message_stop" && i != len(fs)-1 {
+					t.Fatalf("%d events after message_stop", len(fs)-1-i)
+				}
+				idx, hasIdx := f.data["index"].(float64)
+				switch f.name {
+				case "content_block_start":
+					if int(idx) != next {
+						t.Fatalf("block %v started, want %d", idx, next)
+					}
+					open[next] = true
+					next++
+				case "content_block_delta", "content_block_stop":
+					if !hasIdx || !open[int(idx)] {
+						t.Fatalf("%s for block %v that is not open", f.name, idx)
+					}
+					if f.name == "content_block_stop" {
+						open[int(idx)] = false
+					}
+				}
+			}
+			last := fs[len(fs)-1].name
+			if last != "message_stop" && last != "error" {
+				t.Fatalf("stream ends with %q", last)
+			}
+		})
+	}
+}
+
+// The SDK-accumulated stream equals the non-stream body.
+func TestStreamMatchesCollector(t *testing.T) {
+	for _, tc := range streamCases {
+		t.Run(tc.name, func(t *testing.T) {
+			col := NewCollector("msg_test", "assistant")
+			for _, e := range tc.events {
+				var err error
+				if e.Type == event.RunError {
+					err = tc.err
+				}
+				col.Add(e, err)
+			}
+			res, colErr := col.Result()
+
+			var acc struct {
+				Content    []map[string]any
+				StopReason any
+				Usage      map[string]any
+			}
+			var streamErr map[string]any
+			for _, f := range frames(t, encode(t, tc.events, tc.err)) {
+				switch f.name {
+				case "content_block_start":
+					acc.Content = append(acc.Content, f.data["content_block"].(map[string]any))
+				case "content_block_delta":
+					b := acc.Content[int(f.data["index"].(float64))]
+					d := f.data["delta"].(map[string]any)
+					switch d["type"] {
+					case "text_delta":
+						b["text"] = b["text"].(string) + d["text"].(string)
+					case "input_json_delta":
+						var in any
+						if err := json.Unmarshal([]byte(d["partial_json"].(string)), &in); err != nil {
+							t.Fatal(err)
+						}
+						b["input"] = in
+					}
+				case "message_delta":
+					acc.StopReason = f.data["delta"].(map[string]any)["stop_reason"]
+					acc.Usage = f.data["usage"].(map[string]any)
+				case "error":
+					streamErr = f.data["error"].(map[string]any)
+				}
+			}
+			if colErr != nil {
+				if streamErr == nil {
+					t.Fatalf("collector failed (%v) but the stream did not", colErr)
+				}
+				return
+			}
+			b, _ := json.Marshal(res)
+			var want struct {
+				Content    []map[string]any
+				StopReason any `json:"stop_reason"`
+				Usage      map[string]any
+			}
+			_ = json.Unmarshal(b, &want)
+			if !reflect.DeepEqual(acc.Content, want.Content) && !(len(acc.Content) == 0 && len(want.Content) == 0) {
+				t.Fatalf("content:\nstream  %v\ncollect %v", acc.Content, want.Content)
+			}
+			if acc.StopReason != want.StopReason {
+				t.Fatalf("stop_reason %v vs %v", acc.StopReason, want.StopReason)
+			}
+			if acc.Usage["input_tokens"] != want.Usage["input_tokens"] || acc.Usage["output_tokens"] != want.Usage["output_tokens"] {
+				t.Fatalf("usage %v vs %v", acc.Usage, want.Usage)
+			}
+		})
+	}
+}
+
+func TestStreamErrorType(t *testing.T) {
+	fs := frames(t, encode(t, streamCases[len(streamCases)-1].events, &model.Error{Status: 429, Message: "slow down"}))
+	last := fs[len(fs)-1]
+	e := last.data["error"].(map[string]any)
+	if last.name != "error" || e["type"] != "rate_limit_error" || !strings.Contains(e["message"].(string), "slow down") {
+		t.Fatalf("error event %v", last.data)
+	}
+	if _, err := NewCollector("msg_x", "assistant").Result(); err == nil {
+		t.Fatal("a collector that saw no terminal event returned a message")
+	}
+}
