@@ -34,6 +34,9 @@ type Spec struct {
 	// script from there); Source is the file.
 	Dir    string
 	Source string
+	// Parent names the agent a subagent spec was derived from (empty for
+	// agents); subagents get no `task` tool.
+	Parent string
 	// Close releases resources the loader holds for the agent (JS runtimes).
 	Close func()
 }

@@ -39,6 +39,45 @@ type execution struct {
 	stop  event.StopReason
 	run   *Run // nil for a background resume
 	begun time.Time
+
+	// A subagent's execution runs inside its parent's run: scope is the
+	// `task` call whose conversation it holds, root the top execution.
+	scope    string
+	subName  string
+	subRunID string
+	root     *execution
+	usageMu  sync.Mutex
+}
+
+// view returns the messages of this execution's own conversation.
+func (x *execution) view() []message.Message {
+	own := x.msgs[:0:0]
+	mixed := false
+	for _, m := range x.msgs {
+		if m.TaskCallID != x.scope {
+			mixed = true
+			break
+		}
+	}
+	if !mixed {
+		return x.msgs
+	}
+	for _, m := range x.msgs {
+		if m.TaskCallID == x.scope {
+			own = append(own, m)
+		}
+	}
+	return own
+}
+
+func (x *execution) addUsage(u event.Usage) {
+	top := x
+	if x.root != nil {
+		top = x.root
+	}
+	top.usageMu.Lock()
+	top.usage = top.usage.Add(u)
+	top.usageMu.Unlock()
 }
 
 func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execution, error) {
@@ -48,10 +87,7 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	}
 	x := &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
 		durable: threadID != "", tools: map[string]*tool.Tool{}, state: json.RawMessage(`{}`), begun: r.Now()}
-	all := spec.Tools
-	if r.Builtins != nil {
-		all = append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...)
-	}
+	all := append(r.Builtins(spec), spec.Tools...)
 	for _, t := range all {
 		x.tools[t.Name] = t
 		x.toolOrder = append(x.toolOrder, t)
@@ -90,6 +126,9 @@ func (x *execution) emit(e event.Event) {
 	}
 	if e.Time == 0 {
 		e.Time = x.r.Now().UnixMilli()
+	}
+	if x.subRunID != "" && e.SubagentRunID == "" {
+		e.SubagentRunID = x.subRunID
 	}
 	x.send(e, nil)
 	if x.durable && e.Seq == 0 {
@@ -184,6 +223,9 @@ func (x *execution) fail(err error) {
 
 func (x *execution) stamp(e event.Event) event.Event {
 	e.ThreadID, e.RunID, e.Time = x.threadID, x.runID, x.r.Now().UnixMilli()
+	if x.subRunID != "" && e.SubagentRunID == "" {
+		e.SubagentRunID = x.subRunID
+	}
 	return e
 }
 
@@ -198,6 +240,14 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 	}
 	c.Tenant, c.ThreadID, c.RunID = x.tenant, x.threadID, x.runID
 	c.LeaseUntil = x.r.Now().Add(x.r.Lease)
+	if x.scope != "" {
+		// A subagent's messages live in the thread, tagged with its task
+		// call; its state stays its own until the task returns.
+		c.State = nil
+		for i := range c.Interrupts {
+			c.Interrupts[i].Subagent = x.subName
+		}
+	}
 	if err := x.r.Store.Checkpoint(ctx, c); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -209,7 +259,7 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 
 // heartbeat renews the lease while a long step runs.
 func (x *execution) heartbeat(ctx context.Context) func() {
-	if !x.durable {
+	if !x.durable || x.root != nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -235,7 +285,7 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 	defer stopBeat()
 	steps := 0
 	for {
-		if pending := message.PendingCalls(x.msgs); len(pending) > 0 {
+		if pending := message.PendingCalls(x.view()); len(pending) > 0 {
 			out, err := x.runCalls(ctx, pending)
 			if err != nil || out != nil {
 				return out, err
@@ -260,7 +310,7 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 // step calls the model once, streams what it says, and stores the assistant
 // message with the decisions its calls need.
 func (x *execution) step(ctx context.Context) (message.Message, error) {
-	req := model.Request{Model: x.modelName, System: x.system, Messages: x.msgs, ToolChoice: x.in.ToolChoice,
+	req := model.Request{Model: x.modelName, System: x.system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
 		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature}
 	for _, t := range x.toolOrder {
 		req.Tools = append(req.Tools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
@@ -270,7 +320,7 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			req.Tools = append(req.Tools, t)
 		}
 	}
-	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant}
+	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant, TaskCallID: x.scope, Subagent: x.subName}
 	var text strings.Builder
 	textOpen := false
 	closeText := func() {
@@ -318,7 +368,7 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			if ch.Stop != "" {
 				x.stop = ch.Stop
 			}
-			x.usage = x.usage.Add(ch.Usage)
+			x.addUsage(ch.Usage)
 		}
 	}
 	closeText()
@@ -416,6 +466,8 @@ func ResponseSchema(t *tool.Tool) json.RawMessage {
 type callResult struct {
 	msg   message.Message
 	state json.RawMessage
+	// paused is set when a subagent stopped on a decision.
+	paused *event.Outcome
 }
 
 // runCalls runs the calls of the last assistant message that have no result:
@@ -445,6 +497,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 	var waiting []event.InterruptInfo
 	var stopOn []message.ToolCall
 	var wg sync.WaitGroup
+	once := map[string]bool{}
 	for i, c := range pending {
 		t := x.tools[c.Name]
 		switch {
@@ -454,6 +507,12 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		case t == nil:
 			results[i] = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: unknown tool %q.", c.Name), true)}
 			continue
+		case t.OncePerStep && once[t.Name]:
+			results[i] = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: %s may be called only once per step; this call was refused. Send the whole list in one call.", t.Name), true)}
+			continue
+		}
+		if t.OncePerStep {
+			once[t.Name] = true
 		}
 		args := c.ArgsJSON()
 		if it, ok := decided[c.ID]; ok {
@@ -486,13 +545,19 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 	var msgs []message.Message
 	var stored []event.Event
 	newState := x.state
-	for _, res := range results {
+	for i, res := range results {
 		if res == nil {
+			continue
+		}
+		if res.paused != nil {
+			waiting = append(waiting, res.paused.Interrupts...)
+			stopOn = append(stopOn, res.paused.PendingCalls...)
+			_ = i
 			continue
 		}
 		msgs = append(msgs, res.msg)
 		if res.state != nil {
-			merged, err := mergeTopLevel(x.state, newState, res.state)
+			merged, err := mergeState3(x.state, newState, res.state)
 			if err != nil {
 				return nil, err
 			}
@@ -521,7 +586,9 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		x.msgs = append(x.msgs, msgs...)
 		if state != nil {
 			x.state = state
-			x.emit(event.Event{Type: event.StateDelta, Patch: delta})
+			if x.scope == "" {
+				x.emit(event.Event{Type: event.StateDelta, Patch: delta})
+			}
 		}
 	}
 	if len(stopOn) == 0 {
@@ -537,9 +604,10 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 }
 
 func (x *execution) lastAssistantID() string {
-	for i := len(x.msgs) - 1; i >= 0; i-- {
-		if x.msgs[i].Role == message.Assistant {
-			return x.msgs[i].ID
+	msgs := x.view()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == message.Assistant {
+			return msgs[i].ID
 		}
 	}
 	return ""
@@ -551,7 +619,8 @@ func interruptInfo(it store.Interrupt) event.InterruptInfo {
 }
 
 func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) message.Message {
-	return message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name, Content: content, IsError: isErr}
+	return message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name, Content: content, IsError: isErr,
+		TaskCallID: x.scope, Subagent: x.subName}
 }
 
 // execTool validates arguments and runs one tool under its time limit. Every
@@ -574,7 +643,11 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	limit := t.TimeLimit()
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	out, err := t.Execute(cctx, tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, Agent: x.spec.Name, Args: args, State: x.state})
+	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, Agent: x.spec.Name, Args: args, State: x.state})
+	var paused *subagentPaused
+	if errors.As(err, &paused) {
+		return &callResult{paused: paused.outcome}
+	}
 	if err != nil {
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q timed out after %s.", t.Name, limit), true)}

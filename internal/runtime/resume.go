@@ -92,11 +92,9 @@ func (r *Runner) findTool(agentName, name string) *tool.Tool {
 	if t := spec.Tool(name); t != nil {
 		return t
 	}
-	if r.Builtins != nil {
-		for _, t := range r.Builtins(spec) {
-			if t.Name == name {
-				return t
-			}
+	for _, t := range r.Builtins(spec) {
+		if t.Name == name {
+			return t
 		}
 	}
 	return nil

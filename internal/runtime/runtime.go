@@ -24,7 +24,6 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // Hooks observe runs (metrics). Every field is optional.
@@ -48,9 +47,7 @@ type Runner struct {
 	Owner string
 	// Lease is how long a run holds its thread without a checkpoint.
 	Lease time.Duration
-	// Builtins returns the built-in tools of an agent (todos, files, task).
-	Builtins func(spec *agent.Spec) []*tool.Tool
-	Hooks    Hooks
+	Hooks Hooks
 
 	wg sync.WaitGroup
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/wI2L/jsondiff"
 )
@@ -36,29 +37,55 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return err == nil && len(p) == 0
 }
 
-// mergeTopLevel applies to current the top-level keys a tool changed relative
-// to base (the state it was given), so concurrent tools of one step compose
-// in call order.
-func mergeTopLevel(base, current, changed json.RawMessage) (json.RawMessage, error) {
-	var b, cur, ch map[string]json.RawMessage
+// mergeState3 applies to current what a tool changed relative to base (the
+// state it was given): a three-way merge of objects, recursing into objects
+// both sides keep, so concurrent tools of one step (say two write_file calls)
+// compose in call order. Arrays and scalars are replaced whole.
+func mergeState3(base, current, changed json.RawMessage) (json.RawMessage, error) {
+	var b, cur, ch any
 	for _, p := range []struct {
 		raw json.RawMessage
-		dst *map[string]json.RawMessage
+		dst *any
 	}{{base, &b}, {current, &cur}, {changed, &ch}} {
-		*p.dst = map[string]json.RawMessage{}
 		if err := json.Unmarshal(nonEmpty(p.raw), p.dst); err != nil {
-			return nil, fmt.Errorf("state must be a JSON object: %w", err)
+			return nil, fmt.Errorf("state must be JSON: %w", err)
 		}
 	}
-	for k, v := range ch {
-		if old, ok := b[k]; !ok || !jsonEqual(old, v) {
-			cur[k] = v
+	if _, ok := ch.(map[string]any); !ok {
+		return nil, fmt.Errorf("state must be a JSON object")
+	}
+	return json.Marshal(merge3(b, cur, ch))
+}
+
+func merge3(base, cur, ch any) any {
+	bm, ok1 := base.(map[string]any)
+	cm, ok2 := cur.(map[string]any)
+	chm, ok3 := ch.(map[string]any)
+	if !ok1 || !ok2 || !ok3 {
+		return ch
+	}
+	out := make(map[string]any, len(cm))
+	for k, v := range cm {
+		out[k] = v
+	}
+	for k, v := range chm {
+		old, had := bm[k]
+		if had && reflect.DeepEqual(old, v) {
+			continue
+		}
+		if !had {
+			old = map[string]any{} // a key both sides added: merge what they added
+		}
+		if c, ok := out[k]; ok {
+			out[k] = merge3(old, c, v)
+			continue
+		}
+		out[k] = v
+	}
+	for k := range bm {
+		if _, ok := chm[k]; !ok {
+			delete(out, k)
 		}
 	}
-	for k := range b {
-		if _, ok := ch[k]; !ok {
-			delete(cur, k)
-		}
-	}
-	return json.Marshal(cur)
+	return out
 }

@@ -114,6 +114,9 @@ func NewCollector(id, model string, created int64) *Collector {
 
 // Add folds one event in. A RunError is kept and returned by Result.
 func (c *Collector) Add(e event.Event, err error) {
+	if e.SubagentRunID != "" {
+		return // subagent work stays inside the turn
+	}
 	switch e.Type {
 	case event.TextDelta:
 		c.text.WriteString(c.j.piece(e))
