@@ -23,6 +23,7 @@ import (
 	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 )
 
@@ -45,12 +46,11 @@ func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 	if p := cfg.SQLitePath(); p != "" {
 		return sqlite.Open(ctx, p, logger)
 	}
-	return openPostgres(ctx, cfg, logger)
-}
-
-// openPostgres is replaced when the PostgreSQL driver is linked in.
-var openPostgres = func(ctx context.Context, cfg *config.Config, logger *slog.Logger) (store.Store, error) {
-	return nil, errors.New("the PostgreSQL store is not available in this build")
+	s, err := postgres.Open(ctx, cfg.DB, logger)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // LoadAgents loads DIR/agents/*.ts and checks every agent's model
@@ -98,6 +98,11 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	}
 	reg := agent.NewRegistry(specs...)
 	runner := NewRunner(cfg, st, reg, models, logger)
+	stopBridge, err := startBridge(ctx, st, runner, logger)
+	if err != nil {
+		return fmt.Errorf("connect replicas: %w", err)
+	}
+	defer stopBridge()
 	srv := NewServer(cfg, runner, prometheus.NewRegistry(), logger)
 
 	ln, err := net.Listen("tcp", cfg.Addr)

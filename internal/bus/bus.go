@@ -12,6 +12,11 @@ import (
 // Bus delivers events published for a (tenant, thread) to its subscribers.
 // A slow subscriber loses events rather than slowing the run down.
 type Bus struct {
+	// OnPublish, when set, also receives every event given to Publish (not
+	// PublishLocal): the PostgreSQL bridge forwards them to other replicas.
+	// Set it before the bus is used; it must not block.
+	OnPublish func(tenant, thread string, e event.Event)
+
 	mu   sync.RWMutex
 	subs map[key]map[*Subscription]struct{}
 	all  map[*Subscription]struct{}
@@ -56,8 +61,18 @@ func (b *Bus) SubscribeTenant(tenant string) *Subscription {
 	return s
 }
 
-// Publish delivers e to the thread's subscribers without blocking.
+// Publish delivers e to the thread's subscribers without blocking, and
+// hands it to OnPublish.
 func (b *Bus) Publish(tenant, thread string, e event.Event) {
+	b.PublishLocal(tenant, thread, e)
+	if f := b.OnPublish; f != nil {
+		f(tenant, thread, e)
+	}
+}
+
+// PublishLocal delivers e to the thread's subscribers in this process
+// without blocking; a bridge republishes other replicas' events with it.
+func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs[key{tenant, thread}] {

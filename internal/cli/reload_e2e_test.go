@@ -1,0 +1,80 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func agentFile(name string) string {
+	return `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({ name: '` + name + `', model: 'scripted/demo', instructions: 'Hi.' });
+`
+}
+
+func modelIDs(t *testing.T, url string) string {
+	var page struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	getJSON(t, url+"/v1/models", &page)
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+	}
+	return strings.Join(ids, ",")
+}
+
+// TestDevReloadsAgents edits agent files under a running `dev` server: a good
+// edit is picked up, a broken one keeps the last good agents and is logged.
+func TestDevReloadsAgents(t *testing.T) {
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "agents")
+	if err := os.MkdirAll(agents, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(agents, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("demo.script.json", `[{"reply":{"text":"hi"}}]`)
+	write("one.ts", agentFile("one"))
+	p := startServer(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	if got := modelIDs(t, p.url()); got != "one" {
+		t.Fatalf("models %q", got)
+	}
+	write("two.ts", agentFile("two"))
+	waitUntil(t, "the new agent to load", 10*time.Second, func() bool { return modelIDs(t, p.url()) == "one,two" })
+
+	write("two.ts", "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'two', model: \n")
+	waitUntil(t, "the broken edit to be logged", 10*time.Second, func() bool {
+		return strings.Contains(p.logs.String(), "agent reload failed") && strings.Contains(p.logs.String(), "agents/two.ts:")
+	})
+	if got := modelIDs(t, p.url()); got != "one,two" {
+		t.Fatalf("a broken edit must keep the last good agents, got %q", got)
+	}
+}
+
+// TestStartNeedsKeysAndReportsBadAgents: start refuses to run without keys,
+// and a syntax error stops the server with file:line:col.
+func TestStartNeedsKeysAndReportsBadAgents(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, []string{"STACKBONE_API_KEYS="}, "start", "--dir", dir, "--addr", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "STACKBONE_API_KEYS") {
+		t.Fatalf("start without keys: %d %q", r.code, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agents", "bad.ts"), []byte("export default {\n  name: 'x',,\n};\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "agents/bad.ts:2:") {
+		t.Fatalf("syntax error: %d %q", r.code, r.stderr)
+	}
+}

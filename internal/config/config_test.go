@@ -1,0 +1,61 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func project(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestDefaultsEnvFlagsOrder(t *testing.T) {
+	c := Defaults(Dev)
+	if c.Addr != "127.0.0.1:7100" || c.MaxBodyBytes != 4<<20 {
+		t.Fatalf("dev defaults %+v", c)
+	}
+	env := map[string]string{"STACKBONE_ADDR": "127.0.0.1:9000", "STACKBONE_MAX_BODY_BYTES": "2048", "STACKBONE_API_KEYS": "acme:secret-123456"}
+	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = project(t)
+	c.Addr = "127.0.0.1:0" // a flag wins over the environment
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxBodyBytes != 2048 || c.Keys[0].Tenant != "acme" || c.Addr != "127.0.0.1:0" {
+		t.Fatalf("config %+v", c)
+	}
+	if c.DB != "sqlite:"+filepath.Join(c.Dir, ".stackbone", "stackbone.db") {
+		t.Fatalf("db %q", c.DB)
+	}
+}
+
+func TestEveryBadValueIsReported(t *testing.T) {
+	c := Defaults(Start)
+	env := map[string]string{"STACKBONE_MAX_BODY_BYTES": "lots", "STACKBONE_LEASE": "soon", "STACKBONE_API_KEYS": "nocolon"}
+	err := c.FromEnv(func(k string) string { return env[k] })
+	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("env error lacks %s: %v", want, err)
+		}
+	}
+	c = Defaults(Start)
+	c.Dir = t.TempDir() // no agents/
+	c.Addr = "nope"
+	c.DB = "mysql://x"
+	c.LogLevel = "loud"
+	err = c.Finish()
+	for _, want := range []string{"agents/", "--addr", "--db", "API keys", "log level"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error lacks %q: %v", want, err)
+		}
+	}
+}

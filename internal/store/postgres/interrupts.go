@@ -1,0 +1,250 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
+	response_schema, subagent, status, created_at, decision`
+
+func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
+	var (
+		in                             store.Interrupt
+		v                              int
+		args, allowed, schema, decided []byte
+		desc                           *string
+		status                         string
+		created                        time.Time
+	)
+	dest := append([]any{&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &v,
+		&args, &desc, &allowed, &schema, &in.Subagent, &status, &created, &decided}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := store.CheckFormat(v); err != nil {
+		return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
+	}
+	in.Args = json.RawMessage(args)
+	if desc != nil {
+		in.Description = *desc
+	}
+	if err := json.Unmarshal(allowed, &in.AllowedDecisions); err != nil {
+		return nil, fmt.Errorf("interrupt %s: allowed decisions: %w", in.ID, err)
+	}
+	if schema != nil {
+		in.ResponseSchema = json.RawMessage(schema)
+	}
+	in.Status = store.InterruptStatus(status)
+	in.CreatedAt = created.UTC()
+	d, err := store.DecodeDecision(v, decided)
+	if err != nil {
+		return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
+	}
+	in.Decision = d
+	return &in, nil
+}
+
+// interruptRows are a checkpoint's interrupts encoded as one array per
+// column, inserted with unnest.
+type interruptRows struct {
+	id, runID, agent, call, tool, args, desc, allowed, schema, subagent []string
+	created                                                             []time.Time
+}
+
+// args returns the arrays in the order checkpointSQL binds them.
+func (r *interruptRows) params() []any {
+	return []any{nonNil(r.id), nonNil(r.runID), nonNil(r.agent), nonNil(r.call), nonNil(r.tool), nonNil(r.args),
+		nonNil(r.desc), nonNil(r.allowed), nonNil(r.schema), nonNil(r.subagent), nonNilTimes(r.created)}
+}
+
+func nonNilTimes(t []time.Time) []time.Time {
+	if t == nil {
+		return []time.Time{}
+	}
+	return t
+}
+
+// encodeInterrupts prepares a checkpoint's interrupts: they belong to its
+// tenant, thread and run (unless the interrupt names another run) and start
+// pending; a zero CreatedAt is now. An empty agent is the thread's, an empty
+// description or response schema is NULL.
+func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows, error) {
+	r := &interruptRows{}
+	for _, in := range c.Interrupts {
+		if in.RunID == "" {
+			in.RunID = c.RunID
+		}
+		args := "{}"
+		if len(in.Args) > 0 {
+			if !json.Valid(in.Args) {
+				return nil, fmt.Errorf("%w: interrupt %s: args are not JSON", store.ErrInvalid, in.ID)
+			}
+			args = string(in.Args)
+		}
+		schema := ""
+		if len(in.ResponseSchema) > 0 {
+			if !json.Valid(in.ResponseSchema) {
+				return nil, fmt.Errorf("%w: interrupt %s: response schema is not JSON", store.ErrInvalid, in.ID)
+			}
+			schema = string(in.ResponseSchema)
+		}
+		allowed, err := json.Marshal(in.AllowedDecisions)
+		if err != nil {
+			return nil, fmt.Errorf("%w: interrupt %s: %w", store.ErrInvalid, in.ID, err)
+		}
+		created := in.CreatedAt
+		if created.IsZero() {
+			created = now()
+		}
+		r.id = append(r.id, in.ID)
+		r.runID = append(r.runID, in.RunID)
+		r.agent = append(r.agent, in.Agent)
+		r.call = append(r.call, in.ToolCallID)
+		r.tool = append(r.tool, in.Tool)
+		r.args = append(r.args, args)
+		r.desc = append(r.desc, cleanText(in.Description))
+		r.allowed = append(r.allowed, string(allowed))
+		r.schema = append(r.schema, schema)
+		r.subagent = append(r.subagent, in.Subagent)
+		r.created = append(r.created, created)
+	}
+	return r, nil
+}
+
+// GetInterrupt returns an interrupt of the tenant, or store.ErrNotFound.
+func (s *Store) GetInterrupt(ctx context.Context, tenant, id string) (*store.Interrupt, error) {
+	in, err := scanInterrupt(s.pool.QueryRow(ctx,
+		`SELECT `+interruptCols+` FROM interrupts WHERE id = $1 AND tenant = $2`, id, tenant))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: get interrupt %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapErr("get interrupt", err)
+	}
+	return in, nil
+}
+
+// ListInterrupts lists the tenant's interrupts (pending ones unless
+// f.Status says otherwise), newest first.
+func (s *Store) ListInterrupts(ctx context.Context, tenant string, f store.InterruptFilter) ([]store.Interrupt, error) {
+	status := f.Status
+	if status == "" {
+		status = store.Pending
+	}
+	q := strings.Builder{}
+	q.WriteString(`SELECT ` + interruptCols + ` FROM interrupts WHERE tenant = $1 AND status = $2`)
+	args := []any{tenant, string(status)}
+	if f.ThreadID != "" {
+		args = append(args, f.ThreadID)
+		q.WriteString(` AND thread_id = $` + strconv.Itoa(len(args)))
+	}
+	if f.Agent != "" {
+		args = append(args, f.Agent)
+		q.WriteString(` AND agent = $` + strconv.Itoa(len(args)))
+	}
+	args = append(args, store.Limit(f.Limit, store.DefaultLimit))
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)))
+	return s.queryInterrupts(ctx, "list interrupts", q.String(), args...)
+}
+
+// CallInterrupts returns the interrupts, in any status, of the given tool
+// calls of a thread, oldest first.
+func (s *Store) CallInterrupts(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]store.Interrupt, error) {
+	if len(toolCallIDs) == 0 {
+		return nil, nil
+	}
+	return s.queryInterrupts(ctx, "call interrupts", `SELECT `+interruptCols+` FROM interrupts
+		WHERE tenant = $1 AND thread_id = $2 AND tool_call_id = ANY($3::text[])
+		ORDER BY created_at, id`, tenant, threadID, toolCallIDs)
+}
+
+func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...any) ([]store.Interrupt, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []store.Interrupt
+	for rows.Next() {
+		in, err := scanInterrupt(rows)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, *in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// Decide records a decision on a pending interrupt with one conditional
+// update; when it was the last pending one of a Waiting thread, the thread
+// becomes Queued in the same statement. The thread row is locked first, so
+// concurrent decisions on interrupts of one thread (and the end of its run)
+// take turns, and the last one sees that nothing else is pending. A zero
+// d.At is now.
+func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision) (store.DecideResult, error) {
+	if d.At.IsZero() {
+		d.At = s.now()
+	}
+	d.At = d.At.UTC()
+	status := store.Rejected
+	if d.Approved {
+		status = store.Approved
+	}
+	dj, err := json.Marshal(d)
+	if err != nil {
+		return store.DecideResult{}, fmt.Errorf("postgres: decide: %w: %w", store.ErrInvalid, err)
+	}
+	var res store.DecideResult
+	err = s.tx(ctx, "decide", func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM interrupts i
+			JOIN threads t ON t.tenant = i.tenant AND t.id = i.thread_id
+			WHERE i.id = $1 AND i.tenant = $2 FOR UPDATE OF t`, id, tenant).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("interrupt %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		var queued bool
+		in, err := scanInterrupt(tx.QueryRow(ctx, `WITH d AS (
+				UPDATE interrupts SET status = $3, decision = $4::json
+				WHERE id = $1 AND tenant = $2 AND status = 'pending'
+				RETURNING `+interruptCols+`
+			), q AS (
+				UPDATE threads t SET status = 'queued', updated_at = $5
+				FROM d
+				WHERE t.tenant = d.tenant AND t.id = d.thread_id AND t.status = 'waiting'
+					AND NOT EXISTS (SELECT 1 FROM interrupts i
+						WHERE i.tenant = d.tenant AND i.thread_id = d.thread_id AND i.status = 'pending' AND i.id <> d.id)
+				RETURNING 1
+			)
+			SELECT `+interruptCols+`, EXISTS (SELECT 1 FROM q) FROM d`,
+			id, tenant, string(status), string(dj), d.At), &queued)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("interrupt %q: %w", id, store.ErrAlreadyDecided)
+		}
+		if err != nil {
+			return err
+		}
+		res = store.DecideResult{Interrupt: in, Queued: queued}
+		return nil
+	})
+	if err != nil {
+		return store.DecideResult{}, err
+	}
+	return res, nil
+}

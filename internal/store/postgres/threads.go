@@ -1,0 +1,486 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at`
+
+// scanThread scans threadCols, then extra.
+func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
+	var (
+		t                store.Thread
+		status           string
+		v                int
+		state            []byte
+		lease            *time.Time
+		created, updated time.Time
+	)
+	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
+		&t.LastError, &t.LeaseOwner, &lease, &created, &updated}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := store.CheckFormat(v); err != nil {
+		return nil, fmt.Errorf("thread %s/%s: %w", t.Tenant, t.ID, err)
+	}
+	t.Status = store.ThreadStatus(status)
+	t.State = json.RawMessage(state)
+	t.LeaseUntil = utc(lease)
+	t.CreatedAt = created.UTC()
+	t.UpdatedAt = updated.UTC()
+	return &t, nil
+}
+
+// GetThread returns a thread of the tenant, or store.ErrNotFound.
+func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread, error) {
+	t, err := scanThread(s.pool.QueryRow(ctx,
+		`SELECT `+threadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: get thread %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapErr("get thread", err)
+	}
+	return t, nil
+}
+
+// ListThreads lists the tenant's threads, most recently updated first.
+func (s *Store) ListThreads(ctx context.Context, tenant string, f store.ThreadFilter) ([]store.Thread, error) {
+	q := strings.Builder{}
+	q.WriteString(`SELECT ` + threadCols + ` FROM threads WHERE tenant = $1`)
+	args := []any{tenant}
+	if f.Agent != "" {
+		args = append(args, f.Agent)
+		q.WriteString(` AND agent = $` + strconv.Itoa(len(args)))
+	}
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		q.WriteString(` AND status = $` + strconv.Itoa(len(args)))
+	}
+	args = append(args, store.Limit(f.Limit, store.DefaultLimit))
+	q.WriteString(` ORDER BY updated_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)))
+	return s.queryThreads(ctx, "list threads", q.String(), args...)
+}
+
+// Stale lists, across tenants, the Queued threads and the Running threads
+// whose lease expired before now, least recently updated first.
+func (s *Store) Stale(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
+	return s.queryThreads(ctx, "stale", `SELECT `+threadCols+` FROM threads
+		WHERE status IN ('queued', 'running')
+			AND (status = 'queued' OR lease_until IS NULL OR lease_until < $1)
+		ORDER BY updated_at, tenant, id LIMIT $2`,
+		now, store.Limit(limit, store.DefaultLimit))
+}
+
+func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any) ([]store.Thread, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []store.Thread
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// Messages returns the thread's messages in the order they were appended.
+func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 ORDER BY seq`, tenant, threadID)
+	if err != nil {
+		return nil, mapErr("messages", err)
+	}
+	defer rows.Close()
+	var (
+		out  []message.Message
+		v    int
+		data []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&v, &data); err != nil {
+			return nil, mapErr("messages", err)
+		}
+		m, err := store.DecodeMessage(v, data)
+		if err != nil {
+			return nil, mapErr("messages", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("messages", err)
+	}
+	if len(out) == 0 {
+		if err := s.threadExists(ctx, s.pool, tenant, threadID); err != nil {
+			return nil, mapErr("messages", err)
+		}
+	}
+	return out, nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// threadExists returns store.ErrNotFound unless the tenant has the thread.
+func (s *Store) threadExists(ctx context.Context, q querier, tenant, id string) error {
+	var one int
+	err := q.QueryRow(ctx, `SELECT 1 FROM threads WHERE tenant = $1 AND id = $2`, tenant, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("thread %q: %w", id, store.ErrNotFound)
+	}
+	return err
+}
+
+// leaseLost explains why a run's conditional update matched nothing.
+func (s *Store) leaseLost(ctx context.Context, q querier, tenant, id, runID string) error {
+	if err := s.threadExists(ctx, q, tenant, id); err != nil {
+		return err
+	}
+	return fmt.Errorf("run %q on thread %q: %w", runID, id, store.ErrLeaseLost)
+}
+
+// BeginRun creates the thread if needed and takes its lease for a new run,
+// appending the input messages and events and replacing the state if set.
+func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, error) {
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: begin run: %w", err)
+	}
+	if b.Now.IsZero() {
+		b.Now = s.now()
+	}
+	msgs, err := encodeMessages(b.Input)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: begin run: %w", err)
+	}
+	evs, err := encodeEvents(b.Events, b.ThreadID, b.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: begin run: %w", err)
+	}
+	state := stateArg(b.State)
+
+	var (
+		th            *store.Thread
+		msgSeq, evSeq int64
+	)
+	err = s.tx(ctx, "begin run", func(tx pgx.Tx) error {
+		// A concurrent creator of the same thread makes this insert wait for
+		// its commit, then do nothing.
+		th, err = scanThread(tx.QueryRow(ctx, `INSERT INTO threads
+				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq)
+			VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11)
+			ON CONFLICT (tenant, id) DO NOTHING
+			RETURNING `+threadCols+`, message_seq, event_seq`,
+			b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, b.LeaseUntil, b.Now,
+			len(msgs), len(evs)), &msgSeq, &evSeq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			th, err = s.retakeThread(ctx, tx, b, state, len(msgs), len(evs), &msgSeq, &evSeq)
+		}
+		if err != nil {
+			return err
+		}
+		return appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq)
+	})
+	if err != nil {
+		return nil, err
+	}
+	stamp(b.Events, b.ThreadID, b.RunID, evSeq)
+	return th, nil
+}
+
+// retakeThread starts a run on an existing thread, locked first.
+func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, state any, nMsgs, nEvs int,
+	msgSeq, evSeq *int64,
+) (*store.Thread, error) {
+	var (
+		agent, status string
+		leased        bool
+	)
+	err := tx.QueryRow(ctx, `SELECT agent, status, coalesce(lease_until >= $3, false) FROM threads
+		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID, b.Now).Scan(&agent, &status, &leased)
+	if err != nil {
+		return nil, err
+	}
+	if agent != b.Agent {
+		return nil, fmt.Errorf("thread %q is bound to agent %q, not %q: %w", b.ThreadID, agent, b.Agent, store.ErrAgentMismatch)
+	}
+	switch store.ThreadStatus(status) {
+	case store.Waiting, store.Queued:
+		return nil, fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrApprovalPending)
+	case store.Running:
+		if leased {
+			return nil, fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrRunInProgress)
+		}
+	}
+	return scanThread(tx.QueryRow(ctx, `UPDATE threads SET
+			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',
+			state = coalesce($7::json, state), v = $8,
+			message_seq = message_seq + $9, event_seq = event_seq + $10
+		WHERE tenant = $1 AND id = $2
+		RETURNING `+threadCols+`, message_seq, event_seq`,
+		b.Tenant, b.ThreadID, b.RunID, b.Owner, b.LeaseUntil, b.Now, state, store.FormatVersion, nMsgs, nEvs),
+		msgSeq, evSeq)
+}
+
+// Claim takes a Queued thread, or a Running one whose lease expired before
+// c.Now, for a new run, with one conditional update.
+func (s *Store) Claim(ctx context.Context, c store.Claim) (*store.Thread, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	if c.Now.IsZero() {
+		c.Now = s.now()
+	}
+	th, err := scanThread(s.pool.QueryRow(ctx, `UPDATE threads SET
+			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = ''
+		WHERE tenant = $1 AND id = $2
+			AND (status = 'queued' OR (status = 'running' AND (lease_until IS NULL OR lease_until < $6)))
+		RETURNING `+threadCols,
+		c.Tenant, c.ThreadID, c.RunID, c.Owner, c.LeaseUntil, c.Now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := s.threadExists(ctx, s.pool, c.Tenant, c.ThreadID); err != nil {
+			return nil, mapErr("claim", err)
+		}
+		return nil, fmt.Errorf("postgres: claim: thread %q: %w", c.ThreadID, store.ErrNotClaimable)
+	}
+	if err != nil {
+		return nil, mapErr("claim", err)
+	}
+	return th, nil
+}
+
+// checkpointSQL is a whole checkpoint in one statement: the conditional
+// update proves the run still holds the thread and reserves the sequence
+// numbers of the rows the other parts append; when it matches nothing, they
+// append nothing.
+const checkpointSQL = `WITH t AS (
+	UPDATE threads SET
+		state = coalesce($4::json, state),
+		lease_until = coalesce($5::timestamptz, lease_until),
+		message_seq = message_seq + cardinality($7::text[]),
+		event_seq = event_seq + cardinality($8::text[])
+	WHERE tenant = $1 AND id = $2 AND status = 'running' AND run_id = $3
+	RETURNING agent, message_seq, event_seq
+), m AS (
+	INSERT INTO messages (tenant, thread_id, seq, v, json)
+	SELECT $1::text, $2::text, t.message_seq - cardinality($7::text[]) + x.n, $6::integer, x.j::json
+	FROM t, unnest($7::text[]) WITH ORDINALITY AS x(j, n)
+), e AS (
+	INSERT INTO events (tenant, thread_id, seq, v, json)
+	SELECT $1::text, $2::text, t.event_seq - cardinality($8::text[]) + x.n, $6::integer, x.j::json
+	FROM t, unnest($8::text[]) WITH ORDINALITY AS x(j, n)
+), i AS (
+	INSERT INTO interrupts (` + interruptCols + `)
+	SELECT x.id, $1::text, $2::text, x.run_id, coalesce(nullif(x.agent, ''), t.agent), x.call, x.tool, $6::integer, x.args::json,
+		nullif(x.descr, ''), x.allowed::json, nullif(x.rschema, '')::json, x.subagent, 'pending', x.created, NULL
+	FROM t, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+		$16::text[], $17::text[], $18::text[], $19::timestamptz[])
+		AS x(id, run_id, agent, call, tool, args, descr, allowed, rschema, subagent, created)
+)
+SELECT event_seq FROM t`
+
+// Checkpoint stores a step boundary of the run in one statement.
+func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("postgres: checkpoint: %w", err)
+	}
+	msgs, err := encodeMessages(c.Messages)
+	if err != nil {
+		return fmt.Errorf("postgres: checkpoint: %w", err)
+	}
+	evs, err := encodeEvents(c.Events, c.ThreadID, c.RunID)
+	if err != nil {
+		return fmt.Errorf("postgres: checkpoint: %w", err)
+	}
+	ins, err := encodeInterrupts(c, s.now)
+	if err != nil {
+		return fmt.Errorf("postgres: checkpoint: %w", err)
+	}
+	args := append([]any{c.Tenant, c.ThreadID, c.RunID, stateArg(c.State), timeArg(c.LeaseUntil), store.FormatVersion,
+		nonNil(msgs), nonNil(evs)}, ins.params()...)
+	var evSeq int64
+	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return mapErr("checkpoint", s.leaseLost(ctx, s.pool, c.Tenant, c.ThreadID, c.RunID))
+	}
+	if err != nil {
+		return mapErr("checkpoint", err)
+	}
+	stamp(c.Events, c.ThreadID, c.RunID, evSeq)
+	return nil
+}
+
+// FinishRun ends the run: the thread takes f.Status (Queued instead of
+// Waiting when no decision is pending any more) and its lease is released.
+func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("postgres: finish run: %w", err)
+	}
+	if f.Now.IsZero() {
+		f.Now = s.now()
+	}
+	evs, err := encodeEvents(f.Events, f.ThreadID, f.RunID)
+	if err != nil {
+		return fmt.Errorf("postgres: finish run: %w", err)
+	}
+	var evSeq int64
+	err = s.tx(ctx, "finish run", func(tx pgx.Tx) error {
+		// Lock the thread first, so the update below reads the interrupts
+		// after any decision that took the lock before us: a decision can
+		// land between the checkpoint that stored the interrupts and this
+		// call, while the thread is still Running; then nothing is left to
+		// wait for and the resume is due at once.
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM threads
+			WHERE tenant = $1 AND id = $2 AND status = 'running' AND run_id = $3 FOR UPDATE`,
+			f.Tenant, f.ThreadID, f.RunID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `WITH t AS (
+				UPDATE threads SET
+					status = CASE WHEN $3::text = 'waiting' AND NOT EXISTS (
+							SELECT 1 FROM interrupts WHERE tenant = $1 AND thread_id = $2 AND status = 'pending')
+						THEN 'queued' ELSE $3 END,
+					last_error = $4, lease_owner = '', lease_until = NULL, updated_at = $5,
+					event_seq = event_seq + cardinality($7::text[])
+				WHERE tenant = $1 AND id = $2
+				RETURNING event_seq
+			), e AS (
+				INSERT INTO events (tenant, thread_id, seq, v, json)
+				SELECT $1::text, $2::text, t.event_seq - cardinality($7::text[]) + x.n, $6::integer, x.j::json
+				FROM t, unnest($7::text[]) WITH ORDINALITY AS x(j, n)
+			)
+			SELECT event_seq FROM t`,
+			f.Tenant, f.ThreadID, string(f.Status), cleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs),
+		).Scan(&evSeq)
+	})
+	if err != nil {
+		return err
+	}
+	stamp(f.Events, f.ThreadID, f.RunID, evSeq)
+	return nil
+}
+
+// appendRows inserts msgs and evs, whose last sequence numbers are lastMsg
+// and lastEv (the thread's counters after the reservation).
+func appendRows(ctx context.Context, tx pgx.Tx, tenant, threadID string,
+	msgs []string, lastMsg int64, evs []string, lastEv int64,
+) error {
+	if len(msgs) == 0 && len(evs) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `WITH m AS (
+			INSERT INTO messages (tenant, thread_id, seq, v, json)
+			SELECT $1::text, $2::text, $3::bigint - cardinality($5::text[]) + x.n, $7::integer, x.j::json
+			FROM unnest($5::text[]) WITH ORDINALITY AS x(j, n)
+		)
+		INSERT INTO events (tenant, thread_id, seq, v, json)
+		SELECT $1::text, $2::text, $4::bigint - cardinality($6::text[]) + x.n, $7::integer, x.j::json
+		FROM unnest($6::text[]) WITH ORDINALITY AS x(j, n)`,
+		tenant, threadID, lastMsg, lastEv, nonNil(msgs), nonNil(evs), store.FormatVersion)
+	return err
+}
+
+// nonNil binds an empty array rather than NULL.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// stateArg binds replacement state: NULL keeps the stored state.
+func stateArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+// cleanText makes free text storable in a text column, which refuses NUL
+// bytes and invalid UTF-8.
+func cleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+func encodeMessages(msgs []message.Message) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(msgs))
+	for i := range msgs {
+		b, err := json.Marshal(&msgs[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", store.ErrInvalid, i, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// encodeEvents encodes events as stored: thread and run filled in, Seq left
+// to the seq column.
+func encodeEvents(evs []event.Event, threadID, runID string) ([]string, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(evs))
+	for i := range evs {
+		e := evs[i]
+		e.Seq = 0
+		if e.ThreadID == "" {
+			e.ThreadID = threadID
+		}
+		if e.RunID == "" {
+			e.RunID = runID
+		}
+		b, err := json.Marshal(&e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %d: %w", store.ErrInvalid, i, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// stamp writes the stored identity of committed events back to the
+// caller's slice; last is the Seq of the last one.
+func stamp(evs []event.Event, threadID, runID string, last int64) {
+	first := last - int64(len(evs)) + 1
+	for i := range evs {
+		evs[i].Seq = first + int64(i)
+		if evs[i].ThreadID == "" {
+			evs[i].ThreadID = threadID
+		}
+		if evs[i].RunID == "" {
+			evs[i].RunID = runID
+		}
+	}
+}
