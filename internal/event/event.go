@@ -31,6 +31,9 @@ const (
 	StepFinished     Type = "step_finished"
 	SubagentStarted  Type = "subagent_started"
 	SubagentFinished Type = "subagent_finished"
+	// DecisionMade is published (live only) when a pending decision is
+	// decided, whatever path decided it.
+	DecisionMade Type = "decision_made"
 )
 
 // Event is one thing that happened in a run. Which fields are set depends on

@@ -128,10 +128,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 		if err != nil {
 			return err
 		}
-		_ = res
-		if h := r.Hooks.Decided; h != nil {
-			h()
-		}
+		r.decided(in.Tenant, res.Interrupt)
 	}
 	if fresh == 0 {
 		// A replayed resume decides nothing and runs nothing new.

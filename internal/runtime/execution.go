@@ -87,7 +87,7 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	}
 	x := &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
 		durable: threadID != "", tools: map[string]*tool.Tool{}, state: json.RawMessage(`{}`), begun: r.Now()}
-	all := append(r.Builtins(spec), spec.Tools...)
+	all := append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...)
 	for _, t := range all {
 		x.tools[t.Name] = t
 		x.toolOrder = append(x.toolOrder, t)

@@ -47,14 +47,25 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 	if err != nil {
 		return nil, err
 	}
-	if h := r.Hooks.Decided; h != nil {
-		h()
-	}
+	r.decided(tenant, res.Interrupt)
 	r.Logger.Info("decision recorded", "interrupt", id, "thread", it.ThreadID, "approved", d.Approved, "via", d.Via, "by", d.By)
 	if res.Queued {
 		r.resumeAsync(tenant, it.ThreadID)
 	}
 	return res.Interrupt, nil
+}
+
+// decided announces a decision to the bus (and so to other replicas and
+// Studio) and to the hooks.
+func (r *Runner) decided(tenant string, it *store.Interrupt) {
+	if h := r.Hooks.Decided; h != nil {
+		h()
+	}
+	if it == nil {
+		return
+	}
+	r.Bus.Publish(tenant, it.ThreadID, event.Event{Type: event.DecisionMade, ThreadID: it.ThreadID, RunID: it.RunID,
+		ToolCallID: it.ToolCallID, ToolName: it.Tool, Message: string(it.Status), Time: r.Now().UnixMilli()})
 }
 
 // checkDecision validates a decision against what the pause allows.

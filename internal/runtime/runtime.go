@@ -49,7 +49,8 @@ type Runner struct {
 	Lease time.Duration
 	Hooks Hooks
 
-	wg sync.WaitGroup
+	wg       sync.WaitGroup
+	builtins sync.Map // *agent.Spec → []*tool.Tool
 }
 
 // Init fills unset fields with defaults.

@@ -35,6 +35,19 @@ func (p *subagentPaused) Error() string { return "subagent paused for a decision
 // Builtins returns the built-in tools of an agent: write_todos and the file
 // tools unless turned off, and `task` for handing work to a subagent.
 func (r *Runner) Builtins(spec *agent.Spec) []*tool.Tool {
+	if spec.Parent == "" {
+		if v, ok := r.builtins.Load(spec); ok {
+			return v.([]*tool.Tool)
+		}
+	}
+	out := r.makeBuiltins(spec)
+	if spec.Parent == "" {
+		r.builtins.Store(spec, out)
+	}
+	return out
+}
+
+func (r *Runner) makeBuiltins(spec *agent.Spec) []*tool.Tool {
 	var out []*tool.Tool
 	if !spec.NoTodos {
 		out = append(out, builtin.Todos())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,13 @@ type aguiStream struct {
 // framing every AG-UI client relies on: LF-only "data: <one-line JSON>\n\n"
 // frames (or ": ping" comments), integer timestamps, and no null anywhere.
 func aguiPost(t *testing.T, env *stacktest.Env, agentName, body string, hdr ...string) aguiStream {
+	t.Helper()
+	return aguiRead(t, env, agentName, body, false, hdr...)
+}
+
+// aguiRead is aguiPost; allowNulls admits JSON nulls inside state payloads
+// (snapshot and patch values), which are data, not absent fields.
+func aguiRead(t *testing.T, env *stacktest.Env, agentName, body string, allowNulls bool, hdr ...string) aguiStream {
 	t.Helper()
 	req, _ := http.NewRequest("POST", env.URL+"/v1/agents/"+agentName+"/agui", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -69,8 +77,10 @@ func aguiPost(t *testing.T, env *stacktest.Env, agentName, body string, hdr ...s
 		if err := dec.Decode(&ev); err != nil {
 			t.Fatalf("frame is not a JSON object: %q: %v", data, err)
 		}
-		if p := aguiNullPath(ev, ""); p != "" {
-			t.Fatalf("null at %s in %s", p, data)
+		for _, p := range aguiNullPaths(ev, "") {
+			if !allowNulls || !aguiStatePath.MatchString(p) {
+				t.Fatalf("null at %s in %s", p, data)
+			}
 		}
 		ts, ok := ev["timestamp"].(json.Number)
 		if _, err := ts.Int64(); !ok || err != nil {
@@ -84,28 +94,32 @@ func aguiPost(t *testing.T, env *stacktest.Env, agentName, body string, hdr ...s
 	return s
 }
 
-// aguiNullPath returns the path of the first JSON null in v, or "".
-func aguiNullPath(v any, path string) string {
+// aguiStatePath matches where state data (which may hold nulls) sits in an
+// event.
+var aguiStatePath = regexp.MustCompile(`^/(snapshot|delta/\d+/value)(/|$)`)
+
+// aguiNullPaths returns the paths of every JSON null in v.
+func aguiNullPaths(v any, path string) []string {
 	switch x := v.(type) {
 	case nil:
 		if path == "" {
-			return "/"
+			path = "/"
 		}
-		return path
+		return []string{path}
 	case map[string]any:
+		var out []string
 		for k, c := range x {
-			if p := aguiNullPath(c, path+"/"+k); p != "" {
-				return p
-			}
+			out = append(out, aguiNullPaths(c, path+"/"+k)...)
 		}
+		return out
 	case []any:
+		var out []string
 		for i, c := range x {
-			if p := aguiNullPath(c, fmt.Sprintf("%s/%d", path, i)); p != "" {
-				return p
-			}
+			out = append(out, aguiNullPaths(c, fmt.Sprintf("%s/%d", path, i))...)
 		}
+		return out
 	}
-	return ""
+	return nil
 }
 
 func (s aguiStream) types() []string {

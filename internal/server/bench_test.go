@@ -2,13 +2,20 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/store/postgres"
 )
 
 // benchTurn posts one non-stream chat turn over real HTTP.
@@ -100,4 +107,74 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkDurableTurnPostgres is BenchmarkDurableTurn on the PostgreSQL
+// store (STACKBONE_TEST_POSTGRES, default the local test database).
+func BenchmarkDurableTurnPostgres(b *testing.B) {
+	base := os.Getenv("STACKBONE_TEST_POSTGRES")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	st, err := postgres.OpenSchema(b.Context(), base, schema, nil)
+	if err != nil {
+		b.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	b.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	env := stacktest.New(b, stacktest.Options{Store: st})
+	c := &http.Client{}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		benchTurn(b, c, env.URL, fmt.Sprintf("pg-%d", i), "hello")
+	}
+}
+
+// parallelTurns runs durable text turns from 16 concurrent clients; ns/op is
+// the inverse of throughput (turns/s = 1e9 / ns/op).
+func parallelTurns(b *testing.B, env *stacktest.Env, prefix string) {
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var n atomic.Int64
+	b.SetParallelism(8) // 8 × GOMAXPROCS(2) = 16 clients
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			benchTurn(b, c, env.URL, fmt.Sprintf("%s-%d", prefix, n.Add(1)), "hello")
+		}
+	})
+}
+
+// BenchmarkDurableTurnsParallel: durable turns/s on SQLite at concurrency 16.
+func BenchmarkDurableTurnsParallel(b *testing.B) {
+	parallelTurns(b, stacktest.New(b, stacktest.Options{}), "par")
+}
+
+// BenchmarkDurableTurnsParallelPostgres: the same on PostgreSQL.
+func BenchmarkDurableTurnsParallelPostgres(b *testing.B) {
+	base := os.Getenv("STACKBONE_TEST_POSTGRES")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	schema := fmt.Sprintf("benchp_%d", time.Now().UnixNano())
+	st, err := postgres.OpenSchema(b.Context(), base, schema, nil)
+	if err != nil {
+		b.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	b.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	parallelTurns(b, stacktest.New(b, stacktest.Options{Store: st}), "parpg")
 }

@@ -126,11 +126,13 @@ type Change struct {
 	ThreadID string `json:"threadId,omitempty"`
 }
 
-// liveTypes are the run events worth a refetch; token deltas are not.
-var liveTypes = map[event.Type]bool{
-	event.RunStarted: true, event.RunFinished: true, event.RunError: true,
-	event.ToolCallEnd: true, event.ToolResult: true, event.StateDelta: true, event.StateSnapshot: true,
-	event.SubagentStarted: true, event.SubagentFinished: true,
+// tokenTypes are live-only streaming events: too many and too small to be
+// worth a refetch. Every other run event (including kinds added later, such
+// as a decision event) is forwarded.
+var tokenTypes = map[event.Type]bool{
+	event.TextStart: true, event.TextDelta: true, event.TextEnd: true,
+	event.ToolCallStart: true, event.ToolCallArgs: true,
+	event.MessagesSnapshot: true,
 }
 
 // live is the tenant-wide change feed (SSE): "hello" on connect, then
@@ -165,8 +167,8 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		case e := <-sub.C:
-			if !liveTypes[e.Type] || (e.Type == event.RunFinished && e.Seq == 0) {
-				continue // a stored run_finished is also published live; send one
+			if tokenTypes[e.Type] {
+				continue
 			}
 			if !send("change", Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}) {
 				return nil

@@ -282,7 +282,7 @@ function schedulePoll() {
 async function refreshCount() {
   if (!app.session?.signedIn) return;
   try {
-    const page = await api('GET', '/v1/hitl?status=pending');
+    const page = await api('GET', '/v1/hitl?status=pending&limit=1000');
     setCount(page.data.length);
   } catch { /* shown by the views */ }
 }
@@ -291,8 +291,7 @@ function setCount(n) {
   app.pendingCount = n;
   const el = $('#inbox-count');
   el.hidden = n === 0;
-  el.textContent = String(n);
-  el.setAttribute('aria-label', `${n} pending`);
+  el.replaceChildren(String(n), h('span', { class: 'sr-only' }, ' pending'));
   document.title = (n ? `(${n}) ` : '') + 'Stackbone Studio';
 }
 
@@ -481,7 +480,7 @@ function inboxView() {
   async function refresh() {
     const mine = ++seq;
     try {
-      const page = await api('GET', '/v1/hitl?status=pending');
+      const page = await api('GET', '/v1/hitl?status=pending&limit=1000');
       if (mine !== seq) return;
       const items = page.data.slice().sort(byNewest);
       error.hidden = true;
@@ -614,7 +613,7 @@ function messageEl(m) {
 function eventSummary(e) {
   const cut = (s, n = 90) => (s && s.length > n ? s.slice(0, n) + '…' : s || '');
   switch (e.type) {
-    case 'run_started': return `run ${e.runId || ''} started`;
+    case 'run_started': return e.runId ? `run …${e.runId.slice(-6)}` : '';
     case 'run_finished': {
       const o = e.outcome || {};
       if (o.type === 'interrupt') return `paused for approval: ${(o.interrupts || []).map((i) => i.tool).join(', ')}`;
@@ -668,7 +667,7 @@ function threadView(id) {
       error.hidden = true;
       meta.replaceChildren(h('span', { class: 'badge agent' }, t.agent), statusBadge(t.status),
         h('span', {}, 'last activity ', timeEl(t.updatedAt)),
-        t.lastError ? h('span', { class: 'error-inline' }, t.lastError) : null);
+        ...(t.lastError ? [h('span', { class: 'error-inline' }, t.lastError)] : []));
       messages.replaceChildren(...t.messages.filter((m) => m.role !== 'system').map(messageEl));
       for (const el of [...streaming.children]) {
         if (t.messages.some((m) => m.id === el.dataset.id)) el.remove();
@@ -713,12 +712,14 @@ function threadView(id) {
     if (seen.has(e.seq)) return;
     seen.add(e.seq);
     const t = e.time ? new Date(e.time) : null;
-    timeline.append(h('li', { class: `ev ev-${e.type}`, 'data-seq': e.seq },
+    const atEnd = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 24;
+    timeline.append(h('li', { class: `ev ev-${e.type}${e.outcome?.type === 'interrupt' ? ' ev-paused' : ''}`, 'data-seq': e.seq },
       h('span', { class: 'seq' }, `#${e.seq}`),
-      t ? h('time', { datetime: t.toISOString(), title: t.toLocaleString() }, t.toLocaleTimeString()) : null,
+      t ? h('time', { datetime: t.toISOString(), title: t.toLocaleString() }, t.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false })) : null,
       h('span', { class: 'type' }, e.type.replace(/_/g, ' ')),
       h('span', { class: 'detail' }, eventSummary(e))));
     while (timeline.children.length > 400) timeline.firstElementChild.remove();
+    if (atEnd) timeline.scrollTop = timeline.scrollHeight;
     if (e.type === 'run_finished' || e.type === 'run_error') streaming.replaceChildren();
     soon();
   };

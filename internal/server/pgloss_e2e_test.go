@@ -1,0 +1,145 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store/postgres"
+)
+
+// tcpProxy forwards to PostgreSQL and can drop every connection on demand.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	down   bool
+}
+
+func newProxy(t *testing.T, target string) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.setDown(true) })
+	return p
+}
+
+func (p *tcpProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+	}
+}
+
+func (p *tcpProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// TestDatabaseLossIs503AndRecovers: with PostgreSQL unreachable, requests
+// fail with a clean 503 in the wire's envelope and nothing is half-written;
+// when it returns the server works again by itself.
+func TestDatabaseLossIs503AndRecovers(t *testing.T) {
+	base := os.Getenv("STACKBONE_TEST_POSTGRES")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	u, _ := url.Parse(base)
+	proxy := newProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	schema := fmt.Sprintf("loss_%d", time.Now().UnixNano())
+	ctx := context.Background()
+	st, err := postgres.OpenSchema(ctx, u.String(), schema, nil)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL unreachable: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	env := stacktest.New(t, stacktest.Options{Store: st})
+	body := `{"model":"assistant","messages":[{"role":"user","content":"hello"}]}`
+	if r := call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", "loss"); r.status != 200 {
+		t.Fatalf("before the loss: %d %s", r.status, r.body)
+	}
+
+	proxy.setDown(true)
+	r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"lost"}]}`, "x-stackbone-session", "loss")
+	if r.status != 503 || !strings.Contains(string(r.body), `"code":"store_unavailable"`) {
+		t.Fatalf("during the loss: %d %s", r.status, r.body)
+	}
+	if h := call(t, "GET", env.URL+"/healthz", ""); h.status != 503 {
+		t.Fatalf("healthz during the loss: %d", h.status)
+	}
+	ar := call(t, "POST", env.URL+"/v1/messages", `{"model":"assistant","max_tokens":10,"messages":[{"role":"user","content":"lost"}]}`, "x-stackbone-session", "loss")
+	if ar.status != 503 || !strings.Contains(string(ar.body), `"type":"error"`) {
+		t.Fatalf("anthropic wire during the loss: %d %s", ar.status, ar.body)
+	}
+
+	proxy.setDown(false)
+	stacktest.WaitFor(t, "the server to recover", func() bool {
+		return call(t, "GET", env.URL+"/healthz", "").status == 200
+	})
+	if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"back"}]}`, "x-stackbone-session", "loss"); r.status != 200 {
+		t.Fatalf("after recovery: %d %s", r.status, r.body)
+	}
+	msgs, err := st.Messages(ctx, "dev", "loss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range msgs {
+		texts = append(texts, m.Content)
+	}
+	if strings.Join(texts, "|") != "hello|echo: hello|back|echo: back" {
+		t.Fatalf("the thread after the loss: %q", texts)
+	}
+}

@@ -1,0 +1,283 @@
+package studio_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+func TestInboxApproveRunsToolAndThreadShowsResumedTurn(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	pause(t, env, "", "refund-b1", "please refund my order")
+	it := onePending(t, env, "", "refund-b1")
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	p.waitText(card(it.ID)+" .desc", "Refund order ord_42 for 19.99")
+	p.waitText(card(it.ID)+" h3", "refund")
+	p.waitText(card(it.ID)+" pre.json", `"orderId": "ord_42"`)
+	p.waitText(card(it.ID)+" .meta", "assistant")
+	p.waitText(card(it.ID)+" a.thread-link", "refund-b1")
+	p.waitText("#inbox-count", "1")
+	if env.Calls.Get("refund") != 0 {
+		t.Fatal("the tool ran before approval")
+	}
+
+	p.click(card(it.ID) + ` button[data-action="approve"]`)
+	waitIdle(t, env, "dev", "refund-b1")
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times, want 1", n)
+	}
+	p.waitJS("the card to leave the inbox", `!document.querySelector(`+js(card(it.ID))+`)`)
+	p.waitText("#inbox-empty:not([hidden])", "No pending decisions")
+	if d := decision(t, env, "dev", it.ID); d.Status != store.Approved || d.Decision.Via != "studio" {
+		t.Fatalf("decision %+v %+v", d, d.Decision)
+	}
+
+	// The thread view shows the resumed turn, the tool result and the timeline.
+	p.click(`#nav a[data-nav="threads"]`)
+	p.waitText(`tr[data-thread="refund-b1"]`, "idle")
+	p.click(`tr[data-thread="refund-b1"] a`)
+	p.waitText("#messages", "Refund result:")
+	p.waitText("#messages .role-tool", `"refunded": 19.99`)
+	p.waitText("#timeline", "run finished")
+	p.waitText("#timeline", "tool result")
+	p.waitText("#thread-meta", "idle")
+}
+
+func TestInboxRejectWithMessage(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	pause(t, env, "", "refund-b2", "please refund my order")
+	it := onePending(t, env, "", "refund-b2")
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/inbox")
+	// Keyboard only: Enter on the focused button opens the panel.
+	p.do(chromedp.Focus(chromedp.CSS(card(it.ID)+` button[data-action="reject"]`)), chromedp.KeyEvent("\r"))
+	p.waitJS("the message field to take focus", `document.activeElement && document.activeElement.name === 'message'`)
+	p.do(chromedp.SendKeys(chromedp.CSS(card(it.ID)+` textarea[name="message"]`), "Customer already refunded"))
+	p.click(card(it.ID) + ` button[data-action="confirm-reject"]`)
+	waitIdle(t, env, "dev", "refund-b2")
+	p.waitJS("the card to leave the inbox", `!document.querySelector(`+js(card(it.ID))+`)`)
+	if env.Calls.Get("refund") != 0 {
+		t.Fatal("a rejected tool ran")
+	}
+	d := decision(t, env, "dev", it.ID)
+	if d.Status != store.Rejected || d.Decision == nil || d.Decision.Message != "Customer already refunded" || d.Decision.Via != "studio" {
+		t.Fatalf("decision %+v %+v", d, d.Decision)
+	}
+	msgs, _ := env.Store.Messages(context.Background(), "dev", "refund-b2")
+	found := false
+	for _, m := range msgs {
+		found = found || (m.IsError && strings.Contains(m.Content, "Customer already refunded"))
+	}
+	if !found {
+		t.Fatal("the model was not told the reviewer's message")
+	}
+}
+
+func TestInboxEditIsCheckedAgainstTheSchemaInThePage(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	pause(t, env, "", "refund-b3", "please refund my order")
+	it := onePending(t, env, "", "refund-b3")
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	// Count what the page sends from now on.
+	eval[bool](p, `(() => { window.__posts = []; const f = window.fetch; window.fetch = (u, o) => { if (o && o.method && o.method !== 'GET') window.__posts.push(String(u)); return f(u, o); }; return true; })()`)
+	p.click(card(it.ID) + ` button[data-action="edit"]`)
+	editor := card(it.ID) + ` textarea[name="editedArgs"]`
+	p.waitJS("the editor prefilled with the arguments", `document.querySelector(`+js(editor)+`).value.includes('"amount": 19.99')`)
+	p.do(chromedp.SetValue(chromedp.CSS(editor), `{"orderId": "ord_42", "amount": "lots"}`))
+	p.click(card(it.ID) + ` button[data-action="confirm-edit"]`)
+	p.waitText(card(it.ID)+` [role="alert"]`, "amount: must be a number, not a string")
+	if n := eval[int](p, `window.__posts.length`); n != 0 {
+		t.Fatalf("the page sent %d requests for invalid arguments", n)
+	}
+	if eval[string](p, `document.querySelector(`+js(editor)+`).getAttribute('aria-invalid')`) != "true" {
+		t.Fatal("the editor is not marked invalid")
+	}
+	// A missing required field is named too.
+	p.do(chromedp.SetValue(chromedp.CSS(editor), `{"amount": 5}`))
+	p.click(card(it.ID) + ` button[data-action="confirm-edit"]`)
+	p.waitText(card(it.ID)+` [role="alert"]`, "orderId: is required")
+	if d := decision(t, env, "dev", it.ID); d.Status != store.Pending || env.Thread(t, "dev", "refund-b3").Status != store.Waiting {
+		t.Fatalf("an invalid edit changed the decision: %+v", d)
+	}
+
+	// Valid edits are sent and the tool runs with them.
+	p.do(chromedp.SetValue(chromedp.CSS(editor), `{"orderId": "ord_42", "amount": 5}`))
+	p.click(card(it.ID) + ` button[data-action="confirm-edit"]`)
+	waitIdle(t, env, "dev", "refund-b3")
+	args := env.Calls.Args("refund")
+	if len(args) != 1 || !strings.Contains(string(args[0]), `"amount":5`) {
+		t.Fatalf("refund ran with %s", args)
+	}
+	if n := eval[int](p, `window.__posts.length`); n != 1 {
+		t.Fatalf("the page sent %d requests, want 1", n)
+	}
+}
+
+func TestInboxIsLive(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	p.waitText("#inbox-empty:not([hidden])", "No pending decisions")
+	p.waitText("#live", "Live")
+	eval[bool](p, `(window.__sameDocument = true)`)
+
+	// A new pause appears without a reload.
+	pause(t, env, "", "live-b1", "please refund my order")
+	it := onePending(t, env, "", "live-b1")
+	p.waitText(card(it.ID)+" .desc", "Refund order ord_42 for 19.99")
+
+	// A pause without a description shows none and offers no edit.
+	pause(t, env, "", "live-b2", "delete the file")
+	del := onePending(t, env, "", "live-b2")
+	p.waitText(card(del.ID)+" .desc", "No description.")
+	if eval[bool](p, `!!document.querySelector(`+js(card(del.ID)+` button[data-action="edit"]`)+`)`) {
+		t.Fatal("edit offered where it is not allowed")
+	}
+	// Newest first.
+	p.waitJS("newest first", `document.querySelector('#inbox-list > article').dataset.id === `+js(del.ID))
+
+	// A decision made elsewhere (the CLI, over the API) disappears live.
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "", "x-stackbone-client", "cli"); r.status != 200 {
+		t.Fatalf("cli approve: %d %s", r.status, r)
+	}
+	p.waitJS("the decided card to disappear", `!document.querySelector(`+js(card(it.ID))+`)`)
+	p.waitText("#inbox-count", "1")
+	if !eval[bool](p, `window.__sameDocument === true`) {
+		t.Fatal("the page reloaded")
+	}
+	if d := decision(t, env, "dev", it.ID); d.Decision.Via != "cli" {
+		t.Fatalf("decidedVia %q", d.Decision.Via)
+	}
+}
+
+func TestSignInRequiredInStartMode(t *testing.T) {
+	env := startEnv(t)
+	pause(t, env, acme.Secret, "acme-b1", "please refund my order")
+	it := onePending(t, env, acme.Secret, "acme-b1")
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	p.waitText("#signin-h", "Sign in")
+	if eval[bool](p, `!!document.querySelector('#inbox-list') || document.querySelector('#nav').offsetParent !== null`) {
+		t.Fatal("the inbox or the navigation shows before sign-in")
+	}
+	p.do(chromedp.SendKeys(chromedp.CSS("#apikey"), "sk-wrong-0123456789"))
+	p.click(`#signin-form button[type="submit"]`)
+	p.waitText("#signin-error", "not valid")
+
+	p.do(chromedp.Clear(chromedp.CSS("#apikey")), chromedp.SendKeys(chromedp.CSS("#apikey"), acme.Secret))
+	p.click(`#signin-form button[type="submit"]`)
+	p.waitText(card(it.ID)+" .desc", "Refund order ord_42 for 19.99")
+	p.waitText("#tenant", "acme")
+	p.waitText("#live", "Live") // the live feed accepts the session cookie
+	if eval[bool](p, `document.cookie.includes('stackbone_studio')`) {
+		t.Fatal("the session cookie is readable by scripts")
+	}
+
+	// A cookie-authenticated POST without the CSRF token is refused.
+	status := eval[int](p, `fetch('/v1/hitl/`+it.ID+`/approve', {method: 'POST', credentials: 'same-origin'}).then(r => r.status)`)
+	if status != 403 {
+		t.Fatalf("cookie POST without CSRF token: %d", status)
+	}
+	if d := decision(t, env, "acme", it.ID); d.Status != store.Pending {
+		t.Fatal("a request without CSRF token decided")
+	}
+
+	// Signing out shows the sign-in page again.
+	p.click("#logout")
+	p.waitText("#signin-h", "Sign in")
+	if r := eval[int](p, `fetch('/v1/hitl').then(r => r.status)`); r != 401 {
+		t.Fatalf("after sign-out the API answers %d", r)
+	}
+}
+
+func TestAgentsPage(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/agents")
+	p.waitText(`[data-agent="assistant"] dd`, "openai/test-model")
+	p.waitText(`[data-agent="assistant"] tr[data-tool="refund"]`, "needs approval")
+	p.waitText(`[data-agent="assistant"] tr[data-tool="refund"]`, "approve · reject · edit")
+	p.waitText(`[data-agent="assistant"] tr[data-tool="delete_file"]`, "approve · reject")
+	p.waitText(`[data-agent="assistant"] tr[data-tool="get_weather"]`, "runs without approval")
+	p.waitText(`[data-agent="assistant"] .statekeys`, "draft")
+	p.waitText(`[data-agent="other"]`, "Another agent.")
+}
+
+func TestThreadViewStreamsAndFilters(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	chat(t, env, "draft-b1", "draft something")
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/threads/draft-b1")
+	p.waitText("#messages", "Draft saved.")
+	p.waitText("#state", `"v1"`)
+	p.waitText("#timeline", "state delta")
+
+	// A new turn arrives live in the open view.
+	chat(t, env, "draft-b1", "hello again")
+	p.waitText("#messages", "echo: hello again")
+
+	// The list filters by status and agent.
+	pause(t, env, "", "wait-b1", "please refund my order")
+	p.open(env.URL + "/studio/#/threads?status=waiting")
+	p.waitText(`tr[data-thread="wait-b1"]`, "waiting for approval")
+	p.waitJS("idle threads filtered out", `!document.querySelector('tr[data-thread="draft-b1"]')`)
+	p.open(env.URL + "/studio/#/threads?agent=other")
+	p.waitText(".empty:not([hidden])", "No threads match")
+}
+
+// TestScreenshots writes the README screenshots (docs/studio-*.png). Run it
+// with STACKBONE_SCREENSHOTS=1.
+func TestScreenshots(t *testing.T) {
+	if os.Getenv("STACKBONE_SCREENSHOTS") != "1" {
+		t.Skip("set STACKBONE_SCREENSHOTS=1 to write docs/studio-*.png")
+	}
+	env := stacktest.New(t, stacktest.Options{})
+	chat(t, env, "support-7", "what is the weather in Paris?")
+	chat(t, env, "support-7", "draft a reply")
+	pause(t, env, "", "support-7", "please refund my order")
+	pause(t, env, "", "ops-12", "delete the file")
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	p.waitText("#inbox-list", "Refund order ord_42 for 19.99")
+	p.waitText("#inbox-list", "delete_file")
+	p.waitText("#live", "Live")
+	shot(t, p, "studio-inbox.png")
+	p.open(env.URL + "/studio/#/threads/support-7")
+	p.waitText("#messages", "Draft saved.")
+	p.waitText("#thread-pending", "Refund order ord_42")
+	p.waitText("#events-status", "live")
+	shot(t, p, "studio-thread.png")
+}
+
+func shot(t *testing.T, p *page, name string) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // let the toast and fonts settle
+	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join("..", "..", "docs", name)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", out)
+}

@@ -1,0 +1,216 @@
+package agui
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+type frames struct{ out []map[string]any }
+
+func (f *frames) Data(b []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	f.out = append(f.out, m)
+	return nil
+}
+
+func (f *frames) types() string {
+	var ts []string
+	for _, m := range f.out {
+		s := m["type"].(string)
+		if id, ok := m["subagentRunId"].(string); ok && m["type"] != "SUBAGENT_STARTED" && m["type"] != "SUBAGENT_FINISHED" {
+			s += "@" + id
+		}
+		ts = append(ts, s)
+	}
+	return strings.Join(ts, " ")
+}
+
+func fixedNow() time.Time { return time.UnixMilli(1700000000000) }
+
+func TestStreamClosesOpenWorkBeforeRunError(t *testing.T) {
+	f := &frames{}
+	s := NewStream(f, "t1", "r1", fixedNow)
+	for _, e := range []event.Event{
+		{Type: event.RunStarted, RunID: "ignored"},
+		{Type: event.StepStarted, StepName: "plan"},
+		{Type: event.SubagentStarted, SubagentRunID: "sub_1", Subagent: "researcher", ParentToolCallID: "task_1"},
+		{Type: event.StepStarted, StepName: "researcher", SubagentRunID: "sub_1"},
+		{Type: event.TextStart, MessageID: "m1", SubagentRunID: "sub_1"},
+		{Type: event.TextDelta, MessageID: "m1", Delta: "hi", SubagentRunID: "sub_1"},
+		{Type: event.ToolCallStart, MessageID: "m1", ToolCallID: "c1", ToolName: "search", SubagentRunID: "sub_1"},
+		{Type: event.ToolCallArgs, MessageID: "m1", ToolCallID: "c1", Delta: `{"q"`, SubagentRunID: "sub_1"},
+		{Type: event.TextDelta, MessageID: "m2", Delta: "parent"},
+		{Type: event.RunError, Code: "upstream_error", Message: "boom"},
+		{Type: event.TextDelta, MessageID: "m3", Delta: "after the end"},
+		{Type: event.RunFinished},
+	} {
+		if err := s.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "RUN_STARTED STEP_STARTED SUBAGENT_STARTED STEP_STARTED@sub_1 TEXT_MESSAGE_START@sub_1 TEXT_MESSAGE_CONTENT@sub_1 " +
+		"TOOL_CALL_START@sub_1 TOOL_CALL_ARGS@sub_1 TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT " +
+		"TEXT_MESSAGE_END@sub_1 TOOL_CALL_END@sub_1 STEP_FINISHED@sub_1 SUBAGENT_FINISHED TEXT_MESSAGE_END STEP_FINISHED RUN_ERROR"
+	if got := f.types(); got != want {
+		t.Fatalf("events\n got %s\nwant %s", got, want)
+	}
+	if rs := f.out[0]; rs["runId"] != "r1" || rs["threadId"] != "t1" || rs["protocolVersion"] != "1.0" || rs["timestamp"] != float64(1700000000000) {
+		t.Fatalf("RUN_STARTED %v", rs)
+	}
+	if sa := f.out[2]; sa["name"] != "researcher" || sa["parentToolCallId"] != "task_1" {
+		t.Fatalf("SUBAGENT_STARTED %v", sa)
+	}
+	if tc := f.out[6]; tc["parentMessageId"] != "m1" {
+		t.Fatalf("TOOL_CALL_START %v", tc)
+	}
+	if last := f.out[len(f.out)-1]; last["code"] != "upstream_error" || last["message"] != "boom" {
+		t.Fatalf("RUN_ERROR %v", last)
+	}
+	if !s.Done() {
+		t.Fatal("the stream must be done after RUN_ERROR")
+	}
+}
+
+func TestStreamIgnoresUnknownSubagentsAndUnmatchedClosers(t *testing.T) {
+	f := &frames{}
+	s := NewStream(f, "t1", "", fixedNow)
+	for _, e := range []event.Event{
+		{Type: event.TextStart, MessageID: "m1", SubagentRunID: "sub_x"}, // RUN_STARTED is implied
+		{Type: event.TextEnd, MessageID: "m1"},
+		{Type: event.TextEnd, MessageID: "m1"},
+		{Type: event.ToolCallArgs, ToolCallID: "nope", Delta: "x"},
+		{Type: event.ToolCallEnd, ToolCallID: "nope"},
+		{Type: event.StepFinished, StepName: "never"},
+		{Type: event.SubagentFinished, SubagentRunID: "sub_x"},
+		{Type: event.StateDelta, Patch: json.RawMessage(`[]`)},
+		{Type: event.StateSnapshot},
+		{Type: event.RunFinished, RunID: "run_9", Outcome: &event.Outcome{Type: event.Interrupt}},
+	} {
+		if err := s.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.types(); got != "RUN_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_END STATE_SNAPSHOT RUN_FINISHED" {
+		t.Fatalf("events %s", got)
+	}
+	if snap := f.out[3]; !reflect.DeepEqual(snap["snapshot"], map[string]any{}) {
+		t.Fatalf("an empty snapshot is {}: %v", snap)
+	}
+	fin := f.out[4]
+	// An interrupt outcome without interrupts would be fatal to a client.
+	if !reflect.DeepEqual(fin["outcome"], map[string]any{"type": "success"}) || fin["runId"] != "run_9" {
+		t.Fatalf("RUN_FINISHED %v", fin)
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	cases := []struct {
+		in   *event.Outcome
+		want string
+	}{
+		{nil, `{"type":"success"}`},
+		{&event.Outcome{Type: event.Cancelled}, `{"type":"cancelled"}`},
+		{&event.Outcome{Type: event.Success, PendingCalls: []message.ToolCall{{ID: "c1"}, {ID: "c2"}}}, `{"type":"success","pendingToolCallIds":["c1","c2"]}`},
+		{&event.Outcome{Type: event.Interrupt, Interrupts: []event.InterruptInfo{{ID: "int_1", ToolCallID: "c1", Tool: "delete_file",
+			ResponseSchema: json.RawMessage(`{"type":"object"}`), Subagent: "ops"}}},
+			`{"type":"interrupt","interrupts":[{"id":"int_1","reason":"tool_call","toolCallId":"c1","allowedDecisions":[],"responseSchema":{"type":"object"},"metadata":{"stackbone":{"subagent":"ops","tool":"delete_file"}}}]}`},
+	}
+	for _, c := range cases {
+		b, _ := json.Marshal(outcomeOf(c.in))
+		if string(b) != c.want {
+			t.Errorf("outcome\n got %s\nwant %s", b, c.want)
+		}
+	}
+}
+
+func TestDecodeAndInput(t *testing.T) {
+	body := `{"threadId":"t1","runId":"r1","state":null,"unknown":1,
+	 "tools":[{"name":"open_modal","description":"d","parameters":null}],
+	 "resume":[{"interruptId":"int_1","status":"cancelled"},{"interruptId":"int_2","status":"resolved","payload":{"approved":true}}],
+	 "messages":[
+	  {"id":"a1","role":"assistant","content":"calling","toolCalls":[{"id":"c1","type":"function","function":{"name":"open_modal","arguments":{"x":1}}}]},
+	  {"id":"t1","role":"tool","toolCallId":"c1","content":[{"type":"text","text":"failed"}],"error":"boom"},
+	  {"id":"u1","role":"user","content":[{"type":"binary","mimeType":"image/jpeg","data":"AAAA"},{"type":"audio","source":{"type":"data","value":"x","mimeType":"audio/wav"}}]},
+	  {"id":"x1","role":"someday"}
+	 ]}`
+	req, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := req.Input("assistant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.ThreadID != "t1" || in.RunID != "r1" || !in.Snapshots || in.State != nil || in.Agent != "assistant" {
+		t.Fatalf("input %+v", in)
+	}
+	if len(in.ClientTools) != 1 || in.ClientTools[0].Parameters != nil {
+		t.Fatalf("tools %+v", in.ClientTools)
+	}
+	if len(in.Resume) != 2 || !in.Resume[0].Cancelled || in.Resume[1].Cancelled || string(in.Resume[1].Payload) != `{"approved":true}` {
+		t.Fatalf("resume %+v", in.Resume)
+	}
+	if len(in.Messages) != 3 {
+		t.Fatalf("messages %+v", in.Messages)
+	}
+	if c := in.Messages[0].ToolCalls[0]; c.Arguments != `{"x":1}` || c.Name != "open_modal" {
+		t.Fatalf("tool call %+v", c)
+	}
+	if tm := in.Messages[1]; tm.Content != "failed" || !tm.IsError || tm.ToolCallID != "c1" {
+		t.Fatalf("tool message %+v", tm)
+	}
+	if um := in.Messages[2]; len(um.Parts) != 1 || um.Parts[0].MediaType != "image/jpeg" || um.Parts[0].Data != "AAAA" {
+		t.Fatalf("user parts %+v", um.Parts)
+	}
+}
+
+func TestStatelessRefusals(t *testing.T) {
+	for _, body := range []string{
+		`{"messages":[{"id":"m","role":"user","content":"x"}],"tools":[{"name":"t"}]}`,
+		`{"threadId":"","messages":[{"id":"m","role":"user","content":"x"}],"state":{"draft":"x"}}`,
+		`{"threadId":"","messages":[],"resume":[{"interruptId":"i","status":"cancelled"}]}`,
+	} {
+		req, err := Decode([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = req.Input("assistant")
+		var ae *apierror.Error
+		if !errors.As(err, &ae) || ae.Code != "thread_required" || !errors.Is(err, ErrThreadRequired) || !strings.Contains(ae.Message, "threadId") {
+			t.Fatalf("%s: %v", body, err)
+		}
+	}
+	// An empty state object is no seeding, so a stateless run may carry it.
+	req, _ := Decode([]byte(`{"messages":[{"id":"m","role":"user","content":"x"}],"state":{}}`))
+	if _, err := req.Input("assistant"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	h := &Handler{Now: fixedNow}
+	w := httptest.NewRecorder()
+	_ = h.WriteError(w, apierror.New(apierror.Authentication, "invalid_api_key", "Invalid API key."))
+	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), `"invalid_api_key"`) {
+		t.Fatalf("401: %d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	_ = h.WriteError(w, apierror.ApprovalPending())
+	want := `data: {"type":"RUN_ERROR","timestamp":1700000000000,"message":"` + apierror.ApprovalPendingMessage + `","code":"approval_pending"}` + "\n\n"
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/event-stream" || w.Body.String() != want {
+		t.Fatalf("RUN_ERROR: %d %q", w.Code, w.Body)
+	}
+}

@@ -1,0 +1,88 @@
+package agui
+
+import (
+	"encoding/json"
+
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+// wireMessages renders a canonical conversation as AG-UI messages (the
+// payload of MESSAGES_SNAPSHOT). Every message keeps its id, so a client
+// reconciling by id keeps what it streamed.
+func wireMessages(msgs []message.Message) []wireMessage {
+	out := make([]wireMessage, 0, len(msgs))
+	for _, m := range msgs {
+		if m.ID == "" {
+			continue
+		}
+		w := wireMessage{ID: m.ID, Role: string(m.Role)}
+		switch m.Role {
+		case message.System:
+			w.Content = jsonString(m.Content)
+		case message.User:
+			w.Content = userContent(m)
+		case message.Assistant:
+			if m.Content != "" {
+				w.Content = jsonString(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				args := c.Arguments
+				if args == "" {
+					args = "{}"
+				}
+				w.ToolCalls = append(w.ToolCalls, wireToolCall{ID: c.ID, Type: "function", Function: wireFunction{Name: c.Name, Arguments: args}})
+			}
+		case message.Tool:
+			w.Content = jsonString(m.Content)
+			w.ToolCallID = m.ToolCallID
+			if m.IsError {
+				w.Error = m.Content
+				if w.Error == "" {
+					w.Error = "The tool failed."
+				}
+			}
+		default:
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// userContent is a string, or text and image parts when the message carries
+// images.
+func userContent(m message.Message) json.RawMessage {
+	if len(m.Parts) == 0 {
+		return jsonString(m.Content)
+	}
+	var parts []wirePart
+	if m.Content != "" {
+		text := m.Content
+		parts = append(parts, wirePart{Type: "text", Text: &text})
+	}
+	for _, p := range m.Parts {
+		if p.Type != "image" {
+			continue
+		}
+		switch {
+		case p.Data != "":
+			mt := p.MediaType
+			if mt == "" {
+				mt = "application/octet-stream"
+			}
+			parts = append(parts, wirePart{Type: "image", Source: &wireSource{Type: "data", Value: p.Data, MimeType: mt}})
+		case p.URL != "":
+			parts = append(parts, wirePart{Type: "image", Source: &wireSource{Type: "url", Value: p.URL, MimeType: p.MediaType}})
+		}
+	}
+	if len(parts) == 0 {
+		return jsonString(m.Content)
+	}
+	b, _ := json.Marshal(parts)
+	return b
+}

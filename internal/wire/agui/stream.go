@@ -1,0 +1,385 @@
+package agui
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/event"
+)
+
+// Frames is where a stream writes its data lines (an *sse.Writer).
+type Frames interface {
+	Data(b []byte) error
+}
+
+// Stream encodes a run's canonical events as AG-UI events. It guarantees the
+// order a 1.0 client verifies: RUN_STARTED (or RUN_ERROR) first, every text
+// message, tool call, step and subagent it opened closed before the one
+// terminal RUN_FINISHED or RUN_ERROR, and nothing after it.
+type Stream struct {
+	out             Frames
+	threadID, runID string
+	now             func() time.Time
+	started, done   bool
+	texts, tools    openSet
+	steps           []openStep
+	subagents       openSet
+	seenSubagents   map[string]bool
+	messageOwner    map[string]string
+}
+
+// openSet is an insertion-ordered set of open ids with their owner (the
+// subagent run they belong to, "" for the agent itself).
+type openSet struct {
+	order []string
+	owner map[string]string
+}
+
+func (o *openSet) has(id string) bool { _, ok := o.owner[id]; return ok }
+
+func (o *openSet) add(id, owner string) {
+	if o.owner == nil {
+		o.owner = map[string]string{}
+	}
+	o.owner[id] = owner
+	o.order = append(o.order, id)
+}
+
+func (o *openSet) remove(id string) {
+	delete(o.owner, id)
+	for i, v := range o.order {
+		if v == id {
+			o.order = append(o.order[:i], o.order[i+1:]...)
+			return
+		}
+	}
+}
+
+type openStep struct{ name, owner string }
+
+// NewStream starts an encoder for one run. threadID and runID are echoed on
+// RUN_STARTED and RUN_FINISHED (the request's, so a client sees its own ids);
+// now stamps events that carry no time.
+func NewStream(out Frames, threadID, runID string, now func() time.Time) *Stream {
+	if now == nil {
+		now = time.Now
+	}
+	return &Stream{out: out, threadID: threadID, runID: runID, now: now,
+		seenSubagents: map[string]bool{}, messageOwner: map[string]string{}}
+}
+
+// Done reports whether the terminal event was written.
+func (s *Stream) Done() bool { return s.done }
+
+func (s *Stream) stamp(t string, ms int64) base {
+	if ms == 0 {
+		ms = s.now().UnixMilli()
+	}
+	return base{Type: t, Timestamp: ms}
+}
+
+func (s *Stream) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.out.Data(b)
+}
+
+// owner is the subagent run an event belongs to, when that subagent is open
+// in this stream.
+func (s *Stream) owner(id string) string {
+	if id != "" && s.subagents.has(id) {
+		return id
+	}
+	return ""
+}
+
+// Write encodes one event.
+func (s *Stream) Write(e event.Event) error {
+	if s.done {
+		return nil
+	}
+	if !s.started && e.Type != event.RunStarted && e.Type != event.RunError {
+		if err := s.start(e.RunID, 0); err != nil {
+			return err
+		}
+	}
+	switch e.Type {
+	case event.RunStarted:
+		if s.started {
+			return nil
+		}
+		return s.start(e.RunID, e.Time)
+	case event.TextStart:
+		return s.openText(e)
+	case event.TextDelta:
+		if e.Delta == "" {
+			return nil
+		}
+		if err := s.openText(e); err != nil {
+			return err
+		}
+		return s.write(textContent{base: s.stamp("TEXT_MESSAGE_CONTENT", e.Time), MessageID: e.MessageID, Delta: e.Delta,
+			SubagentRunID: s.texts.owner[e.MessageID]})
+	case event.TextEnd:
+		return s.closeText(e.MessageID, e.Time)
+	case event.ToolCallStart:
+		if e.ToolCallID == "" || s.tools.has(e.ToolCallID) {
+			return nil
+		}
+		owner, ok := s.messageOwner[e.MessageID]
+		if !ok {
+			owner = s.owner(e.SubagentRunID)
+		}
+		s.tools.add(e.ToolCallID, owner)
+		return s.write(toolStart{base: s.stamp("TOOL_CALL_START", e.Time), ToolCallID: e.ToolCallID, ToolCallName: e.ToolName,
+			ParentMessageID: e.MessageID, SubagentRunID: owner})
+	case event.ToolCallArgs:
+		if e.Delta == "" || !s.tools.has(e.ToolCallID) {
+			return nil
+		}
+		return s.write(toolArgs{base: s.stamp("TOOL_CALL_ARGS", e.Time), ToolCallID: e.ToolCallID, Delta: e.Delta,
+			SubagentRunID: s.tools.owner[e.ToolCallID]})
+	case event.ToolCallEnd:
+		return s.closeTool(e.ToolCallID, e.Time)
+	case event.ToolResult:
+		if err := s.closeTool(e.ToolCallID, e.Time); err != nil {
+			return err
+		}
+		return s.write(toolResult{base: s.stamp("TOOL_CALL_RESULT", e.Time), MessageID: e.MessageID, ToolCallID: e.ToolCallID,
+			Content: e.Content, Role: "tool", SubagentRunID: s.owner(e.SubagentRunID)})
+	case event.StateSnapshot:
+		snap := bytes.TrimSpace(e.Snapshot)
+		if len(snap) == 0 {
+			snap = json.RawMessage(`{}`)
+		}
+		return s.write(stateSnapshot{base: s.stamp("STATE_SNAPSHOT", e.Time), Snapshot: snap})
+	case event.StateDelta:
+		patch := bytes.TrimSpace(e.Patch)
+		if len(patch) == 0 || string(patch) == "[]" || string(patch) == "null" {
+			return nil
+		}
+		return s.write(stateDelta{base: s.stamp("STATE_DELTA", e.Time), Delta: patch})
+	case event.MessagesSnapshot:
+		return s.write(messagesSnapshot{base: s.stamp("MESSAGES_SNAPSHOT", e.Time), Messages: wireMessages(e.Messages)})
+	case event.StepStarted:
+		if e.StepName == "" {
+			return nil
+		}
+		owner := s.owner(e.SubagentRunID)
+		for _, st := range s.steps {
+			if st == (openStep{e.StepName, owner}) {
+				return nil
+			}
+		}
+		s.steps = append(s.steps, openStep{e.StepName, owner})
+		return s.write(step{base: s.stamp("STEP_STARTED", e.Time), StepName: e.StepName, SubagentRunID: owner})
+	case event.StepFinished:
+		for i := len(s.steps) - 1; i >= 0; i-- {
+			if s.steps[i].name == e.StepName {
+				return s.closeStep(i, e.Time)
+			}
+		}
+		return nil
+	case event.SubagentStarted:
+		id := e.SubagentRunID
+		if id == "" || s.seenSubagents[id] {
+			return nil
+		}
+		s.seenSubagents[id] = true
+		s.subagents.add(id, "")
+		name := e.Subagent
+		if name == "" {
+			name = e.StepName
+		}
+		if name == "" {
+			name = "subagent"
+		}
+		return s.write(subagentStarted{base: s.stamp("SUBAGENT_STARTED", e.Time), SubagentRunID: id, Name: name, ParentToolCallID: e.ParentToolCallID})
+	case event.SubagentFinished:
+		if !s.subagents.has(e.SubagentRunID) {
+			return nil
+		}
+		return s.closeSubagent(e.SubagentRunID, e.Time)
+	case event.RunFinished:
+		if err := s.closeAll(e.Time); err != nil {
+			return err
+		}
+		s.done = true
+		fin := runFinished{base: s.stamp("RUN_FINISHED", e.Time), ThreadID: s.threadID, RunID: s.runIDOr(e.RunID), Outcome: outcomeOf(e.Outcome)}
+		if e.Usage != nil {
+			u := e.Usage
+			fin.Usage = []tokenUsage{{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}}
+		}
+		return s.write(fin)
+	case event.RunError:
+		return s.Fail(&apierror.Error{Code: e.Code, Message: e.Message}, e.Time)
+	}
+	return nil
+}
+
+func (s *Stream) runIDOr(id string) string {
+	if s.runID != "" {
+		return s.runID
+	}
+	return id
+}
+
+func (s *Stream) start(runID string, ms int64) error {
+	s.started = true
+	if s.runID == "" {
+		s.runID = runID
+	}
+	return s.write(runStarted{base: s.stamp("RUN_STARTED", ms), ThreadID: s.threadID, RunID: s.runID, ProtocolVersion: ProtocolVersion})
+}
+
+func (s *Stream) openText(e event.Event) error {
+	if e.MessageID == "" || s.texts.has(e.MessageID) {
+		return nil
+	}
+	owner := s.owner(e.SubagentRunID)
+	s.texts.add(e.MessageID, owner)
+	s.messageOwner[e.MessageID] = owner
+	return s.write(textStart{base: s.stamp("TEXT_MESSAGE_START", e.Time), MessageID: e.MessageID, Role: "assistant", SubagentRunID: owner})
+}
+
+func (s *Stream) closeText(id string, ms int64) error {
+	if !s.texts.has(id) {
+		return nil
+	}
+	owner := s.texts.owner[id]
+	s.texts.remove(id)
+	return s.write(textEnd{base: s.stamp("TEXT_MESSAGE_END", ms), MessageID: id, SubagentRunID: owner})
+}
+
+func (s *Stream) closeTool(id string, ms int64) error {
+	if !s.tools.has(id) {
+		return nil
+	}
+	owner := s.tools.owner[id]
+	s.tools.remove(id)
+	return s.write(toolEnd{base: s.stamp("TOOL_CALL_END", ms), ToolCallID: id, SubagentRunID: owner})
+}
+
+func (s *Stream) closeStep(i int, ms int64) error {
+	st := s.steps[i]
+	s.steps = append(s.steps[:i], s.steps[i+1:]...)
+	return s.write(step{base: s.stamp("STEP_FINISHED", ms), StepName: st.name, SubagentRunID: st.owner})
+}
+
+// closeSubagent closes what the subagent left open, then the subagent.
+func (s *Stream) closeSubagent(id string, ms int64) error {
+	for _, m := range append([]string(nil), s.texts.order...) {
+		if s.texts.owner[m] == id {
+			if err := s.closeText(m, ms); err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range append([]string(nil), s.tools.order...) {
+		if s.tools.owner[c] == id {
+			if err := s.closeTool(c, ms); err != nil {
+				return err
+			}
+		}
+	}
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		if s.steps[i].owner == id {
+			if err := s.closeStep(i, ms); err != nil {
+				return err
+			}
+		}
+	}
+	s.subagents.remove(id)
+	return s.write(subagentFinished{base: s.stamp("SUBAGENT_FINISHED", ms), SubagentRunID: id})
+}
+
+// closeAll closes every open entity, innermost kinds first.
+func (s *Stream) closeAll(ms int64) error {
+	for len(s.subagents.order) > 0 {
+		if err := s.closeSubagent(s.subagents.order[len(s.subagents.order)-1], ms); err != nil {
+			return err
+		}
+	}
+	for len(s.texts.order) > 0 {
+		if err := s.closeText(s.texts.order[0], ms); err != nil {
+			return err
+		}
+	}
+	for len(s.tools.order) > 0 {
+		if err := s.closeTool(s.tools.order[0], ms); err != nil {
+			return err
+		}
+	}
+	for len(s.steps) > 0 {
+		if err := s.closeStep(len(s.steps)-1, ms); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Fail ends the stream with a RUN_ERROR: as the only event when nothing was
+// written yet (AG-UI allows RUN_ERROR first), otherwise after closing what is
+// open. ms is the event time (0: now).
+func (s *Stream) Fail(e *apierror.Error, ms int64) error {
+	if s.done {
+		return nil
+	}
+	if s.started {
+		if err := s.closeAll(ms); err != nil {
+			return err
+		}
+	}
+	s.started, s.done = true, true
+	msg := e.Message
+	if msg == "" {
+		msg = "The run failed."
+	}
+	return s.write(runError{base: s.stamp("RUN_ERROR", ms), Message: msg, Code: e.Code})
+}
+
+// outcomeOf maps a run's outcome: an interrupt lists its pauses, a success
+// names the frontend tool calls the client must answer.
+func outcomeOf(o *event.Outcome) *outcome {
+	if o == nil {
+		return &outcome{Type: "success"}
+	}
+	switch o.Type {
+	case event.Cancelled:
+		return &outcome{Type: "cancelled"}
+	case event.Interrupt:
+		if len(o.Interrupts) > 0 {
+			out := &outcome{Type: "interrupt"}
+			for _, it := range o.Interrupts {
+				out.Interrupts = append(out.Interrupts, interruptOf(it))
+			}
+			return out
+		}
+	}
+	out := &outcome{Type: "success"}
+	for _, c := range o.PendingCalls {
+		out.PendingToolCallIDs = append(out.PendingToolCallIDs, c.ID)
+	}
+	return out
+}
+
+func interruptOf(it event.InterruptInfo) interrupt {
+	out := interrupt{ID: it.ID, Reason: "tool_call", ToolCallID: it.ToolCallID, Description: it.Description,
+		Message: it.Description, AllowedDecisions: it.AllowedDecisions}
+	if out.AllowedDecisions == nil {
+		out.AllowedDecisions = []string{}
+	}
+	if rs := bytes.TrimSpace(it.ResponseSchema); len(rs) > 0 && rs[0] == '{' {
+		out.ResponseSchema = rs
+	}
+	meta := map[string]any{"tool": it.Tool}
+	if it.Subagent != "" {
+		meta["subagent"] = it.Subagent
+	}
+	out.Metadata = map[string]any{"stackbone": meta}
+	return out
+}
