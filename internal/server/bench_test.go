@@ -178,3 +178,22 @@ func BenchmarkDurableTurnsParallelPostgres(b *testing.B) {
 	})
 	parallelTurns(b, stacktest.New(b, stacktest.Options{Store: st}), "parpg")
 }
+
+// BenchmarkUpstreamFloor posts the same text request straight to the mock
+// upstream: the floor the turn benchmarks are measured against.
+func BenchmarkUpstreamFloor(b *testing.B) {
+	env := stacktest.New(b, stacktest.Options{})
+	c := &http.Client{}
+	body := []byte(`{"model":"test-model","messages":[{"role":"system","content":"You are a test assistant."},{"role":"user","content":"hello"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", env.UpstreamURL+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
