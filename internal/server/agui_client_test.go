@@ -11,11 +11,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/wire/agui"
 )
 
-// aguiScript is DefaultScript plus a rule that pauses on two refunds at once
-// (for partial resumes).
+// aguiSubagentRules make "research …" hand work to the general-purpose
+// subagent, which checks the weather before answering.
+const aguiSubagentRules = `[
+ {"when":{"lastTool":"task"},"reply":{"text":"Summary: {{lastTool}}"}},
+ {"when":{"lastUser":"research","afterTool":false},"reply":{"text":"Delegating.","toolCalls":[{"name":"task","arguments":{"description":"dig up facts about Paris","subagent_type":"general-purpose"}}]}},
+ {"when":{"lastUser":"dig up facts","afterTool":false},"reply":{"text":"Looking it up.","toolCalls":[{"name":"get_weather","arguments":{"city":"Paris"}}]}}
+]`
+
+// aguiScript is DefaultScript plus rules that pause on two refunds at once
+// (for partial resumes) and run a subagent.
 func aguiScript(t *testing.T) string {
 	t.Helper()
 	var rules []json.RawMessage
@@ -25,11 +36,85 @@ func aguiScript(t *testing.T) string {
 	two := json.RawMessage(`{"when":{"lastUser":"two refunds","afterTool":false},"reply":{"toolCalls":[
 	 {"name":"refund","arguments":{"orderId":"ord_1","amount":1}},
 	 {"name":"refund","arguments":{"orderId":"ord_2","amount":2}}]}}`)
-	b, err := json.Marshal(append([]json.RawMessage{two}, rules...))
+	var sub []json.RawMessage
+	if err := json.Unmarshal([]byte(aguiSubagentRules), &sub); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(append(append([]json.RawMessage{two}, sub...), rules...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// sseBuffer collects the frames an agui.Stream writes.
+type sseBuffer struct{ bytes.Buffer }
+
+func (b *sseBuffer) Data(p []byte) error {
+	b.WriteString("data: ")
+	b.Write(p)
+	b.WriteString("\n\n")
+	return nil
+}
+
+// writeAGUIFixtures encodes event sequences the runtime does not produce
+// today (subagents, steps, failures with work still open) with the wire's
+// encoder, for the official client to check.
+func writeAGUIFixtures(t *testing.T, path string) {
+	t.Helper()
+	sub := "sub_1"
+	seqs := map[string][]event.Event{
+		"subagentSteps": {
+			{Type: event.RunStarted},
+			{Type: event.StepStarted, StepName: "plan"},
+			{Type: event.SubagentStarted, SubagentRunID: sub, Subagent: "researcher", ParentToolCallID: "task_1"},
+			{Type: event.StepStarted, StepName: "researcher", SubagentRunID: sub},
+			{Type: event.TextStart, MessageID: "m1", SubagentRunID: sub},
+			{Type: event.TextDelta, MessageID: "m1", Delta: "Looking.", SubagentRunID: sub},
+			{Type: event.TextEnd, MessageID: "m1", SubagentRunID: sub},
+			{Type: event.ToolCallStart, MessageID: "m1", ToolCallID: "c1", ToolName: "search", SubagentRunID: sub},
+			{Type: event.ToolCallArgs, MessageID: "m1", ToolCallID: "c1", Delta: `{"q":"go"}`, SubagentRunID: sub},
+			{Type: event.ToolCallEnd, MessageID: "m1", ToolCallID: "c1", SubagentRunID: sub},
+			{Type: event.ToolResult, MessageID: "tm1", ToolCallID: "c1", Content: "found", SubagentRunID: sub},
+			{Type: event.SubagentFinished, SubagentRunID: sub, Message: "success"},
+			{Type: event.StepFinished, StepName: "researcher", SubagentRunID: sub},
+			{Type: event.StepFinished, StepName: "plan"},
+			{Type: event.StateSnapshot, Snapshot: json.RawMessage(`{"todos":[{"done":false}]}`)},
+			{Type: event.StateDelta, Patch: json.RawMessage(`[{"op":"replace","path":"/todos/0/done","value":true}]`)},
+			{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success}},
+		},
+		"errorWithWorkOpen": {
+			{Type: event.RunStarted},
+			{Type: event.StepStarted, StepName: "plan"},
+			{Type: event.SubagentStarted, SubagentRunID: sub, Subagent: "researcher"},
+			{Type: event.TextStart, MessageID: "m1", SubagentRunID: sub},
+			{Type: event.TextDelta, MessageID: "m1", Delta: "Half", SubagentRunID: sub},
+			{Type: event.ToolCallStart, MessageID: "m2", ToolCallID: "c2", ToolName: "search"},
+			{Type: event.RunError, Code: "upstream_error", Message: "The model provider returned an error."},
+		},
+		"finishWithWorkOpen": {
+			{Type: event.RunStarted},
+			{Type: event.TextDelta, MessageID: "m1", Delta: "Calling."},
+			{Type: event.ToolCallStart, MessageID: "m1", ToolCallID: "c1", ToolName: "open_modal"},
+			{Type: event.ToolCallArgs, MessageID: "m1", ToolCallID: "c1", Delta: "{}"},
+			{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, PendingCalls: []message.ToolCall{{ID: "c1", Name: "open_modal"}}}},
+		},
+	}
+	out := map[string]string{}
+	for name, seq := range seqs {
+		var buf sseBuffer
+		st := agui.NewStream(&buf, "t-fixture", "r-fixture", nil)
+		for _, e := range seq {
+			if err := st.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[name] = buf.String()
+	}
+	b, _ := json.Marshal(out)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // repoRoot finds the module root from the test's working directory.
@@ -77,9 +162,11 @@ func TestAGUIOfficialClient(t *testing.T) {
 	}
 
 	env := stacktest.New(t, stacktest.Options{Script: aguiScript(t)})
+	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
+	writeAGUIFixtures(t, fixtures)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "conformance.mjs"), env.URL)
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "conformance.mjs"), env.URL, fixtures)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		// This variable would hide the client's deviation warnings.

@@ -192,6 +192,7 @@ func checkTerminal(t *testing.T, s aguiStream) {
 	}
 	terminals := 0
 	open := map[string]bool{}
+	calls := map[string]bool{}
 	for _, e := range s.events {
 		switch e["type"] {
 		case "RUN_FINISHED", "RUN_ERROR":
@@ -204,7 +205,12 @@ func checkTerminal(t *testing.T, s aguiStream) {
 		case "TEXT_MESSAGE_END":
 			delete(open, "text:"+e["messageId"].(string))
 		case "TOOL_CALL_START":
-			open["tool:"+e["toolCallId"].(string)] = true
+			id := e["toolCallId"].(string)
+			if calls[id] {
+				t.Fatalf("tool call id %s started twice in one stream: %v", id, types)
+			}
+			calls[id] = true
+			open["tool:"+id] = true
 		case "TOOL_CALL_END":
 			delete(open, "tool:"+e["toolCallId"].(string))
 		case "STEP_STARTED":
@@ -551,4 +557,98 @@ func aguiJSON(v any) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	return strings.TrimSpace(b.String())
+}
+
+func TestAGUIRawErrorAfterStart(t *testing.T) {
+	script := `[{"when":{"lastUser":"fail"},"reply":{"error":{"status":400,"message":"bad prompt"}}},{"reply":{"text":"fine"}}]`
+	env := stacktest.New(t, stacktest.Options{Script: script})
+	s := aguiPost(t, env, "assistant", aguiInput("th-fail", "r1", "please fail"))
+	checkTerminal(t, s)
+	if got := s.types(); len(got) != 3 || got[0] != "RUN_STARTED" || got[1] != "STATE_SNAPSHOT" || got[2] != "RUN_ERROR" {
+		t.Fatalf("events %v", got)
+	}
+	if e := s.last(); e["code"] != "upstream_error" || !strings.Contains(e["message"].(string), "bad prompt") {
+		t.Fatalf("RUN_ERROR %v", e)
+	}
+	// The thread is usable again afterwards.
+	ok := aguiPost(t, env, "assistant", aguiInput("th-fail", "r2", "retry"))
+	checkTerminal(t, ok)
+	if ok.text() != "fine" || ok.first("MESSAGES_SNAPSHOT") == nil {
+		t.Fatalf("after a failure: %v %q", ok.types(), ok.text())
+	}
+}
+
+func TestAGUIRawSubagent(t *testing.T) {
+	var rules, defaults []json.RawMessage
+	_ = json.Unmarshal([]byte(aguiSubagentRules), &rules)
+	_ = json.Unmarshal([]byte(stacktest.DefaultScript), &defaults)
+	script, _ := json.Marshal(append(rules, defaults...))
+	env := stacktest.New(t, stacktest.Options{Script: string(script)})
+	// A first turn, so the parent's task call and the subagent's first call
+	// (both the first call of a conversation) get different scripted ids.
+	checkTerminal(t, aguiPost(t, env, "assistant", aguiInput("th-sub", "r0", "hello first")))
+	s := aguiPost(t, env, "assistant", aguiInput("th-sub", "r1", "research Paris for me"))
+	checkTerminal(t, s)
+	var task map[string]any
+	for _, e := range s.all("TOOL_CALL_START") {
+		if e["toolCallName"] == "task" {
+			task = e
+		}
+	}
+	if task == nil {
+		t.Fatalf("no task call: %v", s.types())
+	}
+	subID := "sub_" + task["toolCallId"].(string)
+	started := s.first("SUBAGENT_STARTED")
+	if started == nil || started["subagentRunId"] != subID || started["name"] != "general-purpose" || started["parentToolCallId"] != task["toolCallId"] {
+		t.Fatalf("SUBAGENT_STARTED %v", started)
+	}
+	fin := s.first("SUBAGENT_FINISHED")
+	if fin == nil || fin["subagentRunId"] != subID || !reflect.DeepEqual(fin["outcome"], map[string]any{"type": "success"}) {
+		t.Fatalf("SUBAGENT_FINISHED %v", fin)
+	}
+	// The subagent's work between the two is attributed to it; the step
+	// named after the subagent brackets it all.
+	in := false
+	tagged := 0
+	for _, e := range s.events {
+		switch e["type"] {
+		case "SUBAGENT_STARTED":
+			in = true
+		case "SUBAGENT_FINISHED":
+			in = false
+		case "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT":
+			if got, _ := e["subagentRunId"].(string); (got == subID) != in {
+				t.Fatalf("attribution of %v (inside subagent: %v)", e, in)
+			}
+			if in {
+				tagged++
+			}
+		}
+	}
+	if tagged < 5 {
+		t.Fatalf("only %d subagent events: %v", tagged, s.types())
+	}
+	types := strings.Join(s.types(), " ")
+	if !strings.Contains(types, "STEP_STARTED SUBAGENT_STARTED") || !strings.Contains(types, "SUBAGENT_FINISHED STEP_FINISHED") {
+		t.Fatalf("step bracketing: %s", types)
+	}
+	if st := s.first("STEP_STARTED"); st["stepName"] != "general-purpose" {
+		t.Fatalf("STEP_STARTED %v", st)
+	}
+	if !strings.Contains(s.text(), "Summary: Tool said:") {
+		t.Fatalf("text %q", s.text())
+	}
+	// Reopening: the snapshot attributes the subagent's stored conversation.
+	again := aguiPost(t, env, "assistant", aguiInput("th-sub", "r2", "thanks"))
+	checkTerminal(t, again)
+	subMsgs := 0
+	for _, m := range again.first("MESSAGES_SNAPSHOT")["messages"].([]any) {
+		if m.(map[string]any)["subagentRunId"] == subID {
+			subMsgs++
+		}
+	}
+	if subMsgs < 3 {
+		t.Fatalf("the snapshot attributes %d messages to the subagent", subMsgs)
+	}
 }

@@ -328,3 +328,22 @@ func TestTwoApprovalsInOneStep(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+func TestMetricsAndHealth(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	if h := call(t, "GET", env.URL+"/healthz", ""); h.status != 200 {
+		t.Fatalf("healthz %d", h.status)
+	}
+	pause(t, env, "metrics", "refund please")
+	m := call(t, "GET", env.URL+"/metrics", "").String()
+	for _, want := range []string{
+		"stackbone_pending_decisions 1",
+		`stackbone_http_requests_total{route="POST /v1/chat/completions",status="200"} 1`,
+		`stackbone_turn_duration_seconds_count{agent="assistant",outcome="interrupt"} 1`,
+		"stackbone_active_runs 0",
+	} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, m)
+		}
+	}
+}

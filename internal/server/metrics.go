@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"math"
 	"strconv"
 	"time"
 
@@ -16,7 +18,6 @@ type Metrics struct {
 	latency    *prometheus.HistogramVec
 	turns      *prometheus.HistogramVec
 	activeRuns prometheus.Gauge
-	pending    prometheus.Gauge
 }
 
 // NewMetrics registers the metrics on reg and hooks them into runner.
@@ -29,9 +30,18 @@ func NewMetrics(reg *prometheus.Registry, runner *runtime.Runner) *Metrics {
 		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stackbone_turn_duration_seconds",
 			Help: "Duration of agent runs by agent and outcome.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"agent", "outcome"}),
 		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "stackbone_active_runs", Help: "Runs executing now."}),
-		pending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "stackbone_pending_decisions", Help: "Tool calls waiting on a human decision (this process's view)."}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.turns, m.activeRuns, m.pending,
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stackbone_pending_decisions", Help: "Tool calls waiting on a human decision."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := runner.Store.CountPending(ctx)
+			if err != nil {
+				return math.NaN()
+			}
+			return float64(n)
+		})
+	reg.MustRegister(m.requests, m.latency, m.turns, m.activeRuns, pending,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	runner.Hooks.RunStarted = func(string) { m.activeRuns.Inc() }
 	runner.Hooks.RunEnded = func(agent, outcome string, d time.Duration) {
@@ -40,9 +50,6 @@ func NewMetrics(reg *prometheus.Registry, runner *runtime.Runner) *Metrics {
 	}
 	return m
 }
-
-// SetPending sets the pending decisions gauge.
-func (m *Metrics) SetPending(n int) { m.pending.Set(float64(n)) }
 
 func (m *Metrics) observeRequest(route string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()

@@ -220,6 +220,9 @@ type Store interface {
 	// of a Waiting thread, the thread becomes Queued in the same transaction.
 	Decide(ctx context.Context, tenant, id string, d Decision) (DecideResult, error)
 
+	// CountPending counts pending decisions across all tenants (a metric).
+	CountPending(ctx context.Context) (int, error)
+
 	// Events returns the thread's stored events with Seq > after, in order.
 	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
 

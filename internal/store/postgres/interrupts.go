@@ -248,3 +248,12 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 	}
 	return res, nil
 }
+
+// CountPending counts pending decisions across all tenants.
+func (s *Store) CountPending(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM interrupts WHERE status = 'pending'`).Scan(&n); err != nil {
+		return 0, mapErr("count pending", err)
+	}
+	return n, nil
+}

@@ -822,6 +822,9 @@ func testListThreads(t *testing.T, s store.Store) {
 func testDecide(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	waiting(t, s, "acme", "t", "refunds", "r1", T0, interrupt("int_1", "call_1", T0))
+	if n, err := s.CountPending(ctx); err != nil || n != 1 {
+		t.Fatalf("CountPending = %d, %v; want 1", n, err)
+	}
 
 	_, err := s.Decide(ctx, "other", "int_1", store.Decision{Approved: true, At: at(time.Minute)})
 	wantErr(t, "Decide by another tenant", err, store.ErrNotFound)
@@ -844,6 +847,9 @@ func testDecide(t *testing.T, s store.Store) {
 	sameInterrupt(t, "decided interrupt (stored)", getInterrupt(t, s, "acme", "int_1"), &want)
 	if !res.Queued {
 		t.Fatalf("the only decision of a waiting thread did not queue it")
+	}
+	if n, err := s.CountPending(ctx); err != nil || n != 0 {
+		t.Fatalf("CountPending after the decision = %d, %v; want 0", n, err)
 	}
 
 	_, err = s.Decide(ctx, "acme", "int_1", store.Decision{Approved: false, Message: "no", At: at(2 * time.Minute)})
