@@ -144,7 +144,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 		go x.replayOnly()
 		return nil
 	}
-	x, err := r.claim(ctx, in.Tenant, in.ThreadID, r.Now())
+	x, err := r.claim(ctx, in.Tenant, in.ThreadID, in.RunID, r.Now())
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ type execution struct {
 	subRunID string
 	root     *execution
 	usageMu  sync.Mutex
+	callIDs  sync.Map // tool call ids issued in this run (root only)
 }
 
 // view returns the messages of this execution's own conversation.
@@ -68,6 +69,29 @@ func (x *execution) view() []message.Message {
 		}
 	}
 	return own
+}
+
+// callIDTaken reports whether a tool call id is already used in the thread
+// (some models repeat ids such as "call_0"); the runtime then issues its own
+// so results and decisions stay addressable.
+func (x *execution) callIDTaken(id string) bool {
+	top := x
+	if x.root != nil {
+		top = x.root
+	}
+	if _, dup := top.callIDs.LoadOrStore(id, true); dup {
+		return true
+	}
+	for _, msgs := range [][]message.Message{top.msgs, x.msgs} {
+		for _, m := range msgs {
+			for _, c := range m.ToolCalls {
+				if c.ID == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (x *execution) addUsage(u event.Usage) {
@@ -350,7 +374,7 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 		case model.ToolCallStart:
 			closeText()
 			id := ch.ID
-			if id == "" {
+			if id == "" || x.callIDTaken(id) {
 				id = x.r.NewID("call")
 			}
 			byIndex[ch.Index] = len(msg.ToolCalls)

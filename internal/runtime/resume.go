@@ -160,7 +160,7 @@ func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 // claimAndContinue claims a thread as of now and runs it from its stored
 // conversation in the background.
 func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, now time.Time) error {
-	x, err := r.claim(ctx, tenant, threadID, now)
+	x, err := r.claim(ctx, tenant, threadID, "", now)
 	if x == nil || err != nil {
 		return err
 	}
@@ -174,9 +174,11 @@ func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, 
 }
 
 // claim takes a thread whose run must continue and prepares the execution
-// from its stored conversation. It returns nil, nil when another runner won.
-func (r *Runner) claim(ctx context.Context, tenant, threadID string, now time.Time) (*execution, error) {
-	runID := r.NewID("run")
+// from its stored conversation, under runID (generated when empty). It returns nil, nil when another runner won.
+func (r *Runner) claim(ctx context.Context, tenant, threadID, runID string, now time.Time) (*execution, error) {
+	if runID == "" {
+		runID = r.NewID("run")
+	}
 	th, err := r.Store.Claim(ctx, store.Claim{Tenant: tenant, ThreadID: threadID, RunID: runID, Owner: r.Owner, Now: now, LeaseUntil: r.Now().Add(r.Lease)})
 	if errors.Is(err, store.ErrNotClaimable) {
 		return nil, nil

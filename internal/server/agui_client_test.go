@@ -18,9 +18,11 @@ import (
 )
 
 // aguiSubagentRules make "research …" hand work to the general-purpose
-// subagent, which checks the weather before answering.
+// subagent, which checks the weather before answering, and "delegate the
+// refund" hand it a refund, which pauses inside the subagent.
 const aguiSubagentRules = `[
  {"when":{"lastTool":"task"},"reply":{"text":"Summary: {{lastTool}}"}},
+ {"when":{"lastUser":"delegate the refund","afterTool":false},"reply":{"toolCalls":[{"name":"task","arguments":{"description":"handle a refund for ord_42","subagent_type":"general-purpose"}}]}},
  {"when":{"lastUser":"research","afterTool":false},"reply":{"text":"Delegating.","toolCalls":[{"name":"task","arguments":{"description":"dig up facts about Paris","subagent_type":"general-purpose"}}]}},
  {"when":{"lastUser":"dig up facts","afterTool":false},"reply":{"text":"Looking it up.","toolCalls":[{"name":"get_weather","arguments":{"city":"Paris"}}]}}
 ]`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -80,6 +81,179 @@ func DecodeDecision(v int, data []byte) (*Decision, error) {
 		return nil, fmt.Errorf("decode stored decision: %w", err)
 	}
 	return d, nil
+}
+
+// InterruptColumns are the stored columns of an interrupt that every driver
+// decodes the same way; a driver scans them beside the others (description,
+// creation time), whose types are its own.
+type InterruptColumns struct {
+	// V is the format version of the row's JSON values.
+	V      int
+	Status string
+	// Args, Allowed (the allowed decisions), Schema (the response schema,
+	// nil when NULL) and Decision (nil until decided) are JSON text.
+	Args, Allowed, Schema, Decision []byte
+}
+
+// Decode checks the format version and sets in's Args, AllowedDecisions,
+// ResponseSchema, Status and Decision from c; errors name in.ID.
+func (c InterruptColumns) Decode(in *Interrupt) error {
+	if err := CheckFormat(c.V); err != nil {
+		return fmt.Errorf("interrupt %s: %w", in.ID, err)
+	}
+	in.Args = json.RawMessage(c.Args)
+	if err := json.Unmarshal(c.Allowed, &in.AllowedDecisions); err != nil {
+		return fmt.Errorf("interrupt %s: allowed decisions: %w", in.ID, err)
+	}
+	if c.Schema != nil {
+		in.ResponseSchema = json.RawMessage(c.Schema)
+	}
+	in.Status = InterruptStatus(c.Status)
+	d, err := DecodeDecision(c.V, c.Decision)
+	if err != nil {
+		return fmt.Errorf("interrupt %s: %w", in.ID, err)
+	}
+	in.Decision = d
+	return nil
+}
+
+// EncodeMessages encodes messages as stored, one JSON text each; none gives
+// nil. A message that does not encode is ErrInvalid.
+func EncodeMessages(msgs []message.Message) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(msgs))
+	for i := range msgs {
+		b, err := json.Marshal(&msgs[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalid, i, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// EncodeEvents encodes events as stored: thread and run filled in when
+// empty, Seq left to the seq column (zero in the JSON); none gives nil. The
+// caller's events are not changed. An event that does not encode is
+// ErrInvalid.
+func EncodeEvents(evs []event.Event, threadID, runID string) ([]string, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(evs))
+	for i := range evs {
+		e := evs[i]
+		e.Seq = 0
+		if e.ThreadID == "" {
+			e.ThreadID = threadID
+		}
+		if e.RunID == "" {
+			e.RunID = runID
+		}
+		b, err := json.Marshal(&e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %d: %w", ErrInvalid, i, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// StampEvents writes the stored identity of committed events back to the
+// caller's slice: Seq, counting up to last (the Seq of the last one), and
+// the thread and run where they were empty.
+func StampEvents(evs []event.Event, threadID, runID string, last int64) {
+	first := last - int64(len(evs)) + 1
+	for i := range evs {
+		evs[i].Seq = first + int64(i)
+		if evs[i].ThreadID == "" {
+			evs[i].ThreadID = threadID
+		}
+		if evs[i].RunID == "" {
+			evs[i].RunID = runID
+		}
+	}
+}
+
+// EncodedInterrupt is an interrupt of a checkpoint prepared for insertion
+// as pending.
+type EncodedInterrupt struct {
+	// In is the interrupt with the checkpoint's tenant and thread, and its
+	// run unless the interrupt names another.
+	In Interrupt
+	// Args is the arguments as JSON text, {} when there are none.
+	Args string
+	// Allowed is the allowed decisions as JSON text.
+	Allowed string
+	// Schema is the response schema as JSON text, "" when there is none.
+	Schema string
+	// CreatedAt is the interrupt's, or now when that is zero.
+	CreatedAt time.Time
+}
+
+// EncodeInterrupts prepares a checkpoint's interrupts for insertion; none
+// gives nil. Arguments or a response schema that are not JSON are
+// ErrInvalid.
+func EncodeInterrupts(c Checkpoint, now func() time.Time) ([]EncodedInterrupt, error) {
+	if len(c.Interrupts) == 0 {
+		return nil, nil
+	}
+	out := make([]EncodedInterrupt, len(c.Interrupts))
+	for i, in := range c.Interrupts {
+		in.Tenant, in.ThreadID = c.Tenant, c.ThreadID
+		if in.RunID == "" {
+			in.RunID = c.RunID
+		}
+		r := EncodedInterrupt{In: in, Args: "{}"}
+		if len(in.Args) > 0 {
+			if !json.Valid(in.Args) {
+				return nil, fmt.Errorf("%w: interrupt %s: args are not JSON", ErrInvalid, in.ID)
+			}
+			r.Args = string(in.Args)
+		}
+		if len(in.ResponseSchema) > 0 {
+			if !json.Valid(in.ResponseSchema) {
+				return nil, fmt.Errorf("%w: interrupt %s: response schema is not JSON", ErrInvalid, in.ID)
+			}
+			r.Schema = string(in.ResponseSchema)
+		}
+		allowed, err := json.Marshal(in.AllowedDecisions)
+		if err != nil {
+			return nil, fmt.Errorf("%w: interrupt %s: %w", ErrInvalid, in.ID, err)
+		}
+		r.Allowed = string(allowed)
+		r.CreatedAt = in.CreatedAt
+		if r.CreatedAt.IsZero() {
+			r.CreatedAt = now()
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// EncodeDecision returns the status d gives its interrupt and d as stored
+// JSON. A decision that does not encode is ErrInvalid.
+func EncodeDecision(d Decision) (InterruptStatus, []byte, error) {
+	status := Rejected
+	if d.Approved {
+		status = Approved
+	}
+	dj, err := json.Marshal(d)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return status, dj, nil
+}
+
+// StateArg is replacement state as a query argument: nil (NULL, which keeps
+// the stored state) when raw is empty, else its text.
+func StateArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
 }
 
 // CheckState returns ErrInvalid unless raw is a JSON object.

@@ -3,7 +3,11 @@
 // @ag-ui/client@1.0.0 HttpAgent (its schema enforcement, ordering verifier and
 // reducer all run on every stream).
 //
-//   node tests/agui/conformance.mjs http://127.0.0.1:PORT
+//   node tests/agui/conformance.mjs http://127.0.0.1:PORT [fixtures.json]
+//
+// fixtures.json, when given, maps names to recorded SSE bodies (streams the
+// server's encoder wrote for event sequences the runtime does not produce
+// yet); each is replayed through the client, which must accept it silently.
 //
 // The server must serve the stacktest default agents with DefaultScript plus
 // a rule making "two refunds" call refund twice. Prints one JSON document:
@@ -16,6 +20,7 @@
 import { HttpAgent } from "@ag-ui/client";
 import { randomUUID } from "node:crypto";
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
 
 const base = process.argv[2];
 if (!base) {
@@ -23,6 +28,7 @@ if (!base) {
   process.exit(64);
 }
 const url = `${base}/v1/agents/assistant/agui`;
+const fixturesPath = process.argv[3];
 
 // Console capture: the client reports deviations with console.warn and
 // pipeline failures with console.error.
@@ -436,6 +442,62 @@ const cases = {
     ]);
   },
 
+  async subagent() {
+    const p = new Probe();
+    // A first turn, so the parent's task call and the subagent's first call
+    // (both the first call of a conversation) get different scripted ids.
+    await p.run("hello first");
+    await p.run("research Paris for me");
+    assertSuccess(p);
+    const task = p.all("TOOL_CALL_START").find((e) => e.toolCallName === "task");
+    assert.ok(task, `no task call: ${JSON.stringify(p.types())}`);
+    const subId = "sub_" + task.toolCallId;
+    const started = p.first("SUBAGENT_STARTED");
+    assert.equal(started.subagentRunId, subId);
+    assert.equal(started.name, "general-purpose");
+    assert.equal(started.parentToolCallId, task.toolCallId);
+    assert.deepEqual(p.first("SUBAGENT_FINISHED").outcome, { type: "success" });
+    assert.deepEqual(p.all("STEP_STARTED").map((e) => e.stepName), ["general-purpose"]);
+    const inner = p.all("TOOL_CALL_RESULT").find((e) => e.subagentRunId === subId);
+    assert.match(inner?.content ?? "", /"city":"Paris"/);
+    assert.match(p.text(), /Summary: Tool said:/);
+    // Reopening: the snapshot holds the subagent's conversation, attributed.
+    await p.run("thanks a lot");
+    assertSuccess(p);
+    const snap = p.first("MESSAGES_SNAPSHOT");
+    const attributed = snap.messages.filter((m) => m.subagentRunId === subId);
+    assert.ok(attributed.length >= 3, JSON.stringify(snap.messages));
+    assert.equal(attributed[0].role, "user");
+    assert.equal(attributed[0].content, "dig up facts about Paris");
+    const th = await thread(p.threadId);
+    assert.deepEqual(new Set(p.agent.messages.map((m) => m.id)), new Set(th.messages.map((m) => m.id)));
+  },
+
+  async subagentApproval() {
+    const p = new Probe();
+    await p.run("hello first");
+    await p.run("delegate the refund please");
+    assert.equal(p.finished?.outcome, "interrupt", JSON.stringify(p.types()));
+    const task = p.all("TOOL_CALL_START").find((e) => e.toolCallName === "task");
+    const subId = "sub_" + task.toolCallId;
+    const refund = p.all("TOOL_CALL_START").find((e) => e.toolCallName === "refund");
+    assert.equal(refund.subagentRunId, subId);
+    assert.deepEqual(p.first("SUBAGENT_FINISHED"), { ...p.first("SUBAGENT_FINISHED"), subagentRunId: subId, outcome: { type: "suspended" } });
+    const it = p.agent.pendingInterrupts[0];
+    assert.equal(it.toolCallId, refund.toolCallId);
+    assert.deepEqual(it.metadata, { stackbone: { tool: "refund", subagent: "general-purpose" } });
+    await p.run(undefined, approve(it.id));
+    refundRuns++;
+    assertSuccess(p);
+    assert.equal(p.first("SUBAGENT_STARTED")?.subagentRunId, subId, "the same subagent continues");
+    assert.equal(p.all("TOOL_CALL_START").some((e) => e.toolCallId === refund.toolCallId), false);
+    const res = p.all("TOOL_CALL_RESULT").find((e) => e.toolCallId === refund.toolCallId);
+    assert.equal(res?.subagentRunId, subId);
+    assert.match(res.content, /"refunded":19.99/);
+    assert.deepEqual(p.first("SUBAGENT_FINISHED").outcome, { type: "success" });
+    assert.match(p.text(), /Summary: Refund result:/);
+  },
+
   async statelessRun() {
     const p = new Probe();
     p.agent.threadId = "";
@@ -452,6 +514,39 @@ const cases = {
     assert.equal(q.first("STATE_SNAPSHOT"), undefined);
   },
 };
+
+if (fixturesPath) {
+  cases.fixtures = async () => {
+    const fixtures = JSON.parse(await readFile(fixturesPath, "utf8"));
+    assert.ok(Object.keys(fixtures).length > 0);
+    for (const [name, sse] of Object.entries(fixtures)) {
+      const agent = new HttpAgent({
+        url: "http://fixture.invalid/agui",
+        threadId: "t-fixture",
+        initialMessages: [{ id: randomUUID(), role: "user", content: "hi" }],
+        fetch: async () => new Response(sse, { status: 200, headers: { "content-type": "text/event-stream" } }),
+      });
+      const events = [];
+      try {
+        await agent.runAgent({}, { onEvent: ({ event }) => events.push(event) });
+      } catch (e) {
+        throw new Error(`fixture ${name}: ${e.message}`);
+      }
+      const last = events.at(-1)?.type;
+      assert.ok(last === "RUN_FINISHED" || last === "RUN_ERROR", `fixture ${name} ends with ${last}`);
+      assert.equal(events.filter((e) => e.type === "RUN_FINISHED" || e.type === "RUN_ERROR").length, 1, `fixture ${name}`);
+      if (name === "subagentSteps") {
+        assert.deepEqual(agent.state, { todos: [{ done: true }] });
+        const tool = agent.messages.find((m) => m.role === "tool");
+        assert.equal(tool?.toolCallId, "c1");
+        assert.ok(events.some((e) => e.type === "SUBAGENT_STARTED" && e.name === "researcher"));
+      }
+      if (name === "finishWithWorkOpen") {
+        assert.deepEqual(events.at(-1).outcome, { type: "success", pendingToolCallIds: ["c1"] });
+      }
+    }
+  };
+}
 
 const only = process.env.AGUI_CASES ? new Set(process.env.AGUI_CASES.split(",")) : null;
 const results = [];

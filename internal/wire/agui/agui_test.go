@@ -3,6 +3,7 @@ package agui
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -61,16 +62,18 @@ func TestStreamClosesOpenWorkBeforeRunError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "RUN_STARTED STEP_STARTED SUBAGENT_STARTED STEP_STARTED@sub_1 TEXT_MESSAGE_START@sub_1 TEXT_MESSAGE_CONTENT@sub_1 " +
-		"TOOL_CALL_START@sub_1 TOOL_CALL_ARGS@sub_1 TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT " +
-		"TEXT_MESSAGE_END@sub_1 TOOL_CALL_END@sub_1 STEP_FINISHED@sub_1 SUBAGENT_FINISHED TEXT_MESSAGE_END STEP_FINISHED RUN_ERROR"
+	// The subagent's wire id derives from its task call; the run's failure
+	// ends it with SUBAGENT_ERROR after closing its own work.
+	want := "RUN_STARTED STEP_STARTED SUBAGENT_STARTED STEP_STARTED@sub_task_1 TEXT_MESSAGE_START@sub_task_1 TEXT_MESSAGE_CONTENT@sub_task_1 " +
+		"TOOL_CALL_START@sub_task_1 TOOL_CALL_ARGS@sub_task_1 TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT " +
+		"TEXT_MESSAGE_END@sub_task_1 TOOL_CALL_END@sub_task_1 STEP_FINISHED@sub_task_1 SUBAGENT_ERROR@sub_task_1 TEXT_MESSAGE_END STEP_FINISHED RUN_ERROR"
 	if got := f.types(); got != want {
 		t.Fatalf("events\n got %s\nwant %s", got, want)
 	}
 	if rs := f.out[0]; rs["runId"] != "r1" || rs["threadId"] != "t1" || rs["protocolVersion"] != "1.0" || rs["timestamp"] != float64(1700000000000) {
 		t.Fatalf("RUN_STARTED %v", rs)
 	}
-	if sa := f.out[2]; sa["name"] != "researcher" || sa["parentToolCallId"] != "task_1" {
+	if sa := f.out[2]; sa["name"] != "researcher" || sa["parentToolCallId"] != "task_1" || sa["subagentRunId"] != "sub_task_1" {
 		t.Fatalf("SUBAGENT_STARTED %v", sa)
 	}
 	if tc := f.out[6]; tc["parentMessageId"] != "m1" {
@@ -113,6 +116,62 @@ func TestStreamIgnoresUnknownSubagentsAndUnmatchedClosers(t *testing.T) {
 	// An interrupt outcome without interrupts would be fatal to a client.
 	if !reflect.DeepEqual(fin["outcome"], map[string]any{"type": "success"}) || fin["runId"] != "run_9" {
 		t.Fatalf("RUN_FINISHED %v", fin)
+	}
+}
+
+func TestSubagentEndings(t *testing.T) {
+	f := &frames{}
+	s := NewStream(f, "t1", "r1", fixedNow)
+	for i, status := range []string{"success", "suspended", "error", ""} {
+		rid := fmt.Sprintf("rt_%d", i)
+		task := fmt.Sprintf("call_%d", i)
+		for _, e := range []event.Event{
+			{Type: event.SubagentStarted, SubagentRunID: rid, Subagent: "helper", ParentToolCallID: task},
+			{Type: event.TextDelta, MessageID: "m" + task, Delta: "x", SubagentRunID: rid},
+			{Type: event.TextEnd, MessageID: "m" + task, SubagentRunID: rid},
+			{Type: event.SubagentFinished, SubagentRunID: rid, Message: status},
+			{Type: event.SubagentFinished, SubagentRunID: rid, Message: status}, // a repeat is dropped
+		} {
+			if err := s.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var ends []string
+	for _, m := range f.out {
+		switch m["type"] {
+		case "SUBAGENT_FINISHED", "SUBAGENT_ERROR":
+			b, _ := json.Marshal(m)
+			ends = append(ends, string(b))
+		}
+	}
+	want := []string{
+		`{"outcome":{"type":"success"},"subagentRunId":"sub_call_0","timestamp":1700000000000,"type":"SUBAGENT_FINISHED"}`,
+		`{"outcome":{"type":"suspended"},"subagentRunId":"sub_call_1","timestamp":1700000000000,"type":"SUBAGENT_FINISHED"}`,
+		`{"message":"The subagent failed.","subagentRunId":"sub_call_2","timestamp":1700000000000,"type":"SUBAGENT_ERROR"}`,
+		`{"subagentRunId":"sub_call_3","timestamp":1700000000000,"type":"SUBAGENT_FINISHED"}`,
+	}
+	if !reflect.DeepEqual(ends, want) {
+		t.Fatalf("subagent endings\n got %v\nwant %v", ends, want)
+	}
+}
+
+func TestSnapshotAttributesSubagentMessages(t *testing.T) {
+	msgs := wireMessages([]message.Message{
+		{ID: "u1", Role: message.User, Content: "go"},
+		{ID: "a1", Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "call_t", Name: "task", Arguments: `{}`}}},
+		{ID: "su", Role: message.User, Content: "sub task", TaskCallID: "call_t", Subagent: "helper"},
+		{ID: "sa", Role: message.Assistant, Content: "done", TaskCallID: "call_t", Subagent: "helper"},
+		{ID: "t1", Role: message.Tool, ToolCallID: "call_t", Content: "done"},
+	})
+	b, _ := json.Marshal(msgs)
+	want := `[{"id":"u1","role":"user","content":"go"},` +
+		`{"id":"a1","role":"assistant","toolCalls":[{"id":"call_t","type":"function","function":{"name":"task","arguments":"{}"}}]},` +
+		`{"id":"su","role":"user","content":"sub task","subagentRunId":"sub_call_t"},` +
+		`{"id":"sa","role":"assistant","content":"done","subagentRunId":"sub_call_t"},` +
+		`{"id":"t1","role":"tool","content":"done","toolCallId":"call_t"}]`
+	if string(b) != want {
+		t.Fatalf("snapshot\n got %s\nwant %s", b, want)
 	}
 }
 

@@ -141,7 +141,18 @@ type subagentStarted struct {
 
 type subagentFinished struct {
 	base
+	SubagentRunID string           `json:"subagentRunId"`
+	Outcome       *subagentOutcome `json:"outcome,omitempty"`
+}
+
+type subagentOutcome struct {
+	Type string `json:"type"`
+}
+
+type subagentError struct {
+	base
 	SubagentRunID string `json:"subagentRunId"`
+	Message       string `json:"message"`
 }
 
 // wireMessage is an AG-UI message in a MESSAGES_SNAPSHOT.
@@ -152,6 +163,8 @@ type wireMessage struct {
 	ToolCalls  []wireToolCall  `json:"toolCalls,omitempty"`
 	ToolCallID string          `json:"toolCallId,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// SubagentRunID attributes a message of a subagent's conversation.
+	SubagentRunID string `json:"subagentRunId,omitempty"`
 }
 
 type wireToolCall struct {

@@ -16,6 +16,9 @@ func wireMessages(msgs []message.Message) []wireMessage {
 			continue
 		}
 		w := wireMessage{ID: m.ID, Role: string(m.Role)}
+		if m.TaskCallID != "" {
+			w.SubagentRunID = subagentRunID(m.TaskCallID)
+		}
 		switch m.Role {
 		case message.System:
 			w.Content = jsonString(m.Content)

@@ -27,6 +27,7 @@ type Stream struct {
 	steps           []openStep
 	subagents       openSet
 	seenSubagents   map[string]bool
+	subagentIDs     map[string]string // runtime subagent run id → wire id
 	messageOwner    map[string]string
 }
 
@@ -67,7 +68,7 @@ func NewStream(out Frames, threadID, runID string, now func() time.Time) *Stream
 		now = time.Now
 	}
 	return &Stream{out: out, threadID: threadID, runID: runID, now: now,
-		seenSubagents: map[string]bool{}, messageOwner: map[string]string{}}
+		seenSubagents: map[string]bool{}, subagentIDs: map[string]string{}, messageOwner: map[string]string{}}
 }
 
 // Done reports whether the terminal event was written.
@@ -88,14 +89,20 @@ func (s *Stream) write(v any) error {
 	return s.out.Data(b)
 }
 
-// owner is the subagent run an event belongs to, when that subagent is open
-// in this stream.
-func (s *Stream) owner(id string) string {
-	if id != "" && s.subagents.has(id) {
+// owner is the (wire) subagent run an event belongs to, when that subagent
+// is open in this stream; "" attributes the event to the agent itself.
+func (s *Stream) owner(runtimeID string) string {
+	if id, ok := s.subagentIDs[runtimeID]; ok && s.subagents.has(id) {
 		return id
 	}
 	return ""
 }
+
+// subagentRunID is the AG-UI subagentRunId of the subagent a `task` call
+// started. It is derived from the call, so the live events, a later
+// MESSAGES_SNAPSHOT (from stored messages) and a run that continues the same
+// subagent after a decision all name it alike.
+func subagentRunID(taskCallID string) string { return "sub_" + taskCallID }
 
 // Write encodes one event.
 func (s *Stream) Write(e event.Event) error {
@@ -185,11 +192,18 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return nil
 	case event.SubagentStarted:
+		if e.SubagentRunID == "" {
+			return nil
+		}
 		id := e.SubagentRunID
-		if id == "" || s.seenSubagents[id] {
+		if e.ParentToolCallID != "" {
+			id = subagentRunID(e.ParentToolCallID)
+		}
+		if s.seenSubagents[id] {
 			return nil
 		}
 		s.seenSubagents[id] = true
+		s.subagentIDs[e.SubagentRunID] = id
 		s.subagents.add(id, "")
 		name := e.Subagent
 		if name == "" {
@@ -200,12 +214,13 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return s.write(subagentStarted{base: s.stamp("SUBAGENT_STARTED", e.Time), SubagentRunID: id, Name: name, ParentToolCallID: e.ParentToolCallID})
 	case event.SubagentFinished:
-		if !s.subagents.has(e.SubagentRunID) {
+		id := s.owner(e.SubagentRunID)
+		if id == "" {
 			return nil
 		}
-		return s.closeSubagent(e.SubagentRunID, e.Time)
+		return s.closeSubagent(id, e.Message, e.Time)
 	case event.RunFinished:
-		if err := s.closeAll(e.Time); err != nil {
+		if err := s.closeAll("", e.Time); err != nil {
 			return err
 		}
 		s.done = true
@@ -270,8 +285,10 @@ func (s *Stream) closeStep(i int, ms int64) error {
 	return s.write(step{base: s.stamp("STEP_FINISHED", ms), StepName: st.name, SubagentRunID: st.owner})
 }
 
-// closeSubagent closes what the subagent left open, then the subagent.
-func (s *Stream) closeSubagent(id string, ms int64) error {
+// closeSubagent closes what the subagent left open, then the subagent:
+// status "success" or "suspended" becomes SUBAGENT_FINISHED's outcome,
+// "error" a SUBAGENT_ERROR, anything else a SUBAGENT_FINISHED without one.
+func (s *Stream) closeSubagent(id, status string, ms int64) error {
 	for _, m := range append([]string(nil), s.texts.order...) {
 		if s.texts.owner[m] == id {
 			if err := s.closeText(m, ms); err != nil {
@@ -294,13 +311,20 @@ func (s *Stream) closeSubagent(id string, ms int64) error {
 		}
 	}
 	s.subagents.remove(id)
+	switch status {
+	case "error":
+		return s.write(subagentError{base: s.stamp("SUBAGENT_ERROR", ms), SubagentRunID: id, Message: "The subagent failed."})
+	case "success", "suspended":
+		return s.write(subagentFinished{base: s.stamp("SUBAGENT_FINISHED", ms), SubagentRunID: id, Outcome: &subagentOutcome{Type: status}})
+	}
 	return s.write(subagentFinished{base: s.stamp("SUBAGENT_FINISHED", ms), SubagentRunID: id})
 }
 
-// closeAll closes every open entity, innermost kinds first.
-func (s *Stream) closeAll(ms int64) error {
+// closeAll closes every open entity, subagents (with their own work) first.
+// status is how open subagents end ("error" when the run failed).
+func (s *Stream) closeAll(status string, ms int64) error {
 	for len(s.subagents.order) > 0 {
-		if err := s.closeSubagent(s.subagents.order[len(s.subagents.order)-1], ms); err != nil {
+		if err := s.closeSubagent(s.subagents.order[len(s.subagents.order)-1], status, ms); err != nil {
 			return err
 		}
 	}
@@ -330,7 +354,7 @@ func (s *Stream) Fail(e *apierror.Error, ms int64) error {
 		return nil
 	}
 	if s.started {
-		if err := s.closeAll(ms); err != nil {
+		if err := s.closeAll("error", ms); err != nil {
 			return err
 		}
 	}
