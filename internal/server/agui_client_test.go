@@ -21,6 +21,11 @@ import (
 // subagent, which checks the weather before answering, and "delegate the
 // refund" hand it a refund, which pauses inside the subagent.
 const aguiSubagentRules = `[
+ {"when":{"lastTool":"edit_file","lastUser":"plan and take notes"},"reply":{"text":"Notes are up to date."}},
+ {"when":{"lastTool":"write_file","lastUser":"plan and take notes"},"reply":{"toolCalls":[{"name":"edit_file","arguments":{"file_path":"/notes/plan.md","old_string":"step one","new_string":"step one done"}}]}},
+ {"when":{"lastUser":"plan and take notes","afterTool":false},"reply":{"toolCalls":[
+   {"name":"write_todos","arguments":{"todos":[{"content":"Write the plan","status":"completed"},{"content":"Review it","status":"pending"}]}},
+   {"name":"write_file","arguments":{"file_path":"/notes/plan.md","content":"step one\nstep two"}}]}},
  {"when":{"lastTool":"task"},"reply":{"text":"Summary: {{lastTool}}"}},
  {"when":{"lastUser":"delegate the refund","afterTool":false},"reply":{"toolCalls":[{"name":"task","arguments":{"description":"handle a refund for ord_42","subagent_type":"general-purpose"}}]}},
  {"when":{"lastUser":"research","afterTool":false},"reply":{"text":"Delegating.","toolCalls":[{"name":"task","arguments":{"description":"dig up facts about Paris","subagent_type":"general-purpose"}}]}},

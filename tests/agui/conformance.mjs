@@ -387,6 +387,24 @@ const cases = {
     assert.deepEqual(p.agent.state, { draft: "v1" });
   },
 
+  // Deep-agent built-ins over AG-UI: todos and file edits stream as
+  // STATE_DELTA patches the official client applies; its final state equals
+  // the stored one (paths with "/" in keys are escaped as ~1).
+  async todosAndFiles() {
+    const p = new Probe();
+    await p.run("plan and take notes");
+    assertSuccess(p);
+    assert.ok(p.all("STATE_DELTA").length >= 2, "each state change streams a STATE_DELTA");
+    assert.equal(p.events.filter((e) => e.type.startsWith("STATE_")).at(-1).type, "STATE_DELTA", "the run's last state event is a delta");
+    const th = await thread(p.threadId);
+    assert.deepEqual(p.agent.state, th.state);
+    assert.equal(th.state.todos[0].done, true);
+    assert.equal(th.state.todos[1].done, false);
+    assert.equal(th.state.files["/notes/plan.md"].content, "step one done\nstep two");
+    const paths = p.all("STATE_DELTA").flatMap((e) => e.delta.map((op) => op.path));
+    assert.ok(paths.some((path) => path.includes("~1notes~1plan.md")), `file keys are escaped: ${JSON.stringify(paths)}`);
+  },
+
   async seedState() {
     const p = new Probe({ state: { draft: "seeded", secret: "not editable" } });
     await p.run("hello with state");

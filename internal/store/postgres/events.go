@@ -20,24 +20,8 @@ func (s *Store) Events(ctx context.Context, tenant, threadID string, after int64
 		return nil, mapErr("events", err)
 	}
 	defer rows.Close()
-	var (
-		out  []event.Event
-		seq  int64
-		v    int
-		data []byte
-	)
-	for rows.Next() {
-		if err := rows.Scan(&seq, &v, &data); err != nil {
-			return nil, mapErr("events", err)
-		}
-		e, err := store.DecodeEvent(v, data)
-		if err != nil {
-			return nil, mapErr("events", err)
-		}
-		e.Seq = seq
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.ScanEvents(rows)
+	if err != nil {
 		return nil, mapErr("events", err)
 	}
 	if len(out) == 0 {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,38 +18,23 @@ const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool,
 
 func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 	var (
-		in                             store.Interrupt
-		v                              int
-		args, allowed, schema, decided []byte
-		desc                           *string
-		status                         string
-		created                        time.Time
+		in      store.Interrupt
+		c       store.InterruptColumns
+		desc    *string
+		created time.Time
 	)
-	dest := append([]any{&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &v,
-		&args, &desc, &allowed, &schema, &in.Subagent, &status, &created, &decided}, extra...)
+	dest := append([]any{&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFormat(v); err != nil {
-		return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
+	if err := c.Decode(&in); err != nil {
+		return nil, err
 	}
-	in.Args = json.RawMessage(args)
 	if desc != nil {
 		in.Description = *desc
 	}
-	if err := json.Unmarshal(allowed, &in.AllowedDecisions); err != nil {
-		return nil, fmt.Errorf("interrupt %s: allowed decisions: %w", in.ID, err)
-	}
-	if schema != nil {
-		in.ResponseSchema = json.RawMessage(schema)
-	}
-	in.Status = store.InterruptStatus(status)
 	in.CreatedAt = created.UTC()
-	d, err := store.DecodeDecision(v, decided)
-	if err != nil {
-		return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
-	}
-	in.Decision = d
 	return &in, nil
 }
 
@@ -74,49 +58,27 @@ func nonNilTimes(t []time.Time) []time.Time {
 	return t
 }
 
-// encodeInterrupts prepares a checkpoint's interrupts: they belong to its
-// tenant, thread and run (unless the interrupt names another run) and start
-// pending; a zero CreatedAt is now. An empty agent is the thread's, an empty
-// description or response schema is NULL.
+// encodeInterrupts prepares a checkpoint's interrupts (store.EncodeInterrupts)
+// as column arrays. An empty agent is the thread's, an empty description or
+// response schema is NULL.
 func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows, error) {
+	encoded, err := store.EncodeInterrupts(c, now)
+	if err != nil {
+		return nil, err
+	}
 	r := &interruptRows{}
-	for _, in := range c.Interrupts {
-		if in.RunID == "" {
-			in.RunID = c.RunID
-		}
-		args := "{}"
-		if len(in.Args) > 0 {
-			if !json.Valid(in.Args) {
-				return nil, fmt.Errorf("%w: interrupt %s: args are not JSON", store.ErrInvalid, in.ID)
-			}
-			args = string(in.Args)
-		}
-		schema := ""
-		if len(in.ResponseSchema) > 0 {
-			if !json.Valid(in.ResponseSchema) {
-				return nil, fmt.Errorf("%w: interrupt %s: response schema is not JSON", store.ErrInvalid, in.ID)
-			}
-			schema = string(in.ResponseSchema)
-		}
-		allowed, err := json.Marshal(in.AllowedDecisions)
-		if err != nil {
-			return nil, fmt.Errorf("%w: interrupt %s: %w", store.ErrInvalid, in.ID, err)
-		}
-		created := in.CreatedAt
-		if created.IsZero() {
-			created = now()
-		}
-		r.id = append(r.id, in.ID)
-		r.runID = append(r.runID, in.RunID)
-		r.agent = append(r.agent, in.Agent)
-		r.call = append(r.call, in.ToolCallID)
-		r.tool = append(r.tool, in.Tool)
-		r.args = append(r.args, args)
-		r.desc = append(r.desc, cleanText(in.Description))
-		r.allowed = append(r.allowed, string(allowed))
-		r.schema = append(r.schema, schema)
-		r.subagent = append(r.subagent, in.Subagent)
-		r.created = append(r.created, created)
+	for _, e := range encoded {
+		r.id = append(r.id, e.In.ID)
+		r.runID = append(r.runID, e.In.RunID)
+		r.agent = append(r.agent, e.In.Agent)
+		r.call = append(r.call, e.In.ToolCallID)
+		r.tool = append(r.tool, e.In.Tool)
+		r.args = append(r.args, e.Args)
+		r.desc = append(r.desc, cleanText(e.In.Description))
+		r.allowed = append(r.allowed, e.Allowed)
+		r.schema = append(r.schema, e.Schema)
+		r.subagent = append(r.subagent, e.In.Subagent)
+		r.created = append(r.created, e.CreatedAt)
 	}
 	return r, nil
 }
@@ -174,15 +136,8 @@ func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...a
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	var out []store.Interrupt
-	for rows.Next() {
-		in, err := scanInterrupt(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, *in)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.CollectRows(rows, func(r store.Rows) (*store.Interrupt, error) { return scanInterrupt(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -199,13 +154,9 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 		d.At = s.now()
 	}
 	d.At = d.At.UTC()
-	status := store.Rejected
-	if d.Approved {
-		status = store.Approved
-	}
-	dj, err := json.Marshal(d)
+	status, dj, err := store.EncodeDecision(d)
 	if err != nil {
-		return store.DecideResult{}, fmt.Errorf("postgres: decide: %w: %w", store.ErrInvalid, err)
+		return store.DecideResult{}, fmt.Errorf("postgres: decide: %w", err)
 	}
 	var res store.DecideResult
 	err = s.tx(ctx, "decide", func(tx pgx.Tx) error {

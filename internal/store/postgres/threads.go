@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -91,15 +90,8 @@ func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any)
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	var out []store.Thread
-	for rows.Next() {
-		t, err := scanThread(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, *t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.CollectRows(rows, func(r store.Rows) (*store.Thread, error) { return scanThread(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -113,22 +105,8 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 		return nil, mapErr("messages", err)
 	}
 	defer rows.Close()
-	var (
-		out  []message.Message
-		v    int
-		data []byte
-	)
-	for rows.Next() {
-		if err := rows.Scan(&v, &data); err != nil {
-			return nil, mapErr("messages", err)
-		}
-		m, err := store.DecodeMessage(v, data)
-		if err != nil {
-			return nil, mapErr("messages", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.ScanMessages(rows)
+	if err != nil {
 		return nil, mapErr("messages", err)
 	}
 	if len(out) == 0 {
@@ -171,15 +149,15 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 	if b.Now.IsZero() {
 		b.Now = s.now()
 	}
-	msgs, err := encodeMessages(b.Input)
+	msgs, err := store.EncodeMessages(b.Input)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: begin run: %w", err)
 	}
-	evs, err := encodeEvents(b.Events, b.ThreadID, b.RunID)
+	evs, err := store.EncodeEvents(b.Events, b.ThreadID, b.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: begin run: %w", err)
 	}
-	state := stateArg(b.State)
+	state := store.StateArg(b.State)
 
 	var (
 		th            *store.Thread
@@ -206,7 +184,7 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 	if err != nil {
 		return nil, err
 	}
-	stamp(b.Events, b.ThreadID, b.RunID, evSeq)
+	store.StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
 	return th, nil
 }
 
@@ -306,11 +284,11 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("postgres: checkpoint: %w", err)
 	}
-	msgs, err := encodeMessages(c.Messages)
+	msgs, err := store.EncodeMessages(c.Messages)
 	if err != nil {
 		return fmt.Errorf("postgres: checkpoint: %w", err)
 	}
-	evs, err := encodeEvents(c.Events, c.ThreadID, c.RunID)
+	evs, err := store.EncodeEvents(c.Events, c.ThreadID, c.RunID)
 	if err != nil {
 		return fmt.Errorf("postgres: checkpoint: %w", err)
 	}
@@ -318,7 +296,7 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("postgres: checkpoint: %w", err)
 	}
-	args := append([]any{c.Tenant, c.ThreadID, c.RunID, stateArg(c.State), timeArg(c.LeaseUntil), store.FormatVersion,
+	args := append([]any{c.Tenant, c.ThreadID, c.RunID, store.StateArg(c.State), timeArg(c.LeaseUntil), store.FormatVersion,
 		nonNil(msgs), nonNil(evs)}, ins.params()...)
 	var evSeq int64
 	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq)
@@ -328,7 +306,7 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if err != nil {
 		return mapErr("checkpoint", err)
 	}
-	stamp(c.Events, c.ThreadID, c.RunID, evSeq)
+	store.StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
 	return nil
 }
 
@@ -341,7 +319,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 	if f.Now.IsZero() {
 		f.Now = s.now()
 	}
-	evs, err := encodeEvents(f.Events, f.ThreadID, f.RunID)
+	evs, err := store.EncodeEvents(f.Events, f.ThreadID, f.RunID)
 	if err != nil {
 		return fmt.Errorf("postgres: finish run: %w", err)
 	}
@@ -383,7 +361,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 	if err != nil {
 		return err
 	}
-	stamp(f.Events, f.ThreadID, f.RunID, evSeq)
+	store.StampEvents(f.Events, f.ThreadID, f.RunID, evSeq)
 	return nil
 }
 
@@ -415,72 +393,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// stateArg binds replacement state: NULL keeps the stored state.
-func stateArg(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
-}
-
 // cleanText makes free text storable in a text column, which refuses NUL
 // bytes and invalid UTF-8.
 func cleanText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return strings.ReplaceAll(s, "\x00", "")
-}
-
-func encodeMessages(msgs []message.Message) ([]string, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	out := make([]string, len(msgs))
-	for i := range msgs {
-		b, err := json.Marshal(&msgs[i])
-		if err != nil {
-			return nil, fmt.Errorf("%w: message %d: %w", store.ErrInvalid, i, err)
-		}
-		out[i] = string(b)
-	}
-	return out, nil
-}
-
-// encodeEvents encodes events as stored: thread and run filled in, Seq left
-// to the seq column.
-func encodeEvents(evs []event.Event, threadID, runID string) ([]string, error) {
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	out := make([]string, len(evs))
-	for i := range evs {
-		e := evs[i]
-		e.Seq = 0
-		if e.ThreadID == "" {
-			e.ThreadID = threadID
-		}
-		if e.RunID == "" {
-			e.RunID = runID
-		}
-		b, err := json.Marshal(&e)
-		if err != nil {
-			return nil, fmt.Errorf("%w: event %d: %w", store.ErrInvalid, i, err)
-		}
-		out[i] = string(b)
-	}
-	return out, nil
-}
-
-// stamp writes the stored identity of committed events back to the
-// caller's slice; last is the Seq of the last one.
-func stamp(evs []event.Event, threadID, runID string, last int64) {
-	first := last - int64(len(evs)) + 1
-	for i := range evs {
-		evs[i].Seq = first + int64(i)
-		if evs[i].ThreadID == "" {
-			evs[i].ThreadID = threadID
-		}
-		if evs[i].RunID == "" {
-			evs[i].RunID = runID
-		}
-	}
 }

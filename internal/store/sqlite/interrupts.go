@@ -3,11 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -17,103 +15,43 @@ const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool,
 
 func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 	var (
-		in                             store.Interrupt
-		v                              int
-		args, allowed, schema, decided []byte
-		desc                           sql.NullString
-		status                         string
-		created                        sql.NullInt64
+		in      store.Interrupt
+		c       store.InterruptColumns
+		desc    sql.NullString
+		created sql.NullInt64
 	)
-	if err := sc.Scan(&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &v,
-		&args, &desc, &allowed, &schema, &in.Subagent, &status, &created, &decided); err != nil {
+	if err := sc.Scan(&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision); err != nil {
 		return nil, err
 	}
-	if err := store.CheckFormat(v); err != nil {
-		return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
+	if err := c.Decode(&in); err != nil {
+		return nil, err
 	}
-	in.Args = json.RawMessage(args)
 	in.Description = desc.String
-	if err := json.Unmarshal(allowed, &in.AllowedDecisions); err != nil {
-		return nil, fmt.Errorf("interrupt %s: allowed decisions: %w", in.ID, err)
-	}
-	if schema != nil {
-		in.ResponseSchema = json.RawMessage(schema)
-	}
-	in.Status = store.InterruptStatus(status)
 	in.CreatedAt = fromMicros(created)
-	d, err := store.DecodeDecision(v, decided)
-	if err != nil {
-		return nil, fmt.Errorf("interrupt %s: %w", in.ID, err)
-	}
-	in.Decision = d
 	return &in, nil
 }
 
-// interruptRow is an interrupt encoded for insertion.
-type interruptRow struct {
-	in            store.Interrupt
-	args, allowed string
-	desc, schema  any
-	created       int64
-}
-
-// encodeInterrupts prepares a checkpoint's interrupts: they belong to its
-// tenant, thread and run (unless the interrupt names another run) and start
-// pending; a zero CreatedAt is now.
-func encodeInterrupts(c store.Checkpoint, now func() time.Time) ([]interruptRow, error) {
-	if len(c.Interrupts) == 0 {
-		return nil, nil
-	}
-	out := make([]interruptRow, len(c.Interrupts))
-	for i, in := range c.Interrupts {
-		in.Tenant, in.ThreadID = c.Tenant, c.ThreadID
-		if in.RunID == "" {
-			in.RunID = c.RunID
-		}
-		r := interruptRow{in: in, args: "{}"}
-		if len(in.Args) > 0 {
-			if !json.Valid(in.Args) {
-				return nil, fmt.Errorf("%w: interrupt %s: args are not JSON", store.ErrInvalid, in.ID)
-			}
-			r.args = string(in.Args)
-		}
-		if in.Description != "" {
-			r.desc = in.Description
-		}
-		if len(in.ResponseSchema) > 0 {
-			if !json.Valid(in.ResponseSchema) {
-				return nil, fmt.Errorf("%w: interrupt %s: response schema is not JSON", store.ErrInvalid, in.ID)
-			}
-			r.schema = string(in.ResponseSchema)
-		}
-		allowed, err := json.Marshal(in.AllowedDecisions)
-		if err != nil {
-			return nil, fmt.Errorf("%w: interrupt %s: %w", store.ErrInvalid, in.ID, err)
-		}
-		r.allowed = string(allowed)
-		created := in.CreatedAt
-		if created.IsZero() {
-			created = now()
-		}
-		r.created = created.UnixMicro()
-		out[i] = r
-	}
-	return out, nil
-}
-
 // insertInterrupts stores rows as pending; an interrupt without an agent
-// gets the thread's.
-func insertInterrupts(ctx context.Context, tx *sql.Tx, agent string, rows []interruptRow) error {
+// gets the thread's, an empty description or response schema is NULL.
+func insertInterrupts(ctx context.Context, tx *sql.Tx, agent string, rows []store.EncodedInterrupt) error {
 	for _, r := range rows {
-		a := r.in.Agent
+		a := r.In.Agent
 		if a == "" {
 			a = agent
 		}
+		var desc, schema any
+		if r.In.Description != "" {
+			desc = r.In.Description
+		}
+		if r.Schema != "" {
+			schema = r.Schema
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL)`,
-			r.in.ID, r.in.Tenant, r.in.ThreadID, r.in.RunID, a, r.in.ToolCallID, r.in.Tool, store.FormatVersion,
-			r.args, r.desc, r.allowed, r.schema, r.in.Subagent, r.created); err != nil {
-			return fmt.Errorf("interrupt %s: %w", r.in.ID, err)
+			r.In.ID, r.In.Tenant, r.In.ThreadID, r.In.RunID, a, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro()); err != nil {
+			return fmt.Errorf("interrupt %s: %w", r.In.ID, err)
 		}
 	}
 	return nil
@@ -178,15 +116,8 @@ func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...a
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	var out []store.Interrupt
-	for rows.Next() {
-		in, err := scanInterrupt(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, *in)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.CollectRows(rows, func(r store.Rows) (*store.Interrupt, error) { return scanInterrupt(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -200,13 +131,9 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 		d.At = s.now()
 	}
 	d.At = d.At.UTC()
-	status := store.Rejected
-	if d.Approved {
-		status = store.Approved
-	}
-	dj, err := json.Marshal(d)
+	status, dj, err := store.EncodeDecision(d)
 	if err != nil {
-		return store.DecideResult{}, fmt.Errorf("sqlite: decide: %w: %w", store.ErrInvalid, err)
+		return store.DecideResult{}, fmt.Errorf("sqlite: decide: %w", err)
 	}
 	var res store.DecideResult
 	err = s.write(ctx, "decide", func(tx *sql.Tx) error {

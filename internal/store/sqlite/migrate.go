@@ -5,51 +5,18 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one numbered schema change, migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // loadMigrations returns the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and _", base)
-		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: base, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", out[i-1].name, out[i].name)
-		}
-	}
-	return out, nil
+func loadMigrations() ([]store.Migration, error) {
+	return store.LoadMigrations(migrationFiles, "migrations")
 }
 
 // migrate applies the migrations newer than the database's schema_version,
@@ -58,9 +25,6 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	ms, err := loadMigrations()
 	if err != nil {
 		return err
-	}
-	if len(ms) == 0 {
-		return fmt.Errorf("migrate: no migrations embedded")
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -79,26 +43,22 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&current); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if latest := ms[len(ms)-1].version; current > latest {
-		return fmt.Errorf("migrate: the database schema is version %d, newer than this build's %d", current, latest)
+	pending, err := store.PendingMigrations(ms, current)
+	if err != nil {
+		return err
 	}
-	applied := 0
-	for _, m := range ms {
-		if m.version <= current {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+	if len(pending) == 0 {
+		return nil
+	}
+	for _, m := range pending {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+			m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
-		applied++
-		logger.Info("sqlite migration applied", "migration", m.name)
-	}
-	if applied == 0 {
-		return nil
+		logger.Info("sqlite migration applied", "migration", m.Name)
 	}
 	return tx.Commit()
 }

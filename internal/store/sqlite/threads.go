@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -128,15 +127,8 @@ func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any)
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	var out []store.Thread
-	for rows.Next() {
-		t, err := scanThread(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, *t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.CollectRows(rows, func(r store.Rows) (*store.Thread, error) { return scanThread(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -150,22 +142,8 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 		return nil, mapErr("messages", err)
 	}
 	defer rows.Close()
-	var (
-		out  []message.Message
-		v    int
-		data sql.RawBytes
-	)
-	for rows.Next() {
-		if err := rows.Scan(&v, &data); err != nil {
-			return nil, mapErr("messages", err)
-		}
-		m, err := store.DecodeMessage(v, data)
-		if err != nil {
-			return nil, mapErr("messages", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.ScanMessages(rows)
+	if err != nil {
 		return nil, mapErr("messages", err)
 	}
 	if len(out) == 0 {
@@ -207,15 +185,15 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 	if b.Now.IsZero() {
 		b.Now = s.now()
 	}
-	msgs, err := encodeMessages(b.Input)
+	msgs, err := store.EncodeMessages(b.Input)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin run: %w", err)
 	}
-	evs, err := encodeEvents(b.Events, b.ThreadID, b.RunID)
+	evs, err := store.EncodeEvents(b.Events, b.ThreadID, b.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin run: %w", err)
 	}
-	state := stateArg(b.State)
+	state := store.StateArg(b.State)
 	now := b.Now.UnixMicro()
 
 	var (
@@ -273,7 +251,7 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 	if err != nil {
 		return nil, err
 	}
-	stamp(b.Events, b.ThreadID, b.RunID, evSeq)
+	store.StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
 	return th, nil
 }
 
@@ -314,15 +292,15 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
-	msgs, err := encodeMessages(c.Messages)
+	msgs, err := store.EncodeMessages(c.Messages)
 	if err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
-	evs, err := encodeEvents(c.Events, c.ThreadID, c.RunID)
+	evs, err := store.EncodeEvents(c.Events, c.ThreadID, c.RunID)
 	if err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
-	ins, err := encodeInterrupts(c, s.now)
+	ins, err := store.EncodeInterrupts(c, s.now)
 	if err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
@@ -333,7 +311,7 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 			msgSeq int64
 		)
 		err := tx.StmtContext(ctx, s.stmts.checkpoint).QueryRowContext(ctx,
-			stateArg(c.State), micros(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID,
+			store.StateArg(c.State), micros(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID,
 		).Scan(&agent, &msgSeq, &evSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.leaseLost(ctx, tx, c.Tenant, c.ThreadID, c.RunID)
@@ -349,7 +327,7 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	stamp(c.Events, c.ThreadID, c.RunID, evSeq)
+	store.StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
 	return nil
 }
 
@@ -362,7 +340,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 	if f.Now.IsZero() {
 		f.Now = s.now()
 	}
-	evs, err := encodeEvents(f.Events, f.ThreadID, f.RunID)
+	evs, err := store.EncodeEvents(f.Events, f.ThreadID, f.RunID)
 	if err != nil {
 		return fmt.Errorf("sqlite: finish run: %w", err)
 	}
@@ -392,7 +370,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 	if err != nil {
 		return err
 	}
-	stamp(f.Events, f.ThreadID, f.RunID, evSeq)
+	store.StampEvents(f.Events, f.ThreadID, f.RunID, evSeq)
 	return nil
 }
 
@@ -420,67 +398,4 @@ func (s *Store) appendRows(ctx context.Context, tx *sql.Tx, tenant, threadID str
 		}
 	}
 	return nil
-}
-
-// stateArg binds replacement state: NULL keeps the stored state.
-func stateArg(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
-}
-
-func encodeMessages(msgs []message.Message) ([]string, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	out := make([]string, len(msgs))
-	for i := range msgs {
-		b, err := json.Marshal(&msgs[i])
-		if err != nil {
-			return nil, fmt.Errorf("%w: message %d: %w", store.ErrInvalid, i, err)
-		}
-		out[i] = string(b)
-	}
-	return out, nil
-}
-
-// encodeEvents encodes events as stored: thread and run filled in, Seq left
-// to the seq column.
-func encodeEvents(evs []event.Event, threadID, runID string) ([]string, error) {
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	out := make([]string, len(evs))
-	for i := range evs {
-		e := evs[i]
-		e.Seq = 0
-		if e.ThreadID == "" {
-			e.ThreadID = threadID
-		}
-		if e.RunID == "" {
-			e.RunID = runID
-		}
-		b, err := json.Marshal(&e)
-		if err != nil {
-			return nil, fmt.Errorf("%w: event %d: %w", store.ErrInvalid, i, err)
-		}
-		out[i] = string(b)
-	}
-	return out, nil
-}
-
-// stamp writes the stored identity of committed events back to the
-// caller's slice; last is the Seq of the last one.
-func stamp(evs []event.Event, threadID, runID string, last int64) {
-	first := last - int64(len(evs)) + 1
-	for i := range evs {
-		evs[i].Seq = first + int64(i)
-		if evs[i].ThreadID == "" {
-			evs[i].ThreadID = threadID
-		}
-		if evs[i].RunID == "" {
-			evs[i].RunID = runID
-		}
-	}
 }
