@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
@@ -49,7 +50,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return openai.WriteJSON(w, http.StatusOK, comp)
+		return httpjson.Write(w, http.StatusOK, comp)
 	}
 	sw := sse.New(w)
 	st := openai.NewStream(sw, id, req.Model, created, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)

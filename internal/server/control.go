@@ -15,7 +15,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/wire/openai"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -55,7 +55,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) error {
 	if len(data) > 0 {
 		body["first_id"], body["last_id"] = data[0].ID, data[len(data)-1].ID
 	}
-	return openai.WriteJSON(w, http.StatusOK, body)
+	return httpjson.Write(w, http.StatusOK, body)
 }
 
 func (s *Server) model(w http.ResponseWriter, r *http.Request) error {
@@ -63,14 +63,14 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) error {
 	if s.Agents.Get(name) == nil {
 		return apierror.New(apierror.NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist.", name))
 	}
-	return openai.WriteJSON(w, http.StatusOK, modelInfo(name))
+	return httpjson.Write(w, http.StatusOK, modelInfo(name))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	if err := s.Store.Ping(r.Context()); err != nil {
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
-	return openai.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "agents": len(s.Agents.List())})
+	return httpjson.Write(w, http.StatusOK, map[string]any{"status": "ok", "agents": len(s.Agents.List())})
 }
 
 // List is a page of items.
@@ -111,7 +111,7 @@ func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request) error {
 	if items == nil {
 		items = []store.Interrupt{}
 	}
-	return openai.WriteJSON(w, http.StatusOK, List[store.Interrupt]{Object: "list", Data: items})
+	return httpjson.Write(w, http.StatusOK, List[store.Interrupt]{Object: "list", Data: items})
 }
 
 func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) error {
@@ -122,7 +122,7 @@ func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return openai.WriteJSON(w, http.StatusOK, it)
+	return httpjson.Write(w, http.StatusOK, it)
 }
 
 // decidedVia reads which tool made a decision over HTTP.
@@ -183,7 +183,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, d runtime.Decisi
 	if err != nil {
 		return err
 	}
-	return openai.WriteJSON(w, http.StatusOK, it)
+	return httpjson.Write(w, http.StatusOK, it)
 }
 
 func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
@@ -200,7 +200,7 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	if items == nil {
 		items = []store.Thread{}
 	}
-	return openai.WriteJSON(w, http.StatusOK, List[store.Thread]{Object: "list", Data: items})
+	return httpjson.Write(w, http.StatusOK, List[store.Thread]{Object: "list", Data: items})
 }
 
 // ThreadView is a thread with its conversation and pending decisions.
@@ -234,7 +234,7 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
 	if pending == nil {
 		pending = []store.Interrupt{}
 	}
-	return openai.WriteJSON(w, http.StatusOK, ThreadView{Thread: *th, Messages: msgs, Pending: pending})
+	return httpjson.Write(w, http.StatusOK, ThreadView{Thread: *th, Messages: msgs, Pending: pending})
 }
 
 // threadEvents streams a thread's events: the stored ones after Last-Event-ID

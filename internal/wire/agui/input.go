@@ -11,6 +11,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // RunAgentInput is the body of an AG-UI run request. Decoding is lenient:
@@ -96,7 +97,7 @@ var ErrThreadRequired = errors.New("threadId required")
 func Decode(body []byte) (*RunAgentInput, error) {
 	var in RunAgentInput
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, apierror.Invalid("", "The request body is not a valid RunAgentInput: %v", jsonProblem(err))
+		return nil, apierror.Invalid("", "The request body is not a valid RunAgentInput: %v", httpjson.Problem(err))
 	}
 	for i, t := range in.Tools {
 		if t.Name == "" {
@@ -112,18 +113,6 @@ func Decode(body []byte) (*RunAgentInput, error) {
 		}
 	}
 	return &in, nil
-}
-
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
-	}
-	return err.Error()
 }
 
 // Input maps the request onto a runtime.Input for the named agent. Tenant and

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -68,7 +69,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, res)
+		return httpjson.Write(w, http.StatusOK, res)
 	}
 	sw := sse.New(w)
 	st := NewStream(sw, id, req.Model, EstimateTokens(req, agentText(h.s.Agents.Get(req.Model))...))
@@ -93,5 +94,5 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	n := EstimateTokens(req, agentText(h.s.Agents.Get(req.Model))...)
-	return WriteJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
+	return httpjson.Write(w, http.StatusOK, map[string]int{"input_tokens": n})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // Request is a Messages request. Unknown fields are ignored; temperature,
@@ -108,7 +109,7 @@ func DecodeCount(body []byte) (*Request, error) {
 func parse(body []byte) (*Request, error) {
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", jsonProblem(err))
+		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", httpjson.Problem(err))
 	}
 	if len(req.Messages) == 0 {
 		return nil, apierror.Invalid("messages", "messages: Field required. Send at least one message.")
@@ -130,18 +131,6 @@ func parse(body []byte) (*Request, error) {
 		}
 	}
 	return &req, nil
-}
-
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
-	}
-	return err.Error()
 }
 
 // Input maps the request onto a runtime.Input (tenant and thread are the

@@ -8,6 +8,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // Response is a message body: the non-stream answer, and (with empty
@@ -152,18 +153,6 @@ func (c *Collector) Result() (*Response, error) {
 	return &c.r, nil
 }
 
-// WriteJSON writes a JSON body with its status.
-func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, err = w.Write(b)
-	return err
-}
-
 // ErrorBody is Anthropic's error envelope.
 type ErrorBody struct {
 	Type      string      `json:"type"`
@@ -227,5 +216,5 @@ func WriteError(w http.ResponseWriter, e *apierror.Error) error {
 	if e.NoRetry {
 		w.Header().Set("x-should-retry", "false")
 	}
-	return WriteJSON(w, e.Status, ErrorOf(e, w.Header().Get("request-id")))
+	return httpjson.Write(w, e.Status, ErrorOf(e, w.Header().Get("request-id")))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // Request is a Chat Completions request. Unknown fields are ignored.
@@ -77,7 +78,7 @@ func Decode(body []byte) (*Request, error) {
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
-		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", jsonProblem(err))
+		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", httpjson.Problem(err))
 	}
 	if req.Model == "" {
 		return nil, apierror.Invalid("model", "`model` is required: name the agent to talk to.")
@@ -91,18 +92,6 @@ func Decode(body []byte) (*Request, error) {
 		}
 	}
 	return &req, nil
-}
-
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case asErr(err, &se):
-		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
-	case asErr(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
-	}
-	return err.Error()
 }
 
 // Input maps the request onto a runtime.Input (tenant and thread are the

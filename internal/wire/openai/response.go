@@ -1,13 +1,13 @@
 package openai
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // Completion is a non-stream response body.
@@ -150,18 +150,6 @@ func (c *Collector) Result() (*Completion, error) {
 	return &c.c, nil
 }
 
-// WriteJSON writes a JSON body with its status.
-func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, err = w.Write(b)
-	return err
-}
-
 // ErrorBody is the OpenAI error envelope.
 type ErrorBody struct {
 	Error ErrorObject `json:"error"`
@@ -201,5 +189,5 @@ func WriteError(w http.ResponseWriter, e *apierror.Error) error {
 	if e.NoRetry {
 		w.Header().Set("x-should-retry", "false")
 	}
-	return WriteJSON(w, e.Status, ErrorOf(e))
+	return httpjson.Write(w, e.Status, ErrorOf(e))
 }
