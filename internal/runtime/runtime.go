@@ -183,28 +183,31 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	if len(newMsgs) == 0 && len(message.PendingCalls(stored)) == 0 {
 		return nil, apierror.Invalid("messages", "The request holds no new message to answer.")
 	}
-	var state json.RawMessage
-	if len(in.State) > 0 {
-		th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
-		base := json.RawMessage(`{}`)
-		if gerr == nil {
-			base = th.State
-		}
-		if state, err = mergeState(base, in.State); err != nil {
-			return nil, err
-		}
-	}
 	now := r.Now()
 	started := event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: runID, Time: now.UnixMilli()}
 	th, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: runID, Owner: r.Owner,
-		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, State: state, Events: []event.Event{started},
+		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: []event.Event{started},
 	})
 	if err != nil {
 		return nil, err
 	}
 	x.msgs = append(stored, newMsgs...)
 	x.state = th.State
+	if len(in.State) > 0 {
+		// Seeded keys merge into the state read under the run's lease, so
+		// no other run's change is lost.
+		merged, err := mergeState(th.State, in.State)
+		if err == nil {
+			err = x.checkpoint(ctx, store.Checkpoint{State: merged})
+		}
+		if err != nil {
+			x.run = run
+			go func() { x.fail(err); close(run.events) }()
+			return run, nil
+		}
+		x.state = merged
+	}
 	r.Bus.Publish(in.Tenant, in.ThreadID, started)
 	x.run = run
 	go x.drive(context.WithoutCancel(ctx), &started)
@@ -261,9 +264,9 @@ func systemPrompt(instructions string, msgs []message.Message) string {
 // newInput picks what a client's messages add to a stored conversation. A
 // client may send only its new messages or the whole history: the new input
 // is then what follows the client's last assistant message. Tool messages for
-// calls that already have a result are dropped; calls of the client left
-// unanswered before a new user message get a synthetic result so the
-// conversation stays well formed.
+// calls that already have a result are dropped; calls left unanswered before
+// a new user message get a synthetic result so the conversation stays well
+// formed.
 func (x *execution) newInput(stored, sent []message.Message) []message.Message {
 	var convo []message.Message
 	for _, m := range sent {
@@ -303,12 +306,20 @@ func (x *execution) newInput(stored, sent []message.Message) []message.Message {
 			}
 		}
 		if m.Role == message.User {
+			// Calls left without a result (a client that moved on, a run
+			// that failed mid-step) get one, so the conversation stays well
+			// formed for the model.
 			for _, c := range pending {
-				if !answered[c.ID] && c.Client {
-					answered[c.ID] = true
-					out = append(out, message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name,
-						Content: "The client did not return a result for this call.", IsError: true})
+				if answered[c.ID] {
+					continue
 				}
+				answered[c.ID] = true
+				text := "The call was interrupted before it completed."
+				if c.Client {
+					text = "The client did not return a result for this call."
+				}
+				out = append(out, message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name,
+					Content: text, IsError: true})
 			}
 		}
 		out = append(out, x.r.withID(m))

@@ -463,3 +463,25 @@ func TestUpstream503IsRetried(t *testing.T) {
 		t.Fatalf("content %q after %d upstream calls", res.Choices[0].Message.Content, env.Upstream.Count())
 	}
 }
+
+func TestClientMovesOnWithoutToolResult(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	c := client(env, session("moved-on"))
+	p := params(user("open the modal"))
+	p.Tools = []openai.ChatCompletionToolUnionParam{openModalTool()}
+	if _, err := c.Chat.Completions.New(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Chat.Completions.New(context.Background(), params(user("never mind, hello")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Choices[0].Message.Content; got != "echo: never mind, hello" {
+		t.Fatalf("content %q", got)
+	}
+	last, _ := env.Upstream.Last()
+	msgs := last.Request.Messages
+	if len(msgs) != 4 || msgs[2].Role != message.Tool || !strings.Contains(msgs[2].Content, "did not return a result") || msgs[3].Role != message.User {
+		t.Fatalf("the unanswered call must get a result before the new message: %+v", msgs)
+	}
+}
