@@ -131,7 +131,12 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 		r.decided(in.Tenant, res.Interrupt)
 	}
 	if fresh == 0 {
-		// A replayed resume decides nothing and runs nothing new.
+		// A replayed resume decides nothing and runs nothing new; while
+		// the resumed run is still going it cannot report its end.
+		switch th.Status {
+		case store.Running, store.Queued:
+			return store.ErrRunInProgress
+		}
 		x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
 		if err != nil {
 			return err
@@ -152,13 +157,69 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 		return store.ErrRunInProgress
 	}
 	x.in, x.run = in, run
+	x.system = systemPrompt(spec.Instructions, in.Messages)
 	run.ID, run.Existed = x.runID, true
 	started := x.stamp(event.Event{Type: event.RunStarted})
-	if err := x.checkpoint(ctx, store.Checkpoint{Events: []event.Event{started}}); err != nil {
+	cp := store.Checkpoint{Events: []event.Event{started}}
+	if len(in.State) > 0 {
+		// State the client edited while paused merges in under the lease.
+		if cp.State, err = mergeState(x.state, in.State); err != nil {
+			return err
+		}
+	}
+	if err := x.checkpoint(ctx, cp); err != nil {
 		return err
+	}
+	if cp.State != nil {
+		x.state = cp.State
 	}
 	go x.drive(context.WithoutCancel(ctx), &started)
 	return nil
+}
+
+// reattach answers a request that brings nothing new to a thread waiting on
+// decisions (a reloaded page, a client that missed the pause): the
+// snapshots and the pending interrupts again, so the client can resume.
+func (r *Runner) reattach(ctx context.Context, spec *agent.Spec, in Input, run *Run) (bool, error) {
+	x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
+	if err != nil {
+		return false, err
+	}
+	if x.msgs, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
+		return false, err
+	}
+	if len(x.newInput(x.msgs, in.Messages)) > 0 {
+		return false, nil // fresh input: the caller refuses it
+	}
+	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
+	if err != nil {
+		return false, err
+	}
+	pending, err := r.Store.ListInterrupts(ctx, in.Tenant, store.InterruptFilter{ThreadID: in.ThreadID, Status: store.Pending, Limit: store.MaxLimit})
+	if err != nil || len(pending) == 0 {
+		return false, err
+	}
+	out := &event.Outcome{Type: event.Interrupt, Stop: event.StopToolCalls}
+	for _, it := range pending {
+		out.Interrupts = append(out.Interrupts, interruptInfo(it))
+		for _, m := range x.msgs {
+			for _, c := range m.ToolCalls {
+				if c.ID == it.ToolCallID {
+					out.PendingCalls = append(out.PendingCalls, c)
+					out.PendingMessageID = m.ID
+				}
+			}
+		}
+	}
+	x.in, x.run, x.runID, x.state = in, run, run.ID, th.State
+	go func() {
+		x.emit(event.Event{Type: event.RunStarted})
+		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
+		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
+		x.emit(event.Event{Type: event.RunFinished, Outcome: out, Usage: &x.usage})
+		close(run.events)
+	}()
+	return true, nil
 }
 
 // replayOnly answers an idempotent replay: the snapshots and a success.

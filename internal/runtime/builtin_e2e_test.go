@@ -142,7 +142,7 @@ func TestVirtualFiles(t *testing.T) {
 const subagentScript = `[
  {"when":{"system":"researcher instructions","lastTool":"refund"},"reply":{"text":"research done after refund"}},
  {"when":{"system":"researcher instructions","lastTool":"write_file"},"reply":{"text":"found: the answer is 42"}},
- {"when":{"system":"researcher instructions","lastUser":"refund"},"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"sub","amount":7}}]}},
+ {"when":{"system":"researcher instructions","lastUser":"refund"},"reply":{"toolCalls":[{"name":"write_file","arguments":{"file_path":"/sub.md","content":"before the pause"}},{"name":"refund","arguments":{"orderId":"sub","amount":7}}]}},
  {"when":{"system":"researcher instructions"},"reply":{"toolCalls":[
    {"name":"write_todos","arguments":{"todos":[{"content":"sub todo","status":"pending"}]}},
    {"name":"write_file","arguments":{"file_path":"/research.md","content":"42"}}]}},
@@ -195,6 +195,9 @@ func TestApprovalInsideSubagent(t *testing.T) {
 	if env.Thread(t, "dev", "subpause").Status != store.Waiting {
 		t.Fatal("the whole run must pause")
 	}
+	if files, _ := state(t, env, "subpause")["files"].(map[string]any); files["/sub.md"] == nil {
+		t.Fatalf("files the subagent wrote before the pause must be kept: %v", state(t, env, "subpause"))
+	}
 	req, _ := http.NewRequest("POST", env.URL+"/v1/hitl/"+its[0].ID+"/approve", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
@@ -208,6 +211,9 @@ func TestApprovalInsideSubagent(t *testing.T) {
 	msgs, _ := env.Store.Messages(context.Background(), "dev", "subpause")
 	if last := msgs[len(msgs)-1]; last.Content != "Subagent said: research done after refund" || last.TaskCallID != "" {
 		t.Fatalf("the resume must continue the subagent, then the parent: %+v", last)
+	}
+	if files, _ := state(t, env, "subpause")["files"].(map[string]any); files["/sub.md"] == nil {
+		t.Fatalf("the subagent's file is lost after the resume: %v", state(t, env, "subpause"))
 	}
 }
 

@@ -569,17 +569,16 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 	var msgs []message.Message
 	var stored []event.Event
 	newState := x.state
-	for i, res := range results {
+	for _, res := range results {
 		if res == nil {
 			continue
 		}
 		if res.paused != nil {
 			waiting = append(waiting, res.paused.Interrupts...)
 			stopOn = append(stopOn, res.paused.PendingCalls...)
-			_ = i
-			continue
+		} else {
+			msgs = append(msgs, res.msg)
 		}
-		msgs = append(msgs, res.msg)
 		if res.state != nil {
 			merged, err := mergeState3(x.state, newState, res.state)
 			if err != nil {
@@ -589,7 +588,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		}
 	}
 	var delta json.RawMessage
-	if len(msgs) > 0 {
+	if len(msgs) > 0 || !jsonEqual(newState, x.state) {
 		for _, m := range msgs {
 			ev := event.Event{Type: event.ToolResult, MessageID: m.ID, ToolCallID: m.ToolCallID, ToolName: m.ToolName, Content: m.Content, IsError: m.IsError}
 			x.emit(ev)
@@ -670,7 +669,7 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, Agent: x.spec.Name, Args: args, State: x.state})
 	var paused *subagentPaused
 	if errors.As(err, &paused) {
-		return &callResult{paused: paused.outcome}
+		return &callResult{paused: paused.outcome, state: paused.state}
 	}
 	if err != nil {
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {

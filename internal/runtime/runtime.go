@@ -175,6 +175,15 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return run, nil
 	}
 	stored, existed, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
+	if errors.Is(err, store.ErrApprovalPending) && in.Snapshots {
+		ok, rerr := r.reattach(ctx, spec, in, run)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if ok {
+			return run, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -227,8 +236,10 @@ func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (
 		return nil, true, store.ErrAgentMismatch
 	}
 	switch th.Status {
-	case store.Waiting, store.Queued:
+	case store.Waiting:
 		return nil, true, store.ErrApprovalPending
+	case store.Queued:
+		return nil, true, store.ErrRunInProgress // decided; the resume is about to run
 	case store.Running:
 		if th.LeaseUntil.After(r.Now()) {
 			return nil, true, store.ErrRunInProgress

@@ -28,7 +28,12 @@ type execKey struct{}
 
 // subagentPaused is how the `task` tool reports that its subagent stopped
 // on a decision: the parent pauses with the subagent's interrupts.
-type subagentPaused struct{ outcome *event.Outcome }
+type subagentPaused struct {
+	outcome *event.Outcome
+	// state carries the files the subagent wrote before it paused, so they
+	// survive until it resumes.
+	state json.RawMessage
+}
 
 func (p *subagentPaused) Error() string { return "subagent paused for a decision" }
 
@@ -148,7 +153,7 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 	child.durable, child.runID, child.run, child.root = x.durable, x.runID, x.run, root
 	child.scope, child.subName, child.subRunID = c.ToolCallID, sub.Name, x.r.NewID("sub")
 	child.system = spec.Instructions
-	child.state = c.State
+	child.state = withoutKey(c.State, "todos") // its todos are its own
 	for _, m := range x.msgs {
 		if m.TaskCallID == c.ToolCallID {
 			child.msgs = append(child.msgs, m)
@@ -173,9 +178,14 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 		closeSteps("error")
 		return tool.Result{}, fmt.Errorf("subagent %s failed: %w", sub.Name, err)
 	}
+	filesState, err := mergeFiles(c.State, child.state)
+	if err != nil {
+		closeSteps("error")
+		return tool.Result{}, err
+	}
 	if out.Type == event.Interrupt {
 		closeSteps("suspended")
-		return tool.Result{}, &subagentPaused{outcome: out}
+		return tool.Result{}, &subagentPaused{outcome: out, state: filesState}
 	}
 	closeSteps("success")
 	answer := ""
@@ -186,18 +196,37 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 			break
 		}
 	}
-	res := tool.Result{Content: answer}
-	if files, changed := filesChange(c.State, child.state); changed {
-		st := map[string]json.RawMessage{}
-		_ = json.Unmarshal(nonEmpty(c.State), &st)
-		st["files"] = files
-		b, err := json.Marshal(st)
-		if err != nil {
-			return tool.Result{}, err
-		}
-		res.State = b
+	return tool.Result{Content: answer, State: filesState}, nil
+}
+
+// mergeFiles returns the parent's state with the subagent's files when they
+// changed, or nil.
+func mergeFiles(parent, child json.RawMessage) (json.RawMessage, error) {
+	files, changed := filesChange(parent, child)
+	if !changed {
+		return nil, nil
 	}
-	return res, nil
+	st := map[string]json.RawMessage{}
+	_ = json.Unmarshal(nonEmpty(parent), &st)
+	st["files"] = files
+	return json.Marshal(st)
+}
+
+// withoutKey returns a state object without key.
+func withoutKey(state json.RawMessage, key string) json.RawMessage {
+	st := map[string]json.RawMessage{}
+	if json.Unmarshal(nonEmpty(state), &st) != nil {
+		return state
+	}
+	if _, ok := st[key]; !ok {
+		return state
+	}
+	delete(st, key)
+	b, err := json.Marshal(st)
+	if err != nil {
+		return state
+	}
+	return b
 }
 
 // filesChange returns the files key of after when it differs from before's.

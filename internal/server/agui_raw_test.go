@@ -652,3 +652,48 @@ func TestAGUIRawSubagent(t *testing.T) {
 		t.Fatalf("the snapshot attributes %d messages to the subagent", subMsgs)
 	}
 }
+
+// TestAGUIRawReattachWaitingThread: a client that missed the pause (a
+// reloaded page, or a pause made over the OpenAI wire) sends no new input and
+// gets the pending interrupts again; fresh input still gets approval_pending.
+func TestAGUIRawReattachWaitingThread(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	// Pause over the OpenAI wire.
+	r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"please refund"}]}`, "x-stackbone-session", "th-reattach")
+	if r.status != 200 {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	s := aguiPost(t, env, "assistant", `{"threadId":"th-reattach","runId":"run-r","messages":[],"tools":[],"context":[]}`)
+	checkTerminal(t, s)
+	out, _ := s.last()["outcome"].(map[string]any)
+	if out["type"] != "interrupt" || s.first("MESSAGES_SNAPSHOT") == nil || s.first("STATE_SNAPSHOT") == nil {
+		t.Fatalf("reattach: %v %v", s.types(), s.last())
+	}
+	it := out["interrupts"].([]any)[0].(map[string]any)
+	if it["description"] != "Refund order ord_42 for 19.99" {
+		t.Fatalf("interrupt %v", it)
+	}
+	if env.Upstream.Count() != 1 {
+		t.Fatal("a reattach must not call the model")
+	}
+	fresh := aguiPost(t, env, "assistant", aguiInput("th-reattach", "run-f", "something new"))
+	checkRunError(t, fresh, "approval_pending")
+}
+
+// TestAGUIRawStateWithResume: state the client edited while paused is
+// merged when it resumes (editable keys only).
+func TestAGUIRawStateWithResume(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	_, it := aguiInterrupt(t, env, "th-state-resume", "refund my order")
+	resume := fmt.Sprintf(`"resume":[{"interruptId":%q,"status":"resolved","payload":{"approved":true}}]`, it["id"])
+	body := `{"threadId":"th-state-resume","runId":"run-2","state":{"draft":"edited while paused","secret":"x"},"messages":[],"tools":[],"context":[],` + resume + `}`
+	s := aguiPost(t, env, "assistant", body)
+	checkTerminal(t, s)
+	var st map[string]any
+	if err := json.Unmarshal(env.Thread(t, "dev", "th-state-resume").State, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st, map[string]any{"draft": "edited while paused"}) {
+		t.Fatalf("state after resume %v", st)
+	}
+}

@@ -273,3 +273,28 @@ func TestWriteError(t *testing.T) {
 		t.Fatalf("RUN_ERROR: %d %q", w.Code, w.Body)
 	}
 }
+
+// TestSameNameStepsNest: two subagents of one name working side by side stay
+// inside one STEP_STARTED/STEP_FINISHED pair that closes after the last.
+func TestSameNameStepsNest(t *testing.T) {
+	out := &frames{}
+	s := NewStream(out, "t", "r", fixedNow)
+	for _, e := range []event.Event{
+		{Type: event.RunStarted},
+		{Type: event.StepStarted, StepName: "writer"},
+		{Type: event.StepStarted, StepName: "writer"},
+		{Type: event.StepFinished, StepName: "writer"},
+		{Type: event.TextStart, MessageID: "m"}, {Type: event.TextDelta, MessageID: "m", Delta: "x"}, {Type: event.TextEnd, MessageID: "m"},
+		{Type: event.StepFinished, StepName: "writer"},
+		{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success}},
+	} {
+		if err := s.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := out.types()
+	want := "RUN_STARTED STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED RUN_FINISHED"
+	if got != want {
+		t.Fatalf("events\n got %s\nwant %s", got, want)
+	}
+}

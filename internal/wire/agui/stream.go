@@ -25,6 +25,7 @@ type Stream struct {
 	started, done   bool
 	texts, tools    openSet
 	steps           []openStep
+	stepDepth       map[openStep]int
 	subagents       openSet
 	seenSubagents   map[string]bool
 	subagentIDs     map[string]string // runtime subagent run id → wire id
@@ -68,7 +69,7 @@ func NewStream(out Frames, threadID, runID string, now func() time.Time) *Stream
 		now = time.Now
 	}
 	return &Stream{out: out, threadID: threadID, runID: runID, now: now,
-		seenSubagents: map[string]bool{}, subagentIDs: map[string]string{}, messageOwner: map[string]string{}}
+		seenSubagents: map[string]bool{}, subagentIDs: map[string]string{}, messageOwner: map[string]string{}, stepDepth: map[openStep]int{}}
 }
 
 // Done reports whether the terminal event was written.
@@ -177,16 +178,23 @@ func (s *Stream) Write(e event.Event) error {
 			return nil
 		}
 		owner := s.owner(e.SubagentRunID)
-		for _, st := range s.steps {
-			if st == (openStep{e.StepName, owner}) {
-				return nil
-			}
+		key := openStep{e.StepName, owner}
+		if s.stepDepth[key] > 0 {
+			// Same-name work running side by side stays one step until
+			// the last of it finishes.
+			s.stepDepth[key]++
+			return nil
 		}
-		s.steps = append(s.steps, openStep{e.StepName, owner})
+		s.stepDepth[key] = 1
+		s.steps = append(s.steps, key)
 		return s.write(step{base: s.stamp("STEP_STARTED", e.Time), StepName: e.StepName, SubagentRunID: owner})
 	case event.StepFinished:
 		for i := len(s.steps) - 1; i >= 0; i-- {
 			if s.steps[i].name == e.StepName {
+				if s.stepDepth[s.steps[i]] > 1 {
+					s.stepDepth[s.steps[i]]--
+					return nil
+				}
 				return s.closeStep(i, e.Time)
 			}
 		}
@@ -281,6 +289,7 @@ func (s *Stream) closeTool(id string, ms int64) error {
 
 func (s *Stream) closeStep(i int, ms int64) error {
 	st := s.steps[i]
+	delete(s.stepDepth, st)
 	s.steps = append(s.steps[:i], s.steps[i+1:]...)
 	return s.write(step{base: s.stamp("STEP_FINISHED", ms), StepName: st.name, SubagentRunID: st.owner})
 }
