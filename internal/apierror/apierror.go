@@ -116,13 +116,18 @@ func From(err error) *Error {
 	var me *model.Error
 	switch {
 	case errors.As(err, &me):
+		// The upstream's own text stays in the log: it can carry detail
+		// (keys, prompts) the client must not see.
 		switch {
 		case me.Status == http.StatusTooManyRequests:
-			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests: " + me.Message, Err: err}
+			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests. Try again later.", Err: err}
 		case me.Status == 0:
 			return &Error{Status: 502, Kind: Upstream, Code: "upstream_unreachable", Message: "The model provider could not be reached.", Err: err}
 		default:
-			return &Error{Status: 502, Kind: Upstream, Code: "upstream_error", Message: fmt.Sprintf("The model provider returned an error (%d): %s", me.Status, me.Message), Err: err}
+			// A 4xx from the provider will fail again: tell SDKs not to retry.
+			noRetry := me.Status >= 400 && me.Status < 500 && me.Status != http.StatusRequestTimeout
+			return &Error{Status: 502, Kind: Upstream, Code: "upstream_error", NoRetry: noRetry,
+				Message: fmt.Sprintf("The model provider returned an error (status %d).", me.Status), Err: err}
 		}
 	case errors.Is(err, store.ErrApprovalPending):
 		return ApprovalPending()

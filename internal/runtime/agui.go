@@ -188,8 +188,8 @@ func (r *Runner) reattach(ctx context.Context, spec *agent.Spec, in Input, run *
 	if x.msgs, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
 		return false, err
 	}
-	if len(x.newInput(x.msgs, in.Messages)) > 0 {
-		return false, nil // fresh input: the caller refuses it
+	if fresh, err := x.newInput(x.msgs, in.Messages); err != nil || len(fresh) > 0 {
+		return false, nil // fresh (or bad) input: the caller refuses it
 	}
 	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
 	if err != nil {

@@ -119,18 +119,6 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	return x, nil
 }
 
-// markClientCalls flags calls of client tools in a client-sent history.
-func (x *execution) markClientCalls(msgs []message.Message) {
-	for i := range msgs {
-		for j := range msgs[i].ToolCalls {
-			c := &msgs[i].ToolCalls[j]
-			if x.tools[c.Name] == nil && x.isClientTool(c.Name) {
-				c.Client = true
-			}
-		}
-	}
-}
-
 func (x *execution) isClientTool(name string) bool {
 	for _, t := range x.in.ClientTools {
 		if t.Name == name {

@@ -154,15 +154,14 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		x.in.State = kept
 	}
 	if !x.durable {
-		for _, m := range in.Messages {
-			if m.Role != message.System {
-				x.msgs = append(x.msgs, r.withID(m))
-			}
+		msgs, err := x.newInput(nil, in.Messages)
+		if err != nil {
+			return nil, err
 		}
-		if len(x.msgs) == 0 {
+		if len(msgs) == 0 {
 			return nil, apierror.Invalid("messages", "messages must hold at least one non-system message")
 		}
-		x.markClientCalls(x.msgs)
+		x.msgs = msgs
 		x.run = run
 		go x.drive(ctx, nil)
 		return run, nil
@@ -174,7 +173,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		}
 		return run, nil
 	}
-	stored, existed, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
+	stored, existed, failed, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
 	if errors.Is(err, store.ErrApprovalPending) && in.Snapshots {
 		ok, rerr := r.reattach(ctx, spec, in, run)
 		if rerr != nil {
@@ -188,8 +187,15 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return nil, err
 	}
 	run.Existed = existed
-	newMsgs := x.newInput(stored, in.Messages)
-	if len(newMsgs) == 0 && len(message.PendingCalls(stored)) == 0 {
+	newMsgs, err := x.newInput(stored, in.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if failed && repeatsTail(stored, newMsgs) {
+		// A retry of a turn that failed: its input is stored already.
+		newMsgs = nil
+	}
+	if len(newMsgs) == 0 && len(message.PendingCalls(stored)) == 0 && !(failed && endsWithUser(stored)) {
 		return nil, apierror.Invalid("messages", "The request holds no new message to answer.")
 	}
 	now := r.Now()
@@ -201,7 +207,18 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.msgs = append(stored, newMsgs...)
+	if existed {
+		// Read the conversation again under the lease: a turn that ended
+		// between the first read and BeginRun is part of it.
+		if stored, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
+			x.run = run
+			go func() { x.fail(err); close(run.events) }()
+			return run, nil
+		}
+		x.msgs = stored
+	} else {
+		x.msgs = newMsgs
+	}
 	x.state = th.State
 	if len(in.State) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so
@@ -223,30 +240,50 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	return run, nil
 }
 
-// load returns a thread's stored messages, checking it belongs to agentName.
-func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) ([]message.Message, bool, error) {
+// load returns a thread's stored messages, checking it belongs to agentName
+// and accepts input; failed reports that its last run ended in an error.
+func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (msgs []message.Message, existed, failed bool, err error) {
 	th, err := r.Store.GetThread(ctx, tenant, threadID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if th.Agent != agentName {
-		return nil, true, store.ErrAgentMismatch
+		return nil, true, false, store.ErrAgentMismatch
 	}
 	switch th.Status {
 	case store.Waiting:
-		return nil, true, store.ErrApprovalPending
+		return nil, true, false, store.ErrApprovalPending
 	case store.Queued:
-		return nil, true, store.ErrRunInProgress // decided; the resume is about to run
+		return nil, true, false, store.ErrRunInProgress // decided; the resume is about to run
 	case store.Running:
 		if th.LeaseUntil.After(r.Now()) {
-			return nil, true, store.ErrRunInProgress
+			return nil, true, false, store.ErrRunInProgress
 		}
 	}
-	msgs, err := r.Store.Messages(ctx, tenant, threadID)
-	return msgs, true, err
+	msgs, err = r.Store.Messages(ctx, tenant, threadID)
+	return msgs, true, th.Status == store.Failed, err
+}
+
+// repeatsTail reports whether msgs repeat the user messages that end stored
+// (a client retrying a failed turn).
+func repeatsTail(stored, msgs []message.Message) bool {
+	if len(msgs) == 0 || len(msgs) > len(stored) {
+		return false
+	}
+	tail := stored[len(stored)-len(msgs):]
+	for i := range msgs {
+		if msgs[i].Role != message.User || tail[i].Role != message.User || msgs[i].Content != tail[i].Content {
+			return false
+		}
+	}
+	return true
+}
+
+func endsWithUser(msgs []message.Message) bool {
+	return len(msgs) > 0 && msgs[len(msgs)-1].Role == message.User
 }
 
 func (r *Runner) withID(m message.Message) message.Message {
@@ -272,88 +309,132 @@ func systemPrompt(instructions string, msgs []message.Message) string {
 	return b.String()
 }
 
-// newInput picks what a client's messages add to a stored conversation. A
-// client may send only its new messages or the whole history: the new input
-// is then what follows the client's last assistant message. Tool messages for
-// calls that already have a result are dropped; calls left unanswered before
-// a new user message get a synthetic result so the conversation stays well
-// formed.
-func (x *execution) newInput(stored, sent []message.Message) []message.Message {
-	var convo []message.Message
-	for _, m := range sent {
+// newInput picks what a client's messages add to a stored conversation (an
+// empty one for a stateless turn). A client may send only its new messages or
+// the whole history: for a stored conversation the new input is what follows
+// the client's last assistant message.
+//
+// Client messages are history, never instructions to run something: a tool
+// call inside a client-sent assistant message is not run by the server (it
+// gets a result saying so), only calls of the client's own tools stay open
+// for the client to answer. A tool message for a call that already has a
+// result is dropped; one for a call nobody made is a 400. Calls left open
+// when a new user or assistant message arrives get a result first, so the
+// conversation stays well formed for the model.
+func (x *execution) newInput(stored, sent []message.Message) ([]message.Message, error) {
+	type indexed struct {
+		i int
+		m message.Message
+	}
+	var convo []indexed
+	for i, m := range sent {
 		if m.Role != message.System {
-			convo = append(convo, m)
+			convo = append(convo, indexed{i, m})
 		}
 	}
 	if len(stored) > 0 {
-		for i := len(convo) - 1; i >= 0; i-- {
-			if convo[i].Role == message.Assistant {
-				convo = convo[i+1:]
+		for j := len(convo) - 1; j >= 0; j-- {
+			if convo[j].m.Role == message.Assistant {
+				convo = convo[j+1:]
 				break
 			}
 		}
 	}
-	answered := map[string]bool{}
 	known := map[string]bool{}
+	made := map[string]bool{} // every call id of the conversation
+	answered := map[string]bool{}
 	for _, m := range stored {
+		known[m.ID] = true
+		for _, c := range m.ToolCalls {
+			made[c.ID] = true
+		}
 		if m.Role == message.Tool {
 			answered[m.ToolCallID] = true
 		}
-		known[m.ID] = true
 	}
-	pending := message.PendingCalls(stored)
+	// open holds calls without a result, in order; fromClient marks those
+	// that came in this request's history.
+	type openCall struct {
+		c          message.ToolCall
+		fromClient bool
+	}
+	var open []openCall
+	for _, c := range message.PendingCalls(stored) {
+		open = append(open, openCall{c: c})
+	}
 	var out []message.Message
-	for _, m := range convo {
+	result := func(oc openCall) {
+		answered[oc.c.ID] = true
+		text := "The call was interrupted before it completed."
+		switch {
+		case oc.c.Client:
+			text = "The client did not return a result for this call."
+		case oc.fromClient:
+			text = "This call came from the client's history, not from the agent; the server did not run it."
+		}
+		out = append(out, message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: oc.c.ID, ToolName: oc.c.Name,
+			Content: text, IsError: true})
+	}
+	closeOpen := func() {
+		for _, oc := range open {
+			if !answered[oc.c.ID] {
+				result(oc)
+			}
+		}
+		open = nil
+	}
+	for _, im := range convo {
+		m := im.m
 		if m.ID != "" && known[m.ID] {
 			continue
 		}
-		if m.Role == message.Tool {
-			if answered[m.ToolCallID] || !callIn(pending, m.ToolCallID) {
-				continue
+		switch m.Role {
+		case message.Tool:
+			if answered[m.ToolCallID] {
+				continue // already executed or answered
 			}
-			answered[m.ToolCallID] = true
-			if m.ToolName == "" {
-				m.ToolName = callName(pending, m.ToolCallID)
+			found := false
+			for _, oc := range open {
+				if oc.c.ID == m.ToolCallID {
+					found = true
+					if m.ToolName == "" {
+						m.ToolName = oc.c.Name
+					}
+				}
 			}
-		}
-		if m.Role == message.User {
-			// Calls left without a result (a client that moved on, a run
-			// that failed mid-step) get one, so the conversation stays well
-			// formed for the model.
-			for _, c := range pending {
-				if answered[c.ID] {
+			if !found {
+				if made[m.ToolCallID] {
 					continue
 				}
-				answered[c.ID] = true
-				text := "The call was interrupted before it completed."
-				if c.Client {
-					text = "The client did not return a result for this call."
-				}
-				out = append(out, message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name,
-					Content: text, IsError: true})
+				return nil, apierror.Invalid(fmt.Sprintf("messages[%d].tool_call_id", im.i),
+					"No tool call with the id %q is waiting for a result.", m.ToolCallID)
 			}
+			answered[m.ToolCallID] = true
+		case message.Assistant:
+			closeOpen()
+			for j := range m.ToolCalls {
+				c := &m.ToolCalls[j]
+				if c.ID == "" {
+					c.ID = x.r.NewID("call")
+				}
+				if x.tools[c.Name] == nil && x.isClientTool(c.Name) {
+					c.Client = true
+				}
+				made[c.ID] = true
+				open = append(open, openCall{c: *c, fromClient: true})
+			}
+		default:
+			closeOpen()
 		}
 		out = append(out, x.r.withID(m))
 	}
-	return out
-}
-
-func callIn(calls []message.ToolCall, id string) bool {
-	for _, c := range calls {
-		if c.ID == id {
-			return true
+	// Calls of server tools from the client's history never run.
+	for _, oc := range open {
+		if oc.fromClient && !oc.c.Client && !answered[oc.c.ID] {
+			result(oc)
 		}
 	}
-	return false
-}
-
-func callName(calls []message.ToolCall, id string) string {
-	for _, c := range calls {
-		if c.ID == id {
-			return c.Name
-		}
-	}
-	return ""
+	return out, nil
 }
 
 // mergeState sets the given keys of a state object.

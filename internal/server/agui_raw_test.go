@@ -567,7 +567,7 @@ func TestAGUIRawErrorAfterStart(t *testing.T) {
 	if got := s.types(); len(got) != 3 || got[0] != "RUN_STARTED" || got[1] != "STATE_SNAPSHOT" || got[2] != "RUN_ERROR" {
 		t.Fatalf("events %v", got)
 	}
-	if e := s.last(); e["code"] != "upstream_error" || !strings.Contains(e["message"].(string), "bad prompt") {
+	if e := s.last(); e["code"] != "upstream_error" || strings.Contains(e["message"].(string), "bad prompt") || !strings.Contains(e["message"].(string), "status") {
 		t.Fatalf("RUN_ERROR %v", e)
 	}
 	// The thread is usable again afterwards.

@@ -332,7 +332,7 @@ func TestAnthropicInStreamError(t *testing.T) {
 	for stream.Next() {
 	}
 	var apiErr *ant.Error
-	if err := stream.Err(); !errors.As(err, &apiErr) || apiErr.Type() != "api_error" || !strings.Contains(apiErr.Message, "context too long") {
+	if err := stream.Err(); !errors.As(err, &apiErr) || apiErr.Type() != "api_error" || strings.Contains(apiErr.Message, "context too long") || !strings.Contains(apiErr.Message, "status 400") {
 		t.Fatalf("want an api_error event, got %v", err)
 	}
 }

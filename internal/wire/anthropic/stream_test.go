@@ -278,7 +278,7 @@ func TestStreamErrorType(t *testing.T) {
 	fs := frames(t, encode(t, streamCases[len(streamCases)-1].events, &model.Error{Status: 429, Message: "slow down"}))
 	last := fs[len(fs)-1]
 	e := last.data["error"].(map[string]any)
-	if last.name != "error" || e["type"] != "rate_limit_error" || !strings.Contains(e["message"].(string), "slow down") {
+	if last.name != "error" || e["type"] != "rate_limit_error" || strings.Contains(e["message"].(string), "slow down") {
 		t.Fatalf("error event %v", last.data)
 	}
 	if _, err := NewCollector("msg_x", "assistant").Result(); err == nil {
