@@ -157,7 +157,8 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 		return store.ErrRunInProgress
 	}
 	x.in, x.run = in, run
-	x.system = systemPrompt(spec.Instructions, in.Messages)
+	x.in.ClientTools = append(x.in.ClientTools[:0:0], in.ClientTools...)
+	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
 	run.ID, run.Existed = x.runID, true
 	started := x.stamp(event.Event{Type: event.RunStarted})
 	cp := store.Checkpoint{Events: []event.Event{started}}

@@ -46,3 +46,50 @@ type ResumeEntry struct {
 	Cancelled bool
 	Payload   json.RawMessage
 }
+
+// runOptions is what a turn carries beyond its messages. It is stored with
+// the thread so a run resumed after a decision or a crash continues the turn
+// as the client asked: same system text, client tools and limits.
+type runOptions struct {
+	System        string     `json:"system,omitempty"`
+	ClientTools   []toolSpec `json:"clientTools,omitempty"`
+	ToolChoice    string     `json:"toolChoice,omitempty"`
+	MaxTokens     int        `json:"maxTokens,omitempty"`
+	StopSequences []string   `json:"stopSequences,omitempty"`
+	Temperature   *float64   `json:"temperature,omitempty"`
+}
+
+type toolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// optionsOf encodes a turn's options for the store.
+func optionsOf(in Input) json.RawMessage {
+	o := runOptions{System: clientSystem(in.Messages), ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
+		StopSequences: in.StopSequences, Temperature: in.Temperature}
+	for _, t := range in.ClientTools {
+		o.ClientTools = append(o.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// restore applies stored options to a resumed execution.
+func (x *execution) restore(raw json.RawMessage) {
+	x.system = x.spec.Instructions
+	var o runOptions
+	if len(raw) == 0 || json.Unmarshal(raw, &o) != nil {
+		return
+	}
+	x.system = systemPrompt(x.spec.Instructions, o.System)
+	x.in.ToolChoice, x.in.MaxTokens, x.in.StopSequences, x.in.Temperature = o.ToolChoice, o.MaxTokens, o.StopSequences, o.Temperature
+	x.in.ClientTools = nil
+	for _, t := range o.ClientTools {
+		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+}

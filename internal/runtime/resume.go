@@ -198,7 +198,8 @@ func (r *Runner) claim(ctx context.Context, tenant, threadID, runID string, now 
 	if err != nil {
 		return failed(err)
 	}
-	x.runID, x.system, x.state = runID, spec.Instructions, th.State
+	x.runID, x.state = runID, th.State
+	x.restore(th.Options)
 	if x.msgs, err = r.Store.Messages(ctx, tenant, threadID); err != nil {
 		return failed(err)
 	}

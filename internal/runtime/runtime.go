@@ -128,7 +128,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return nil, err
 	}
 	x.in = in
-	x.system = systemPrompt(spec.Instructions, in.Messages)
+	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
 	runID := in.RunID
 	if runID == "" {
 		runID = r.NewID("run")
@@ -202,7 +202,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	started := event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: runID, Time: now.UnixMilli()}
 	th, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: runID, Owner: r.Owner,
-		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: []event.Event{started},
+		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: []event.Event{started}, Options: optionsOf(in),
 	})
 	if err != nil {
 		return nil, err
@@ -294,10 +294,20 @@ func (r *Runner) withID(m message.Message) message.Message {
 }
 
 // systemPrompt joins the agent's instructions with the client's system
-// messages of this turn.
-func systemPrompt(instructions string, msgs []message.Message) string {
+// text of the turn.
+func systemPrompt(instructions, client string) string {
+	switch {
+	case client == "":
+		return instructions
+	case instructions == "":
+		return client
+	}
+	return instructions + "\n\n" + client
+}
+
+// clientSystem joins the system messages a client sent.
+func clientSystem(msgs []message.Message) string {
 	var b strings.Builder
-	b.WriteString(instructions)
 	for _, m := range msgs {
 		if m.Role == message.System && m.Content != "" {
 			if b.Len() > 0 {

@@ -347,3 +347,32 @@ func TestMetricsAndHealth(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeKeepsTheTurnsOptions: after a decision, the resumed turn still
+// has the client's system prompt and tools.
+func TestResumeKeepsTheTurnsOptions(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Script: `[
+	 {"when":{"lastTool":"refund","system":"SYSMARK"},"reply":{"text":"system kept"}},
+	 {"when":{"lastTool":"refund"},"reply":{"text":"system lost"}},
+	 {"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"o","amount":1}}]}}]`})
+	body := `{"model":"assistant","tools":[{"type":"function","function":{"name":"open_modal","parameters":{"type":"object"}}}],
+	 "messages":[{"role":"system","content":"SYSMARK"},{"role":"user","content":"refund"}]}`
+	call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", "opts")
+	it := pendingOf(t, env, "opts")
+	call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "")
+	waitIdle(t, env, "opts")
+	last, _ := env.Upstream.Last()
+	msgs, _ := env.Store.Messages(context.Background(), "dev", "opts")
+	if got := msgs[len(msgs)-1].Content; got != "system kept" {
+		t.Fatalf("resumed turn: %q", got)
+	}
+	found := false
+	for _, tl := range last.Request.Tools {
+		if tl.Name == "open_modal" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the client's tools were lost on resume: %+v", last.Request.Tools)
+	}
+}

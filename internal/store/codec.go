@@ -339,3 +339,11 @@ func required(op string, pairs ...string) error {
 	}
 	return nil
 }
+
+// OptionsArg binds run options as stored: "{}" when empty.
+func OptionsArg(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	return string(raw)
+}

@@ -58,6 +58,11 @@ type Thread struct {
 	LastError  string          `json:"lastError,omitempty"`
 	LeaseOwner string          `json:"-"`
 	LeaseUntil time.Time       `json:"-"`
+	// Options are what the last turn's request carried beyond its messages
+	// (client system prompt, client tools, limits), so a resume after a
+	// decision or a crash continues the turn as the client asked. Opaque
+	// JSON to the store ("{}" when none).
+	Options json.RawMessage `json:"-"`
 	CreatedAt  time.Time       `json:"createdAt"`
 	UpdatedAt  time.Time       `json:"updatedAt"`
 }
@@ -120,6 +125,8 @@ type BeginRun struct {
 	Input []message.Message
 	// State, when set, replaces the thread's state in the same transaction.
 	State json.RawMessage
+	// Options replace the thread's run options ("{}" when empty).
+	Options json.RawMessage
 	// Events are appended to the thread's log in the same transaction.
 	Events []event.Event
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
 
 // scanThread scans threadCols, then extra.
 func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
@@ -23,12 +23,12 @@ func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
 		t                store.Thread
 		status           string
 		v                int
-		state            []byte
+		state, options   []byte
 		lease            *time.Time
 		created, updated time.Time
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
-		&t.LastError, &t.LeaseOwner, &lease, &created, &updated}, extra...)
+		&t.LastError, &t.LeaseOwner, &lease, &created, &updated, &options}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -37,6 +37,7 @@ func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
 	}
 	t.Status = store.ThreadStatus(status)
 	t.State = json.RawMessage(state)
+	t.Options = json.RawMessage(options)
 	t.LeaseUntil = utc(lease)
 	t.CreatedAt = created.UTC()
 	t.UpdatedAt = updated.UTC()
@@ -167,12 +168,12 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 		// A concurrent creator of the same thread makes this insert wait for
 		// its commit, then do nothing.
 		th, err = scanThread(tx.QueryRow(ctx, `INSERT INTO threads
-				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq)
-			VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11)
+				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options)
+			VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING `+threadCols+`, message_seq, event_seq`,
 			b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, b.LeaseUntil, b.Now,
-			len(msgs), len(evs)), &msgSeq, &evSeq)
+			len(msgs), len(evs), store.OptionsArg(b.Options)), &msgSeq, &evSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			th, err = s.retakeThread(ctx, tx, b, state, len(msgs), len(evs), &msgSeq, &evSeq)
 		}
@@ -215,10 +216,10 @@ func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, s
 	return scanThread(tx.QueryRow(ctx, `UPDATE threads SET
 			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',
 			state = coalesce($7::json, state), v = $8,
-			message_seq = message_seq + $9, event_seq = event_seq + $10
+			message_seq = message_seq + $9, event_seq = event_seq + $10, options = $11::json
 		WHERE tenant = $1 AND id = $2
 		RETURNING `+threadCols+`, message_seq, event_seq`,
-		b.Tenant, b.ThreadID, b.RunID, b.Owner, b.LeaseUntil, b.Now, state, store.FormatVersion, nMsgs, nEvs),
+		b.Tenant, b.ThreadID, b.RunID, b.Owner, b.LeaseUntil, b.Now, state, store.FormatVersion, nMsgs, nEvs, store.OptionsArg(b.Options)),
 		msgSeq, evSeq)
 }
 

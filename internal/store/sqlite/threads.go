@@ -13,7 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
 
 // statements are the hot-path statements, prepared once on the writer.
 type statements struct {
@@ -62,11 +62,11 @@ func scanThread(sc scanner, extra ...any) (*store.Thread, error) {
 		t                       store.Thread
 		status                  string
 		v                       int
-		state                   []byte
+		state, options          []byte
 		lease, created, updated sql.NullInt64
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
-		&t.LastError, &t.LeaseOwner, &lease, &created, &updated}, extra...)
+		&t.LastError, &t.LeaseOwner, &lease, &created, &updated, &options}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -75,6 +75,7 @@ func scanThread(sc scanner, extra ...any) (*store.Thread, error) {
 	}
 	t.Status = store.ThreadStatus(status)
 	t.State = json.RawMessage(state)
+	t.Options = json.RawMessage(options)
 	t.LeaseUntil = fromMicros(lease)
 	t.CreatedAt = fromMicros(created)
 	t.UpdatedAt = fromMicros(updated)
@@ -214,11 +215,11 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 				state = store.EmptyState
 			}
 			row = tx.QueryRowContext(ctx, `INSERT INTO threads
-				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq)
-				VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options)
+				VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				RETURNING `+threadCols+`, message_seq, event_seq`,
 				b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, micros(b.LeaseUntil),
-				now, now, len(msgs), len(evs))
+				now, now, len(msgs), len(evs), store.OptionsArg(b.Options))
 		case err != nil:
 			return err
 		default:
@@ -235,11 +236,11 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 			}
 			row = tx.QueryRowContext(ctx, `UPDATE threads SET
 					status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
-					state = coalesce(?, state), v = ?,
+					state = coalesce(?, state), v = ?, options = ?,
 					message_seq = message_seq + ?, event_seq = event_seq + ?
 				WHERE tenant = ? AND id = ?
 				RETURNING `+threadCols+`, message_seq, event_seq`,
-				b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion,
+				b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion, store.OptionsArg(b.Options),
 				len(msgs), len(evs), b.Tenant, b.ThreadID)
 		}
 		th, err = scanThread(row, &msgSeq, &evSeq)

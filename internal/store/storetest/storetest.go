@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BeginRun/ApprovalPending", testBeginRunApprovalPending},
 		{"BeginRun/AfterFailed", testBeginRunAfterFailed},
 		{"BeginRun/Invalid", testBeginRunInvalid},
+		{"BeginRun/Options", testBeginRunOptions},
 		{"Messages/RoundTripInOrder", testMessagesRoundTrip},
 		{"Checkpoint", testCheckpoint},
 		{"Checkpoint/LeaseLostWritesNothing", testCheckpointLeaseLost},
@@ -1292,4 +1293,31 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		}
 		sameJSON(t, thread+" state", getThread(t, s, "a", thread).State, fmt.Sprintf(`{"n":%d}`, steps-1))
 	}
+}
+
+// testBeginRunOptions: each turn's options replace the last ones and come
+// back from GetThread and Claim (a resume needs them).
+func testBeginRunOptions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	opts := json.RawMessage(`{"system":"Be brief.","clientTools":[{"name":"open_modal"}],"maxTokens":50}`)
+	th, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r1", Owner: "o",
+		Now: T0, LeaseUntil: at(time.Minute), Options: opts})
+	if err != nil {
+		t.Fatalf("BeginRun: %v", err)
+	}
+	sameJSON(t, "options returned by BeginRun", th.Options, opts)
+	got, err := s.GetThread(ctx, "a", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "options stored", got.Options, opts)
+	claimed, err := s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "o2", Now: at(2 * time.Minute), LeaseUntil: at(3 * time.Minute)})
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	sameJSON(t, "options returned by Claim", claimed.Options, opts)
+	finish(t, s, "a", "t", "r2", store.Idle, at(3*time.Minute))
+	begin(t, s, "a", "t", "x", "r3", at(4*time.Minute))
+	got, _ = s.GetThread(ctx, "a", "t")
+	sameJSON(t, "options of a turn without options", got.Options, json.RawMessage(`{}`))
 }
