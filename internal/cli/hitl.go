@@ -130,8 +130,19 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// clean replaces control characters (terminal escapes a model could put
+// into a description or arguments) so what is printed is what is approved.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
 func truncate(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = clean(strings.ReplaceAll(s, "\n", " "))
 	if len([]rune(s)) <= n {
 		return s
 	}
@@ -176,7 +187,7 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 			w := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tDESCRIPTION\tAGE")
 			for _, it := range page.Data {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", it.ID, it.Agent, truncate(it.ThreadID, 24), it.Tool, truncate(it.Description, 48), age(it.CreatedAt))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), truncate(it.ThreadID, 24), clean(it.Tool), truncate(it.Description, 48), age(it.CreatedAt))
 			}
 			return w.Flush()
 		},
@@ -241,9 +252,9 @@ func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, 
 		}
 		out := cmd.OutOrStdout()
 		args, _ := json.MarshalIndent(it.Args, "  ", "  ")
-		fmt.Fprintf(out, "Tool:        %s (agent %s, thread %s)\n", it.Tool, it.Agent, it.ThreadID)
+		fmt.Fprintf(out, "Tool:        %s (agent %s, thread %s)\n", clean(it.Tool), clean(it.Agent), clean(it.ThreadID))
 		if it.Description != "" {
-			fmt.Fprintf(out, "Description: %s\n", it.Description)
+			fmt.Fprintf(out, "Description: %s\n", clean(it.Description))
 		}
 		fmt.Fprintf(out, "Arguments:\n  %s\n", args)
 		if e, ok := body["editedArgs"]; ok {
@@ -261,7 +272,7 @@ func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, 
 		return err
 	}
 	past := map[string]string{"approve": "Approved", "reject": "Rejected"}[verb]
-	fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s on thread %s).\n", past, it.ID, it.Tool, it.ThreadID)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s on thread %s).\n", past, clean(it.ID), clean(it.Tool), clean(it.ThreadID))
 	return nil
 }
 
@@ -288,7 +299,7 @@ func threadsCmd() *cobra.Command {
 			w := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(w, "ID\tAGENT\tSTATUS\tUPDATED")
 			for _, t := range page.Data {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\n", t.ID, t.Agent, t.Status, age(t.UpdatedAt))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s ago\n", clean(t.ID), clean(t.Agent), t.Status, age(t.UpdatedAt))
 			}
 			return w.Flush()
 		},

@@ -156,8 +156,17 @@ func (c *Config) Finish() error {
 	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
 		errs = append(errs, fmt.Errorf("--db %q must start with sqlite: or postgres://", c.DB))
 	}
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if host, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("--addr %q is not HOST:PORT", c.Addr))
+	} else if c.Mode == Dev && !loopback(host) && len(c.Keys) == 0 {
+		errs = append(errs, fmt.Errorf("dev serves without API keys only on loopback; --addr %q is reachable from the network: bind 127.0.0.1, or set STACKBONE_API_KEYS", c.Addr))
+	}
+	seen := map[string]string{}
+	for _, k := range c.Keys {
+		if other, dup := seen[k.Secret]; dup {
+			errs = append(errs, fmt.Errorf("STACKBONE_API_KEYS: tenants %q and %q share a secret; every key must be unique", other, k.Tenant))
+		}
+		seen[k.Secret] = k.Tenant
 	}
 	if c.Mode == Start && len(c.Keys) == 0 {
 		errs = append(errs, errors.New("start needs API keys: set STACKBONE_API_KEYS=\"tenant:secret,…\""))
@@ -179,6 +188,21 @@ func (c *Config) Finish() error {
 		errs = append(errs, fmt.Errorf("log format %q must be text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// Open reports whether the server accepts calls without a key: dev mode on
+// a loopback address only.
+func (c *Config) Open() bool {
+	host, _, err := net.SplitHostPort(c.Addr)
+	return c.Mode == Dev && err == nil && loopback(host)
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // SQLitePath returns the file of a sqlite: DB, or "".

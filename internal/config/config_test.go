@@ -59,3 +59,24 @@ func TestEveryBadValueIsReported(t *testing.T) {
 		}
 	}
 }
+
+func TestDevOffLoopbackNeedsKeysAndSecretsAreUnique(t *testing.T) {
+	c := Defaults(Dev)
+	c.Dir = project(t)
+	c.Addr = "0.0.0.0:7100"
+	if err := c.Finish(); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("dev on 0.0.0.0 without keys: %v", err)
+	}
+	c.Keys = []Key{{"a", "secret-123"}, {"b", "secret-123"}}
+	if err := c.Finish(); err == nil || !strings.Contains(err.Error(), "share a secret") {
+		t.Fatalf("duplicate secrets: %v", err)
+	}
+	c.Keys = []Key{{"a", "secret-123"}}
+	if err := c.Finish(); err != nil || c.Open() {
+		t.Fatalf("dev off loopback with keys must run and require keys: %v open=%v", err, c.Open())
+	}
+	c.Addr = "127.0.0.1:0"
+	if !c.Open() {
+		t.Fatal("dev on loopback is open")
+	}
+}

@@ -126,10 +126,18 @@ func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) error {
 }
 
 // decidedVia reads which tool made a decision over HTTP.
-func decidedVia(r *http.Request) string {
-	switch v := r.Header.Get("x-stackbone-client"); v {
-	case "cli", "studio":
-		return v
+func (s *Server) decidedVia(r *http.Request) string {
+	if p := PrincipalFrom(r.Context()); p.Via != "" {
+		return p.Via // set by the credential itself (Studio's session)
+	}
+	switch r.Header.Get("x-stackbone-client") {
+	case "cli":
+		return "cli"
+	case "studio":
+		// Only the open dev Studio has no session of its own to prove it.
+		if s.Config.Open() {
+			return "studio"
+		}
 	}
 	return "api"
 }
@@ -178,7 +186,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, d runtime.Decision) error {
 	p := PrincipalFrom(r.Context())
-	d.Via, d.By = decidedVia(r), p.Name
+	d.Via, d.By = s.decidedVia(r), p.Name
 	it, err := s.Runner.Decide(r.Context(), p.Tenant, r.PathValue("id"), d)
 	if err != nil {
 		return err

@@ -114,6 +114,9 @@ type Principal struct {
 	Tenant string
 	// Name is how decisions record the caller.
 	Name string
+	// Via, when set, is the decidedVia the credential proves (Studio's
+	// session cookie: "studio").
+	Via string
 }
 
 // PrincipalFrom returns the caller of an authenticated request.
@@ -145,7 +148,7 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 			}
 		}
 	}
-	if s.Config.Mode == config.Dev {
+	if s.Config.Open() {
 		return Principal{Tenant: DevTenant, Name: "dev"}, nil
 	}
 	msg := "Missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`."

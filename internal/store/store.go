@@ -62,9 +62,9 @@ type Thread struct {
 	// (client system prompt, client tools, limits), so a resume after a
 	// decision or a crash continues the turn as the client asked. Opaque
 	// JSON to the store ("{}" when none).
-	Options json.RawMessage `json:"-"`
-	CreatedAt  time.Time       `json:"createdAt"`
-	UpdatedAt  time.Time       `json:"updatedAt"`
+	Options   json.RawMessage `json:"-"`
+	CreatedAt time.Time       `json:"createdAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
 }
 
 // InterruptStatus is the state of a pending decision.

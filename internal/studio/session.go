@@ -146,7 +146,7 @@ func (st *Studio) CookieAuth(r *http.Request) (server.Principal, bool, error) {
 				"This request needs the Studio session's CSRF token in the x-csrf-token header.")
 		}
 	}
-	return server.Principal{Tenant: tenant, Name: tenant}, true, nil
+	return server.Principal{Tenant: tenant, Name: tenant, Via: "studio"}, true, nil
 }
 
 func safeMethod(m string) bool {
@@ -175,7 +175,7 @@ func (st *Studio) sessionInfo(r *http.Request) SessionInfo {
 			return info
 		}
 	}
-	if st.srv.Config.Mode == config.Dev {
+	if st.srv.Config.Open() {
 		info.SignedIn, info.Tenant = true, server.DevTenant
 	}
 	return info
@@ -243,7 +243,7 @@ func (st *Studio) logout(w http.ResponseWriter, r *http.Request) error {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
 	info := SessionInfo{Mode: string(st.srv.Config.Mode)}
-	if st.srv.Config.Mode == config.Dev {
+	if st.srv.Config.Open() {
 		info.SignedIn, info.Tenant = true, server.DevTenant
 	}
 	return writeJSON(w, http.StatusOK, info)

@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 //go:embed web
@@ -169,15 +169,8 @@ func (st *Studio) static(w http.ResponseWriter, r *http.Request) error {
 
 // writeJSON writes v with a status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, err = w.Write(b)
-	return err
+	return httpjson.Write(w, status, v)
 }
 
 // notifier wakes every live page when a decision is recorded in this process.

@@ -32,8 +32,10 @@ export default defineDeepAgent({
         allowedDecisions: ['approve', 'reject', 'edit'],
       },
       async execute({ orderId, amount }: { orderId: string; amount: number }, ctx) {
-        // ctx.toolCallId is a natural idempotency key for the payment API.
-        return { refunded: amount, orderId, idempotencyKey: ctx.toolCallId };
+        // The thread and call ids make a natural idempotency key for a payment
+        // API: a resumed run never repeats a call whose result is stored, and
+        // the key makes a retry after a crash harmless too.
+        return { refunded: amount, orderId, idempotencyKey: `${ctx.threadId}:${ctx.toolCallId}` };
       },
     }),
   },
