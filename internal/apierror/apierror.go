@@ -123,6 +123,8 @@ func From(err error) *Error {
 			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests. Try again later.", Err: err}
 		case me.Status == 0:
 			return &Error{Status: 502, Kind: Upstream, Code: "upstream_unreachable", Message: "The model provider could not be reached.", Err: err}
+		case me.Status == http.StatusServiceUnavailable || me.Status == 529:
+			return &Error{Status: 529, Kind: Overloaded, Code: "upstream_overloaded", Message: "The model provider is overloaded. Try again shortly.", Err: err}
 		default:
 			// A 4xx from the provider will fail again: tell SDKs not to retry.
 			noRetry := me.Status >= 400 && me.Status < 500 && me.Status != http.StatusRequestTimeout

@@ -210,6 +210,8 @@ func (x *execution) finish(out *event.Outcome) {
 			return
 		}
 		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
+		x.send(stored[0], nil)
+		return
 	}
 	x.emit(fin)
 }

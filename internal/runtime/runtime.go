@@ -199,14 +199,16 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return nil, apierror.Invalid("messages", "The request holds no new message to answer.")
 	}
 	now := r.Now()
-	started := event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: runID, Time: now.UnixMilli()}
+	// The store writes the event's sequence number back into this slice.
+	startedEvs := []event.Event{{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: runID, Time: now.UnixMilli()}}
 	th, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: runID, Owner: r.Owner,
-		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: []event.Event{started}, Options: optionsOf(in),
+		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
 	})
 	if err != nil {
 		return nil, err
 	}
+	started := startedEvs[0]
 	if existed {
 		// Read the conversation again under the lease: a turn that ended
 		// between the first read and BeginRun is part of it.

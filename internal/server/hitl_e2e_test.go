@@ -1,16 +1,19 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -374,5 +377,49 @@ func TestResumeKeepsTheTurnsOptions(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the client's tools were lost on resume: %+v", last.Request.Tools)
+	}
+}
+
+// TestThreadEventsLiveHaveEveryStoredEventOnce: a live stream of a thread
+// carries each stored event once, in order, with no gap in the ids.
+func TestThreadEventsLiveHaveEveryStoredEventOnce(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`, "x-stackbone-session", "ev")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", env.URL+"/v1/threads/ev/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"weather please"}]}`, "x-stackbone-session", "ev")
+	}()
+	sc := bufio.NewScanner(resp.Body)
+	var ids []int
+	finished := 0
+	for sc.Scan() && finished < 2 {
+		line := sc.Text()
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			n, _ := strconv.Atoi(id)
+			ids = append(ids, n)
+		}
+		if strings.Contains(line, `"type":"run_finished"`) {
+			finished++
+		}
+	}
+	if finished != 2 {
+		t.Fatalf("saw %d run_finished events", finished)
+	}
+	for i, id := range ids {
+		if id != i+1 {
+			t.Fatalf("stored event ids %v: want 1..%d without gaps or repeats", ids, len(ids))
+		}
+	}
+	evs, _ := env.Store.Events(context.Background(), "dev", "ev", 0, 0)
+	if len(evs) != len(ids) {
+		t.Fatalf("stream carried %d stored events, store has %d", len(ids), len(evs))
 	}
 }

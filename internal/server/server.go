@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -132,7 +134,8 @@ const DevTenant = "dev"
 func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	key := r.Header.Get("x-api-key")
 	if key == "" {
-		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		// The scheme is case-insensitive (RFC 7235).
+		if scheme, v, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			key = strings.TrimSpace(v)
 		}
 	}
@@ -149,6 +152,9 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 		}
 	}
 	if s.Config.Open() {
+		if err := localOnly(r); err != nil {
+			return Principal{}, err
+		}
 		return Principal{Tenant: DevTenant, Name: "dev"}, nil
 	}
 	msg := "Missing API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`."
@@ -157,6 +163,36 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	}
 	e := apierror.New(apierror.Authentication, "invalid_api_key", msg)
 	return Principal{}, e
+}
+
+// localOnly guards the keyless dev server against pages on other sites: a
+// request must name a loopback host (no DNS rebinding), and a state-changing
+// one from a browser must come from a loopback origin.
+func localOnly(r *http.Request) error {
+	forbidden := func(msg string) error { return apierror.New(apierror.Permission, "not_local", msg) }
+	if !isLocalHost(r.Host) {
+		return forbidden("The dev server answers only requests addressed to localhost or a loopback address.")
+	}
+	if o := r.Header.Get("Origin"); o != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		u, err := url.Parse(o)
+		if err != nil || !isLocalHost(u.Host) {
+			return forbidden("The dev server refuses state-changing requests from other sites.")
+		}
+	}
+	return nil
+}
+
+func isLocalHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type statusWriter struct {
@@ -237,6 +273,10 @@ func (s *Server) writeError(w *statusWriter, r *http.Request, wire Wire, err err
 		err = apierror.New(apierror.TooLarge, "request_too_large", fmt.Sprintf("The request body is larger than the limit of %d bytes.", mbe.Limit))
 	}
 	ae := apierror.From(err)
+	if wire == WireOpenAI && r.Header.Get("anthropic-version") != "" {
+		wire = WireAnthropic // an Anthropic SDK on a shared route (models, unknown paths)
+		w.Header().Set("request-id", rid)
+	}
 	level := slog.LevelInfo
 	if ae.Status >= 500 {
 		level = slog.LevelError

@@ -188,9 +188,24 @@ func (p *page) waitText(sel, text string) {
 	p.waitJS(fmt.Sprintf("%q in %s", text, sel), fmt.Sprintf(`[...document.querySelectorAll(%s)].some(e => e.textContent.includes(%s))`, js(sel), js(text)))
 }
 
+// click clicks the element sel like a mouse. A live update can re-render the
+// element between finding and clicking it; the click is then tried again on
+// the new element.
 func (p *page) click(sel string) {
 	p.t.Helper()
-	p.do(chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+		err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "Could not find node") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		p.t.Fatalf("browser: click %s: %v", sel, err)
+	}
 }
 
 func js(s string) string {

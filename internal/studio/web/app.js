@@ -319,7 +319,14 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
       card.classList.add('decided');
       const verb = kind === 'reject' ? 'Rejected' : kind === 'edit' ? 'Approved with edits' : 'Approved';
       announce(`${verb}: ${it.tool} on thread ${it.threadId}.`);
+      // Keep keyboard focus in the list: the next decision, else the heading.
+      const next = card.nextElementSibling?.querySelector('button') || card.previousElementSibling?.querySelector('button');
       onDecided?.(it, kind);
+      const target = next?.isConnected ? next : document.querySelector('main h1, main h2');
+      if (target) {
+        if (!/^BUTTON|^A$/.test(target.tagName) && !target.hasAttribute('tabindex')) target.setAttribute('tabindex', '-1');
+        target.focus();
+      }
     } catch (e) {
       showError(e.status === 409 ? 'This call was already decided elsewhere.' : problemLines(e));
       for (const b of card.querySelectorAll('button')) b.disabled = false;

@@ -1,9 +1,11 @@
 package anthropic
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -93,6 +95,10 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n := EstimateTokens(req, agentText(h.s.Agents.Get(req.Model))...)
+	spec := h.s.Agents.Get(req.Model)
+	if req.Model != "" && spec == nil {
+		return apierror.New(apierror.NotFound, "model_not_found", fmt.Sprintf("model: %s: no agent has that name", req.Model))
+	}
+	n := EstimateTokens(req, agentText(spec)...)
 	return httpjson.Write(w, http.StatusOK, map[string]int{"input_tokens": n})
 }
