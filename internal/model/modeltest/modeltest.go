@@ -1,7 +1,7 @@
 // Package modeltest serves scripted mock model upstreams over real HTTP. A
 // mock answers each request from a script (package script) in the real wire
 // format of the provider it imitates (OpenAI Chat Completions or Anthropic
-// Messages), streamed or not, so the real SDK-based providers can be tested
+// Messages), streamed or not, so the real HTTP providers can be tested
 // end to end. Every request is recorded, decoded into canonical messages.
 //
 //	srv := modeltest.NewOpenAI(t, script.MustParse(`[{"reply":{"text":"hi"}}]`))

@@ -1,4 +1,4 @@
-// Package upstream holds what the HTTP model providers share: turning SDK and
+// Package upstream holds what the HTTP model providers share: turning API
 // transport failures into *model.Error.
 package upstream
 

@@ -1,0 +1,92 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/model/modeltest"
+	"github.com/stackbone/stackbone/internal/model/openai"
+)
+
+// sdkBody is the body the official openai-go SDK (v3.98.0) sent for
+// richRequest through the provider it replaced; the hand-written encoder
+// must send the same JSON (key order aside).
+const sdkBody = `{"max_completion_tokens":77,"messages":[{"content":"sys","role":"system"},{"content":"again","role":"system"},{"content":[{"text":"look","type":"text"},{"image_url":{"url":"data:image/png;base64,AAAA"},"type":"image_url"},{"image_url":{"url":"https://x/y.png"},"type":"image_url"}],"role":"user"},{"content":[{"image_url":{"url":"https://x/y.png"},"type":"image_url"}],"role":"user"},{"role":"user"},{"content":"","role":"user"},{"role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"get_weather"},"id":"call_1","type":"function"},{"function":{"arguments":"{\"a\":1}","name":"x"},"id":"call_2","type":"function"}]},{"content":"text","role":"assistant","tool_calls":[{"function":{"arguments":"{\"b\":\"c\"}","name":"y"},"id":"call_3","type":"function"}]},{"content":"","role":"assistant"},{"content":"sunny","role":"tool","tool_call_id":"call_1"},{"content":"","role":"tool","tool_call_id":""}],"model":"gpt","stop":["END","x"],"stream":true,"stream_options":{"include_usage":true},"temperature":0,"tool_choice":{"function":{"name":"get_weather"},"type":"function"},"tools":[{"function":{"name":"a","parameters":{"type":"object"}},"type":"function"},{"function":{"description":"d","name":"b","parameters":{"properties":{},"type":"object"}},"type":"function"},{"function":{"name":"c","parameters":{"properties":{},"type":"object"}},"type":"function"},{"function":{"name":"e","parameters":{"properties":{},"type":"object"}},"type":"function"},{"function":{"description":"x","name":"f","parameters":{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}},"type":"function"}]}`
+
+func richRequest() model.Request {
+	zero := 0.0
+	return model.Request{
+		Model: "gpt", System: "sys", MaxTokens: 77, ToolChoice: "get_weather", Temperature: &zero, StopSequences: []string{"END", "x"},
+		Tools: []model.ToolDef{
+			{Name: "a", Parameters: json.RawMessage(`{"type":"object"}`)},
+			{Name: "b", Description: "d", Parameters: json.RawMessage(` { } `)},
+			{Name: "c"},
+			{Name: "e", Parameters: json.RawMessage(`null`)},
+			{Name: "f", Description: "x", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
+		},
+		Messages: []message.Message{
+			{Role: message.System, Content: "again"},
+			{Role: message.User, Content: "look", Parts: []message.Part{{Type: "image", MediaType: "image/png", Data: "AAAA"}, {Type: "file"}, {Type: "image", URL: "https://x/y.png"}}},
+			{Role: message.User, Parts: []message.Part{{Type: "image", URL: "https://x/y.png"}}},
+			{Role: message.User, Parts: []message.Part{{Type: "file"}}},
+			{Role: message.User},
+			{Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "call_1", Name: "get_weather"}, {ID: "call_2", Name: "x", Arguments: `{"a":1}`}}},
+			{Role: message.Assistant, Content: "text", ToolCalls: []message.ToolCall{{ID: "call_3", Name: "y", Arguments: `{"b":"c"}`}}},
+			{Role: message.Assistant},
+			{Role: message.Tool, ToolCallID: "call_1", Content: "sunny"},
+			{Role: message.Tool},
+		},
+	}
+}
+
+// The request body and headers are what the official SDK sent.
+func TestRequestMatchesSDK(t *testing.T) {
+	var body []byte
+	var header http.Header
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		body, _ = io.ReadAll(r.Body)
+		header = r.Header
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(strings.NewReader(data(`{}`, `"stop"`) + doneEvent)), Request: r}, nil
+	})}
+	p := openai.New(openai.Config{APIKey: "sk-x", HTTPClient: hc, Retry: modeltest.FastRetry})
+	if _, err := modeltest.Collect(p.Stream(context.Background(), richRequest())); err != nil {
+		t.Fatal(err)
+	}
+	var got, want any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	_ = json.Unmarshal([]byte(sdkBody), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("body\n%s\nwant (as the SDK sent it)\n%s", body, sdkBody)
+	}
+	if header.Get("Authorization") != "Bearer sk-x" || header.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers %v", header)
+	}
+}
+
+// Text is sent as written: no HTML escaping of <, > and &.
+func TestRequestKeepsText(t *testing.T) {
+	var body []byte
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		body, _ = io.ReadAll(r.Body)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(strings.NewReader(data(`{}`, `"stop"`) + doneEvent)), Request: r}, nil
+	})}
+	p := openai.New(openai.Config{HTTPClient: hc})
+	req := model.Request{Model: "m", Messages: []message.Message{{Role: message.User, Content: "a <b> & c — ü"}}}
+	if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), `"a <b> & c — ü"`) {
+		t.Fatalf("body %s", body)
+	}
+}
