@@ -112,22 +112,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 // BenchmarkDurableTurnPostgres is BenchmarkDurableTurn on the PostgreSQL
 // store (STACKBONE_TEST_POSTGRES, default the local test database).
 func BenchmarkDurableTurnPostgres(b *testing.B) {
-	base := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-	st, err := postgres.OpenSchema(b.Context(), base, schema, nil)
-	if err != nil {
-		b.Skipf("PostgreSQL unreachable: %v", err)
-	}
-	b.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
+	st := pgStore(b, "bench")
 	env := stacktest.New(b, stacktest.Options{Store: st})
 	c := &http.Client{}
 	b.ReportAllocs()
@@ -160,22 +145,7 @@ func BenchmarkDurableTurnsParallel(b *testing.B) {
 
 // BenchmarkDurableTurnsParallelPostgres: the same on PostgreSQL.
 func BenchmarkDurableTurnsParallelPostgres(b *testing.B) {
-	base := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	schema := fmt.Sprintf("benchp_%d", time.Now().UnixNano())
-	st, err := postgres.OpenSchema(b.Context(), base, schema, nil)
-	if err != nil {
-		b.Skipf("PostgreSQL unreachable: %v", err)
-	}
-	b.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
+	st := pgStore(b, "benchp")
 	parallelTurns(b, stacktest.New(b, stacktest.Options{Store: st}), "parpg")
 }
 
@@ -196,4 +166,26 @@ func BenchmarkUpstreamFloor(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// pgStore opens the PostgreSQL store in a fresh schema (dropped after the
+// benchmark); it skips when the database is unreachable.
+func pgStore(b *testing.B, prefix string) *postgres.Store {
+	base := os.Getenv("STACKBONE_TEST_POSTGRES")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	schema := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	st, err := postgres.OpenSchema(b.Context(), base, schema, nil)
+	if err != nil {
+		b.Skipf("PostgreSQL unreachable: %v", err)
+	}
+	b.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	return st
 }
