@@ -145,7 +145,14 @@ func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	n := 0
 	for _, th := range threads {
+		if th.Status == store.Queued && th.UpdatedAt.After(now.Add(-r.Lease/2)) {
+			// Just decided: the deciding process (or AG-UI request) is
+			// claiming it right now; take it over only if that stalls.
+			continue
+		}
+		n++
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -154,7 +161,7 @@ func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 			}
 		}()
 	}
-	return len(threads), nil
+	return n, nil
 }
 
 // claimAndContinue claims a thread as of now and runs it from its stored
