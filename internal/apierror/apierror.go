@@ -49,6 +49,8 @@ type Error struct {
 	Err error
 }
 
+// Error returns the public message, with the internal detail when present
+// (for logs; clients see only Message).
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %v", e.Message, e.Err)

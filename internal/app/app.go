@@ -25,6 +25,9 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
+	"github.com/stackbone/stackbone/internal/studio"
+	"github.com/stackbone/stackbone/internal/wire/agui"
+	"github.com/stackbone/stackbone/internal/wire/anthropic"
 )
 
 // Version is the build's version, set with -ldflags.
@@ -67,11 +70,7 @@ func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, 
 		}
 	}
 	if len(errs) > 0 {
-		for _, s := range specs {
-			if s.Close != nil {
-				s.Close()
-			}
-		}
+		closeSpecs(specs)
 		return nil, errors.Join(errs...)
 	}
 	return specs, nil
@@ -83,8 +82,8 @@ func Models(cfg *config.Config, logger *slog.Logger) *providers.Resolver {
 		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger})
 }
 
-// Serve runs the server until ctx ends. ready, if set, receives the bound
-// address once the server accepts connections.
+// Serve runs the server until ctx ends; the bound address is logged
+// ("stackbone listening addr=…") once it accepts connections.
 func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.Writer) error {
 	st, err := OpenStore(ctx, cfg, logger)
 	if err != nil {
@@ -142,11 +141,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	runner.Wait()
-	for _, s := range reg.List() {
-		if s.Close != nil {
-			s.Close()
-		}
-	}
+	closeSpecs(reg.List())
 	return nil
 }
 
@@ -192,12 +187,9 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 `, base, cfg.DB, strings.Join(names, ", "))
 }
 
-// NewRunner builds the runtime with the built-in tools installed.
+// NewRunner builds the runtime.
 func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *runtime.Runner {
 	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease}
-	for _, f := range runnerExtensions {
-		f(r)
-	}
 	r.Init()
 	return r
 }
@@ -205,14 +197,17 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 // NewServer builds the HTTP server with every wire mounted.
 func NewServer(cfg *config.Config, runner *runtime.Runner, reg *prometheus.Registry, logger *slog.Logger) *server.Server {
 	s := server.New(cfg, runner, reg, logger)
-	for _, f := range serverExtensions {
-		f(s)
-	}
+	anthropic.Mount(s)
+	agui.Mount(s)
+	studio.Mount(s)
 	return s
 }
 
-// runnerExtensions install built-ins; serverExtensions mount further wires.
-var (
-	runnerExtensions []func(*runtime.Runner)
-	serverExtensions []func(*server.Server)
-)
+// closeSpecs releases the loader's resources of agents no longer served.
+func closeSpecs(specs []*agent.Spec) {
+	for _, s := range specs {
+		if s.Close != nil {
+			s.Close()
+		}
+	}
+}

@@ -59,11 +59,7 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, m
 			logger.Info("agents reloaded", "agents", names)
 			go func() {
 				time.Sleep(time.Minute) // let in-flight calls on the old runtimes end
-				for _, s := range old {
-					if s.Close != nil {
-						s.Close()
-					}
-				}
+				closeSpecs(old)
 			}()
 		}
 	}

@@ -146,7 +146,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 			return err
 		}
 		x.state = th.State
-		go x.replayOnly()
+		go x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd})
 		return nil
 	}
 	x, err := r.claim(ctx, in.Tenant, in.ThreadID, in.RunID, r.Now())
@@ -213,22 +213,23 @@ func (r *Runner) reattach(ctx context.Context, spec *agent.Spec, in Input, run *
 		}
 	}
 	x.in, x.run, x.runID, x.state = in, run, run.ID, th.State
-	go func() {
-		x.emit(event.Event{Type: event.RunStarted})
-		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
-		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
-		x.emit(event.Event{Type: event.RunFinished, Outcome: out, Usage: &x.usage})
-		close(run.events)
-	}()
+	go x.replay(out)
 	return true, nil
 }
 
-// replayOnly answers an idempotent replay: the snapshots and a success.
-func (x *execution) replayOnly() {
-	x.emit(event.Event{Type: event.RunStarted})
-	x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
-	x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
-	x.emit(event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd}, Usage: &x.usage})
+// replay answers from what is stored, running nothing: the snapshots and
+// the given outcome (an idempotent resume replay, or a client reattaching to
+// a thread that waits on decisions).
+func (x *execution) replay(out *event.Outcome) {
+	// Sent to this client only: nothing ran, so nothing goes to the bus.
+	for _, e := range []event.Event{
+		{Type: event.RunStarted},
+		{Type: event.StateSnapshot, Snapshot: x.state},
+		{Type: event.MessagesSnapshot, Messages: x.msgs},
+		{Type: event.RunFinished, Outcome: out, Usage: &x.usage},
+	} {
+		x.send(x.stamp(e), nil)
+	}
 	close(x.run.events)
 }
 

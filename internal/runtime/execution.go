@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +83,11 @@ func (x *execution) callIDTaken(id string) bool {
 	if _, dup := top.callIDs.LoadOrStore(id, true); dup {
 		return true
 	}
-	for _, msgs := range [][]message.Message{top.msgs, x.msgs} {
+	lists := [][]message.Message{top.msgs}
+	if x != top {
+		lists = append(lists, x.msgs)
+	}
+	for _, msgs := range lists {
 		for _, m := range msgs {
 			for _, c := range m.ToolCalls {
 				if c.ID == id {
@@ -175,7 +180,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		}
 	}
 	out, err := x.loop(ctx)
-	outcome := "success"
+	var outcome string
 	if err != nil {
 		outcome = "error"
 		x.fail(err)
@@ -197,42 +202,54 @@ func (x *execution) finish(out *event.Outcome) {
 		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
 		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
 	}
-	if x.durable {
-		status := store.Idle
-		if out.Type == event.Interrupt {
-			status = store.Waiting
-		}
-		stored := []event.Event{x.stamp(fin)}
-		err := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-			Status: status, Events: stored, Now: x.r.Now()})
-		if err != nil {
-			x.fail(fmt.Errorf("store the end of the run: %w", err))
-			return
-		}
-		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
-		x.send(stored[0], nil)
+	if !x.durable {
+		x.emit(fin)
 		return
 	}
-	x.emit(fin)
+	status := store.Idle
+	if out.Type == event.Interrupt {
+		status = store.Waiting
+	}
+	stored, err := x.endRun(status, "", fin)
+	if err != nil {
+		x.fail(fmt.Errorf("store the end of the run: %w", err))
+		return
+	}
+	x.send(stored, nil)
 }
 
 func (x *execution) fail(err error) {
 	ae := apierror.From(err)
 	x.r.Logger.Error("run failed", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "err", err)
-	ev := event.Event{Type: event.RunError, Code: ae.Code, Message: ae.Message}
+	ev := x.stamp(event.Event{Type: event.RunError, Code: ae.Code, Message: ae.Message})
 	if x.durable {
-		stored := []event.Event{x.stamp(ev)}
-		ferr := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-			Status: store.Failed, Error: ae.Message, Events: stored, Now: x.r.Now()})
-		if ferr != nil && !errors.Is(ferr, store.ErrLeaseLost) {
+		var ferr error
+		if ev, ferr = x.endRun(store.Failed, ae.Message, ev); ferr != nil && !errors.Is(ferr, store.ErrLeaseLost) {
 			x.r.Logger.Error("store failed run", "thread", x.threadID, "err", ferr)
 		}
+	}
+	x.send(ev, err)
+}
+
+// endRun stores the end of a durable run with its terminal event and
+// publishes that event (now carrying its sequence number).
+func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Event) (event.Event, error) {
+	stored := []event.Event{x.stamp(ev)}
+	err := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+		Status: status, Error: errMsg, Events: stored, Now: x.r.Now()})
+	if err == nil || status == store.Failed {
 		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
 	}
-	if x.run != nil {
-		ev = x.stamp(ev)
-		x.send(ev, err)
-	}
+	return stored[0], err
+}
+
+// failAsync ends a run that could not start streaming with a RunError.
+func (x *execution) failAsync(run *Run, err error) {
+	x.run = run
+	go func() {
+		x.fail(err)
+		close(run.events)
+	}()
 }
 
 func (x *execution) stamp(e event.Event) event.Event {
@@ -285,8 +302,10 @@ func (x *execution) heartbeat(ctx context.Context) func() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_ = x.r.Store.Checkpoint(ctx, store.Checkpoint{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-					LeaseUntil: x.r.Now().Add(x.r.Lease)})
+				if err := x.r.Store.Checkpoint(ctx, store.Checkpoint{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+					LeaseUntil: x.r.Now().Add(x.r.Lease)}); err != nil && ctx.Err() == nil {
+					x.r.Logger.Warn("renew run lease", "thread", x.threadID, "run", x.runID, "err", err)
+				}
 			}
 		}
 	}()
@@ -577,20 +596,23 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			newState = merged
 		}
 	}
-	var delta json.RawMessage
-	if len(msgs) > 0 || !jsonEqual(newState, x.state) {
+	var delta, state json.RawMessage
+	if newState != nil && !bytes.Equal(newState, x.state) {
+		d, err := Diff(x.state, newState)
+		if err != nil {
+			return nil, err
+		}
+		if string(d) != "[]" {
+			delta, state = d, newState
+		}
+	}
+	if len(msgs) > 0 || state != nil {
 		for _, m := range msgs {
 			ev := event.Event{Type: event.ToolResult, MessageID: m.ID, ToolCallID: m.ToolCallID, ToolName: m.ToolName, Content: m.Content, IsError: m.IsError}
 			x.emit(ev)
 			stored = append(stored, ev)
 		}
-		var state json.RawMessage
-		if !jsonEqual(newState, x.state) {
-			var err error
-			if delta, err = Diff(x.state, newState); err != nil {
-				return nil, err
-			}
-			state = newState
+		if state != nil {
 			stored = append(stored, event.Event{Type: event.StateDelta, Patch: delta})
 		}
 		if err := x.checkpoint(ctx, store.Checkpoint{Messages: msgs, State: state, Events: stored}); err != nil {

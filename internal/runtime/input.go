@@ -83,7 +83,11 @@ func optionsOf(in Input) json.RawMessage {
 func (x *execution) restore(raw json.RawMessage) {
 	x.system = x.spec.Instructions
 	var o runOptions
-	if len(raw) == 0 || json.Unmarshal(raw, &o) != nil {
+	if len(raw) == 0 {
+		return
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		x.r.Logger.Warn("stored run options are unreadable; resuming with the agent's own", "thread", x.threadID, "err", err)
 		return
 	}
 	x.system = systemPrompt(x.spec.Instructions, o.System)

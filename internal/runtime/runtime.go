@@ -110,9 +110,6 @@ func (run *Run) Events() iter.Seq2[event.Event, error] {
 
 func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
 
-// ErrNoInput is returned when a durable turn carries nothing new to answer.
-var ErrNoInput = errors.New("no new input")
-
 // Start validates a turn and, for a durable one, takes the thread's lease and
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
@@ -213,8 +210,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		// Read the conversation again under the lease: a turn that ended
 		// between the first read and BeginRun is part of it.
 		if stored, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
-			x.run = run
-			go func() { x.fail(err); close(run.events) }()
+			x.failAsync(run, err)
 			return run, nil
 		}
 		x.msgs = stored
@@ -230,8 +226,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			err = x.checkpoint(ctx, store.Checkpoint{State: merged})
 		}
 		if err != nil {
-			x.run = run
-			go func() { x.fail(err); close(run.events) }()
+			x.failAsync(run, err)
 			return run, nil
 		}
 		x.state = merged

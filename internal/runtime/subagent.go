@@ -207,7 +207,9 @@ func mergeFiles(parent, child json.RawMessage) (json.RawMessage, error) {
 		return nil, nil
 	}
 	st := map[string]json.RawMessage{}
-	_ = json.Unmarshal(nonEmpty(parent), &st)
+	if err := json.Unmarshal(nonEmpty(parent), &st); err != nil {
+		return nil, fmt.Errorf("state must be a JSON object: %w", err)
+	}
 	st["files"] = files
 	return json.Marshal(st)
 }

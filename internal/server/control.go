@@ -282,6 +282,7 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	for {
 		evs, err := s.Store.Events(r.Context(), tenant, id, after, 500)
 		if err != nil {
+			s.Logger.Warn("replay thread events", "thread", id, "err", err)
 			return nil
 		}
 		for _, e := range evs {

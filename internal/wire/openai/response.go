@@ -91,7 +91,6 @@ func (j *textJoiner) piece(e event.Event) string {
 	if e.MessageID != j.lastMsg {
 		j.lastMsg = e.MessageID
 		if j.any {
-			j.any = true
 			return "\n\n" + e.Delta
 		}
 	}
