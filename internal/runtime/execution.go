@@ -27,7 +27,7 @@ type execution struct {
 	provider  model.Provider
 	modelName string
 	tools     map[string]*tool.Tool
-	toolOrder []*tool.Tool
+	toolDefs  []model.ToolDef
 
 	tenant, threadID, runID string
 	durable                 bool
@@ -114,14 +114,33 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}
-	x := &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
-		durable: threadID != "", tools: map[string]*tool.Tool{}, state: json.RawMessage(`{}`), begun: r.Now()}
-	all := append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...)
-	for _, t := range all {
-		x.tools[t.Name] = t
-		x.toolOrder = append(x.toolOrder, t)
+	ts := r.toolsetOf(spec)
+	return &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
+		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, state: json.RawMessage(`{}`), begun: r.Now()}, nil
+}
+
+// toolset is an agent's tools (built-ins first), looked up by name and as
+// the model sees them; built once per agent spec.
+type toolset struct {
+	byName map[string]*tool.Tool
+	defs   []model.ToolDef
+}
+
+func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
+	if spec.Parent == "" {
+		if v, ok := r.toolsets.Load(spec); ok {
+			return v.(*toolset)
+		}
 	}
-	return x, nil
+	ts := &toolset{byName: map[string]*tool.Tool{}}
+	for _, t := range append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...) {
+		ts.byName[t.Name] = t
+		ts.defs = append(ts.defs, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	if spec.Parent == "" {
+		r.toolsets.Store(spec, ts)
+	}
+	return ts
 }
 
 func (x *execution) isClientTool(name string) bool {
@@ -345,9 +364,8 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 func (x *execution) step(ctx context.Context) (message.Message, error) {
 	req := model.Request{Model: x.modelName, System: x.system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
 		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature}
-	for _, t := range x.toolOrder {
-		req.Tools = append(req.Tools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-	}
+	// Capped at its length, so adding client tools copies the shared slice.
+	req.Tools = x.toolDefs[:len(x.toolDefs):len(x.toolDefs)]
 	for _, t := range x.in.ClientTools {
 		if x.tools[t.Name] == nil {
 			req.Tools = append(req.Tools, t)

@@ -51,6 +51,7 @@ type Runner struct {
 
 	wg       sync.WaitGroup
 	builtins sync.Map // *agent.Spec → []*tool.Tool
+	toolsets sync.Map // *agent.Spec → *toolset
 }
 
 // Init fills unset fields with defaults.
