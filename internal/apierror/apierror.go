@@ -155,3 +155,19 @@ func From(err error) *Error {
 	}
 	return &Error{Status: 500, Kind: Internal, Code: "internal_error", Message: "Internal server error.", Err: err}
 }
+
+// OfRunError returns the error a RunError event reports: err when the run
+// handed one over (it keeps its kind and status), else the event's public
+// code and message.
+func OfRunError(code, message string, err error) *Error {
+	if err != nil {
+		return From(err)
+	}
+	return New(Internal, code, message)
+}
+
+// IncompleteRun is the error of a run whose events ended without a
+// terminal event.
+func IncompleteRun() *Error {
+	return New(Internal, "incomplete_run", "The run ended without an answer.")
+}

@@ -19,44 +19,44 @@ type Bus struct {
 
 	mu   sync.RWMutex
 	subs map[key]map[*Subscription]struct{}
-	all  map[*Subscription]struct{}
 }
 
+// key names what a subscription listens to: one thread of a tenant, or
+// (thread "") every thread of it.
 type key struct{ tenant, thread string }
 
 // Subscription receives events on C until Close.
 type Subscription struct {
-	C      chan event.Event
-	bus    *Bus
-	key    key
-	tenant string
-	once   sync.Once
+	C    chan event.Event
+	bus  *Bus
+	key  key
+	once sync.Once
 }
 
 // New returns an empty bus.
 func New() *Bus {
-	return &Bus{subs: map[key]map[*Subscription]struct{}{}, all: map[*Subscription]struct{}{}}
+	return &Bus{subs: map[key]map[*Subscription]struct{}{}}
 }
 
 // Subscribe listens to one thread of a tenant.
 func (b *Bus) Subscribe(tenant, thread string) *Subscription {
-	s := &Subscription{C: make(chan event.Event, 256), bus: b, key: key{tenant, thread}, tenant: tenant}
-	b.mu.Lock()
-	m := b.subs[s.key]
-	if m == nil {
-		m = map[*Subscription]struct{}{}
-		b.subs[s.key] = m
-	}
-	m[s] = struct{}{}
-	b.mu.Unlock()
-	return s
+	return b.subscribe(key{tenant, thread}, 256)
 }
 
 // SubscribeTenant listens to every thread of a tenant.
 func (b *Bus) SubscribeTenant(tenant string) *Subscription {
-	s := &Subscription{C: make(chan event.Event, 1024), bus: b, tenant: tenant}
+	return b.subscribe(key{tenant, ""}, 1024)
+}
+
+func (b *Bus) subscribe(k key, buffer int) *Subscription {
+	s := &Subscription{C: make(chan event.Event, buffer), bus: b, key: k}
 	b.mu.Lock()
-	b.all[s] = struct{}{}
+	m := b.subs[k]
+	if m == nil {
+		m = map[*Subscription]struct{}{}
+		b.subs[k] = m
+	}
+	m[s] = struct{}{}
 	b.mu.Unlock()
 	return s
 }
@@ -75,14 +75,8 @@ func (b *Bus) Publish(tenant, thread string, e event.Event) {
 func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	for s := range b.subs[key{tenant, thread}] {
-		select {
-		case s.C <- e:
-		default:
-		}
-	}
-	for s := range b.all {
-		if s.tenant == tenant {
+	for _, k := range [2]key{{tenant, thread}, {tenant, ""}} {
+		for s := range b.subs[k] {
 			select {
 			case s.C <- e:
 			default:
@@ -96,9 +90,7 @@ func (s *Subscription) Close() {
 	s.once.Do(func() {
 		b := s.bus
 		b.mu.Lock()
-		if s.key.thread == "" {
-			delete(b.all, s)
-		} else if m := b.subs[s.key]; m != nil {
+		if m := b.subs[s.key]; m != nil {
 			delete(m, s)
 			if len(m) == 0 {
 				delete(b.subs, s.key)

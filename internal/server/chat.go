@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -15,6 +16,17 @@ const SessionHeader = "x-stackbone-session"
 
 // KeepAliveInterval is how often idle streams get a keepalive.
 var KeepAliveInterval = 15 * time.Second
+
+// StartTurn starts a chat turn for the caller: the tenant from its key, the
+// durable thread from the x-stackbone-session header (none: stateless).
+func (s *Server) StartTurn(r *http.Request, in runtime.Input) (*runtime.Run, error) {
+	in.Tenant = PrincipalFrom(r.Context()).Tenant
+	in.ThreadID = r.Header.Get(SessionHeader)
+	if err := CheckSession(in.ThreadID); err != nil {
+		return nil, err
+	}
+	return s.Runner.Start(r.Context(), in)
+}
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(r)
@@ -29,13 +41,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := PrincipalFrom(r.Context())
-	in.Tenant = p.Tenant
-	in.ThreadID = r.Header.Get(SessionHeader)
-	if err := CheckSession(in.ThreadID); err != nil {
-		return err
-	}
-	run, err := s.Runner.Start(r.Context(), in)
+	run, err := s.StartTurn(r, in)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if !st.Done() {
-		_ = st.Fail(apierror.New(apierror.Internal, "incomplete_run", "The run ended without a result."), 0)
+		_ = st.Fail(apierror.IncompleteRun(), 0)
 	}
 	return nil
 }

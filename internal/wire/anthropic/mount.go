@@ -52,12 +52,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in.Tenant = server.PrincipalFrom(r.Context()).Tenant
-	in.ThreadID = r.Header.Get(server.SessionHeader)
-	if err := server.CheckSession(in.ThreadID); err != nil {
-		return err
-	}
-	run, err := h.s.Runner.Start(r.Context(), in)
+	run, err := h.s.StartTurn(r, in)
 	if err != nil {
 		return err
 	}

@@ -135,10 +135,7 @@ func (c *Collector) Add(e event.Event, err error) {
 		c.r.Usage = usageOf(e.Usage)
 	case event.RunError:
 		c.done = true
-		if err == nil {
-			err = apierror.New(apierror.Internal, e.Code, e.Message)
-		}
-		c.err = err
+		c.err = apierror.OfRunError(e.Code, e.Message, err)
 	}
 }
 
@@ -148,7 +145,7 @@ func (c *Collector) Result() (*Response, error) {
 		return nil, c.err
 	}
 	if c.r.StopReason == nil {
-		return nil, apierror.New(apierror.Internal, "incomplete_run", "The run ended without an answer.")
+		return nil, apierror.IncompleteRun()
 	}
 	return &c.r, nil
 }

@@ -129,10 +129,7 @@ func (s *Stream) Write(e event.Event, err error) error {
 	case event.RunFinished:
 		return s.finish(e)
 	case event.RunError:
-		if err == nil {
-			err = apierror.New(apierror.Internal, e.Code, e.Message)
-		}
-		return s.fail(apierror.From(err))
+		return s.fail(apierror.OfRunError(e.Code, e.Message, err))
 	}
 	return nil
 }
@@ -230,5 +227,5 @@ func (s *Stream) Ping() error {
 // End closes a stream whose run ended without a terminal event: it reports
 // an error unless the stream already finished.
 func (s *Stream) End() error {
-	return s.Error(apierror.New(apierror.Internal, "incomplete_run", "The run ended without an answer."))
+	return s.Error(apierror.IncompleteRun())
 }

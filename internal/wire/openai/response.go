@@ -131,10 +131,7 @@ func (c *Collector) Add(e event.Event, err error) {
 		c.c.Choices = []CompletionItem{{Index: 0, Message: msg, FinishReason: finishReason(e.Outcome)}}
 		c.c.Usage = usageOf(e.Usage)
 	case event.RunError:
-		if err == nil {
-			err = apierror.New(apierror.Internal, e.Code, e.Message)
-		}
-		c.err = err
+		c.err = apierror.OfRunError(e.Code, e.Message, err)
 	}
 }
 
@@ -144,7 +141,7 @@ func (c *Collector) Result() (*Completion, error) {
 		return nil, c.err
 	}
 	if c.c.Choices == nil {
-		return nil, apierror.New(apierror.Internal, "incomplete_run", "The run ended without an answer.")
+		return nil, apierror.IncompleteRun()
 	}
 	return &c.c, nil
 }

@@ -102,7 +102,7 @@ func (s *Stream) Write(e event.Event) error {
 		return s.out.Data([]byte("[DONE]"))
 	case event.RunError:
 		s.done = true
-		return s.Error(apierror.New(apierror.Internal, e.Code, e.Message))
+		return s.Error(apierror.OfRunError(e.Code, e.Message, nil))
 	}
 	return nil
 }

@@ -1,0 +1,58 @@
+package bus
+
+import (
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/event"
+)
+
+func TestDeliveryIsScopedToTenantAndThread(t *testing.T) {
+	b := New()
+	thread := b.Subscribe("acme", "t1")
+	tenant := b.SubscribeTenant("acme")
+	other := b.SubscribeTenant("beta")
+	b.Publish("acme", "t1", event.Event{Type: event.RunStarted})
+	b.Publish("acme", "t2", event.Event{Type: event.RunFinished})
+	b.Publish("beta", "t1", event.Event{Type: event.RunError})
+
+	if got := len(thread.C); got != 1 || (<-thread.C).Type != event.RunStarted {
+		t.Fatalf("the thread subscriber got %d events", got)
+	}
+	if got := len(tenant.C); got != 2 {
+		t.Fatalf("the tenant subscriber got %d events, want its tenant's 2", got)
+	}
+	if got := len(other.C); got != 1 || (<-other.C).Type != event.RunError {
+		t.Fatalf("another tenant's subscriber got %d events", got)
+	}
+}
+
+func TestSlowSubscriberDoesNotBlockAndCloseStops(t *testing.T) {
+	b := New()
+	s := b.Subscribe("acme", "t1")
+	for i := 0; i < 1000; i++ { // far past the buffer: must not block
+		b.Publish("acme", "t1", event.Event{Type: event.TextDelta})
+	}
+	if len(s.C) != cap(s.C) {
+		t.Fatalf("buffer holds %d of %d", len(s.C), cap(s.C))
+	}
+	s.Close()
+	s.Close() // idempotent
+	for len(s.C) > 0 {
+		<-s.C
+	}
+	b.Publish("acme", "t1", event.Event{Type: event.RunStarted})
+	if len(s.C) != 0 {
+		t.Fatal("a closed subscription still receives")
+	}
+}
+
+func TestOnPublishSeesPublishNotPublishLocal(t *testing.T) {
+	b := New()
+	var seen []event.Type
+	b.OnPublish = func(_, _ string, e event.Event) { seen = append(seen, e.Type) }
+	b.Publish("a", "t", event.Event{Type: event.RunStarted})
+	b.PublishLocal("a", "t", event.Event{Type: event.RunFinished})
+	if len(seen) != 1 || seen[0] != event.RunStarted {
+		t.Fatalf("OnPublish saw %v", seen)
+	}
+}
