@@ -62,10 +62,8 @@ type plannedDecision struct {
 // startResume answers every pending interrupt of a thread from in.Resume and
 // continues the run, streaming to run. Nothing is decided unless the whole
 // resume is valid.
+// Start has already refused a resume without a threadId.
 func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, run *Run) error {
-	if in.ThreadID == "" {
-		return contractError(CodeNeedsThread, "A resume needs a threadId.")
-	}
 	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contractError(CodeUnknownInterrupt, "Thread %q has no interrupts to resume.", in.ThreadID)

@@ -141,7 +141,7 @@ func (r *Runner) Resume(ctx context.Context, tenant, threadID string) error {
 // whose lease expired before now. A single-node server passes a time past
 // any lease it could have held to take over runs its previous process left.
 func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
-	threads, err := r.Store.Stale(ctx, now, 1000)
+	threads, err := r.Store.Stale(ctx, now, store.MaxLimit)
 	if err != nil {
 		return 0, err
 	}

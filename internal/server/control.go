@@ -82,11 +82,11 @@ type List[T any] struct {
 func limitParam(r *http.Request) (int, error) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
-		return 100, nil
+		return store.DefaultLimit, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 1000 {
-		return 0, apierror.Invalid("limit", "limit must be a whole number from 1 to 1000.")
+	if err != nil || n < 1 || n > store.MaxLimit {
+		return 0, apierror.Invalid("limit", "limit must be a whole number from 1 to %d.", store.MaxLimit)
 	}
 	return n, nil
 }
