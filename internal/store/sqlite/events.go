@@ -13,7 +13,7 @@ func (s *Store) Events(ctx context.Context, tenant, threadID string, after int64
 	if limit <= 0 {
 		limit = -1 // no limit
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, v, json FROM events
+	rows, err := s.rc.QueryContext(ctx, `SELECT seq, v, json FROM events
 		WHERE tenant = ? AND thread_id = ? AND seq > ? ORDER BY seq LIMIT ?`, tenant, threadID, after, limit)
 	if err != nil {
 		return nil, mapErr("events", err)
@@ -24,7 +24,7 @@ func (s *Store) Events(ctx context.Context, tenant, threadID string, after int64
 		return nil, mapErr("events", err)
 	}
 	if len(out) == 0 {
-		if err := s.threadExists(ctx, s.r, tenant, threadID); err != nil {
+		if err := s.threadExists(ctx, s.rc, tenant, threadID); err != nil {
 			return nil, mapErr("events", err)
 		}
 	}

@@ -34,7 +34,7 @@ func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 
 // insertInterrupts stores rows as pending; an interrupt without an agent
 // gets the thread's, an empty description or response schema is NULL.
-func insertInterrupts(ctx context.Context, tx *sql.Tx, agent string, rows []store.EncodedInterrupt) error {
+func insertInterrupts(ctx context.Context, tx *wtx, agent string, rows []store.EncodedInterrupt) error {
 	for _, r := range rows {
 		a := r.In.Agent
 		if a == "" {
@@ -59,7 +59,7 @@ func insertInterrupts(ctx context.Context, tx *sql.Tx, agent string, rows []stor
 
 // GetInterrupt returns an interrupt of the tenant, or store.ErrNotFound.
 func (s *Store) GetInterrupt(ctx context.Context, tenant, id string) (*store.Interrupt, error) {
-	in, err := scanInterrupt(s.r.QueryRowContext(ctx,
+	in, err := scanInterrupt(s.rc.QueryRowContext(ctx,
 		`SELECT `+interruptCols+` FROM interrupts WHERE id = ? AND tenant = ?`, id, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: get interrupt %q: %w", id, store.ErrNotFound)
@@ -111,7 +111,7 @@ func (s *Store) CallInterrupts(ctx context.Context, tenant, threadID string, too
 }
 
 func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...any) ([]store.Interrupt, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.rc.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -136,7 +136,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 		return store.DecideResult{}, fmt.Errorf("sqlite: decide: %w", err)
 	}
 	var res store.DecideResult
-	err = s.write(ctx, "decide", func(tx *sql.Tx) error {
+	err = s.write(ctx, "decide", func(tx *wtx) error {
 		in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET status = ?, decision = ?
 			WHERE id = ? AND tenant = ? AND status = 'pending'
 			RETURNING `+interruptCols, string(status), string(dj), id, tenant))
@@ -177,7 +177,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 // CountPending counts pending decisions across all tenants.
 func (s *Store) CountPending(ctx context.Context) (int, error) {
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM interrupts WHERE status = 'pending'`).Scan(&n); err != nil {
+	if err := s.rc.QueryRowContext(ctx, `SELECT count(*) FROM interrupts WHERE status = 'pending'`).Scan(&n); err != nil {
 		return 0, mapErr("count pending", err)
 	}
 	return n, nil

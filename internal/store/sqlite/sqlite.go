@@ -45,7 +45,9 @@ type Store struct {
 	r      *sql.DB // read-only pool (== w for an in-memory database)
 	logger *slog.Logger
 	now    func() time.Time
-	stmts  statements
+	// wc and rc cache the prepared statements of the writer and the
+	// readers (the same cache for an in-memory database).
+	wc, rc *stmtCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -131,9 +133,10 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 		s.r.SetMaxIdleConns(n)
 		s.r.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	if err := s.stmts.prepare(ctx, s.w); err != nil {
-		s.Close()
-		return nil, mapErr("open", err)
+	s.wc = newStmtCache(s.w)
+	s.rc = s.wc
+	if s.r != s.w {
+		s.rc = newStmtCache(s.r)
 	}
 	logger.Debug("sqlite store open", "path", path)
 	return s, nil
@@ -141,7 +144,12 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 
 // Close closes the database.
 func (s *Store) Close() error {
-	s.stmts.close()
+	if s.wc != nil {
+		s.wc.close()
+	}
+	if s.rc != nil && s.rc != s.wc {
+		s.rc.close()
+	}
 	err := s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
@@ -161,12 +169,18 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, op string, fn func(tx *wtx) error) error {
+	err := s.writeTx(ctx, op, fn)
+	s.wc.flush(ctx) // the connection is free again: prepare what the transaction missed
+	return err
+}
+
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *wtx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return mapErr(op, err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(&wtx{Tx: tx, c: s.wc}); err != nil {
 		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 			s.logger.Warn("sqlite rollback failed", "op", op, "err", rerr)
 		}

@@ -15,44 +15,20 @@ import (
 
 const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
 
-// statements are the hot-path statements, prepared once on the writer.
-type statements struct {
-	insMessage *sql.Stmt
-	insEvent   *sql.Stmt
-	checkpoint *sql.Stmt
-}
-
-func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
-	var err error
-	if st.insMessage, err = db.PrepareContext(ctx,
-		`INSERT INTO messages (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`); err != nil {
-		return err
-	}
-	if st.insEvent, err = db.PrepareContext(ctx,
-		`INSERT INTO events (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`); err != nil {
-		return err
-	}
-	// The conditional update proves the run still holds the thread and
-	// reserves the sequence numbers of the rows appended after it.
-	if st.checkpoint, err = db.PrepareContext(ctx, `UPDATE threads SET
+// Hot-path statements (prepared once through the writer's statement cache).
+const (
+	insMessageSQL = `INSERT INTO messages (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`
+	insEventSQL   = `INSERT INTO events (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`
+	// checkpointSQL's conditional update proves the run still holds the
+	// thread and reserves the sequence numbers of the rows appended after it.
+	checkpointSQL = `UPDATE threads SET
 			state = coalesce(?1, state),
 			lease_until = coalesce(?2, lease_until),
 			message_seq = message_seq + ?3,
 			event_seq = event_seq + ?4
 		WHERE tenant = ?5 AND id = ?6 AND status = 'running' AND run_id = ?7
-		RETURNING agent, message_seq, event_seq`); err != nil {
-		return err
-	}
-	return nil
-}
-
-func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.insMessage, st.insEvent, st.checkpoint} {
-		if s != nil {
-			s.Close()
-		}
-	}
-}
+		RETURNING agent, message_seq, event_seq`
+)
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -84,7 +60,7 @@ func scanThread(sc scanner, extra ...any) (*store.Thread, error) {
 
 // GetThread returns a thread of the tenant, or store.ErrNotFound.
 func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread, error) {
-	t, err := scanThread(s.r.QueryRowContext(ctx,
+	t, err := scanThread(s.rc.QueryRowContext(ctx,
 		`SELECT `+threadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: get thread %q: %w", id, store.ErrNotFound)
@@ -123,7 +99,7 @@ func (s *Store) Stale(ctx context.Context, now time.Time, limit int) ([]store.Th
 }
 
 func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any) ([]store.Thread, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.rc.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -137,7 +113,7 @@ func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any)
 
 // Messages returns the thread's messages in the order they were appended.
 func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error) {
-	rows, err := s.r.QueryContext(ctx,
+	rows, err := s.rc.QueryContext(ctx,
 		`SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? ORDER BY seq`, tenant, threadID)
 	if err != nil {
 		return nil, mapErr("messages", err)
@@ -148,7 +124,7 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 		return nil, mapErr("messages", err)
 	}
 	if len(out) == 0 {
-		if err := s.threadExists(ctx, s.r, tenant, threadID); err != nil {
+		if err := s.threadExists(ctx, s.rc, tenant, threadID); err != nil {
 			return nil, mapErr("messages", err)
 		}
 	}
@@ -170,7 +146,7 @@ func (s *Store) threadExists(ctx context.Context, q querier, tenant, id string) 
 }
 
 // leaseLost explains why a run's conditional update matched nothing.
-func (s *Store) leaseLost(ctx context.Context, tx *sql.Tx, tenant, id, runID string) error {
+func (s *Store) leaseLost(ctx context.Context, tx *wtx, tenant, id, runID string) error {
 	if err := s.threadExists(ctx, tx, tenant, id); err != nil {
 		return err
 	}
@@ -201,7 +177,7 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 		th            *store.Thread
 		msgSeq, evSeq int64
 	)
-	err = s.write(ctx, "begin run", func(tx *sql.Tx) error {
+	err = s.write(ctx, "begin run", func(tx *wtx) error {
 		var (
 			agent, status string
 			lease         sql.NullInt64
@@ -266,7 +242,7 @@ func (s *Store) Claim(ctx context.Context, c store.Claim) (*store.Thread, error)
 		c.Now = s.now()
 	}
 	var th *store.Thread
-	err := s.write(ctx, "claim", func(tx *sql.Tx) error {
+	err := s.write(ctx, "claim", func(tx *wtx) error {
 		var err error
 		th, err = scanThread(tx.QueryRowContext(ctx, `UPDATE threads SET
 				status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = ''
@@ -306,12 +282,12 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
 	var evSeq int64
-	err = s.write(ctx, "checkpoint", func(tx *sql.Tx) error {
+	err = s.write(ctx, "checkpoint", func(tx *wtx) error {
 		var (
 			agent  string
 			msgSeq int64
 		)
-		err := tx.StmtContext(ctx, s.stmts.checkpoint).QueryRowContext(ctx,
+		err := tx.QueryRowContext(ctx, checkpointSQL,
 			store.StateArg(c.State), micros(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID,
 		).Scan(&agent, &msgSeq, &evSeq)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -346,7 +322,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 		return fmt.Errorf("sqlite: finish run: %w", err)
 	}
 	var evSeq int64
-	err = s.write(ctx, "finish run", func(tx *sql.Tx) error {
+	err = s.write(ctx, "finish run", func(tx *wtx) error {
 		// A decision can land between the checkpoint that stored the
 		// interrupts and this call, while the thread is still Running; then
 		// nothing is left to wait for and the resume is due at once.
@@ -377,23 +353,21 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 
 // appendRows inserts msgs and evs, whose last sequence numbers are lastMsg
 // and lastEv (the thread's counters after the reservation).
-func (s *Store) appendRows(ctx context.Context, tx *sql.Tx, tenant, threadID string,
+func (s *Store) appendRows(ctx context.Context, tx *wtx, tenant, threadID string,
 	msgs []string, lastMsg int64, evs []string, lastEv int64,
 ) error {
 	if len(msgs) > 0 {
-		st := tx.StmtContext(ctx, s.stmts.insMessage)
 		first := lastMsg - int64(len(msgs)) + 1
 		for i, m := range msgs {
-			if _, err := st.ExecContext(ctx, tenant, threadID, first+int64(i), store.FormatVersion, m); err != nil {
+			if _, err := tx.ExecContext(ctx, insMessageSQL, tenant, threadID, first+int64(i), store.FormatVersion, m); err != nil {
 				return err
 			}
 		}
 	}
 	if len(evs) > 0 {
-		st := tx.StmtContext(ctx, s.stmts.insEvent)
 		first := lastEv - int64(len(evs)) + 1
 		for i, e := range evs {
-			if _, err := st.ExecContext(ctx, tenant, threadID, first+int64(i), store.FormatVersion, e); err != nil {
+			if _, err := tx.ExecContext(ctx, insEventSQL, tenant, threadID, first+int64(i), store.FormatVersion, e); err != nil {
 				return err
 			}
 		}
