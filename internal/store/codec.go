@@ -347,3 +347,37 @@ func OptionsArg(raw json.RawMessage) string {
 	}
 	return string(raw)
 }
+
+// Encode validates a BeginRun and encodes its input messages and events as
+// stored.
+func (b BeginRun) Encode() (msgs, evs []string, err error) {
+	if err := b.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if msgs, err = EncodeMessages(b.Input); err != nil {
+		return nil, nil, err
+	}
+	evs, err = EncodeEvents(b.Events, b.ThreadID, b.RunID)
+	return msgs, evs, err
+}
+
+// Encode validates a Checkpoint and encodes its messages and events as
+// stored.
+func (c Checkpoint) Encode() (msgs, evs []string, err error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if msgs, err = EncodeMessages(c.Messages); err != nil {
+		return nil, nil, err
+	}
+	evs, err = EncodeEvents(c.Events, c.ThreadID, c.RunID)
+	return msgs, evs, err
+}
+
+// Encode validates a FinishRun and encodes its events as stored.
+func (f FinishRun) Encode() (evs []string, err error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return EncodeEvents(f.Events, f.ThreadID, f.RunID)
+}

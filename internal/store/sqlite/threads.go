@@ -156,19 +156,12 @@ func (s *Store) leaseLost(ctx context.Context, tx *wtx, tenant, id, runID string
 // BeginRun creates the thread if needed and takes its lease for a new run,
 // appending the input messages and events and replacing the state if set.
 func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, error) {
-	if err := b.Validate(); err != nil {
+	msgs, evs, err := b.Encode()
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin run: %w", err)
 	}
 	if b.Now.IsZero() {
 		b.Now = s.now()
-	}
-	msgs, err := store.EncodeMessages(b.Input)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: begin run: %w", err)
-	}
-	evs, err := store.EncodeEvents(b.Events, b.ThreadID, b.RunID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: begin run: %w", err)
 	}
 	state := store.StateArg(b.State)
 	now := b.Now.UnixMicro()
@@ -266,14 +259,7 @@ func (s *Store) Claim(ctx context.Context, c store.Claim) (*store.Thread, error)
 
 // Checkpoint stores a step boundary of the run in one transaction.
 func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
-	if err := c.Validate(); err != nil {
-		return fmt.Errorf("sqlite: checkpoint: %w", err)
-	}
-	msgs, err := store.EncodeMessages(c.Messages)
-	if err != nil {
-		return fmt.Errorf("sqlite: checkpoint: %w", err)
-	}
-	evs, err := store.EncodeEvents(c.Events, c.ThreadID, c.RunID)
+	msgs, evs, err := c.Encode()
 	if err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
@@ -311,15 +297,12 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 // FinishRun ends the run: the thread takes f.Status (Queued instead of
 // Waiting when no decision is pending any more) and its lease is released.
 func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
-	if err := f.Validate(); err != nil {
+	evs, err := f.Encode()
+	if err != nil {
 		return fmt.Errorf("sqlite: finish run: %w", err)
 	}
 	if f.Now.IsZero() {
 		f.Now = s.now()
-	}
-	evs, err := store.EncodeEvents(f.Events, f.ThreadID, f.RunID)
-	if err != nil {
-		return fmt.Errorf("sqlite: finish run: %w", err)
 	}
 	var evSeq int64
 	err = s.write(ctx, "finish run", func(tx *wtx) error {
