@@ -14,6 +14,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
@@ -118,6 +119,15 @@ func parse(body []byte) (*Request, error) {
 		if t.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools.%d.name", i), "tools.%d.name: Field required", i)
 		}
+		if !clientTool(t) {
+			continue
+		}
+		params, err := schema.ToolParameters(t.InputSchema)
+		if err != nil {
+			param := fmt.Sprintf("tools.%d.input_schema", i)
+			return nil, apierror.Invalid(param, "%s: %v", param, err)
+		}
+		req.Tools[i].InputSchema = params
 	}
 	if c := req.ToolChoice; c != nil {
 		switch c.Type {
