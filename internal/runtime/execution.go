@@ -124,6 +124,8 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 type toolset struct {
 	byName map[string]*tool.Tool
 	defs   []model.ToolDef
+	// own maps every tool name to whether it is a built-in.
+	own map[string]bool
 }
 
 func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
@@ -132,9 +134,11 @@ func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
 			return v.(*toolset)
 		}
 	}
-	ts := &toolset{byName: map[string]*tool.Tool{}}
-	for _, t := range append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...) {
+	ts := &toolset{byName: map[string]*tool.Tool{}, own: map[string]bool{}}
+	builtins := r.Builtins(spec)
+	for i, t := range append(append([]*tool.Tool(nil), builtins...), spec.Tools...) {
 		ts.byName[t.Name] = t
+		ts.own[t.Name] = i < len(builtins) || ts.own[t.Name]
 		ts.defs = append(ts.defs, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	if spec.Parent == "" {

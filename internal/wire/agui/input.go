@@ -122,6 +122,12 @@ func Decode(body []byte) (*RunAgentInput, error) {
 	return &in, nil
 }
 
+// ToolParam is the parameter path of client tool i of the request's
+// runtime.Input, for errors about it.
+func (in *RunAgentInput) ToolParam(i int) string {
+	return fmt.Sprintf("tools[%d].name", i)
+}
+
 // Input maps the request onto a runtime.Input for the named agent. Tenant and
 // DecidedBy are the caller's to fill. A run without a threadId is stateless:
 // frontend tools, state seeding and resume are refused then.

@@ -186,6 +186,22 @@ func (req *Request) Input() (runtime.Input, error) {
 	return in, nil
 }
 
+// ToolParam is the parameter path of client tool i of the request's
+// runtime.Input (Anthropic's own server tools are not in it), for errors
+// about it.
+func (req *Request) ToolParam(i int) string {
+	for j, t := range req.Tools {
+		if !clientTool(t) {
+			continue
+		}
+		if i == 0 {
+			return fmt.Sprintf("tools.%d.name", j)
+		}
+		i--
+	}
+	return "tools"
+}
+
 // clientTool reports whether t is a tool the client runs (not one of
 // Anthropic's typed server tools).
 func clientTool(t Tool) bool {

@@ -101,6 +101,12 @@ func Decode(body []byte) (*Request, error) {
 	return &req, nil
 }
 
+// ToolParam is the parameter path of client tool i of the request's
+// runtime.Input, for errors about it.
+func (req *Request) ToolParam(i int) string {
+	return fmt.Sprintf("tools[%d].function.name", i)
+}
+
 // Input maps the request onto a runtime.Input (tenant and thread are the
 // caller's to fill).
 func (req *Request) Input() (runtime.Input, error) {
