@@ -40,6 +40,9 @@ type execution struct {
 	stop  event.StopReason
 	run   *Run // nil for a background resume
 	begun time.Time
+	// inputReported is set once the first step's input tokens went to the
+	// consumer.
+	inputReported bool
 
 	// A subagent's execution runs inside its parent's run: scope is the
 	// `task` call whose conversation it holds, root the top execution.
@@ -154,6 +157,17 @@ func (x *execution) isClientTool(name string) bool {
 		}
 	}
 	return false
+}
+
+// reportInput tells the run's consumer the input tokens of the turn's first
+// model step, once (an InputUsage event; the Anthropic wire's message_start
+// waits for it).
+func (x *execution) reportInput(n int) {
+	if x.root != nil || x.inputReported || n <= 0 {
+		return
+	}
+	x.inputReported = true
+	x.send(x.stamp(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: n}}), nil)
 }
 
 // emit sends a live event to the consumer (if still attached) and the bus.
@@ -419,11 +433,14 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			}
 			args[i].WriteString(ch.Text)
 			x.emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
+		case model.InputTokens:
+			x.reportInput(ch.Usage.InputTokens)
 		case model.Finish:
 			if ch.Stop != "" {
 				x.stop = ch.Stop
 			}
 			x.addUsage(ch.Usage)
+			x.reportInput(ch.Usage.InputTokens)
 		}
 	}
 	closeText()
