@@ -34,6 +34,12 @@ const (
 	// DecisionMade is published (live only) when a pending decision is
 	// decided, whatever path decided it.
 	DecisionMade Type = "decision_made"
+	// InputUsage is sent to the run's own consumer only (never stored or
+	// published) once per run, as soon as the provider reports the input
+	// tokens of the turn's first model step: before its output when the
+	// provider knows them at the start, else when the step ends. Usage
+	// holds them (InputTokens only).
+	InputUsage Type = "input_usage"
 )
 
 // Event is one thing that happened in a run. Which fields are set depends on
@@ -78,7 +84,8 @@ type Event struct {
 
 	// Outcome is set on RunFinished.
 	Outcome *Outcome `json:"outcome,omitempty"`
-	// Usage is set on RunFinished: tokens used by the whole turn.
+	// Usage is set on RunFinished: tokens used by the whole turn (and on
+	// InputUsage).
 	Usage *Usage `json:"usage,omitempty"`
 	// Code and Message describe a RunError (public text only).
 	Code    string `json:"code,omitempty"`

@@ -47,6 +47,11 @@ const (
 	ToolCallArgs
 	// Finish ends the step with Stop and Usage.
 	Finish
+	// InputTokens reports the step's input tokens in Usage before any
+	// output, from a provider that knows them at the start (Anthropic's
+	// message_start). It comes at most once, right before the step's first
+	// other chunk; Finish still carries the step's whole usage.
+	InputTokens
 )
 
 // Chunk is one piece of a streamed model step.

@@ -40,6 +40,9 @@ type execution struct {
 	stop  event.StopReason
 	run   *Run // nil for a background resume
 	begun time.Time
+	// inputReported is set once the first step's input tokens went to the
+	// consumer.
+	inputReported bool
 
 	// A subagent's execution runs inside its parent's run: scope is the
 	// `task` call whose conversation it holds, root the top execution.
@@ -124,6 +127,8 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 type toolset struct {
 	byName map[string]*tool.Tool
 	defs   []model.ToolDef
+	// own maps every tool name to whether it is a built-in.
+	own map[string]bool
 }
 
 func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
@@ -132,9 +137,11 @@ func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
 			return v.(*toolset)
 		}
 	}
-	ts := &toolset{byName: map[string]*tool.Tool{}}
-	for _, t := range append(append([]*tool.Tool(nil), r.Builtins(spec)...), spec.Tools...) {
+	ts := &toolset{byName: map[string]*tool.Tool{}, own: map[string]bool{}}
+	builtins := r.Builtins(spec)
+	for i, t := range append(append([]*tool.Tool(nil), builtins...), spec.Tools...) {
 		ts.byName[t.Name] = t
+		ts.own[t.Name] = i < len(builtins) || ts.own[t.Name]
 		ts.defs = append(ts.defs, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	if spec.Parent == "" {
@@ -150,6 +157,17 @@ func (x *execution) isClientTool(name string) bool {
 		}
 	}
 	return false
+}
+
+// reportInput tells the run's consumer the input tokens of the turn's first
+// model step, once (an InputUsage event; the Anthropic wire's message_start
+// waits for it).
+func (x *execution) reportInput(n int) {
+	if x.root != nil || x.inputReported || n <= 0 {
+		return
+	}
+	x.inputReported = true
+	x.send(x.stamp(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: n}}), nil)
 }
 
 // emit sends a live event to the consumer (if still attached) and the bus.
@@ -415,11 +433,14 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			}
 			args[i].WriteString(ch.Text)
 			x.emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
+		case model.InputTokens:
+			x.reportInput(ch.Usage.InputTokens)
 		case model.Finish:
 			if ch.Stop != "" {
 				x.stop = ch.Stop
 			}
 			x.addUsage(ch.Usage)
+			x.reportInput(ch.Usage.InputTokens)
 		}
 	}
 	closeText()

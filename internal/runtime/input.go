@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 
+	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/tool/builtin"
 )
 
 // Input is one turn as a wire decoded it.
@@ -96,4 +100,67 @@ func (x *execution) restore(raw json.RawMessage) {
 	for _, t := range o.ClientTools {
 		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
+}
+
+// CodeToolNameTaken is the error code of a client tool that has the name of
+// one of the agent's own tools.
+const CodeToolNameTaken = "tool_name_taken"
+
+// ToolNameError is the cause of the 400 a turn gets when a client tool has
+// the name of one of the agent's own tools (a built-in that is on, or a
+// server tool): the agent's tool would hide it, so the client would never
+// see its calls. Index is the tool's position in Input.ClientTools.
+type ToolNameError struct {
+	Index   int
+	Name    string
+	Builtin bool
+}
+
+func (e *ToolNameError) Error() string {
+	return fmt.Sprintf("client tool %d (%s) has the name of one of the agent's tools", e.Index, e.Name)
+}
+
+// checkClientTools refuses client tools named like one of the agent's tools.
+func checkClientTools(tools []model.ToolDef, own map[string]bool) error {
+	for i, t := range tools {
+		b, taken := own[t.Name]
+		if !taken {
+			continue
+		}
+		msg := fmt.Sprintf("The client tool %q has the name of one of the agent's own tools, which would hide it: rename the client tool.", t.Name)
+		if b {
+			msg = fmt.Sprintf("The client tool %q has the name of the agent's built-in tool %q, which would hide it: rename the client tool%s.", t.Name, t.Name, builtinOff(t.Name))
+		}
+		e := apierror.New(apierror.InvalidRequest, CodeToolNameTaken, msg)
+		e.Param = "tools"
+		e.Err = &ToolNameError{Index: i, Name: t.Name, Builtin: b}
+		return e
+	}
+	return nil
+}
+
+// builtinOff says how an agent turns a built-in off, where it can.
+func builtinOff(name string) string {
+	switch name {
+	case builtin.WriteTodos:
+		return " (or turn the built-in off in the agent with `todos: false`)"
+	case builtin.Ls, builtin.ReadFile, builtin.WriteFile, builtin.EditFile:
+		return " (or turn the built-in file tools off in the agent with `files: false`)"
+	}
+	return ""
+}
+
+// ClientToolParam places a client-tool input error (a ToolNameError) on
+// the wire's own parameter path: param maps the tool's index in
+// Input.ClientTools to it. Other errors are returned as they are.
+func ClientToolParam(err error, param func(i int) string) error {
+	var te *ToolNameError
+	var ae *apierror.Error
+	if !errors.As(err, &te) || !errors.As(err, &ae) {
+		return err
+	}
+	out := *ae
+	out.Param = param(te.Index)
+	out.Message = out.Param + ": " + ae.Message
+	return &out
 }

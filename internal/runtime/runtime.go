@@ -125,6 +125,9 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
+		return nil, err
+	}
 	x.in = in
 	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
 	runID := in.RunID

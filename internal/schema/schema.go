@@ -46,10 +46,23 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
 	}
+	out, err := compile(doc)
+	if err != nil {
+		return nil, err
+	}
+	cache.Store(key, out)
+	return out, nil
+}
+
+// compile compiles a decoded schema document. References may name only
+// the document itself and the standard meta-schemas: nothing is loaded from
+// files or the network.
+func compile(doc any) (*Schema, error) {
 	if m, ok := doc.(map[string]any); ok {
 		delete(m, "$schema") // draft is ours to choose; zod emits 2020-12 anyway
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
 	if err := c.AddResource("mem://schema.json", doc); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
@@ -57,9 +70,73 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %w", err)
 	}
-	out := &Schema{s: s}
-	cache.Store(key, out)
-	return out, nil
+	return &Schema{s: s}, nil
+}
+
+// noLoader refuses every external document a schema refers to.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %q is not allowed", url)
+}
+
+// ToolParameters checks the parameters schema a client declares for a tool
+// on any wire: absent or null means none (nil is returned); anything else
+// must be a JSON object that compiles as a JSON Schema describing an object.
+// The error says what is wrong, for the wire to report as a 400. Client
+// schemas are not cached.
+func ToolParameters(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("not valid JSON: %w", err)
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("must be a JSON Schema object, not %s", jsonKind(doc))
+	}
+	if t, ok := m["type"]; ok && !describesObject(t) {
+		return nil, errors.New(`must describe an object: its "type" must be "object"`)
+	}
+	if _, err := compile(doc); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// describesObject reports whether a schema's "type" admits objects.
+func describesObject(t any) bool {
+	switch t := t.(type) {
+	case string:
+		return t == "object"
+	case []any:
+		for _, v := range t {
+			if v == "object" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a number"
 }
 
 // Validate checks a JSON value; a mismatch is a *ValidationError.

@@ -28,3 +28,26 @@ func TestEmptySchemaAcceptsAnything(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestToolParameters(t *testing.T) {
+	for _, ok := range []string{``, `null`, `{}`, `{"type":"object","properties":{"a":{"type":"string"}}}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, `{"properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"number"}}}`} {
+		if _, err := ToolParameters(json.RawMessage(ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		`"x"`: "not a string", `5`: "not a number", `[1]`: "not an array", `true`: "not a boolean",
+		`{"type":"string"}`:                    `"type" must be "object"`,
+		`{"type":"object","properties":5}`:     "does not compile",
+		`{"type":"object","required":"a"}`:     "does not compile",
+		`{"$ref":"file:///etc/passwd"}`:        "not allowed",
+		`{"$ref":"http://example.com/s.json"}`: "not allowed",
+		`{"type":"object"`:                     "not valid JSON",
+	} {
+		_, err := ToolParameters(json.RawMessage(bad))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", bad, err, want)
+		}
+	}
+}

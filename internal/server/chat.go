@@ -43,7 +43,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := s.StartTurn(r, in)
 	if err != nil {
-		return err
+		return runtime.ClientToolParam(err, req.ToolParam)
 	}
 	id := "chatcmpl-" + ids.New("")[1:]
 	created := s.Now().Unix()

@@ -98,7 +98,20 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 			stop    ant.StopReason
 			usage   event.Usage
 			stopped bool
+			early   bool // input tokens reported
 		)
+		// send yields c, preceded by the input tokens message_start
+		// reported, so a client learns them before any output (and a
+		// retry is still possible until the first chunk).
+		send := func(c model.Chunk) bool {
+			if !early && usage.InputTokens > 0 {
+				early = true
+				if !yield(model.Chunk{Type: model.InputTokens, Usage: event.Usage{InputTokens: usage.InputTokens}}, nil) {
+					return false
+				}
+			}
+			return yield(c, nil)
+		}
 		for stream.Next() {
 			ev := stream.Current()
 			switch ev.Type {
@@ -109,26 +122,26 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 				cb := ev.ContentBlock
 				switch cb.Type {
 				case "text":
-					if cb.Text != "" && !yield(model.Chunk{Type: model.Text, Text: cb.Text}, nil) {
+					if cb.Text != "" && !send(model.Chunk{Type: model.Text, Text: cb.Text}) {
 						return
 					}
 				case "tool_use":
 					calls[ev.Index] = n
 					n++
-					if !yield(model.Chunk{Type: model.ToolCallStart, Index: calls[ev.Index], ID: cb.ID, Name: cb.Name}, nil) {
+					if !send(model.Chunk{Type: model.ToolCallStart, Index: calls[ev.Index], ID: cb.ID, Name: cb.Name}) {
 						return
 					}
 				}
 			case "content_block_delta":
 				switch ev.Delta.Type {
 				case "text_delta":
-					if ev.Delta.Text != "" && !yield(model.Chunk{Type: model.Text, Text: ev.Delta.Text}, nil) {
+					if ev.Delta.Text != "" && !send(model.Chunk{Type: model.Text, Text: ev.Delta.Text}) {
 						return
 					}
 				case "input_json_delta":
 					idx, ok := calls[ev.Index]
 					if ok && ev.Delta.PartialJSON != "" &&
-						!yield(model.Chunk{Type: model.ToolCallArgs, Index: idx, Text: ev.Delta.PartialJSON}, nil) {
+						!send(model.Chunk{Type: model.ToolCallArgs, Index: idx, Text: ev.Delta.PartialJSON}) {
 						return
 					}
 				}
@@ -152,7 +165,7 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 			yield(model.Chunk{}, &model.Error{Status: http.StatusBadGateway, Message: "anthropic: stream ended without message_stop"})
 			return
 		}
-		yield(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage}, nil)
+		send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage})
 	}
 }
 

@@ -93,3 +93,27 @@ func TestWireShape(t *testing.T) {
 		t.Fatalf("user turn after the tool %+v", m[2].Content)
 	}
 }
+
+// The input tokens of message_start reach the caller before the step's
+// output (a client can show them at once), and agree with Finish.
+func TestInputTokensBeforeOutput(t *testing.T) {
+	srv := modeltest.NewAnthropic(t, script.MustParse(`[{"reply":{"text":"a streamed answer in pieces"}}]`))
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL(), APIKey: "sk-ant-test", Retry: modeltest.FastRetry})
+	var types []model.ChunkType
+	var early int
+	for c, err := range p.Stream(context.Background(), model.Request{Model: "claude-test", Messages: []message.Message{{Role: message.User, Content: "hello there"}}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, c.Type)
+		if c.Type == model.InputTokens {
+			early = c.Usage.InputTokens
+		}
+		if c.Type == model.Finish && (early == 0 || c.Usage.InputTokens != early) {
+			t.Fatalf("early input tokens %d, Finish %d", early, c.Usage.InputTokens)
+		}
+	}
+	if len(types) < 3 || types[0] != model.InputTokens || types[1] != model.Text {
+		t.Fatalf("chunk types %v: want InputTokens first, then the text", types)
+	}
+}

@@ -15,6 +15,8 @@ type Step struct {
 	ToolCalls []message.ToolCall
 	Stop      event.StopReason
 	Usage     event.Usage
+	// EarlyInputTokens is what an InputTokens chunk reported (0: none).
+	EarlyInputTokens int
 	// Finished is true when a Finish chunk arrived.
 	Finished bool
 	// Chunks counts chunks by type.
@@ -48,6 +50,11 @@ func Collect(seq iter.Seq2[model.Chunk, error]) (Step, error) {
 				return s, fmt.Errorf("arguments for tool call %d that never started", c.Index)
 			}
 			s.ToolCalls[c.Index].Arguments += c.Text
+		case model.InputTokens:
+			if len(s.Chunks) > 1 {
+				return s, fmt.Errorf("input tokens reported after the step's output")
+			}
+			s.EarlyInputTokens = c.Usage.InputTokens
 		case model.Finish:
 			s.Finished, s.Stop, s.Usage = true, c.Stop, c.Usage
 		default:

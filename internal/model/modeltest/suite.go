@@ -64,6 +64,9 @@ func TestProvider(t *testing.T, kind Kind, newProvider NewProviderFunc) {
 		if st.Usage.InputTokens == 0 || st.Usage.OutputTokens == 0 {
 			t.Fatalf("usage not reported: %+v", st.Usage)
 		}
+		if st.EarlyInputTokens != 0 && st.EarlyInputTokens != st.Usage.InputTokens {
+			t.Fatalf("input tokens reported early %d, at the end %d", st.EarlyInputTokens, st.Usage.InputTokens)
+		}
 		rec, _ := srv.Last()
 		if !rec.Stream || rec.Request.Model != "m1" || rec.Request.System != "Be brief." {
 			t.Fatalf("upstream saw stream=%v model=%q system=%q", rec.Stream, rec.Request.Model, rec.Request.System)

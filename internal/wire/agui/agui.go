@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -59,7 +60,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	in.Tenant, in.DecidedBy = p.Tenant, p.Name
 	run, err := h.Server.Runner.Start(r.Context(), in)
 	if err != nil {
-		return err
+		return runtime.ClientToolParam(err, req.ToolParam)
 	}
 	runID := req.RunID
 	if runID == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
@@ -103,6 +104,12 @@ func Decode(body []byte) (*RunAgentInput, error) {
 		if t.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools[%d].name", i), "Every tool needs a name.")
 		}
+		params, err := schema.ToolParameters(t.Parameters)
+		if err != nil {
+			param := fmt.Sprintf("tools[%d].parameters", i)
+			return nil, apierror.Invalid(param, "`%s` %v.", param, err)
+		}
+		in.Tools[i].Parameters = params
 	}
 	for i, r := range in.Resume {
 		if r.InterruptID == "" {
@@ -113,6 +120,12 @@ func Decode(body []byte) (*RunAgentInput, error) {
 		}
 	}
 	return &in, nil
+}
+
+// ToolParam is the parameter path of client tool i of the request's
+// runtime.Input, for errors about it.
+func (in *RunAgentInput) ToolParam(i int) string {
+	return fmt.Sprintf("tools[%d].name", i)
 }
 
 // Input maps the request onto a runtime.Input for the named agent. Tenant and

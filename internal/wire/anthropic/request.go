@@ -14,6 +14,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
@@ -118,6 +119,15 @@ func parse(body []byte) (*Request, error) {
 		if t.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools.%d.name", i), "tools.%d.name: Field required", i)
 		}
+		if !clientTool(t) {
+			continue
+		}
+		params, err := schema.ToolParameters(t.InputSchema)
+		if err != nil {
+			param := fmt.Sprintf("tools.%d.input_schema", i)
+			return nil, apierror.Invalid(param, "%s: %v", param, err)
+		}
+		req.Tools[i].InputSchema = params
 	}
 	if c := req.ToolChoice; c != nil {
 		switch c.Type {
@@ -174,6 +184,22 @@ func (req *Request) Input() (runtime.Input, error) {
 		in.Messages = append(in.Messages, msgs...)
 	}
 	return in, nil
+}
+
+// ToolParam is the parameter path of client tool i of the request's
+// runtime.Input (Anthropic's own server tools are not in it), for errors
+// about it.
+func (req *Request) ToolParam(i int) string {
+	for j, t := range req.Tools {
+		if !clientTool(t) {
+			continue
+		}
+		if i == 0 {
+			return fmt.Sprintf("tools.%d.name", j)
+		}
+		i--
+	}
+	return "tools"
 }
 
 // clientTool reports whether t is a tool the client runs (not one of

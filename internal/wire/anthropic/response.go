@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
@@ -94,8 +95,11 @@ type Collector struct {
 	r        Response
 	textMsg  string
 	textOpen bool
-	done     bool
-	err      error
+	// text holds the open text block's text (the last block): one builder
+	// per block keeps a long answer linear in its length.
+	text strings.Builder
+	done bool
+	err  error
 }
 
 // NewCollector starts a message.
@@ -114,17 +118,18 @@ func (c *Collector) Add(e event.Event, err error) {
 			return
 		}
 		if !c.textOpen || c.textMsg != e.MessageID {
+			c.closeText()
 			c.textOpen, c.textMsg = true, e.MessageID
-			empty := ""
-			c.r.Content = append(c.r.Content, ContentBlock{Type: "text", Text: &empty})
+			c.r.Content = append(c.r.Content, ContentBlock{Type: "text"})
 		}
-		*c.r.Content[len(c.r.Content)-1].Text += e.Delta
+		c.text.WriteString(e.Delta)
 	case event.TextEnd:
 		if e.MessageID == c.textMsg {
-			c.textOpen = false
+			c.closeText()
 		}
 	case event.RunFinished:
 		c.done = true
+		c.closeText()
 		if e.Outcome != nil {
 			for _, call := range e.Outcome.PendingCalls {
 				c.r.Content = append(c.r.Content, ContentBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: toolInput(call)})
@@ -137,6 +142,17 @@ func (c *Collector) Add(e event.Event, err error) {
 		c.done = true
 		c.err = apierror.OfRunError(e.Code, e.Message, err)
 	}
+}
+
+// closeText sets the open text block's text.
+func (c *Collector) closeText() {
+	if !c.textOpen {
+		return
+	}
+	c.textOpen = false
+	t := c.text.String()
+	c.r.Content[len(c.r.Content)-1].Text = &t
+	c.text.Reset()
 }
 
 // Result returns the message or the run's error.

@@ -9,9 +9,11 @@ import (
 )
 
 // Frames is where a stream writes its named events (an *sse.Writer). Every
-// frame carries an event: line: the SDKs drop data-only frames.
+// frame carries an event: line: the SDKs drop data-only frames. Comments
+// are keepalives every SSE parser skips.
 type Frames interface {
 	Event(name string, b []byte) error
+	Comment(text string) error
 }
 
 // Stream encodes a run's events as Messages stream events: message_start
@@ -20,22 +22,38 @@ type Frames interface {
 // the stop reason and usage, then message_stop and nothing after it. An
 // error after the start is an error event. It is safe for concurrent use,
 // so keepalive pings can interleave with events.
+//
+// message_start carries the upstream's real input tokens, as Anthropic's
+// does (clients such as LangChain take the input count from it): it waits
+// for the run's InputUsage event, holding back the frames that follow it.
+// A provider that reports input tokens at the start of a step (Anthropic)
+// delays nothing; one that reports them at its end (OpenAI) holds the first
+// step's frames until then. A run that ends or fails before any report
+// starts with the turn's input count, or the estimate when there is none.
 type Stream struct {
-	mu          sync.Mutex
-	out         Frames
-	id, model   string
-	inputTokens int
+	mu        sync.Mutex
+	out       Frames
+	id, model string
+	estimate  int
 
-	started, done bool
-	next          int // index of the next block
-	textOpen      bool
-	textMsg       string
+	begun    bool // the run started: message_start is due
+	started  bool // message_start was written
+	held     []heldFrame
+	done     bool
+	next     int // index of the next block
+	textOpen bool
+	textMsg  string
 }
 
-// NewStream starts an encoder. inputTokens is the estimate message_start
-// carries; message_delta carries the real counts.
-func NewStream(out Frames, id, model string, inputTokens int) *Stream {
-	return &Stream{out: out, id: id, model: model, inputTokens: inputTokens}
+type heldFrame struct {
+	name string
+	data []byte
+}
+
+// NewStream starts an encoder. estimate is the input count message_start
+// carries when the run reports none.
+func NewStream(out Frames, id, model string, estimate int) *Stream {
+	return &Stream{out: out, id: id, model: model, estimate: estimate}
 }
 
 type blockStart struct {
@@ -83,10 +101,19 @@ var (
 	messageStopData = []byte(`{"type":"message_stop"}`)
 )
 
+// send writes a frame after message_start, or holds it until then.
 func (s *Stream) send(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	return s.frame(name, b)
+}
+
+func (s *Stream) frame(name string, b []byte) error {
+	if !s.started {
+		s.held = append(s.held, heldFrame{name, b})
+		return nil
 	}
 	return s.out.Event(name, b)
 }
@@ -101,14 +128,16 @@ func (s *Stream) Write(e event.Event, err error) error {
 	}
 	switch e.Type {
 	case event.RunStarted:
-		return s.start()
+		s.begun = true
+	case event.InputUsage:
+		if e.Usage != nil {
+			return s.start(e.Usage.InputTokens)
+		}
 	case event.TextDelta:
 		if e.Delta == "" {
 			return nil
 		}
-		if err := s.start(); err != nil {
-			return err
-		}
+		s.begun = true
 		if !s.textOpen || s.textMsg != e.MessageID {
 			if err := s.closeText(); err != nil {
 				return err
@@ -134,17 +163,35 @@ func (s *Stream) Write(e event.Event, err error) error {
 	return nil
 }
 
-// start writes message_start once.
-func (s *Stream) start() error {
+// start writes message_start once, with inputTokens (the estimate when
+// zero), then the frames held until now.
+func (s *Stream) start(inputTokens int) error {
 	if s.started {
 		return nil
 	}
-	s.started = true
-	return s.send("message_start", struct {
+	if inputTokens <= 0 {
+		inputTokens = s.estimate
+	}
+	b, err := json.Marshal(struct {
 		Type    string   `json:"type"`
 		Message Response `json:"message"`
 	}{"message_start", Response{ID: s.id, Type: "message", Role: "assistant", Model: s.model, Content: []ContentBlock{},
-		Usage: Usage{InputTokens: s.inputTokens}}})
+		Usage: Usage{InputTokens: inputTokens}}})
+	if err != nil {
+		return err
+	}
+	s.started, s.begun = true, true
+	if err := s.out.Event("message_start", b); err != nil {
+		return err
+	}
+	held := s.held
+	s.held = nil
+	for _, f := range held {
+		if err := s.out.Event(f.name, f.data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // closeText ends the open text block.
@@ -159,7 +206,11 @@ func (s *Stream) closeText() error {
 }
 
 func (s *Stream) finish(e event.Event) error {
-	if err := s.start(); err != nil {
+	input := 0
+	if e.Usage != nil {
+		input = e.Usage.InputTokens
+	}
+	if err := s.start(input); err != nil {
 		return err
 	}
 	if err := s.closeText(); err != nil {
@@ -195,11 +246,21 @@ func (s *Stream) finish(e event.Event) error {
 	return s.out.Event("message_stop", messageStopData)
 }
 
-// fail writes an error event and ends the stream.
+// fail writes an error event and ends the stream: after message_start (and
+// what it held back) once the run began.
 func (s *Stream) fail(e *apierror.Error) error {
 	s.done = true
+	if s.begun {
+		if err := s.start(0); err != nil {
+			return err
+		}
+	}
 	obj := ErrorOf(e, "").Error
-	return s.send("error", streamError{Type: "error", Error: obj})
+	b, err := json.Marshal(streamError{Type: "error", Error: obj})
+	if err != nil {
+		return err
+	}
+	return s.out.Event("error", b)
 }
 
 // Error writes an in-stream error event (after the 200 was sent) and ends
@@ -213,13 +274,17 @@ func (s *Stream) Error(e *apierror.Error) error {
 	return s.fail(e)
 }
 
-// Ping writes a keepalive (event: ping) between message_start and
-// message_stop; at other times it writes nothing.
+// Ping writes a keepalive: event: ping between message_start and
+// message_stop, a comment while message_start waits for the input count
+// (nothing may come before message_start), nothing after the end.
 func (s *Stream) Ping() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.started || s.done {
+	switch {
+	case s.done:
 		return nil
+	case !s.started:
+		return s.out.Comment("ping")
 	}
 	return s.out.Event("ping", pingData)
 }

@@ -37,7 +37,7 @@ var streamCases = []struct {
 	err    error // the error that comes with a RunError
 }{
 	{name: "text", events: []event.Event{
-		{Type: event.RunStarted},
+		{Type: event.RunStarted}, {Type: event.InputUsage, Usage: &event.Usage{InputTokens: 42}},
 		{Type: event.TextStart, MessageID: "m1"}, text("m1", "Hel"), text("m1", "lo"), {Type: event.TextEnd, MessageID: "m1"},
 		finished(&event.Outcome{Type: event.Success, Stop: event.StopEnd}),
 	}},
@@ -134,6 +134,9 @@ func frames(t *testing.T, b []byte) []frame {
 	t.Helper()
 	var out []frame
 	for _, chunk := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+		if strings.HasPrefix(chunk, ": ") && !strings.Contains(chunk, "\n") {
+			continue // a keepalive comment
+		}
 		sc := bufio.NewScanner(strings.NewReader(chunk))
 		var f frame
 		for sc.Scan() {
@@ -283,5 +286,44 @@ func TestStreamErrorType(t *testing.T) {
 	}
 	if _, err := NewCollector("msg_x", "assistant").Result(); err == nil {
 		t.Fatal("a collector that saw no terminal event returned a message")
+	}
+}
+
+// message_start carries the input tokens the run reports, and nothing is
+// written before it but keepalive comments: the frames of a provider that
+// reports its usage at the end of a step wait for it.
+func TestStreamMessageStartWaitsForInputUsage(t *testing.T) {
+	rec := httptest.NewRecorder()
+	st := NewStream(sse.New(rec), "msg_test", "assistant", 72)
+	write := func(e event.Event) {
+		t.Helper()
+		if err := st.Write(e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(event.Event{Type: event.RunStarted})
+	write(text("m1", "Hel"))
+	if err := st.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Body.String(); got != ": ping\n\n" {
+		t.Fatalf("written before the input count: %q", got)
+	}
+	write(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: 20}})
+	write(text("m1", "lo"))
+	write(event.Event{Type: event.TextEnd, MessageID: "m1"})
+	write(event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd},
+		Usage: &event.Usage{InputTokens: 20, OutputTokens: 3}})
+	fs := frames(t, rec.Body.Bytes())
+	var names []string
+	for _, f := range fs {
+		names = append(names, f.name)
+	}
+	if strings.Join(names, " ") != "message_start content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop" {
+		t.Fatalf("frames %v", names)
+	}
+	usage := fs[0].data["message"].(map[string]any)["usage"].(map[string]any)
+	if usage["input_tokens"] != 20.0 {
+		t.Fatalf("message_start usage %v, want the reported 20", usage)
 	}
 }

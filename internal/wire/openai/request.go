@@ -13,6 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
@@ -90,8 +91,20 @@ func Decode(body []byte) (*Request, error) {
 		if t.Function.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools[%d].function.name", i), "Every tool needs a function name.")
 		}
+		params, err := schema.ToolParameters(t.Function.Parameters)
+		if err != nil {
+			param := fmt.Sprintf("tools[%d].function.parameters", i)
+			return nil, apierror.Invalid(param, "`%s` %v.", param, err)
+		}
+		req.Tools[i].Function.Parameters = params
 	}
 	return &req, nil
+}
+
+// ToolParam is the parameter path of client tool i of the request's
+// runtime.Input, for errors about it.
+func (req *Request) ToolParam(i int) string {
+	return fmt.Sprintf("tools[%d].function.name", i)
 }
 
 // Input maps the request onto a runtime.Input (tenant and thread are the
