@@ -67,7 +67,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		runID = run.ID
 	}
 	sw := sse.New(w)
-	st := NewStream(sw, req.ThreadID, runID, h.Now)
+	st := NewStream(sw, req.ThreadID, runID, h.Now).ForClient(req)
 	stop := sse.KeepAlive(server.KeepAliveInterval, func() { _ = sw.Comment("ping") })
 	defer stop()
 	for e := range run.Events() {
