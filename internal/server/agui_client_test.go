@@ -146,7 +146,8 @@ func repoRoot(t *testing.T) string {
 
 // TestAGUIOfficialClient runs tests/agui/conformance.mjs, which drives this
 // server with the official @ag-ui/client HttpAgent, once with 1.0.0 and once
-// with 0.0.59 (the version CopilotKit 1.x pins): every case must pass the
+// with 0.0.59 (the version CopilotKit 1.x pins, plus a headless
+// @copilotkit/core 1.75 case): every case must pass the
 // client's schema enforcement, ordering verification and its reducer, print
 // no warning (beyond, on 1.0, the stripped top-level interrupt extensions),
 // and agree with the server's stored threads.
@@ -162,7 +163,8 @@ func TestAGUIOfficialClient(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "tests", "agui")
 	_, err1 := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json"))
 	_, err2 := os.Stat(filepath.Join(dir, "node_modules", "agui-client-0059", "package.json"))
-	if err1 != nil || err2 != nil {
+	_, err3 := os.Stat(filepath.Join(dir, "node_modules", "@copilotkit", "core", "package.json"))
+	if err1 != nil || err2 != nil || err3 != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")

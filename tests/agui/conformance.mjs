@@ -569,6 +569,56 @@ const cases = {
   },
 };
 
+// CopilotKit 1.75 (headless @copilotkit/core, which pins @ag-ui/client
+// 0.0.59) runs a frontend tool's handler and the follow-up run, and a page
+// that reopens the thread shows the history above its new message.
+if (!V1) {
+  cases.copilotkit = async () => {
+    const { CopilotKitCore } = await import("@copilotkit/core");
+    const threadId = "agui-ck-" + randomUUID();
+    const calls = [];
+    // A Standard Schema with a JSON Schema, as CopilotKit wants parameters.
+    const parameters = {
+      "~standard": { version: 1, vendor: "stackbone-test", validate: (value) => ({ value }) },
+      toJSONSchema: () => ({ type: "object", properties: { title: { type: "string" } } }),
+    };
+    const page = () => {
+      const agent = new HttpAgent({ url, threadId });
+      const core = new CopilotKitCore({ agents__unsafe_dev_only: { assistant: agent }, deferInitialConnection: true });
+      core.addTool({
+        name: "open_modal",
+        description: "Open a modal in the page",
+        parameters,
+        handler: async (args) => {
+          calls.push(args);
+          return { opened: true };
+        },
+      });
+      return { agent, core };
+    };
+    const first = page();
+    first.agent.addMessage({ id: randomUUID(), role: "user", content: "open the modal" });
+    await first.core.runAgent({ agent: first.agent });
+    assert.deepEqual(calls, [{ title: "Hello" }], "CopilotKit ran the frontend tool's handler once");
+    const rows = (a) => a.messages.map((m) => [m.role, m.content ?? m.toolCalls?.map((c) => c.function.name)]);
+    const history = [
+      ["user", "open the modal"],
+      ["assistant", ["open_modal"]],
+      ["tool", '{"opened":true}'],
+      ["assistant", 'Modal said: {"opened":true}'],
+    ];
+    assert.deepEqual(rows(first.agent), history);
+    assert.deepEqual(first.agent.messages.map((m) => m.id), (await thread(threadId)).messages.map((m) => m.id));
+
+    const second = page();
+    second.agent.addMessage({ id: randomUUID(), role: "user", content: "hello again" });
+    await second.core.runAgent({ agent: second.agent });
+    assert.deepEqual(rows(second.agent), [...history, ["user", "hello again"], ["assistant", "echo: hello again"]]);
+    assert.deepEqual(second.agent.messages.map((m) => m.id), (await thread(threadId)).messages.map((m) => m.id));
+    assert.equal(calls.length, 1);
+  };
+}
+
 if (fixturesPath) {
   cases.fixtures = async () => {
     const fixtures = JSON.parse(await readFile(fixturesPath, "utf8"));
