@@ -46,7 +46,8 @@ func aguiIDsPostgres(t *testing.T) store.Store {
 // runId, interruptId or message id is 1 MB long or holds NUL or a U+202E
 // bidi override, on SQLite and PostgreSQL: each is a RUN_ERROR naming the
 // field (invalid_id) before anything is stored or the model is called, and
-// the OpenAI wire refuses the same id as a session key with the same check.
+// the OpenAI and Anthropic wires refuse the same id as a session key with
+// the same check.
 func TestAGUIThreadIDsCheckedLikeSessions(t *testing.T) {
 	drivers := map[string]func(t *testing.T) store.Store{
 		"sqlite":   func(*testing.T) store.Store { return nil },
@@ -105,7 +106,12 @@ func TestAGUIThreadIDsCheckedLikeSessions(t *testing.T) {
 			if r.status != 400 || !strings.Contains(string(r.body), "invalid_id") || !strings.Contains(string(r.body), "x-stackbone-session") {
 				t.Fatalf("session key with U+202E: %d %s", r.status, r.body)
 			}
-			// A good id still works on both wires.
+			r = call(t, "POST", env.URL+"/v1/messages", `{"model":"assistant","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`,
+				"x-stackbone-session", bad["U+202E"], "anthropic-version", "2023-06-01")
+			if r.status != 400 || !strings.Contains(string(r.body), `"type":"invalid_request_error"`) || !strings.Contains(string(r.body), "x-stackbone-session") {
+				t.Fatalf("Anthropic session key with U+202E: %d %s", r.status, r.body)
+			}
+			// A good id still works.
 			checkTerminal(t, aguiPost(t, env, "assistant", aguiInput("th-good", "run-good", "hi")))
 			if th := env.Thread(t, "dev", "th-good"); th.ID != "th-good" {
 				t.Fatalf("thread %+v", th)
