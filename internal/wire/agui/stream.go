@@ -3,7 +3,6 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -295,8 +294,12 @@ func (s *Stream) Write(e event.Event) error {
 // order.
 func (s *Stream) messagesSnapshot(msgs []wireMessage, ms int64) error {
 	if !s.keepsOrder(msgs) {
+		held := make(map[string]bool, len(s.held))
+		for _, id := range s.held {
+			held[id] = true
+		}
 		k := 0
-		for k < len(msgs) && !slices.Contains(s.held, msgs[k].ID) {
+		for k < len(msgs) && !held[msgs[k].ID] {
 			k++
 		}
 		if err := s.write(messagesSnapshot{base: s.stamp("MESSAGES_SNAPSHOT", ms), Messages: msgs[:k:k]}); err != nil {
