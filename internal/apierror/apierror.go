@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -70,6 +71,19 @@ func New(kind Kind, code, msg string) *Error {
 func Invalid(param, format string, args ...any) *Error {
 	e := New(InvalidRequest, "invalid_request", fmt.Sprintf(format, args...))
 	e.Param = param
+	return e
+}
+
+// CheckID is the 400 for a client-chosen id (a session key, an AG-UI
+// threadId, runId or interruptId) that ids.CheckClient refuses, naming the
+// parameter; nil when the id is fine. Every wire checks thread ids with it.
+func CheckID(param, id string) *Error {
+	err := ids.CheckClient(id)
+	if err == nil {
+		return nil
+	}
+	e := Invalid(param, "`%s` %v: an id must be valid UTF-8 of at most %d bytes, without control or formatting characters.", param, err, ids.MaxClientBytes)
+	e.Code = "invalid_id"
 	return e
 }
 

@@ -66,8 +66,9 @@ func (b *sseBuffer) Data(p []byte) error {
 
 // writeAGUIFixtures encodes event sequences the runtime does not produce
 // today (subagents, steps, failures with work still open) with the wire's
-// encoder, for the official client to check.
-func writeAGUIFixtures(t *testing.T, path string) {
+// encoder, as it writes them for a client of the given protocolVersion, for
+// the official client to check.
+func writeAGUIFixtures(t *testing.T, path, protocolVersion string) {
 	t.Helper()
 	sub := "sub_1"
 	seqs := map[string][]event.Event{
@@ -110,7 +111,7 @@ func writeAGUIFixtures(t *testing.T, path string) {
 	out := map[string]string{}
 	for name, seq := range seqs {
 		var buf sseBuffer
-		st := agui.NewStream(&buf, "t-fixture", "r-fixture", nil)
+		st := agui.NewStream(&buf, "t-fixture", "r-fixture", nil).ForClient(&agui.RunAgentInput{ProtocolVersion: protocolVersion})
 		for _, e := range seq {
 			if err := st.Write(e); err != nil {
 				t.Fatal(err)
@@ -144,10 +145,12 @@ func repoRoot(t *testing.T) string {
 }
 
 // TestAGUIOfficialClient runs tests/agui/conformance.mjs, which drives this
-// server with the official @ag-ui/client@1.0.0 HttpAgent: every case must
-// pass the client's schema enforcement, ordering verification and its
-// reducer, print no warning beyond the stripped interrupt extensions, and
-// agree with the server's stored threads.
+// server with the official @ag-ui/client HttpAgent, once with 1.0.0 and once
+// with 0.0.59 (the version CopilotKit 1.x pins, plus a headless
+// @copilotkit/core 1.75 case): every case must pass the
+// client's schema enforcement, ordering verification and its reducer, print
+// no warning (beyond, on 1.0, the stripped top-level interrupt extensions),
+// and agree with the server's stored threads.
 func TestAGUIOfficialClient(t *testing.T) {
 	node, nerr := exec.LookPath("node")
 	npm, perr := exec.LookPath("npm")
@@ -158,7 +161,10 @@ func TestAGUIOfficialClient(t *testing.T) {
 		t.Skip("node/npm not installed; the AG-UI client conformance test needs them")
 	}
 	dir := filepath.Join(repoRoot(t), "tests", "agui")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json")); err != nil {
+	_, err1 := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json"))
+	_, err2 := os.Stat(filepath.Join(dir, "node_modules", "agui-client-0059", "package.json"))
+	_, err3 := os.Stat(filepath.Join(dir, "node_modules", "@copilotkit", "core", "package.json"))
+	if err1 != nil || err2 != nil || err3 != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
@@ -168,19 +174,28 @@ func TestAGUIOfficialClient(t *testing.T) {
 		}
 	}
 
+	for _, c := range []struct{ client, protocolVersion string }{{"1.0.0", "1.0"}, {"0.0.59", ""}} {
+		t.Run(c.client, func(t *testing.T) { runAGUIConformance(t, node, dir, c.client, c.protocolVersion) })
+	}
+}
+
+// runAGUIConformance runs the conformance script with one client version
+// against a fresh stack.
+func runAGUIConformance(t *testing.T, node, dir, client, protocolVersion string) {
 	env := stacktest.New(t, stacktest.Options{Script: aguiScript(t)})
 	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
-	writeAGUIFixtures(t, fixtures)
+	writeAGUIFixtures(t, fixtures, protocolVersion)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "conformance.mjs"), env.URL, fixtures)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		// This variable would hide the client's deviation warnings.
-		if !strings.HasPrefix(kv, "SUPPRESS_TRANSFORMATION_WARNINGS=") && !strings.HasPrefix(kv, "AGUI_CASES=") {
+		if !strings.HasPrefix(kv, "SUPPRESS_TRANSFORMATION_WARNINGS=") && !strings.HasPrefix(kv, "AGUI_CASES=") && !strings.HasPrefix(kv, "AGUI_CLIENT=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "AGUI_CLIENT="+client)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()

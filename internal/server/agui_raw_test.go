@@ -334,7 +334,10 @@ func TestAGUIRawInterruptShapes(t *testing.T) {
 	if rs["type"] != "object" || props["approved"] == nil || props["editedArgs"] == nil {
 		t.Fatalf("responseSchema %v", it["responseSchema"])
 	}
-	if md, _ := it["metadata"].(map[string]any); !reflect.DeepEqual(md["stackbone"], map[string]any{"tool": "refund"}) {
+	// metadata.stackbone repeats description and allowedDecisions where every
+	// client version keeps them.
+	if md, _ := it["metadata"].(map[string]any); !reflect.DeepEqual(md["stackbone"], map[string]any{"tool": "refund",
+		"description": "Refund order ord_42 for 19.99", "allowedDecisions": []any{"approve", "reject", "edit"}}) {
 		t.Fatalf("metadata %v", it["metadata"])
 	}
 	// The messages snapshot holds the whole conversation with the paused call.

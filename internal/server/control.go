@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
@@ -19,10 +18,11 @@ import (
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// CheckSession bounds a session key (shared by every wire).
+// CheckSession checks a session key (the OpenAI and Anthropic wires) the way
+// every wire checks a thread id (apierror.CheckID).
 func CheckSession(key string) error {
-	if len(key) > 256 || !utf8.ValidString(key) {
-		return apierror.Invalid(SessionHeader, "The session key must be valid UTF-8 of at most 256 bytes.")
+	if e := apierror.CheckID(SessionHeader, key); e != nil {
+		return e
 	}
 	return nil
 }
@@ -200,8 +200,14 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	st := store.ThreadStatus(q.Get("status"))
+	switch st {
+	case "", store.Idle, store.Running, store.Waiting, store.Queued, store.Failed:
+	default:
+		return apierror.Invalid("status", "status must be idle, running, waiting, queued or failed.")
+	}
 	items, err := s.Store.ListThreads(r.Context(), PrincipalFrom(r.Context()).Tenant,
-		store.ThreadFilter{Agent: q.Get("agent"), Status: store.ThreadStatus(q.Get("status")), Limit: limit})
+		store.ThreadFilter{Agent: q.Get("agent"), Status: st, Limit: limit})
 	if err != nil {
 		return err
 	}

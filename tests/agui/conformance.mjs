@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // AG-UI conformance of a Stackbone server, checked with the official
-// @ag-ui/client@1.0.0 HttpAgent (its schema enforcement, ordering verifier and
-// reducer all run on every stream).
+// @ag-ui/client HttpAgent (its schema enforcement, ordering verifier and
+// reducer all run on every stream): version 1.0.0, or 0.0.59 (the version
+// CopilotKit 1.x pins) with AGUI_CLIENT=0.0.59.
 //
-//   node tests/agui/conformance.mjs http://127.0.0.1:PORT [fixtures.json]
+//   [AGUI_CLIENT=0.0.59] node tests/agui/conformance.mjs http://127.0.0.1:PORT [fixtures.json]
 //
 // fixtures.json, when given, maps names to recorded SSE bodies (streams the
 // server's encoder wrote for event sequences the runtime does not produce
@@ -14,13 +15,21 @@
 // {"results":[{"name","ok","error"?,"warnings"}], "refundRuns": N} where
 // refundRuns is how often the refund tool must have run in total. Exits 1 when
 // a case failed. A case fails on any thrown error (schema, ordering, HTTP), on
-// a failed check, and on any console warning or error except the two the 1.0
-// client prints when it strips Stackbone's interrupt extensions
-// (description, allowedDecisions).
-import { HttpAgent } from "@ag-ui/client";
+// a failed check, and on any console warning or error, except, with the 1.0
+// client only, the two it prints per interrupt when it strips the top-level
+// description and allowedDecisions the Stackbone docs promise (the 0.0.59
+// client strips them silently; both keep them under metadata.stackbone).
 import { randomUUID } from "node:crypto";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
+
+const CLIENT = process.env.AGUI_CLIENT || "1.0.0";
+if (CLIENT !== "1.0.0" && CLIENT !== "0.0.59") {
+  process.stderr.write(`AGUI_CLIENT must be 1.0.0 or 0.0.59, not ${CLIENT}\n`);
+  process.exit(64);
+}
+const V1 = CLIENT === "1.0.0";
+const { HttpAgent } = V1 ? await import("@ag-ui/client") : await import("agui-client-0059");
 
 const base = process.argv[2];
 if (!base) {
@@ -35,7 +44,7 @@ const fixturesPath = process.argv[3];
 let captured = [];
 console.warn = (...a) => captured.push(a.map(String).join(" "));
 console.error = (...a) => captured.push("console.error: " + a.map((x) => (x instanceof Error ? x.message : String(x))).join(" "));
-const ALLOWED = /^\[ag-ui\]\[enforce\] Removed unrecognised material at '\/outcome\/interrupts\/\d+\/(description|allowedDecisions)' on RUN_FINISHED\./;
+const ALLOWED = V1 ? /^\[ag-ui\]\[enforce\] Removed unrecognised material at '\/outcome\/interrupts\/\d+\/(description|allowedDecisions)' on RUN_FINISHED\./ : /(?!)/;
 
 let refundRuns = 0;
 const DESCRIPTION = "Refund order ord_42 for 19.99";
@@ -155,6 +164,13 @@ async function pauseRefund(text = "please refund my order") {
 
 const approve = (id, payload = { approved: true }) => ({ resume: [{ interruptId: id, status: "resolved", payload }] });
 
+// unansweredCalls lists the tool calls in messages that no tool message
+// answers (what a frontend still has to run).
+const unansweredCalls = (messages) => {
+  const answered = new Set(messages.filter((m) => m.role === "tool").map((m) => m.toolCallId));
+  return messages.flatMap((m) => (m.toolCalls ?? []).map((c) => c.id)).filter((id) => !answered.has(id));
+};
+
 const toolMessagesFor = (th, callId) => th.messages.filter((m) => m.role === "tool" && m.toolCallId === callId);
 
 const cases = {
@@ -186,7 +202,8 @@ const cases = {
     assert.equal(result.toolCallId, start.toolCallId);
     assert.equal(result.role, "tool");
     assert.match(result.content, /"city":"Paris"/);
-    assert.deepEqual(p.finished.pendingToolCallIds, [], "a server tool leaves nothing pending");
+    if (V1) assert.deepEqual(p.finished.pendingToolCallIds, [], "a server tool leaves nothing pending");
+    assert.deepEqual(unansweredCalls(p.agent.messages), []);
     const asst = p.agent.messages.find((m) => m.role === "assistant" && m.toolCalls?.length);
     assert.equal(asst.toolCalls[0].id, start.toolCallId);
     assert.equal(asst.toolCalls[0].function.arguments, '{"city":"Paris"}');
@@ -203,16 +220,19 @@ const cases = {
     const wire = raw.outcome.interrupts[0];
     assert.equal(wire.description, DESCRIPTION);
     assert.deepEqual(wire.allowedDecisions, ["approve", "reject", "edit"]);
-    // What the client keeps after stripping the extensions.
+    // What the client keeps after stripping the top-level extensions:
+    // metadata.stackbone carries them for both client versions.
+    assert.equal("description" in it, false);
+    assert.equal("allowedDecisions" in it, false);
     assert.equal(it.reason, "tool_call");
     assert.equal(it.message, DESCRIPTION);
     assert.equal(it.toolCallId, callId);
     assert.equal(it.responseSchema.type, "object");
     assert.ok(it.responseSchema.properties.approved && it.responseSchema.properties.editedArgs);
-    assert.deepEqual(it.metadata, { stackbone: { tool: "refund" } });
+    assert.deepEqual(it.metadata, { stackbone: { tool: "refund", description: DESCRIPTION, allowedDecisions: ["approve", "reject", "edit"] } });
     assert.equal(p.finished.interrupts[0].id, it.id);
     const stripped = captured.filter((w) => ALLOWED.test(w));
-    assert.equal(stripped.length, 2, "the client strips description and allowedDecisions");
+    assert.equal(stripped.length, V1 ? 2 : 0, "only the 1.0 client warns when it strips description and allowedDecisions");
     const d = await decision(it.id);
     assert.equal(d.status, "pending");
     // A pause without a description omits it (and message).
@@ -223,6 +243,7 @@ const cases = {
     assert.equal("description" in del, false);
     assert.equal("message" in del, false);
     assert.deepEqual(del.allowedDecisions, ["approve", "reject"]);
+    assert.deepEqual(q.agent.pendingInterrupts[0].metadata, { stackbone: { tool: "delete_file", allowedDecisions: ["approve", "reject"] } });
   },
 
   async resumeApprove() {
@@ -358,14 +379,19 @@ const cases = {
     assert.equal(p.finished?.outcome, "success");
     const start = p.first("TOOL_CALL_START");
     assert.equal(start.toolCallName, "open_modal");
-    assert.deepEqual(p.raw.at(-1).outcome, { type: "success", pendingToolCallIds: [start.toolCallId] });
-    assert.deepEqual(p.finished.pendingToolCallIds, [start.toolCallId]);
+    // 1.0 reads the pending calls from the outcome; 0.0.59 validates the
+    // outcome strictly (no pendingToolCallIds) and the app derives them from
+    // the calls without a result, as 1.0 does when the list is absent.
+    assert.deepEqual(p.raw.at(-1).outcome, V1 ? { type: "success", pendingToolCallIds: [start.toolCallId] } : { type: "success" });
+    if (V1) assert.deepEqual(p.finished.pendingToolCallIds, [start.toolCallId]);
+    assert.deepEqual(unansweredCalls(p.agent.messages), [start.toolCallId]);
     assert.equal(p.all("TOOL_CALL_RESULT").length, 0);
     // The frontend runs the tool and sends its result as a tool message.
     p.agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: start.toolCallId, content: '{"opened":true}' });
     await p.run(undefined, { tools });
     assertSuccess(p);
-    assert.deepEqual(p.finished.pendingToolCallIds, []);
+    if (V1) assert.deepEqual(p.finished.pendingToolCallIds, []);
+    assert.deepEqual(unansweredCalls(p.agent.messages), []);
     assert.equal(p.text(), 'Modal said: {"opened":true}');
     const th = await thread(p.threadId);
     assert.deepEqual(th.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
@@ -439,25 +465,35 @@ const cases = {
     const p = new Probe({ threadId: session });
     await p.run("second turn over the agui wire");
     assertSuccess(p);
-    const snap = p.first("MESSAGES_SNAPSHOT");
-    assert.ok(snap, "reopening a thread sends MESSAGES_SNAPSHOT");
+    // The restored history first (the reducer drops the client's new
+    // message, which it leaves out), then the whole conversation (which
+    // appends the new message after it).
+    const snaps = p.all("MESSAGES_SNAPSHOT");
+    assert.deepEqual(snaps.map((e) => e.messages.length), [2, 3], "reopening a thread sends the history, then the conversation");
+    const snap = snaps.at(-1);
     assert.deepEqual(snap.messages.map((m) => [m.role, m.content]), [
       ["user", "first turn over chat completions"],
       ["assistant", "echo: first turn over chat completions"],
       ["user", "second turn over the agui wire"],
     ]);
-    // The 1.0 reducer reconciles by id: it keeps the message it already held
-    // (its own new input) in place and appends the rest of the snapshot, so
-    // compare as sets; the server's order is the snapshot's.
-    const th = await thread(session);
-    assert.deepEqual(th.messages.map((m) => m.id), [...snap.messages.map((m) => m.id), p.agent.messages.at(-1).id]);
-    assert.deepEqual(new Set(p.agent.messages.map((m) => m.id)), new Set(th.messages.map((m) => m.id)));
-    assert.deepEqual(th.messages.map((m) => [m.role, m.content]), [
+    // The client's reducer keeps the messages it holds in place and appends
+    // the snapshot's others: the restored history must still end up above
+    // the client's new message, and the answer last.
+    const want = [
       ["user", "first turn over chat completions"],
       ["assistant", "echo: first turn over chat completions"],
       ["user", "second turn over the agui wire"],
       ["assistant", "echo: second turn over the agui wire"],
-    ]);
+    ];
+    assert.deepEqual(p.agent.messages.map((m) => [m.role, m.content]), want, "the client's messages, in order");
+    const th = await thread(session);
+    assert.deepEqual(th.messages.map((m) => [m.role, m.content]), want);
+    assert.deepEqual(p.agent.messages.map((m) => m.id), th.messages.map((m) => m.id), "client and server agree on ids and order");
+    // A third turn from the same client keeps the order too.
+    await p.run("third turn");
+    assertSuccess(p);
+    assert.deepEqual(p.agent.messages.map((m) => m.content).slice(-2), ["third turn", "echo: third turn"]);
+    assert.deepEqual(p.agent.messages.map((m) => m.id), (await thread(session)).messages.map((m) => m.id));
   },
 
   async subagent() {
@@ -482,13 +518,13 @@ const cases = {
     // Reopening: the snapshot holds the subagent's conversation, attributed.
     await p.run("thanks a lot");
     assertSuccess(p);
-    const snap = p.first("MESSAGES_SNAPSHOT");
+    const snap = p.all("MESSAGES_SNAPSHOT").at(-1);
     const attributed = snap.messages.filter((m) => m.subagentRunId === subId);
     assert.ok(attributed.length >= 3, JSON.stringify(snap.messages));
     assert.equal(attributed[0].role, "user");
     assert.equal(attributed[0].content, "dig up facts about Paris");
     const th = await thread(p.threadId);
-    assert.deepEqual(new Set(p.agent.messages.map((m) => m.id)), new Set(th.messages.map((m) => m.id)));
+    assert.deepEqual(p.agent.messages.map((m) => m.id), th.messages.map((m) => m.id), "client and server agree on the order");
   },
 
   async subagentApproval() {
@@ -503,7 +539,7 @@ const cases = {
     assert.deepEqual(p.first("SUBAGENT_FINISHED"), { ...p.first("SUBAGENT_FINISHED"), subagentRunId: subId, outcome: { type: "suspended" } });
     const it = p.agent.pendingInterrupts[0];
     assert.equal(it.toolCallId, refund.toolCallId);
-    assert.deepEqual(it.metadata, { stackbone: { tool: "refund", subagent: "general-purpose" } });
+    assert.deepEqual(it.metadata, { stackbone: { tool: "refund", subagent: "general-purpose", description: DESCRIPTION, allowedDecisions: ["approve", "reject", "edit"] } });
     await p.run(undefined, approve(it.id));
     refundRuns++;
     assertSuccess(p);
@@ -533,6 +569,56 @@ const cases = {
   },
 };
 
+// CopilotKit 1.75 (headless @copilotkit/core, which pins @ag-ui/client
+// 0.0.59) runs a frontend tool's handler and the follow-up run, and a page
+// that reopens the thread shows the history above its new message.
+if (!V1) {
+  cases.copilotkit = async () => {
+    const { CopilotKitCore } = await import("@copilotkit/core");
+    const threadId = "agui-ck-" + randomUUID();
+    const calls = [];
+    // A Standard Schema with a JSON Schema, as CopilotKit wants parameters.
+    const parameters = {
+      "~standard": { version: 1, vendor: "stackbone-test", validate: (value) => ({ value }) },
+      toJSONSchema: () => ({ type: "object", properties: { title: { type: "string" } } }),
+    };
+    const page = () => {
+      const agent = new HttpAgent({ url, threadId });
+      const core = new CopilotKitCore({ agents__unsafe_dev_only: { assistant: agent }, deferInitialConnection: true });
+      core.addTool({
+        name: "open_modal",
+        description: "Open a modal in the page",
+        parameters,
+        handler: async (args) => {
+          calls.push(args);
+          return { opened: true };
+        },
+      });
+      return { agent, core };
+    };
+    const first = page();
+    first.agent.addMessage({ id: randomUUID(), role: "user", content: "open the modal" });
+    await first.core.runAgent({ agent: first.agent });
+    assert.deepEqual(calls, [{ title: "Hello" }], "CopilotKit ran the frontend tool's handler once");
+    const rows = (a) => a.messages.map((m) => [m.role, m.content ?? m.toolCalls?.map((c) => c.function.name)]);
+    const history = [
+      ["user", "open the modal"],
+      ["assistant", ["open_modal"]],
+      ["tool", '{"opened":true}'],
+      ["assistant", 'Modal said: {"opened":true}'],
+    ];
+    assert.deepEqual(rows(first.agent), history);
+    assert.deepEqual(first.agent.messages.map((m) => m.id), (await thread(threadId)).messages.map((m) => m.id));
+
+    const second = page();
+    second.agent.addMessage({ id: randomUUID(), role: "user", content: "hello again" });
+    await second.core.runAgent({ agent: second.agent });
+    assert.deepEqual(rows(second.agent), [...history, ["user", "hello again"], ["assistant", "echo: hello again"]]);
+    assert.deepEqual(second.agent.messages.map((m) => m.id), (await thread(threadId)).messages.map((m) => m.id));
+    assert.equal(calls.length, 1);
+  };
+}
+
 if (fixturesPath) {
   cases.fixtures = async () => {
     const fixtures = JSON.parse(await readFile(fixturesPath, "utf8"));
@@ -560,7 +646,7 @@ if (fixturesPath) {
         assert.ok(events.some((e) => e.type === "SUBAGENT_STARTED" && e.name === "researcher"));
       }
       if (name === "finishWithWorkOpen") {
-        assert.deepEqual(events.at(-1).outcome, { type: "success", pendingToolCallIds: ["c1"] });
+        assert.deepEqual(events.at(-1).outcome, V1 ? { type: "success", pendingToolCallIds: ["c1"] } : { type: "success" });
       }
     }
   };

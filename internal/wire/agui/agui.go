@@ -3,7 +3,8 @@
 // accepts in strict mode. Input errors, contract errors and a paused thread
 // are reported as a RUN_ERROR event on a 200 stream, never as a bare status
 // code, because AG-UI clients watch the event stream; only authentication
-// failures stay HTTP errors.
+// failures and a body over the size limit (413, as on every wire) stay HTTP
+// errors.
 package agui
 
 import (
@@ -67,7 +68,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		runID = run.ID
 	}
 	sw := sse.New(w)
-	st := NewStream(sw, req.ThreadID, runID, h.Now)
+	st := NewStream(sw, req.ThreadID, runID, h.Now).ForClient(req)
 	stop := sse.KeepAlive(server.KeepAliveInterval, func() { _ = sw.Comment("ping") })
 	defer stop()
 	for e := range run.Events() {
@@ -82,10 +83,12 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 }
 
 // WriteError renders an error that happened before the stream started:
-// authentication and permission failures as HTTP errors in the OpenAI
-// envelope, everything else as a 200 stream holding one RUN_ERROR.
+// authentication and permission failures and an over-limit body as HTTP
+// errors in the OpenAI envelope, everything else as a 200 stream holding one
+// RUN_ERROR.
 func (h *Handler) WriteError(w http.ResponseWriter, e *apierror.Error) error {
-	if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden {
+	switch e.Status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestEntityTooLarge:
 		return openai.WriteError(w, e)
 	}
 	now := h.Now

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,7 +186,10 @@ func TestOutcomes(t *testing.T) {
 		{&event.Outcome{Type: event.Success, PendingCalls: []message.ToolCall{{ID: "c1"}, {ID: "c2"}}}, `{"type":"success","pendingToolCallIds":["c1","c2"]}`},
 		{&event.Outcome{Type: event.Interrupt, Interrupts: []event.InterruptInfo{{ID: "int_1", ToolCallID: "c1", Tool: "delete_file",
 			ResponseSchema: json.RawMessage(`{"type":"object"}`), Subagent: "ops"}}},
-			`{"type":"interrupt","interrupts":[{"id":"int_1","reason":"tool_call","toolCallId":"c1","allowedDecisions":[],"responseSchema":{"type":"object"},"metadata":{"stackbone":{"subagent":"ops","tool":"delete_file"}}}]}`},
+			`{"type":"interrupt","interrupts":[{"id":"int_1","reason":"tool_call","toolCallId":"c1","allowedDecisions":[],"responseSchema":{"type":"object"},"metadata":{"stackbone":{"allowedDecisions":[],"subagent":"ops","tool":"delete_file"}}}]}`},
+		{&event.Outcome{Type: event.Interrupt, Interrupts: []event.InterruptInfo{{ID: "int_2", ToolCallID: "c2", Tool: "refund",
+			Description: "Refund ord_1", AllowedDecisions: []string{"approve", "reject"}}}},
+			`{"type":"interrupt","interrupts":[{"id":"int_2","reason":"tool_call","toolCallId":"c2","description":"Refund ord_1","allowedDecisions":["approve","reject"],"message":"Refund ord_1","metadata":{"stackbone":{"allowedDecisions":["approve","reject"],"description":"Refund ord_1","tool":"refund"}}}]}`},
 	}
 	for _, c := range cases {
 		b, _ := json.Marshal(outcomeOf(c.in))
@@ -296,5 +300,112 @@ func TestSameNameStepsNest(t *testing.T) {
 	want := "RUN_STARTED STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED RUN_FINISHED"
 	if got != want {
 		t.Fatalf("events\n got %s\nwant %s", got, want)
+	}
+}
+
+// streamFrames writes evs through a Stream adapted to req and returns the
+// events it wrote.
+func streamFrames(t *testing.T, req *RunAgentInput, evs ...event.Event) []map[string]any {
+	t.Helper()
+	var buf frames
+	st := NewStream(&buf, "t1", "r1", func() time.Time { return time.UnixMilli(1) }).ForClient(req)
+	for _, e := range evs {
+		if err := st.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.out
+}
+
+func TestOutcomeForPreV1Clients(t *testing.T) {
+	pending := event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, PendingCalls: []message.ToolCall{{ID: "c1"}}}}
+	cancelled := event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Cancelled}}
+	for _, c := range []struct {
+		version string
+		ev      event.Event
+		want    string
+	}{
+		{"", pending, `{"type":"success"}`},
+		{"0.0.59", pending, `{"type":"success"}`},
+		{"1.0", pending, `{"pendingToolCallIds":["c1"],"type":"success"}`},
+		{"2.3", pending, `{"pendingToolCallIds":["c1"],"type":"success"}`},
+		{"", cancelled, `null`},
+		{"1.0", cancelled, `{"type":"cancelled"}`},
+	} {
+		fs := streamFrames(t, &RunAgentInput{ProtocolVersion: c.version}, c.ev)
+		b, _ := json.Marshal(fs[len(fs)-1]["outcome"])
+		if string(b) != c.want {
+			t.Errorf("protocolVersion %q: outcome %s, want %s", c.version, b, c.want)
+		}
+	}
+}
+
+// TestSnapshotOrderForHeldMessages checks the MESSAGES_SNAPSHOT sequence
+// against the reducer of @ag-ui/client (0.0.x and 1.0): messages the client
+// holds stay in place, the others are appended, those left out are dropped.
+func TestSnapshotOrderForHeldMessages(t *testing.T) {
+	reduce := func(held []string, snaps [][]string) []string {
+		for _, snap := range snaps {
+			in := map[string]bool{}
+			for _, id := range snap {
+				in[id] = true
+			}
+			var next []string
+			kept := map[string]bool{}
+			for _, id := range held {
+				if in[id] {
+					next = append(next, id)
+					kept[id] = true
+				}
+			}
+			for _, id := range snap {
+				if !kept[id] {
+					next = append(next, id)
+				}
+			}
+			held = next
+		}
+		return held
+	}
+	history := []message.Message{{ID: "h1", Role: message.User, Content: "a"}, {ID: "h2", Role: message.Assistant, Content: "b"},
+		{ID: "new", Role: message.User, Content: "c"}}
+	for _, c := range []struct {
+		name  string
+		held  []string
+		snaps int
+	}{
+		{"reopened with only the new input", []string{"new"}, 2},
+		{"continuing with the whole history", []string{"h1", "h2", "new"}, 1},
+		{"a reasoning message of its own", []string{"h1", "r1", "h2", "new"}, 1},
+		{"holding history out of order", []string{"h2", "h1", "new"}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var msgs []Message
+			for _, id := range c.held {
+				msgs = append(msgs, Message{ID: id, Role: "user"})
+			}
+			fs := streamFrames(t, &RunAgentInput{Messages: msgs}, event.Event{Type: event.MessagesSnapshot, Messages: history})
+			var snaps [][]string
+			for _, f := range fs {
+				if f["type"] != "MESSAGES_SNAPSHOT" {
+					continue
+				}
+				ids := []string{}
+				for _, m := range f["messages"].([]any) {
+					ids = append(ids, m.(map[string]any)["id"].(string))
+				}
+				snaps = append(snaps, ids)
+			}
+			if len(snaps) != c.snaps {
+				t.Fatalf("%d snapshots %v, want %d", len(snaps), snaps, c.snaps)
+			}
+			got := reduce(c.held, snaps)
+			if c.name == "a reasoning message of its own" {
+				got = slices.DeleteFunc(got, func(id string) bool { return id == "r1" })
+			}
+			if !slices.Equal(got, []string{"h1", "h2", "new"}) {
+				t.Fatalf("the client ends with %v after %v", got, snaps)
+			}
+		})
 	}
 }

@@ -43,7 +43,8 @@ type outcome struct {
 
 // interrupt is an AG-UI Interrupt plus Stackbone's description and
 // allowedDecisions (unknown to the 1.0 schema; clients that validate strip
-// them, and message repeats the description).
+// them, so message repeats the description and metadata.stackbone carries
+// both).
 type interrupt struct {
 	ID               string          `json:"id"`
 	Reason           string          `json:"reason"`

@@ -100,6 +100,9 @@ func Decode(body []byte) (*RunAgentInput, error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, apierror.Invalid("", "The request body is not a valid RunAgentInput: %v", httpjson.Problem(err))
 	}
+	if err := in.checkIDs(); err != nil {
+		return nil, err
+	}
 	for i, t := range in.Tools {
 		if t.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools[%d].name", i), "Every tool needs a name.")
@@ -126,6 +129,43 @@ func Decode(body []byte) (*RunAgentInput, error) {
 // runtime.Input, for errors about it.
 func (in *RunAgentInput) ToolParam(i int) string {
 	return fmt.Sprintf("tools[%d].name", i)
+}
+
+// checkIDs refuses client-chosen ids the store would keep (threadId, runId,
+// message and tool call ids) or look up (interruptId) unless they pass the
+// check every wire applies to thread ids.
+func (in *RunAgentInput) checkIDs() error {
+	check := func(param, id string) error {
+		if e := apierror.CheckID(param, id); e != nil {
+			return e
+		}
+		return nil
+	}
+	if err := check("threadId", in.ThreadID); err != nil {
+		return err
+	}
+	if err := check("runId", in.RunID); err != nil {
+		return err
+	}
+	for i, r := range in.Resume {
+		if err := check(fmt.Sprintf("resume[%d].interruptId", i), r.InterruptID); err != nil {
+			return err
+		}
+	}
+	for i, m := range in.Messages {
+		if err := check(fmt.Sprintf("messages[%d].id", i), m.ID); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("messages[%d].toolCallId", i), m.ToolCallID); err != nil {
+			return err
+		}
+		for j, c := range m.ToolCalls {
+			if err := check(fmt.Sprintf("messages[%d].toolCalls[%d].id", i, j), c.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Input maps the request onto a runtime.Input for the named agent. Tenant and

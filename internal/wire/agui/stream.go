@@ -3,6 +3,8 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -30,6 +32,11 @@ type Stream struct {
 	seenSubagents   map[string]bool
 	subagentIDs     map[string]string // runtime subagent run id → wire id
 	messageOwner    map[string]string
+	// preV1 is set for a client older than AG-UI 1.0 (see ForClient).
+	preV1 bool
+	// held are the ids of the messages the client holds, in its order: the
+	// request's, then each MESSAGES_SNAPSHOT's.
+	held []string
 }
 
 // openSet is an insertion-ordered set of open ids with their owner (the
@@ -70,6 +77,36 @@ func NewStream(out Frames, threadID, runID string, now func() time.Time) *Stream
 	}
 	return &Stream{out: out, threadID: threadID, runID: runID, now: now,
 		seenSubagents: map[string]bool{}, subagentIDs: map[string]string{}, messageOwner: map[string]string{}, stepDepth: map[openStep]int{}}
+}
+
+// ForClient adapts the stream to the client that sent req and returns it.
+//
+// A client that declares no protocolVersion of 1.0 or later (@ag-ui/client
+// 0.0.x, which CopilotKit 1.x pins) validates RUN_FINISHED's outcome
+// strictly: it gets no pendingToolCallIds (it derives pending calls from the
+// stream, as 1.0 does when the list is absent) and no "cancelled" outcome,
+// which it does not know.
+//
+// The request's message ids are what the client holds; MESSAGES_SNAPSHOT
+// is written so that the client's reducer (which keeps the messages it holds
+// in place and appends the others) ends up in the snapshot's order.
+func (s *Stream) ForClient(req *RunAgentInput) *Stream {
+	s.preV1 = !atLeastV1(req.ProtocolVersion)
+	s.held = s.held[:0]
+	for _, m := range req.Messages {
+		if m.ID != "" {
+			s.held = append(s.held, m.ID)
+		}
+	}
+	return s
+}
+
+// atLeastV1 reports whether an AG-UI protocolVersion ("major.minor") is 1.0
+// or later.
+func atLeastV1(v string) bool {
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 1
 }
 
 // Done reports whether the terminal event was written.
@@ -172,7 +209,7 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return s.write(stateDelta{base: s.stamp("STATE_DELTA", e.Time), Delta: patch})
 	case event.MessagesSnapshot:
-		return s.write(messagesSnapshot{base: s.stamp("MESSAGES_SNAPSHOT", e.Time), Messages: wireMessages(e.Messages)})
+		return s.messagesSnapshot(wireMessages(e.Messages), e.Time)
 	case event.StepStarted:
 		if e.StepName == "" {
 			return nil
@@ -233,6 +270,9 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		s.done = true
 		fin := runFinished{base: s.stamp("RUN_FINISHED", e.Time), ThreadID: s.threadID, RunID: s.runIDOr(e.RunID), Outcome: outcomeOf(e.Outcome)}
+		if s.preV1 {
+			fin.Outcome = preV1Outcome(fin.Outcome)
+		}
 		if e.Usage != nil {
 			u := e.Usage
 			fin.Usage = []tokenUsage{{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}}
@@ -240,6 +280,68 @@ func (s *Stream) Write(e event.Event) error {
 		return s.write(fin)
 	case event.RunError:
 		return s.Fail(&apierror.Error{Code: e.Code, Message: e.Message}, e.Time)
+	}
+	return nil
+}
+
+// messagesSnapshot writes MESSAGES_SNAPSHOT so that an AG-UI client holds
+// msgs in their order afterwards. Its reducer keeps the messages it already
+// holds where they are and appends the snapshot's others, so a client that
+// reopens a thread holding only its new input would show that input above
+// the restored history. When that would happen, a first snapshot holds only
+// the history before the first message the client holds (the reducer drops
+// what a snapshot leaves out); the full snapshot then appends the rest in
+// order.
+func (s *Stream) messagesSnapshot(msgs []wireMessage, ms int64) error {
+	if !s.keepsOrder(msgs) {
+		held := make(map[string]bool, len(s.held))
+		for _, id := range s.held {
+			held[id] = true
+		}
+		k := 0
+		for k < len(msgs) && !held[msgs[k].ID] {
+			k++
+		}
+		if err := s.write(messagesSnapshot{base: s.stamp("MESSAGES_SNAPSHOT", ms), Messages: msgs[:k:k]}); err != nil {
+			return err
+		}
+	}
+	s.held = s.held[:0]
+	for _, m := range msgs {
+		s.held = append(s.held, m.ID)
+	}
+	return s.write(messagesSnapshot{base: s.stamp("MESSAGES_SNAPSHOT", ms), Messages: msgs})
+}
+
+// keepsOrder reports whether the client's reducer, applying msgs to the
+// messages it holds, ends with msgs in their order: the held messages msgs
+// lists must come first, in msgs' order.
+func (s *Stream) keepsOrder(msgs []wireMessage) bool {
+	in := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		in[m.ID] = true
+	}
+	i := 0
+	for _, id := range s.held {
+		if !in[id] {
+			continue // dropped by the snapshot, or the client's own (reasoning)
+		}
+		if i >= len(msgs) || msgs[i].ID != id {
+			return false
+		}
+		i++
+	}
+	return true
+}
+
+// preV1Outcome is an outcome a pre-1.0 client accepts: success without
+// pendingToolCallIds, or an interrupt; a cancelled run has no outcome.
+func preV1Outcome(o *outcome) *outcome {
+	switch o.Type {
+	case "interrupt":
+		return o
+	case "success":
+		return &outcome{Type: "success"}
 	}
 	return nil
 }
@@ -409,7 +511,13 @@ func interruptOf(it event.InterruptInfo) interrupt {
 	if rs := bytes.TrimSpace(it.ResponseSchema); len(rs) > 0 && rs[0] == '{' {
 		out.ResponseSchema = rs
 	}
-	meta := map[string]any{"tool": it.Tool}
+	// description and allowedDecisions also go under metadata.stackbone:
+	// the 1.0 client strips the top-level ones (with a warning), and
+	// metadata is the one place both 0.0.x and 1.0 clients keep silently.
+	meta := map[string]any{"tool": it.Tool, "allowedDecisions": out.AllowedDecisions}
+	if it.Description != "" {
+		meta["description"] = it.Description
+	}
 	if it.Subagent != "" {
 		meta["subagent"] = it.Subagent
 	}
