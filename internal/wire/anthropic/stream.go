@@ -25,11 +25,13 @@ type Frames interface {
 //
 // message_start carries the upstream's real input tokens, as Anthropic's
 // does (clients such as LangChain take the input count from it): it waits
-// for the run's InputUsage event, holding back the frames that follow it.
-// A provider that reports input tokens at the start of a step (Anthropic)
-// delays nothing; one that reports them at its end (OpenAI) holds the first
-// step's frames until then. A run that ends or fails before any report
-// starts with the turn's input count, or the estimate when there is none.
+// for the run's InputUsage event, but never past the first text: a provider
+// that reports input tokens at the start of a step (Anthropic) gets its real
+// figure; one that reports them only at the end of a step (OpenAI) gets the
+// real figure when its first step is a silent tool step, and the estimate
+// when text comes first, so streamed text is never held back. A run that
+// ends or fails before any report starts with the turn's input count, or
+// the estimate when there is none.
 type Stream struct {
 	mu        sync.Mutex
 	out       Frames
@@ -38,16 +40,10 @@ type Stream struct {
 
 	begun    bool // the run started: message_start is due
 	started  bool // message_start was written
-	held     []heldFrame
 	done     bool
 	next     int // index of the next block
 	textOpen bool
 	textMsg  string
-}
-
-type heldFrame struct {
-	name string
-	data []byte
 }
 
 // NewStream starts an encoder. estimate is the input count message_start
@@ -101,19 +97,11 @@ var (
 	messageStopData = []byte(`{"type":"message_stop"}`)
 )
 
-// send writes a frame after message_start, or holds it until then.
+// send writes a frame (always after message_start).
 func (s *Stream) send(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
-	}
-	return s.frame(name, b)
-}
-
-func (s *Stream) frame(name string, b []byte) error {
-	if !s.started {
-		s.held = append(s.held, heldFrame{name, b})
-		return nil
 	}
 	return s.out.Event(name, b)
 }
@@ -137,7 +125,13 @@ func (s *Stream) Write(e event.Event, err error) error {
 		if e.Delta == "" {
 			return nil
 		}
-		s.begun = true
+		if !s.started {
+			// Output never waits: a provider that reports input tokens
+			// only at the end of a step gets the estimate here.
+			if err := s.start(0); err != nil {
+				return err
+			}
+		}
 		if !s.textOpen || s.textMsg != e.MessageID {
 			if err := s.closeText(); err != nil {
 				return err
@@ -164,7 +158,7 @@ func (s *Stream) Write(e event.Event, err error) error {
 }
 
 // start writes message_start once, with inputTokens (the estimate when
-// zero), then the frames held until now.
+// zero).
 func (s *Stream) start(inputTokens int) error {
 	if s.started {
 		return nil
@@ -181,17 +175,7 @@ func (s *Stream) start(inputTokens int) error {
 		return err
 	}
 	s.started, s.begun = true, true
-	if err := s.out.Event("message_start", b); err != nil {
-		return err
-	}
-	held := s.held
-	s.held = nil
-	for _, f := range held {
-		if err := s.out.Event(f.name, f.data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.out.Event("message_start", b)
 }
 
 // closeText ends the open text block.
@@ -246,8 +230,8 @@ func (s *Stream) finish(e event.Event) error {
 	return s.out.Event("message_stop", messageStopData)
 }
 
-// fail writes an error event and ends the stream: after message_start (and
-// what it held back) once the run began.
+// fail writes an error event and ends the stream: after message_start once
+// the run began.
 func (s *Stream) fail(e *apierror.Error) error {
 	s.done = true
 	if s.begun {

@@ -289,41 +289,68 @@ func TestStreamErrorType(t *testing.T) {
 	}
 }
 
-// message_start carries the input tokens the run reports, and nothing is
-// written before it but keepalive comments: the frames of a provider that
-// reports its usage at the end of a step wait for it.
+// message_start carries the input tokens the run reports before its first
+// text (Anthropic upstreams report them at the start of a step), with only
+// keepalive comments before it; text is never held back to wait for a count
+// that comes at the end of a step (OpenAI upstreams): then message_start
+// carries the estimate at once and message_delta the real figure.
 func TestStreamMessageStartWaitsForInputUsage(t *testing.T) {
-	rec := httptest.NewRecorder()
-	st := NewStream(sse.New(rec), "msg_test", "assistant", 72)
-	write := func(e event.Event) {
-		t.Helper()
-		if err := st.Write(e, nil); err != nil {
+	run := func(t *testing.T, reportFirst bool) ([]frame, string) {
+		rec := httptest.NewRecorder()
+		st := NewStream(sse.New(rec), "msg_test", "assistant", 72)
+		write := func(e event.Event) {
+			t.Helper()
+			if err := st.Write(e, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(event.Event{Type: event.RunStarted})
+		if err := st.Ping(); err != nil {
 			t.Fatal(err)
 		}
+		if got := rec.Body.String(); got != ": ping\n\n" {
+			t.Fatalf("written before the first output: %q", got)
+		}
+		if reportFirst {
+			write(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: 20}})
+		}
+		write(text("m1", "Hel"))
+		afterFirstText := rec.Body.String()
+		if !reportFirst {
+			write(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: 20}})
+		}
+		write(text("m1", "lo"))
+		write(event.Event{Type: event.TextEnd, MessageID: "m1"})
+		write(event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd},
+			Usage: &event.Usage{InputTokens: 20, OutputTokens: 3}})
+		fs := frames(t, rec.Body.Bytes())
+		var names []string
+		for _, f := range fs {
+			names = append(names, f.name)
+		}
+		if strings.Join(names, " ") != "message_start content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop" {
+			t.Fatalf("frames %v", names)
+		}
+		return fs, afterFirstText
 	}
-	write(event.Event{Type: event.RunStarted})
-	write(text("m1", "Hel"))
-	if err := st.Ping(); err != nil {
-		t.Fatal(err)
+	inputOf := func(fs []frame) (start, delta any) {
+		start = fs[0].data["message"].(map[string]any)["usage"].(map[string]any)["input_tokens"]
+		delta = fs[len(fs)-2].data["usage"].(map[string]any)["input_tokens"]
+		return
 	}
-	if got := rec.Body.String(); got != ": ping\n\n" {
-		t.Fatalf("written before the input count: %q", got)
-	}
-	write(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: 20}})
-	write(text("m1", "lo"))
-	write(event.Event{Type: event.TextEnd, MessageID: "m1"})
-	write(event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd},
-		Usage: &event.Usage{InputTokens: 20, OutputTokens: 3}})
-	fs := frames(t, rec.Body.Bytes())
-	var names []string
-	for _, f := range fs {
-		names = append(names, f.name)
-	}
-	if strings.Join(names, " ") != "message_start content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop" {
-		t.Fatalf("frames %v", names)
-	}
-	usage := fs[0].data["message"].(map[string]any)["usage"].(map[string]any)
-	if usage["input_tokens"] != 20.0 {
-		t.Fatalf("message_start usage %v, want the reported 20", usage)
-	}
+	t.Run("reported before text", func(t *testing.T) {
+		fs, _ := run(t, true)
+		if start, delta := inputOf(fs); start != 20.0 || delta != 20.0 {
+			t.Fatalf("message_start input %v, message_delta %v; want the reported 20 in both", start, delta)
+		}
+	})
+	t.Run("reported after text", func(t *testing.T) {
+		fs, afterFirstText := run(t, false)
+		if !strings.Contains(afterFirstText, `"text":"Hel"`) {
+			t.Fatalf("the first text was held back: %q", afterFirstText)
+		}
+		if start, delta := inputOf(fs); start != 72.0 || delta != 20.0 {
+			t.Fatalf("message_start input %v, message_delta %v; want the estimate 72, then the real 20", start, delta)
+		}
+	})
 }
