@@ -147,3 +147,34 @@ type Usage struct {
 func (u Usage) Add(o Usage) Usage {
 	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
 }
+
+// WaitingNote is the short assistant text the chat wires (OpenAI, Anthropic)
+// add to a turn that paused for a human decision, so a client that does not
+// own the pending tool call still has something to show ("Waiting for
+// approval: Refund order ord_1 for 5"). ok is false for any other outcome.
+// The note is part of the answer on those wires only: it is not stored, and
+// AG-UI shows the interrupt itself.
+func WaitingNote(o *Outcome) (text string, ok bool) {
+	if o == nil || o.Type != Interrupt || len(o.Interrupts) == 0 {
+		return "", false
+	}
+	var b []byte
+	b = append(b, "Waiting for approval: "...)
+	for i, in := range o.Interrupts {
+		if i > 0 {
+			b = append(b, "; "...)
+		}
+		if in.Description != "" {
+			b = append(b, in.Description...)
+		} else {
+			b = append(b, "a call to "...)
+			b = append(b, in.Tool...)
+		}
+	}
+	b = append(b, '.')
+	return string(b), true
+}
+
+// WaitingNoteMessageID is the message id the wires give a WaitingNote's
+// text, so it reads as a paragraph of its own.
+const WaitingNoteMessageID = "waiting-note"

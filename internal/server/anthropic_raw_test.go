@@ -172,24 +172,33 @@ func TestAnthropicRawStreamFrames(t *testing.T) {
 		}
 	}
 
-	// A paused approval: the pending call as a tool_use block at index 0.
+	// A paused approval: a text block saying what waits (clients that do
+	// not own the call have something to show), then the pending call as a
+	// tool_use block.
 	resp, b = antPost(t, env.URL+"/v1/messages", antBody("refund my order", `,"stream":true`), map[string]string{"x-stackbone-session": "raw-refund"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 	fs = readFrames(t, b)
-	if got := strings.Join(checkBlocks(t, fs), ","); got != "tool_use" {
+	if got := strings.Join(checkBlocks(t, fs), ","); got != "text,tool_use" {
 		t.Fatalf("blocks %s", got)
 	}
-	var partial strings.Builder
+	var partial, note strings.Builder
 	for _, f := range fs {
 		switch f.event {
 		case "content_block_start":
+			if f.data["content_block"].(map[string]any)["type"] == "text" {
+				continue
+			}
 			if !strings.Contains(f.raw, `"input":{}`) || !strings.Contains(f.raw, `"name":"refund"`) {
 				t.Fatalf("tool_use start %s", f.raw)
 			}
 		case "content_block_delta":
 			d := f.data["delta"].(map[string]any)
+			if d["type"] == "text_delta" {
+				note.WriteString(d["text"].(string))
+				continue
+			}
 			if d["type"] != "input_json_delta" {
 				t.Fatalf("delta %s", f.raw)
 			}
@@ -203,6 +212,9 @@ func TestAnthropicRawStreamFrames(t *testing.T) {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(partial.String()), &args); err != nil || args["orderId"] != "ord_42" {
 		t.Fatalf("partial_json %q", partial.String())
+	}
+	if !strings.HasPrefix(note.String(), "Waiting for approval: ") {
+		t.Fatalf("the paused turn's text %q", note.String())
 	}
 }
 

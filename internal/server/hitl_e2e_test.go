@@ -45,6 +45,14 @@ func pause(t *testing.T, env *stacktest.Env, sess, prompt string) openai.ChatCom
 	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
 		t.Fatalf("want a paused tool call, got %+v", ch)
 	}
+	// A client that does not own the call still has something to show.
+	want := "Waiting for approval: a call to " + ch.Message.ToolCalls[0].Function.Name + "."
+	if ch.Message.ToolCalls[0].Function.Name == "refund" {
+		want = "Waiting for approval: Refund order " // the tool's description
+	}
+	if !strings.HasPrefix(ch.Message.Content, want) {
+		t.Fatalf("the paused turn's text %q", ch.Message.Content)
+	}
 	return ch.Message.ToolCalls[0]
 }
 

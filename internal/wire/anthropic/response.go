@@ -128,6 +128,9 @@ func (c *Collector) Add(e event.Event, err error) {
 			c.closeText()
 		}
 	case event.RunFinished:
+		if note, ok := event.WaitingNote(e.Outcome); ok {
+			c.Add(event.Event{Type: event.TextDelta, MessageID: event.WaitingNoteMessageID, Delta: note}, nil)
+		}
 		c.done = true
 		c.closeText()
 		if e.Outcome != nil {

@@ -111,6 +111,10 @@ func (s *Stream) send(name string, v any) error {
 func (s *Stream) Write(e event.Event, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.write(e, err)
+}
+
+func (s *Stream) write(e event.Event, err error) error {
 	if s.done || !visible(e) {
 		return nil
 	}
@@ -150,6 +154,18 @@ func (s *Stream) Write(e event.Event, err error) error {
 			return s.closeText()
 		}
 	case event.RunFinished:
+		if note, ok := event.WaitingNote(e.Outcome); ok {
+			if e.Usage != nil {
+				// The note is not the model's output: message_start
+				// keeps the turn's real input count.
+				if err := s.start(e.Usage.InputTokens); err != nil {
+					return err
+				}
+			}
+			if err := s.write(event.Event{Type: event.TextDelta, MessageID: event.WaitingNoteMessageID, Delta: note}, nil); err != nil {
+				return err
+			}
+		}
 		return s.finish(e)
 	case event.RunError:
 		return s.fail(apierror.OfRunError(e.Code, e.Message, err))

@@ -120,6 +120,9 @@ func (c *Collector) Add(e event.Event, err error) {
 	case event.TextDelta:
 		c.text.WriteString(c.j.piece(e))
 	case event.RunFinished:
+		if note, ok := event.WaitingNote(e.Outcome); ok {
+			c.text.WriteString(c.j.piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note}))
+		}
 		msg := ResponseMessage{Role: "assistant"}
 		if e.Outcome != nil && len(e.Outcome.PendingCalls) > 0 {
 			msg.ToolCalls = toolCalls(e.Outcome.PendingCalls, false)

@@ -82,6 +82,12 @@ func (s *Stream) Write(e event.Event) error {
 		p := s.j.piece(e)
 		return s.chunk(delta{Content: &p}, nil)
 	case event.RunFinished:
+		if note, ok := event.WaitingNote(e.Outcome); ok {
+			p := s.j.piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note})
+			if err := s.chunk(delta{Content: &p}, nil); err != nil {
+				return err
+			}
+		}
 		s.done = true
 		if e.Outcome != nil && len(e.Outcome.PendingCalls) > 0 {
 			if err := s.chunk(delta{ToolCalls: toolCalls(e.Outcome.PendingCalls, true)}, nil); err != nil {
