@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/model/anthropic"
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
@@ -149,7 +154,7 @@ func TestResponseFormatJSONObject(t *testing.T) {
 					t.Fatalf("upstream body %s", last.Body)
 				}
 			case modeltest.Anthropic:
-				if !strings.Contains(last.Request.System, "Answer with a single JSON object") {
+				if !strings.Contains(last.Request.System, anthropic.JSONObjectInstruction) {
 					t.Fatalf("upstream system %q", last.Request.System)
 				}
 			}
@@ -247,5 +252,35 @@ func TestResponseFormatSurvivesApprovalResume(t *testing.T) {
 	msgs, _ := env.Store.Messages(context.Background(), "dev", "fmt-resume")
 	if got := msgs[len(msgs)-1].Content; got != `{"refunded":true}` {
 		t.Fatalf("resumed answer %q", got)
+	}
+}
+
+// TestResponseFormatScriptedModel: a scripted/ agent returns its reply text
+// as written; the server checks it against the format, so a JSON reply
+// passes and a prose reply is a 502 response_format_mismatch.
+func TestResponseFormatScriptedModel(t *testing.T) {
+	dir := t.TempDir()
+	sc := `[{"when":{"lastUser":"prose"},"reply":{"text":"Sunny."}},{"reply":{"text":"{\"city\":\"Paris\",\"temp_c\":21}"}}]`
+	if err := os.WriteFile(filepath.Join(dir, "fmt.script.json"), []byte(sc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := stacktest.New(t, stacktest.Options{Agents: func(*stacktest.Env) []*agent.Spec {
+		return []*agent.Spec{{Name: "assistant", Model: "scripted/fmt", Dir: dir}}
+	}})
+	p := params(user("weather as JSON"))
+	p.ResponseFormat = schemaFormat(t)
+	res, err := client(env).Chat.Completions.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Choices[0].Message.Content; got != `{"city":"Paris","temp_c":21}` {
+		t.Fatalf("answer %q", got)
+	}
+	p = params(user("prose please"))
+	p.ResponseFormat = schemaFormat(t)
+	_, err = client(env, option.WithMaxRetries(0)).Chat.Completions.New(context.Background(), p)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "response_format_mismatch" {
+		t.Fatalf("want a 502 response_format_mismatch, got %v", err)
 	}
 }
