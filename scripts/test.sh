@@ -34,7 +34,7 @@ log "Go modules"
 go mod download
 
 log "Node packages for the TypeScript and AG-UI client tests"
-for d in internal/agent/tsload/testdata/zodagent tests/agui; do
+for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients; do
   if [ -f "$d/package-lock.json" ]; then
     (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   fi

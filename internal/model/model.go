@@ -25,6 +25,37 @@ type Request struct {
 	MaxTokens     int
 	StopSequences []string
 	Temperature   *float64
+	// ResponseFormat, when set, asks for a JSON answer. It is sent on every
+	// step of a turn, as OpenAI applies it to every call; the model may still
+	// call tools.
+	ResponseFormat *ResponseFormat
+}
+
+// Response format types (OpenAI's response_format.type; "text" is no
+// format at all and never reaches a provider).
+const (
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// ResponseFormat asks the model to answer with JSON: any JSON object
+// (FormatJSONObject) or a value matching Schema (FormatJSONSchema).
+type ResponseFormat struct {
+	Type string `json:"type"`
+	// Name, Description, Schema and Strict describe a FormatJSONSchema.
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      bool            `json:"strict,omitempty"`
+}
+
+// FormatHonourer is implemented by a provider that can honour response
+// formats. The runtime refuses (400) a format for an agent whose provider
+// does not implement it or does not honour that format, before anything is
+// stored: a format is never dropped silently.
+type FormatHonourer interface {
+	// HonoursFormat reports whether the provider can answer in f.
+	HonoursFormat(f ResponseFormat) bool
 }
 
 // ToolDef is a tool as the model sees it.

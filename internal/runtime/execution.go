@@ -382,6 +382,11 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 func (x *execution) step(ctx context.Context) (message.Message, error) {
 	req := model.Request{Model: x.modelName, System: x.system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
 		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature}
+	if x.scope == "" {
+		// The format is the client's, for the agent's answer; a subagent's
+		// report to its parent is free text.
+		req.ResponseFormat = x.in.ResponseFormat
+	}
 	// Capped at its length, so adding client tools copies the shared slice.
 	req.Tools = x.toolDefs[:len(x.toolDefs):len(x.toolDefs)]
 	for _, t := range x.in.ClientTools {
@@ -469,12 +474,44 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 	}
 	if len(msg.ToolCalls) > 0 {
 		x.stop = event.StopToolCalls
+	} else if err := x.followsFormat(msg.Content); err != nil {
+		return msg, err
 	}
 	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{msg}, Interrupts: interrupts, Events: stored}); err != nil {
 		return msg, err
 	}
 	x.msgs = append(x.msgs, msg)
 	return msg, nil
+}
+
+// followsFormat checks the final answer of a turn against the client's
+// response format. The model was asked for the format (upstream structured
+// output, or an instruction where the provider has none); an answer that
+// still does not follow it ends the turn with a 502 instead of reaching the
+// client as if it did. An answer cut at the token limit is not checked: its
+// finish reason already tells the client it is incomplete.
+func (x *execution) followsFormat(answer string) error {
+	f := x.in.ResponseFormat
+	if f == nil || x.scope != "" || x.stop != event.StopEnd {
+		return nil
+	}
+	var err error
+	switch f.Type {
+	case model.FormatJSONObject:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(answer), &obj) != nil || obj == nil {
+			err = errors.New("the answer is not a JSON object")
+		}
+	case model.FormatJSONSchema:
+		err = schema.Validate(f.Schema, json.RawMessage(answer))
+	}
+	if err == nil {
+		return nil
+	}
+	e := apierror.New(apierror.Upstream, "response_format_mismatch",
+		fmt.Sprintf("The model's answer does not follow response_format %s: %v", f.Type, err))
+	e.NoRetry = true
+	return e
 }
 
 // needsDecision returns the interrupt a call must wait on, or nil. Only a

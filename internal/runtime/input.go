@@ -31,6 +31,10 @@ type Input struct {
 	MaxTokens     int
 	StopSequences []string
 	Temperature   *float64
+	// ResponseFormat asks for a JSON final answer (OpenAI response_format);
+	// nil means free text. Start refuses it (400) when the agent's provider
+	// cannot honour it, and the final answer is checked against it.
+	ResponseFormat *model.ResponseFormat
 	// State, when set, is merged into the thread's state for the agent's
 	// editable keys (the caller filtered and validated it).
 	State map[string]json.RawMessage
@@ -61,6 +65,9 @@ type runOptions struct {
 	MaxTokens     int        `json:"maxTokens,omitempty"`
 	StopSequences []string   `json:"stopSequences,omitempty"`
 	Temperature   *float64   `json:"temperature,omitempty"`
+	// ResponseFormat is kept so a turn resumed after a decision still
+	// answers in the format the client asked for.
+	ResponseFormat *model.ResponseFormat `json:"responseFormat,omitempty"`
 }
 
 type toolSpec struct {
@@ -72,7 +79,7 @@ type toolSpec struct {
 // optionsOf encodes a turn's options for the store.
 func optionsOf(in Input) json.RawMessage {
 	o := runOptions{System: clientSystem(in.Messages), ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
-		StopSequences: in.StopSequences, Temperature: in.Temperature}
+		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat}
 	for _, t := range in.ClientTools {
 		o.ClientTools = append(o.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -96,6 +103,7 @@ func (x *execution) restore(raw json.RawMessage) {
 	}
 	x.system = systemPrompt(x.spec.Instructions, o.System)
 	x.in.ToolChoice, x.in.MaxTokens, x.in.StopSequences, x.in.Temperature = o.ToolChoice, o.MaxTokens, o.StopSequences, o.Temperature
+	x.in.ResponseFormat = o.ResponseFormat
 	x.in.ClientTools = nil
 	for _, t := range o.ClientTools {
 		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})

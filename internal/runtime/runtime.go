@@ -128,6 +128,9 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
 		return nil, err
 	}
+	if err := honours(x.provider, spec.Model, in.ResponseFormat); err != nil {
+		return nil, err
+	}
 	x.in = in
 	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
 	runID := in.RunID
@@ -239,6 +242,18 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	x.run = run
 	go x.drive(context.WithoutCancel(ctx), &started)
 	return run, nil
+}
+
+// honours refuses a response format the agent's provider cannot honour,
+// before anything is stored: a format is never dropped silently.
+func honours(p model.Provider, ref string, f *model.ResponseFormat) error {
+	if f == nil {
+		return nil
+	}
+	if h, ok := p.(model.FormatHonourer); ok && h.HonoursFormat(*f) {
+		return nil
+	}
+	return apierror.Invalid("response_format", "The agent's model `%s` cannot answer in response_format `%s`.", ref, f.Type)
 }
 
 // load returns a thread's stored messages, checking it belongs to agentName

@@ -49,7 +49,22 @@ type Provider struct {
 	log    *slog.Logger
 }
 
-var _ model.Provider = (*Provider)(nil)
+var (
+	_ model.Provider       = (*Provider)(nil)
+	_ model.FormatHonourer = (*Provider)(nil)
+)
+
+// JSONObjectInstruction joins the system prompt for a json_object response
+// format: the Messages API has no "any JSON object" mode, so the model is
+// told, and the runtime checks the final answer.
+const JSONObjectInstruction = "Answer with a single JSON object and nothing else: no prose before or after it, no Markdown code fences."
+
+// HonoursFormat reports that both response formats can be honoured:
+// json_schema as structured output (output_config.format), json_object by
+// instruction (JSONObjectInstruction).
+func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
+	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema
+}
 
 // New returns a Provider for cfg.
 func New(cfg Config) *Provider {
@@ -196,7 +211,10 @@ func stopReason(r ant.StopReason, hadCalls bool) event.StopReason {
 // prompt (and system messages) to "system", tool messages to tool_result
 // blocks in user turns (consecutive user-side messages merged into one turn),
 // assistant tool calls to tool_use blocks, images to image blocks.
-// Temperature is not sent: the 2026-10-21 API version dropped it.
+// Temperature is not sent: the 2026-10-21 API version dropped it. A
+// json_schema response format becomes output_config.format (structured
+// outputs; Name and Strict have no equivalent, the schema is always
+// enforced); json_object becomes JSONObjectInstruction in the system prompt.
 func Params(req model.Request) (ant.MessageNewParams, error) {
 	params := ant.MessageNewParams{Model: req.Model, MaxTokens: int64(req.MaxTokens)}
 	if params.MaxTokens <= 0 {
@@ -270,6 +288,18 @@ func Params(req model.Request) (ant.MessageNewParams, error) {
 	}
 	if len(req.StopSequences) > 0 {
 		params.StopSequences = req.StopSequences
+	}
+	if f := req.ResponseFormat; f != nil {
+		switch f.Type {
+		case model.FormatJSONSchema:
+			var schema map[string]any
+			if err := json.Unmarshal(f.Schema, &schema); err != nil {
+				return params, fmt.Errorf("response format schema: %w", err)
+			}
+			params.OutputConfig.Format = ant.JSONOutputFormatParam{Schema: schema}
+		case model.FormatJSONObject:
+			params.System = append(params.System, ant.TextBlockParam{Text: JSONObjectInstruction})
+		}
 	}
 	return params, nil
 }

@@ -53,7 +53,10 @@ type Provider struct {
 	log    *slog.Logger
 }
 
-var _ model.Provider = (*Provider)(nil)
+var (
+	_ model.Provider       = (*Provider)(nil)
+	_ model.FormatHonourer = (*Provider)(nil)
+)
 
 // New returns a Provider for cfg.
 func New(cfg Config) *Provider {
@@ -96,6 +99,12 @@ func endpoint(base string) (string, error) {
 		}
 	}
 	return u.ResolveReference(&url.URL{Path: "chat/completions"}).String(), nil
+}
+
+// HonoursFormat reports that both response formats pass through as
+// response_format (OpenAI and compatible servers such as Ollama take it).
+func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
+	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema
 }
 
 // Stream runs one step as a streamed chat completion.

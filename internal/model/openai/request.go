@@ -21,8 +21,23 @@ type chatRequest struct {
 	MaxTokens           int            `json:"max_tokens,omitempty"`
 	Stop                []string       `json:"stop,omitempty"`
 	Temperature         *float64       `json:"temperature,omitempty"`
+	ResponseFormat      *chatFormat    `json:"response_format,omitempty"`
 	Stream              bool           `json:"stream"`
 	StreamOptions       chatStreamOpts `json:"stream_options"`
+}
+
+// chatFormat is response_format: {"type":"json_object"} or
+// {"type":"json_schema","json_schema":{...}}.
+type chatFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *chatSchema `json:"json_schema,omitempty"`
+}
+
+type chatSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      bool            `json:"strict,omitempty"`
 }
 
 type chatStreamOpts struct {
@@ -118,6 +133,12 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 		c := &chatNamedChoice{Type: "function"}
 		c.Function.Name = req.ToolChoice
 		body.ToolChoice = c
+	}
+	if f := req.ResponseFormat; f != nil {
+		body.ResponseFormat = &chatFormat{Type: f.Type}
+		if f.Type == model.FormatJSONSchema {
+			body.ResponseFormat.JSONSchema = &chatSchema{Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
+		}
 	}
 	if req.MaxTokens > 0 {
 		if p.cfg.LegacyMaxTokens {

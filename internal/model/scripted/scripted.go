@@ -39,7 +39,17 @@ type Provider struct {
 	size    int64
 }
 
-var _ model.Provider = (*Provider)(nil)
+var (
+	_ model.Provider       = (*Provider)(nil)
+	_ model.FormatHonourer = (*Provider)(nil)
+)
+
+// HonoursFormat accepts both response formats: the script's reply text is
+// returned as written, and the runtime checks the final answer against the
+// format (a script that answers prose under a format fails the turn).
+func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
+	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema
+}
 
 // New returns a provider over a fixed, already parsed script.
 func New(s *script.Script) *Provider {

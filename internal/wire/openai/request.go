@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -31,6 +32,7 @@ type Request struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Stop                json.RawMessage `json:"stop"`
 	Temperature         *float64        `json:"temperature"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 // Message is a request message: content may be null, a string or parts.
@@ -140,6 +142,11 @@ func (req *Request) Input() (runtime.Input, error) {
 			}
 		}
 	}
+	f, err := responseFormat(req.ResponseFormat)
+	if err != nil {
+		return in, err
+	}
+	in.ResponseFormat = f
 	for _, t := range req.Tools {
 		in.ClientTools = append(in.ClientTools, model.ToolDef{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
@@ -151,6 +158,60 @@ func (req *Request) Input() (runtime.Input, error) {
 		in.Messages = append(in.Messages, msg)
 	}
 	return in, nil
+}
+
+// schemaName is what OpenAI accepts as response_format.json_schema.name.
+var schemaName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// responseFormat reads response_format: absent, null or {"type":"text"}
+// is free text (nil); {"type":"json_object"}; or {"type":"json_schema",
+// "json_schema":{"name","description","schema","strict"}} with a schema that
+// compiles (a missing name becomes "response").
+func responseFormat(raw json.RawMessage) (*model.ResponseFormat, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var rf struct {
+		Type       string          `json:"type"`
+		JSONSchema json.RawMessage `json:"json_schema"`
+	}
+	if raw[0] != '{' || json.Unmarshal(raw, &rf) != nil {
+		return nil, apierror.Invalid("response_format", "`response_format` must be an object such as {\"type\":\"json_object\"}.")
+	}
+	switch rf.Type {
+	case "text":
+		return nil, nil
+	case model.FormatJSONObject:
+		return &model.ResponseFormat{Type: model.FormatJSONObject}, nil
+	case model.FormatJSONSchema:
+	case "":
+		return nil, apierror.Invalid("response_format.type", "`response_format.type` is required: text, json_object or json_schema.")
+	default:
+		return nil, apierror.Invalid("response_format.type", "Unknown `response_format.type` %q: want text, json_object or json_schema.", rf.Type)
+	}
+	var js struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	if b := bytes.TrimSpace(rf.JSONSchema); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &js) != nil {
+		return nil, apierror.Invalid("response_format.json_schema", "A json_schema response format needs `json_schema`: an object with `name` and `schema`.")
+	}
+	if s := bytes.TrimSpace(js.Schema); len(s) == 0 || s[0] != '{' {
+		return nil, apierror.Invalid("response_format.json_schema.schema", "`response_format.json_schema.schema` must be a JSON Schema object.")
+	}
+	if js.Name == "" {
+		js.Name = "response"
+	} else if !schemaName.MatchString(js.Name) {
+		return nil, apierror.Invalid("response_format.json_schema.name", "`response_format.json_schema.name` must be 1 to 64 letters, digits, underscores or dashes.")
+	}
+	if _, err := schema.Compile(js.Schema); err != nil {
+		return nil, apierror.Invalid("response_format.json_schema.schema", "`response_format.json_schema.schema` is not a valid JSON Schema: %v", err)
+	}
+	return &model.ResponseFormat{Type: model.FormatJSONSchema, Name: js.Name, Description: js.Description,
+		Schema: bytes.TrimSpace(js.Schema), Strict: js.Strict != nil && *js.Strict}, nil
 }
 
 func (m Message) canonical(i int) (message.Message, error) {
