@@ -195,9 +195,15 @@ func isLocalHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// StatusClientClosed is the status /metrics counts for a request whose
+// client hung up before its response was complete (nginx's 499).
+const StatusClientClosed = 499
+
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// failed is set when a write to the client failed (it hung up).
+	failed bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -211,7 +217,11 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
 }
 
 func (w *statusWriter) Flush() {
@@ -256,12 +266,25 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 			}
 			return h(sw, r)
 		}()
+		// The request's context ends early when the client hangs up: a
+		// server-side failure then (a cancelled run) or a failed write is
+		// the client's doing, logged at info and counted as 499.
+		gone := r.Context().Err() != nil
+		closed := gone && sw.failed
 		if err != nil {
-			s.writeError(sw, r, wire, err, rid)
+			if gone && apierror.From(err).Status >= 500 {
+				closed = true
+			} else {
+				s.writeError(sw, r, wire, err, rid)
+			}
 		}
 		status := sw.status
 		if status == 0 {
 			status = http.StatusOK
+		}
+		if closed {
+			status = StatusClientClosed
+			s.Logger.Info("request ended: the client closed the connection", "request_id", rid, "method", r.Method, "path", r.URL.Path)
 		}
 		s.Metrics.observeRequest(route, status, time.Since(start))
 	})
