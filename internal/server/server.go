@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -247,6 +248,10 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 		}
 		ctx := context.WithValue(r.Context(), requestIDKey, rid)
 		r = r.WithContext(ctx)
+		if r.ContentLength != 0 && s.Config.BodyTimeout > 0 {
+			// A body has BodyTimeout to arrive (a stalled one ends in 408).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.Config.BodyTimeout))
+		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.Config.MaxBodyBytes)
 		err := func() (err error) {
 			defer func() {
@@ -260,6 +265,12 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 			if auth {
 				p, err := s.Authenticate(r)
 				if err != nil {
+					if r.ContentLength != 0 {
+						// Answer without reading (or waiting for) the
+						// body, and close the connection.
+						sw.Header().Set("Connection", "close")
+						_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+					}
 					return err
 				}
 				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
@@ -321,6 +332,9 @@ func readBody(r *http.Request) ([]byte, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, bodyTimedOut(err)
 		}
 		return nil, apierror.Invalid("", "Could not read the request body.")
 	}
