@@ -81,13 +81,23 @@ func TestBadTextIs400OnBothDrivers(t *testing.T) {
 			if r := call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", "schema"); r.status != 400 {
 				t.Errorf("client tool schema with invalid UTF-8: %d %s", r.status, r.body)
 			}
-			// AG-UI: a run id with a NUL byte.
-			s := aguiPost(t, env, "assistant", strings.Replace(aguiInput("agui-bad", "RUN", "hi"), `"RUN"`, `"r\u0000"`, 1))
-			if len(s.events) == 0 || s.events[len(s.events)-1]["type"] != "RUN_ERROR" || s.events[len(s.events)-1]["code"] != "invalid_request" {
-				t.Errorf("AG-UI run id with NUL: %d %s", s.status, s.body)
+			// AG-UI: a run id, a thread id, an interrupt id with a NUL byte.
+			if s := aguiPost(t, env, "assistant", aguiInput("agui-wait", "r0", "refund please")); !strings.Contains(s.body, "refund") {
+				t.Fatalf("pause: %s", s.body)
+			}
+			for what, body := range map[string]string{
+				"run id":    strings.Replace(aguiInput("agui-bad", "RUN", "hi"), `"RUN"`, `"r\u0000"`, 1),
+				"thread id": strings.Replace(aguiInput("THREAD", "r1", "hi"), `"THREAD"`, `"t\u0000"`, 1),
+				"interrupt id": strings.Replace(aguiInput("agui-wait", "r2", "hi", `"resume":[{"interruptId":"INT","status":"resolved","payload":{"approved":true}}]`),
+					`"INT"`, `"i\u0000"`, 1),
+			} {
+				s := aguiPost(t, env, "assistant", body)
+				if len(s.events) == 0 || s.events[len(s.events)-1]["type"] != "RUN_ERROR" || s.events[len(s.events)-1]["code"] != "invalid_request" {
+					t.Errorf("AG-UI %s with NUL: %d %s", what, s.status, s.body)
+				}
 			}
 			ths, err := env.Store.ListThreads(context.Background(), "dev", store.ThreadFilter{})
-			if err != nil || len(ths) != 1 || ths[0].ID != "good" {
+			if err != nil || len(ths) != 2 || ths[0].ID != "agui-wait" || ths[0].Status != store.Waiting || ths[1].ID != "good" {
 				t.Fatalf("threads after refused requests: %+v %v", ths, err)
 			}
 			if strings.Contains(env.Logs.String(), "level=ERROR") {
