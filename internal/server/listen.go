@@ -39,6 +39,7 @@ type connLimiter struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	open   map[string]int
+	warned time.Time // the last refusal logged
 }
 
 // tooManyConns is the whole answer to a connection over the cap.
@@ -61,11 +62,17 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if !over {
 			l.open[ip]++
 		}
+		warn := over && time.Since(l.warned) > 10*time.Second // no log flood
+		if warn {
+			l.warned = time.Now()
+		}
 		l.mu.Unlock()
 		if !over {
 			return &limitedConn{Conn: c, release: func() { l.release(ip) }}, nil
 		}
-		l.logger.Warn("connection refused: too many open connections from one address", "ip", ip, "max", l.max)
+		if warn {
+			l.logger.Warn("connections refused: too many open connections from one address", "ip", ip, "max", l.max)
+		}
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = io.WriteString(c, tooManyConns)
 		_ = c.Close()
