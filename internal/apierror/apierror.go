@@ -162,6 +162,13 @@ func From(err error) *Error {
 		e := New(Conflict, "already_decided", "This decision was already made.")
 		e.NoRetry = true
 		return e
+	case errors.Is(err, store.ErrInvalid):
+		// The store refuses a value every driver refuses alike (a NUL byte
+		// or invalid UTF-8 in an id, a filter or a JSON value): the
+		// client's input, so a 400 that changed nothing.
+		e := Invalid("", "The request holds a value that cannot be stored: ids, names, filters and JSON must be valid UTF-8 without NUL bytes.")
+		e.Err = err
+		return e
 	case errors.Is(err, store.ErrUnavailable):
 		return &Error{Status: 503, Kind: Unavailable, Code: "store_unavailable", Message: "The database is unavailable. Try again shortly.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -129,9 +129,9 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	if cfg.Watch {
 		go watchAgents(ctx, cfg, reg, models, logger)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs := server.HTTPServer(cfg, srv, logger)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(server.LimitConns(ln, cfg.MaxConnsPerIP, logger)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -64,6 +65,10 @@ type serverFlags struct {
 	dir, addr, db string
 	maxBody       int64
 	logLevel      string
+	// Slow clients (config.Config's HeaderTimeout, BodyTimeout,
+	// IdleTimeout, MaxConnsPerIP).
+	headerTimeout, bodyTimeout, idleTimeout time.Duration
+	maxConnsPerIP                           int
 }
 
 func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
@@ -72,6 +77,10 @@ func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
 	cmd.Flags().StringVar(&f.db, "db", "", "store: sqlite:PATH or postgres://… (env STACKBONE_DB; default sqlite:DIR/.stackbone/stackbone.db)")
 	cmd.Flags().Int64Var(&f.maxBody, "max-body-bytes", 0, "largest accepted request body (env STACKBONE_MAX_BODY_BYTES; default 4 MiB)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env STACKBONE_LOG_LEVEL)")
+	cmd.Flags().DurationVar(&f.headerTimeout, "header-timeout", 0, "time to send a request's headers (env STACKBONE_HEADER_TIMEOUT; default 10s)")
+	cmd.Flags().DurationVar(&f.bodyTimeout, "body-timeout", 0, "time to send a request's body, 408 after (env STACKBONE_BODY_TIMEOUT; default 30s)")
+	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 0, "idle keep-alive connections close after (env STACKBONE_IDLE_TIMEOUT; default 120s)")
+	cmd.Flags().IntVar(&f.maxConnsPerIP, "max-conns-per-ip", 0, "open connections one client address may hold, 0 for no limit (env STACKBONE_MAX_CONNS_PER_IP; default 256)")
 }
 
 // load builds the config: defaults, then env, then flags, then validation.
@@ -92,6 +101,15 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	}
 	if cmd.Flags().Changed("log-level") {
 		cfg.LogLevel = f.logLevel
+	}
+	for name, d := range map[string][2]*time.Duration{"header-timeout": {&cfg.HeaderTimeout, &f.headerTimeout},
+		"body-timeout": {&cfg.BodyTimeout, &f.bodyTimeout}, "idle-timeout": {&cfg.IdleTimeout, &f.idleTimeout}} {
+		if cmd.Flags().Changed(name) {
+			*d[0] = *d[1]
+		}
+	}
+	if cmd.Flags().Changed("max-conns-per-ip") {
+		cfg.MaxConnsPerIP = f.maxConnsPerIP
 	}
 	if err := cfg.Finish(); err != nil {
 		return nil, err

@@ -179,3 +179,47 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %+v", r)
 	}
 }
+
+// TestShowDotIDs: ids that are dot segments ("." and "..") or hold a slash
+// reach the server as one path segment, so `threads show` shows that thread
+// (not the list, not "No route") and `hitl approve` asks about that id.
+func TestShowDotIDs(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	for _, id := range []string{".", "..", "a/b"} {
+		body := `{"model":"assistant","messages":[{"role":"user","content":"hello ` + id + `"}]}`
+		req, _ := http.NewRequest("POST", env.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-stackbone-session", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("turn on thread %q: %d", id, resp.StatusCode)
+		}
+	}
+	for _, id := range []string{".", "..", "a/b"} {
+		r := run(t, nil, "threads", "show", id, "--url", env.URL)
+		var th struct {
+			ID       string `json:"id"`
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &th) != nil || th.ID != id {
+			t.Fatalf("threads show %q: %d %s %s", id, r.code, r.stdout, r.stderr)
+		}
+		if len(th.Messages) == 0 || th.Messages[0].Content != "hello "+id {
+			t.Fatalf("threads show %q shows another thread: %s", id, r.stdout)
+		}
+		r = run(t, nil, "hitl", "approve", id, "--yes", "--url", env.URL)
+		if r.code == 0 || !strings.Contains(r.stderr, fmt.Sprintf("%q", id)) {
+			t.Fatalf("hitl approve %q: %d %q", id, r.code, r.stderr)
+		}
+	}
+	if r := run(t, nil, "threads", "show", "", "--url", env.URL); r.code == 0 || !strings.Contains(r.stderr, "empty") {
+		t.Fatalf("threads show '': %d %q", r.code, r.stderr)
+	}
+}

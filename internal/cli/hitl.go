@@ -105,6 +105,20 @@ func (c *client) do(method, path string, body any, out any) error {
 	return nil
 }
 
+// pathID escapes an id as one path segment. "." and ".." are escaped as
+// %2E so that neither the client nor the server's router cleans them away
+// as dot segments; an empty id is refused.
+func pathID(id string) (string, error) {
+	if id == "" {
+		return "", errors.New("the id is empty")
+	}
+	esc := url.PathEscape(id)
+	if id == "." || id == ".." {
+		esc = strings.ReplaceAll(esc, ".", "%2E")
+	}
+	return esc, nil
+}
+
 func rootCause(err error) error {
 	for {
 		u := errors.Unwrap(err)
@@ -241,13 +255,17 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 
 // decideCmd confirms (on a terminal) and sends a decision.
 func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, body map[string]any, yes bool) error {
+	seg, err := pathID(id)
+	if err != nil {
+		return err
+	}
 	if !yes {
 		f, ok := stdin.(*os.File)
 		if !ok || !term.IsTerminal(int(f.Fd())) {
 			return fmt.Errorf("refusing to %s without confirmation: not a terminal; pass --yes", verb)
 		}
 		var it store.Interrupt
-		if err := c.do("GET", "/v1/hitl/"+url.PathEscape(id), nil, &it); err != nil {
+		if err := c.do("GET", "/v1/hitl/"+seg, nil, &it); err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
@@ -268,7 +286,7 @@ func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, 
 		}
 	}
 	var it store.Interrupt
-	if err := c.do("POST", "/v1/hitl/"+url.PathEscape(id)+"/"+verb, body, &it); err != nil {
+	if err := c.do("POST", "/v1/hitl/"+seg+"/"+verb, body, &it); err != nil {
 		return err
 	}
 	past := map[string]string{"approve": "Approved", "reject": "Rejected"}[verb]
@@ -311,8 +329,12 @@ func threadsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c.init()
+			seg, err := pathID(args[0])
+			if err != nil {
+				return err
+			}
 			var v json.RawMessage
-			if err := c.do("GET", "/v1/threads/"+url.PathEscape(args[0]), nil, &v); err != nil {
+			if err := c.do("GET", "/v1/threads/"+seg, nil, &v); err != nil {
 				return err
 			}
 			var buf bytes.Buffer

@@ -53,6 +53,11 @@ type Config struct {
 	Lease time.Duration
 	// Watch reloads agents when files under agents/ change.
 	Watch bool
+	// Slow clients: the time to send a request's headers, then its body
+	// (408 after), and how long an idle keep-alive connection stays open;
+	// MaxConnsPerIP caps one client address's open connections (0: none).
+	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	MaxConnsPerIP                           int
 
 	OpenAIBaseURL    string
 	OpenAIKey        string
@@ -64,7 +69,8 @@ type Config struct {
 // Defaults returns the configuration of a mode before env and flags.
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
-		OllamaHost: "http://127.0.0.1:11434"}
+		OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -99,12 +105,22 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 		}
 		c.MaxBodyBytes = n
 	}
-	if v := getenv("STACKBONE_LEASE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("STACKBONE_LEASE=%q is not a duration such as 30s", v))
+	for name, dst := range map[string]*time.Duration{"STACKBONE_LEASE": &c.Lease, "STACKBONE_HEADER_TIMEOUT": &c.HeaderTimeout,
+		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout} {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not a duration such as 30s", name, v))
+			}
+			*dst = d
 		}
-		c.Lease = d
+	}
+	if v := getenv("STACKBONE_MAX_CONNS_PER_IP"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_MAX_CONNS_PER_IP=%q is not a whole number", v))
+		}
+		c.MaxConnsPerIP = n
 	}
 	if v := getenv("STACKBONE_API_KEYS"); v != "" {
 		keys, err := ParseKeys(v)
@@ -176,6 +192,12 @@ func (c *Config) Finish() error {
 	}
 	if c.Lease < time.Second {
 		errs = append(errs, fmt.Errorf("lease %s is too short (at least 1s)", c.Lease))
+	}
+	if c.HeaderTimeout <= 0 || c.BodyTimeout <= 0 || c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("header, body and idle timeouts (%s, %s, %s) must be positive", c.HeaderTimeout, c.BodyTimeout, c.IdleTimeout))
+	}
+	if c.MaxConnsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("max connections per IP %d is negative (0: no limit)", c.MaxConnsPerIP))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func project(t *testing.T) string {
@@ -21,7 +22,11 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 	if c.Addr != "127.0.0.1:7100" || c.MaxBodyBytes != 4<<20 {
 		t.Fatalf("dev defaults %+v", c)
 	}
-	env := map[string]string{"STACKBONE_ADDR": "127.0.0.1:9000", "STACKBONE_MAX_BODY_BYTES": "2048", "STACKBONE_API_KEYS": "acme:secret-123456"}
+	if c.HeaderTimeout != 10*time.Second || c.BodyTimeout != 30*time.Second || c.IdleTimeout != 120*time.Second || c.MaxConnsPerIP != 256 {
+		t.Fatalf("slow-client defaults %+v", c)
+	}
+	env := map[string]string{"STACKBONE_ADDR": "127.0.0.1:9000", "STACKBONE_MAX_BODY_BYTES": "2048", "STACKBONE_API_KEYS": "acme:secret-123456",
+		"STACKBONE_HEADER_TIMEOUT": "2s", "STACKBONE_BODY_TIMEOUT": "3s", "STACKBONE_IDLE_TIMEOUT": "4s", "STACKBONE_MAX_CONNS_PER_IP": "0"}
 	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +35,8 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 	if err := c.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxBodyBytes != 2048 || c.Keys[0].Tenant != "acme" || c.Addr != "127.0.0.1:0" {
+	if c.MaxBodyBytes != 2048 || c.Keys[0].Tenant != "acme" || c.Addr != "127.0.0.1:0" ||
+		c.HeaderTimeout != 2*time.Second || c.BodyTimeout != 3*time.Second || c.IdleTimeout != 4*time.Second || c.MaxConnsPerIP != 0 {
 		t.Fatalf("config %+v", c)
 	}
 	if c.DB != "sqlite:"+filepath.Join(c.Dir, ".stackbone", "stackbone.db") {
@@ -40,9 +46,10 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 
 func TestEveryBadValueIsReported(t *testing.T) {
 	c := Defaults(Start)
-	env := map[string]string{"STACKBONE_MAX_BODY_BYTES": "lots", "STACKBONE_LEASE": "soon", "STACKBONE_API_KEYS": "nocolon"}
+	env := map[string]string{"STACKBONE_MAX_BODY_BYTES": "lots", "STACKBONE_LEASE": "soon", "STACKBONE_API_KEYS": "nocolon",
+		"STACKBONE_BODY_TIMEOUT": "slow", "STACKBONE_MAX_CONNS_PER_IP": "many"}
 	err := c.FromEnv(func(k string) string { return env[k] })
-	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS"} {
+	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS", "STACKBONE_BODY_TIMEOUT", "STACKBONE_MAX_CONNS_PER_IP"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("env error lacks %s: %v", want, err)
 		}
@@ -52,8 +59,10 @@ func TestEveryBadValueIsReported(t *testing.T) {
 	c.Addr = "nope"
 	c.DB = "mysql://x"
 	c.LogLevel = "loud"
+	c.IdleTimeout = 0
+	c.MaxConnsPerIP = -1
 	err = c.Finish()
-	for _, want := range []string{"agents/", "--addr", "--db", "API keys", "log level"} {
+	for _, want := range []string{"agents/", "--addr", "--db", "API keys", "log level", "timeouts", "per IP"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error lacks %q: %v", want, err)
 		}

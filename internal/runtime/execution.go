@@ -200,6 +200,10 @@ func (x *execution) send(e event.Event, err error) {
 	}
 }
 
+// OutcomeClientClosed is the outcome (Hooks.RunEnded) and RunError code of a
+// stateless run whose client hung up before it ended.
+const OutcomeClientClosed = "client_closed"
+
 // drive runs the loop to its end, stores the outcome and closes the stream.
 func (x *execution) drive(ctx context.Context, started *event.Event) {
 	if h := x.r.Hooks.RunStarted; h != nil {
@@ -218,10 +222,17 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	}
 	out, err := x.loop(ctx)
 	var outcome string
-	if err != nil {
+	switch {
+	case err != nil && !x.durable && ctx.Err() != nil:
+		// A stateless run lives in its request: the client hung up. A
+		// normal event, not a server error.
+		outcome = OutcomeClientClosed
+		x.r.Logger.Info("run ended: the client closed the connection", "agent", x.spec.Name, "run", x.runID)
+		x.send(x.stamp(event.Event{Type: event.RunError, Code: OutcomeClientClosed, Message: "The client closed the connection."}), err)
+	case err != nil:
 		outcome = "error"
 		x.fail(err)
-	} else {
+	default:
 		outcome = string(out.Type)
 		x.finish(out)
 	}

@@ -24,11 +24,11 @@ type Metrics struct {
 func NewMetrics(reg *prometheus.Registry, runner *runtime.Runner) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stackbone_http_requests_total",
-			Help: "HTTP requests by route and status."}, []string{"route", "status"}),
+			Help: "HTTP requests by route and status (499: the client hung up first)."}, []string{"route", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stackbone_http_request_duration_seconds",
 			Help: "HTTP request duration by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"route"}),
 		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stackbone_turn_duration_seconds",
-			Help: "Duration of agent runs by agent and outcome.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"agent", "outcome"}),
+			Help: "Duration of agent runs by agent and outcome (client_closed: a stateless run's client hung up).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"agent", "outcome"}),
 		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "stackbone_active_runs", Help: "Runs executing now."}),
 	}
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stackbone_pending_decisions", Help: "Tool calls waiting on a human decision."},

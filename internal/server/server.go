@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -195,9 +196,15 @@ func isLocalHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// StatusClientClosed is the status /metrics counts for a request whose
+// client hung up before its response was complete (nginx's 499).
+const StatusClientClosed = 499
+
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// failed is set when a write to the client failed (it hung up).
+	failed bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -211,7 +218,11 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
 }
 
 func (w *statusWriter) Flush() {
@@ -237,6 +248,10 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 		}
 		ctx := context.WithValue(r.Context(), requestIDKey, rid)
 		r = r.WithContext(ctx)
+		if r.ContentLength != 0 && s.Config.BodyTimeout > 0 {
+			// A body has BodyTimeout to arrive (a stalled one ends in 408).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.Config.BodyTimeout))
+		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.Config.MaxBodyBytes)
 		err := func() (err error) {
 			defer func() {
@@ -250,18 +265,37 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 			if auth {
 				p, err := s.Authenticate(r)
 				if err != nil {
+					if r.ContentLength != 0 {
+						// Answer without reading (or waiting for) the
+						// body, and close the connection.
+						sw.Header().Set("Connection", "close")
+						_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+					}
 					return err
 				}
 				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
 			}
 			return h(sw, r)
 		}()
+		// The request's context ends early when the client hangs up: a
+		// server-side failure then (a cancelled run) or a failed write is
+		// the client's doing, logged at info and counted as 499.
+		gone := r.Context().Err() != nil
+		closed := gone && sw.failed
 		if err != nil {
-			s.writeError(sw, r, wire, err, rid)
+			if gone && apierror.From(err).Status >= 500 {
+				closed = true
+			} else {
+				s.writeError(sw, r, wire, err, rid)
+			}
 		}
 		status := sw.status
 		if status == 0 {
 			status = http.StatusOK
+		}
+		if closed {
+			status = StatusClientClosed
+			s.Logger.Info("request ended: the client closed the connection", "request_id", rid, "method", r.Method, "path", r.URL.Path)
 		}
 		s.Metrics.observeRequest(route, status, time.Since(start))
 	})
@@ -298,6 +332,9 @@ func readBody(r *http.Request) ([]byte, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, bodyTimedOut(err)
 		}
 		return nil, apierror.Invalid("", "Could not read the request body.")
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -48,6 +49,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Store, when set, is used instead of a fresh SQLite store.
 	Store store.Store
+	// Configure, when set, adjusts the configuration before it is checked
+	// (e.g. short slow-client timeouts).
+	Configure func(cfg *config.Config)
 }
 
 // Env is a running stack.
@@ -218,6 +222,9 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.MaxBodyBytes > 0 {
 		cfg.MaxBodyBytes = opts.MaxBodyBytes
 	}
+	if opts.Configure != nil {
+		opts.Configure(&cfg)
+	}
 	if err := cfg.Finish(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -248,7 +255,12 @@ func New(t testing.TB, opts Options) *Env {
 	})
 	env.Runner = app.NewRunner(&cfg, st, agent.NewRegistry(specs...), models, logger)
 	srv := app.NewServer(&cfg, env.Runner, prometheus.NewRegistry(), logger)
-	hs := httptest.NewServer(srv)
+	// The production server settings and connection cap, on a test
+	// listener.
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Config = server.HTTPServer(&cfg, srv, logger)
+	hs.Listener = server.LimitConns(hs.Listener, cfg.MaxConnsPerIP, logger)
+	hs.Start()
 	env.URL = hs.URL
 	t.Cleanup(func() {
 		hs.Close()

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -32,8 +34,37 @@ var ErrUnknownFormat = errors.New("stored value has an unknown format version")
 
 // ErrInvalid marks a request a driver refuses before touching the database
 // (a missing id, a FinishRun status that is not Idle, Waiting or Failed,
-// state that is not a JSON object).
+// state that is not a JSON object, text with a NUL byte or invalid UTF-8).
 var ErrInvalid = errors.New("invalid store request")
+
+// CheckText returns ErrInvalid naming the first of the name/value pairs
+// whose value holds a NUL byte or is not valid UTF-8: every driver refuses
+// such ids, names and filters alike (PostgreSQL's text columns cannot hold
+// them), before touching the database.
+func CheckText(op string, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if v := pairs[i+1]; strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return fmt.Errorf("%w: %s: %s holds a NUL byte or invalid UTF-8", ErrInvalid, op, pairs[i])
+		}
+	}
+	return nil
+}
+
+// checkJSONText returns ErrInvalid when stored JSON text is not valid
+// UTF-8 (encoding/json passes raw values through unchecked).
+func checkJSONText(op, name string, raw []byte) error {
+	if !utf8.Valid(raw) {
+		return fmt.Errorf("%w: %s: %s is not valid UTF-8", ErrInvalid, op, name)
+	}
+	return nil
+}
+
+// CleanText makes free text (a description, an error) storable by every
+// driver: invalid UTF-8 becomes U+FFFD and NUL bytes are dropped.
+func CleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}
 
 // CheckFormat returns ErrUnknownFormat unless v is a format this build reads.
 func CheckFormat(v int) error {
@@ -129,6 +160,9 @@ func EncodeMessages(msgs []message.Message) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", ErrInvalid, i, err)
 		}
+		if !utf8.Valid(b) {
+			return nil, fmt.Errorf("%w: message %d is not valid UTF-8", ErrInvalid, i)
+		}
 		out[i] = string(b)
 	}
 	return out, nil
@@ -155,6 +189,9 @@ func EncodeEvents(evs []event.Event, threadID, runID string) ([]string, error) {
 		b, err := json.Marshal(&e)
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %d: %w", ErrInvalid, i, err)
+		}
+		if !utf8.Valid(b) {
+			return nil, fmt.Errorf("%w: event %d is not valid UTF-8", ErrInvalid, i)
 		}
 		out[i] = string(b)
 	}
@@ -206,7 +243,18 @@ func EncodeInterrupts(c Checkpoint, now func() time.Time) ([]EncodedInterrupt, e
 		if in.RunID == "" {
 			in.RunID = c.RunID
 		}
+		if err := CheckText("interrupt", "ID", in.ID, "RunID", in.RunID, "Agent", in.Agent, "ToolCallID", in.ToolCallID,
+			"Tool", in.Tool, "Subagent", in.Subagent); err != nil {
+			return nil, err
+		}
+		in.Description = CleanText(in.Description)
 		r := EncodedInterrupt{In: in, Args: "{}"}
+		if err := checkJSONText("interrupt "+in.ID, "args", in.Args); err != nil {
+			return nil, err
+		}
+		if err := checkJSONText("interrupt "+in.ID, "response schema", in.ResponseSchema); err != nil {
+			return nil, err
+		}
 		if len(in.Args) > 0 {
 			if !json.Valid(in.Args) {
 				return nil, fmt.Errorf("%w: interrupt %s: args are not JSON", ErrInvalid, in.ID)
@@ -244,6 +292,9 @@ func EncodeDecision(d Decision) (InterruptStatus, []byte, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := checkJSONText("decision", "editedArgs", dj); err != nil {
+		return "", nil, err
+	}
 	return status, dj, nil
 }
 
@@ -262,7 +313,7 @@ func CheckState(raw json.RawMessage) error {
 	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 		return fmt.Errorf("%w: state must be a JSON object", ErrInvalid)
 	}
-	return nil
+	return checkJSONText("state", "state", t)
 }
 
 // Limit returns n clamped to (0, MaxLimit], with def for n <= 0.
@@ -282,6 +333,13 @@ func (b BeginRun) Validate() error {
 	if err := required("BeginRun", "Tenant", b.Tenant, "ThreadID", b.ThreadID, "Agent", b.Agent, "RunID", b.RunID); err != nil {
 		return err
 	}
+	if err := CheckText("BeginRun", "Tenant", b.Tenant, "ThreadID", b.ThreadID, "Agent", b.Agent, "RunID", b.RunID,
+		"Owner", b.Owner); err != nil {
+		return err
+	}
+	if err := checkJSONText("BeginRun", "Options", b.Options); err != nil {
+		return err
+	}
 	if b.LeaseUntil.IsZero() {
 		return fmt.Errorf("%w: BeginRun: LeaseUntil is required", ErrInvalid)
 	}
@@ -296,6 +354,9 @@ func (c Claim) Validate() error {
 	if err := required("Claim", "Tenant", c.Tenant, "ThreadID", c.ThreadID, "RunID", c.RunID); err != nil {
 		return err
 	}
+	if err := CheckText("Claim", "Tenant", c.Tenant, "ThreadID", c.ThreadID, "RunID", c.RunID, "Owner", c.Owner); err != nil {
+		return err
+	}
 	if c.LeaseUntil.IsZero() {
 		return fmt.Errorf("%w: Claim: LeaseUntil is required", ErrInvalid)
 	}
@@ -305,6 +366,9 @@ func (c Claim) Validate() error {
 // Validate checks the fields every driver needs.
 func (c Checkpoint) Validate() error {
 	if err := required("Checkpoint", "Tenant", c.Tenant, "ThreadID", c.ThreadID, "RunID", c.RunID); err != nil {
+		return err
+	}
+	if err := CheckText("Checkpoint", "Tenant", c.Tenant, "ThreadID", c.ThreadID, "RunID", c.RunID); err != nil {
 		return err
 	}
 	for _, in := range c.Interrupts {
@@ -321,6 +385,9 @@ func (c Checkpoint) Validate() error {
 // Validate checks the fields every driver needs.
 func (f FinishRun) Validate() error {
 	if err := required("FinishRun", "Tenant", f.Tenant, "ThreadID", f.ThreadID, "RunID", f.RunID); err != nil {
+		return err
+	}
+	if err := CheckText("FinishRun", "Tenant", f.Tenant, "ThreadID", f.ThreadID, "RunID", f.RunID); err != nil {
 		return err
 	}
 	switch f.Status {
@@ -380,4 +447,24 @@ func (f FinishRun) Encode() (evs []string, err error) {
 		return nil, err
 	}
 	return EncodeEvents(f.Events, f.ThreadID, f.RunID)
+}
+
+// Validate checks the filter's text and the tenant's (CheckText).
+func (f ThreadFilter) Validate(tenant string) error {
+	return CheckText("ListThreads", "tenant", tenant, "Agent", f.Agent, "Status", string(f.Status))
+}
+
+// Validate checks the filter's text and the tenant's (CheckText).
+func (f InterruptFilter) Validate(tenant string) error {
+	return CheckText("ListInterrupts", "tenant", tenant, "ThreadID", f.ThreadID, "Agent", f.Agent, "Status", string(f.Status))
+}
+
+// CheckCallInterrupts checks the text of CallInterrupts' arguments
+// (CheckText).
+func CheckCallInterrupts(tenant, threadID string, toolCallIDs []string) error {
+	pairs := []string{"tenant", tenant, "threadID", threadID}
+	for _, id := range toolCallIDs {
+		pairs = append(pairs, "toolCallID", id)
+	}
+	return CheckText("CallInterrupts", pairs...)
 }

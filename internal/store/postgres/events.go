@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/store"
@@ -10,6 +11,9 @@ import (
 // Events returns up to limit (all when limit <= 0) of the thread's stored
 // events with Seq > after, in Seq order.
 func (s *Store) Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error) {
+	if err := store.CheckText("events", "tenant", tenant, "threadID", threadID); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	var lim any // NULL: no limit
 	if limit > 0 {
 		lim = limit

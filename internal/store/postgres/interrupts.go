@@ -74,7 +74,7 @@ func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows,
 		r.call = append(r.call, e.In.ToolCallID)
 		r.tool = append(r.tool, e.In.Tool)
 		r.args = append(r.args, e.Args)
-		r.desc = append(r.desc, cleanText(e.In.Description))
+		r.desc = append(r.desc, e.In.Description)
 		r.allowed = append(r.allowed, e.Allowed)
 		r.schema = append(r.schema, e.Schema)
 		r.subagent = append(r.subagent, e.In.Subagent)
@@ -85,6 +85,9 @@ func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows,
 
 // GetInterrupt returns an interrupt of the tenant, or store.ErrNotFound.
 func (s *Store) GetInterrupt(ctx context.Context, tenant, id string) (*store.Interrupt, error) {
+	if err := store.CheckText("get interrupt", "tenant", tenant, "id", id); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	in, err := scanInterrupt(s.pool.QueryRow(ctx,
 		`SELECT `+interruptCols+` FROM interrupts WHERE id = $1 AND tenant = $2`, id, tenant))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -99,6 +102,9 @@ func (s *Store) GetInterrupt(ctx context.Context, tenant, id string) (*store.Int
 // ListInterrupts lists the tenant's interrupts (pending ones unless
 // f.Status says otherwise), newest first.
 func (s *Store) ListInterrupts(ctx context.Context, tenant string, f store.InterruptFilter) ([]store.Interrupt, error) {
+	if err := f.Validate(tenant); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	status := f.Status
 	if status == "" {
 		status = store.Pending
@@ -125,6 +131,9 @@ func (s *Store) CallInterrupts(ctx context.Context, tenant, threadID string, too
 	if len(toolCallIDs) == 0 {
 		return nil, nil
 	}
+	if err := store.CheckCallInterrupts(tenant, threadID, toolCallIDs); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	return s.queryInterrupts(ctx, "call interrupts", `SELECT `+interruptCols+` FROM interrupts
 		WHERE tenant = $1 AND thread_id = $2 AND tool_call_id = ANY($3::text[])
 		ORDER BY created_at, id`, tenant, threadID, toolCallIDs)
@@ -150,6 +159,9 @@ func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...a
 // take turns, and the last one sees that nothing else is pending. A zero
 // d.At is now.
 func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision) (store.DecideResult, error) {
+	if err := store.CheckText("decide", "tenant", tenant, "id", id); err != nil {
+		return store.DecideResult{}, fmt.Errorf("postgres: %w", err)
+	}
 	if d.At.IsZero() {
 		d.At = s.now()
 	}

@@ -46,6 +46,9 @@ func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
 
 // GetThread returns a thread of the tenant, or store.ErrNotFound.
 func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread, error) {
+	if err := store.CheckText("get thread", "tenant", tenant, "id", id); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	t, err := scanThread(s.pool.QueryRow(ctx,
 		`SELECT `+threadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -59,6 +62,9 @@ func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread
 
 // ListThreads lists the tenant's threads, most recently updated first.
 func (s *Store) ListThreads(ctx context.Context, tenant string, f store.ThreadFilter) ([]store.Thread, error) {
+	if err := f.Validate(tenant); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	q := strings.Builder{}
 	q.WriteString(`SELECT ` + threadCols + ` FROM threads WHERE tenant = $1`)
 	args := []any{tenant}
@@ -100,6 +106,9 @@ func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any)
 
 // Messages returns the thread's messages in the order they were appended.
 func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error) {
+	if err := store.CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	rows, err := s.pool.Query(ctx,
 		`SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 ORDER BY seq`, tenant, threadID)
 	if err != nil {
@@ -339,7 +348,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 				FROM t, unnest($7::text[]) WITH ORDINALITY AS x(j, n)
 			)
 			SELECT event_seq FROM t`,
-			f.Tenant, f.ThreadID, string(f.Status), cleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs),
+			f.Tenant, f.ThreadID, string(f.Status), store.CleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs),
 		).Scan(&evSeq)
 	})
 	if err != nil {
@@ -375,11 +384,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// cleanText makes free text storable in a text column, which refuses NUL
-// bytes and invalid UTF-8.
-func cleanText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.ReplaceAll(s, "\x00", "")
 }

@@ -59,6 +59,9 @@ func insertInterrupts(ctx context.Context, tx *wtx, agent string, rows []store.E
 
 // GetInterrupt returns an interrupt of the tenant, or store.ErrNotFound.
 func (s *Store) GetInterrupt(ctx context.Context, tenant, id string) (*store.Interrupt, error) {
+	if err := store.CheckText("get interrupt", "tenant", tenant, "id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	in, err := scanInterrupt(s.rc.QueryRowContext(ctx,
 		`SELECT `+interruptCols+` FROM interrupts WHERE id = ? AND tenant = ?`, id, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -73,6 +76,9 @@ func (s *Store) GetInterrupt(ctx context.Context, tenant, id string) (*store.Int
 // ListInterrupts lists the tenant's interrupts (pending ones unless
 // f.Status says otherwise), newest first.
 func (s *Store) ListInterrupts(ctx context.Context, tenant string, f store.InterruptFilter) ([]store.Interrupt, error) {
+	if err := f.Validate(tenant); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	status := f.Status
 	if status == "" {
 		status = store.Pending
@@ -98,6 +104,9 @@ func (s *Store) ListInterrupts(ctx context.Context, tenant string, f store.Inter
 func (s *Store) CallInterrupts(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]store.Interrupt, error) {
 	if len(toolCallIDs) == 0 {
 		return nil, nil
+	}
+	if err := store.CheckCallInterrupts(tenant, threadID, toolCallIDs); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	args := make([]any, 0, len(toolCallIDs)+2)
 	args = append(args, tenant, threadID)
@@ -127,6 +136,9 @@ func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...a
 // update; when it was the last pending one of a Waiting thread, the thread
 // becomes Queued in the same transaction. A zero d.At is now.
 func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision) (store.DecideResult, error) {
+	if err := store.CheckText("decide", "tenant", tenant, "id", id); err != nil {
+		return store.DecideResult{}, fmt.Errorf("sqlite: %w", err)
+	}
 	if d.At.IsZero() {
 		d.At = s.now()
 	}

@@ -60,6 +60,9 @@ func scanThread(sc scanner, extra ...any) (*store.Thread, error) {
 
 // GetThread returns a thread of the tenant, or store.ErrNotFound.
 func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread, error) {
+	if err := store.CheckText("get thread", "tenant", tenant, "id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	t, err := scanThread(s.rc.QueryRowContext(ctx,
 		`SELECT `+threadCols+` FROM threads WHERE tenant = ? AND id = ?`, tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -73,6 +76,9 @@ func (s *Store) GetThread(ctx context.Context, tenant, id string) (*store.Thread
 
 // ListThreads lists the tenant's threads, most recently updated first.
 func (s *Store) ListThreads(ctx context.Context, tenant string, f store.ThreadFilter) ([]store.Thread, error) {
+	if err := f.Validate(tenant); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	q := strings.Builder{}
 	q.WriteString(`SELECT ` + threadCols + ` FROM threads WHERE tenant = ?`)
 	args := []any{tenant}
@@ -113,6 +119,9 @@ func (s *Store) queryThreads(ctx context.Context, op, query string, args ...any)
 
 // Messages returns the thread's messages in the order they were appended.
 func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error) {
+	if err := store.CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	rows, err := s.rc.QueryContext(ctx,
 		`SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? ORDER BY seq`, tenant, threadID)
 	if err != nil {
@@ -317,7 +326,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 				event_seq = event_seq + ?4
 			WHERE tenant = ?5 AND id = ?6 AND status = 'running' AND run_id = ?7
 			RETURNING event_seq`,
-			string(f.Status), f.Error, f.Now.UnixMicro(), len(evs), f.Tenant, f.ThreadID, f.RunID,
+			string(f.Status), store.CleanText(f.Error), f.Now.UnixMicro(), len(evs), f.Tenant, f.ThreadID, f.RunID,
 		).Scan(&evSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)

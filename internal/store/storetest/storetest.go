@@ -19,7 +19,10 @@
 //     made while the run still held the thread) queues the thread instead;
 //   - Checkpoint fills an interrupt's Tenant, ThreadID, empty RunID and
 //     empty Agent from the run, and stores it as Pending;
-//   - invalid requests (see the Validate methods) fail with store.ErrInvalid.
+//   - invalid requests (see the Validate methods) fail with store.ErrInvalid;
+//     so does every id, name, filter or JSON value holding a NUL byte or
+//     invalid UTF-8, on reads as on writes, and nothing is stored; free
+//     text (an interrupt's description, a run's error) is stored cleaned.
 package storetest
 
 import (
@@ -58,6 +61,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BeginRun/AfterFailed", testBeginRunAfterFailed},
 		{"BeginRun/Invalid", testBeginRunInvalid},
 		{"BeginRun/Options", testBeginRunOptions},
+		{"InvalidText", testInvalidText},
+		{"InvalidText/FreeTextCleaned", testFreeTextCleaned},
 		{"Messages/RoundTripInOrder", testMessagesRoundTrip},
 		{"Checkpoint", testCheckpoint},
 		{"Checkpoint/LeaseLostWritesNothing", testCheckpointLeaseLost},
@@ -467,6 +472,115 @@ func testBeginRunInvalid(t *testing.T, s store.Store) {
 	}
 	_, err := s.GetThread(ctx, "a", "t")
 	wantErr(t, "thread after refused BeginRuns", err, store.ErrNotFound)
+}
+
+// badTexts are values no driver stores: a NUL byte, invalid UTF-8.
+var badTexts = map[string]string{"NUL": "t\x00x", "invalid UTF-8": "t\xffx"}
+
+func testInvalidText(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// A thread to read and write through, with one pending decision.
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("in1", "call_1", T0))
+	begin(t, s, "a", "t2", "x", "r2", T0)
+	for kind, v := range badTexts {
+		raw := json.RawMessage(`{"k":"` + v[1:2] + `"}`) // the bad byte inside a JSON string
+		if kind == "NUL" {
+			raw = nil // not JSON at all; covered by the not-JSON cases
+		}
+		ok := store.BeginRun{Tenant: "a", ThreadID: "n", Agent: "x", RunID: "r", Now: T0, LeaseUntil: at(time.Minute)}
+		begins := map[string]func(b *store.BeginRun){
+			"tenant": func(b *store.BeginRun) { b.Tenant = v },
+			"thread": func(b *store.BeginRun) { b.ThreadID = v },
+			"agent":  func(b *store.BeginRun) { b.Agent = v },
+			"run":    func(b *store.BeginRun) { b.RunID = v },
+			"owner":  func(b *store.BeginRun) { b.Owner = v },
+		}
+		if raw != nil {
+			begins["state"] = func(b *store.BeginRun) { b.State = raw }
+			begins["options"] = func(b *store.BeginRun) { b.Options = raw }
+		}
+		for name, mutate := range begins {
+			b := ok
+			mutate(&b)
+			_, err := s.BeginRun(ctx, b)
+			wantErr(t, "BeginRun "+kind+" "+name, err, store.ErrInvalid)
+		}
+		_, err := s.GetThread(ctx, "a", v)
+		wantErr(t, "GetThread "+kind, err, store.ErrInvalid)
+		_, err = s.GetThread(ctx, v, "t")
+		wantErr(t, "GetThread tenant "+kind, err, store.ErrInvalid)
+		_, err = s.Messages(ctx, "a", v)
+		wantErr(t, "Messages "+kind, err, store.ErrInvalid)
+		_, err = s.Events(ctx, "a", v, 0, 0)
+		wantErr(t, "Events "+kind, err, store.ErrInvalid)
+		_, err = s.ListThreads(ctx, "a", store.ThreadFilter{Agent: v})
+		wantErr(t, "ListThreads agent "+kind, err, store.ErrInvalid)
+		_, err = s.ListThreads(ctx, "a", store.ThreadFilter{Status: store.ThreadStatus(v)})
+		wantErr(t, "ListThreads status "+kind, err, store.ErrInvalid)
+		_, err = s.GetInterrupt(ctx, "a", v)
+		wantErr(t, "GetInterrupt "+kind, err, store.ErrInvalid)
+		_, err = s.ListInterrupts(ctx, "a", store.InterruptFilter{ThreadID: v})
+		wantErr(t, "ListInterrupts thread "+kind, err, store.ErrInvalid)
+		_, err = s.ListInterrupts(ctx, "a", store.InterruptFilter{Agent: v})
+		wantErr(t, "ListInterrupts agent "+kind, err, store.ErrInvalid)
+		_, err = s.ListInterrupts(ctx, "a", store.InterruptFilter{Status: store.InterruptStatus(v)})
+		wantErr(t, "ListInterrupts status "+kind, err, store.ErrInvalid)
+		_, err = s.CallInterrupts(ctx, "a", "t", []string{"call_1", v})
+		wantErr(t, "CallInterrupts "+kind, err, store.ErrInvalid)
+		_, err = s.Decide(ctx, "a", v, store.Decision{Approved: true, Via: "api", By: "a"})
+		wantErr(t, "Decide "+kind, err, store.ErrInvalid)
+		_, err = s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: v, RunID: "r3", Now: T0, LeaseUntil: at(time.Minute)})
+		wantErr(t, "Claim "+kind, err, store.ErrInvalid)
+		err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t2", RunID: v})
+		wantErr(t, "Checkpoint run "+kind, err, store.ErrInvalid)
+		in := interrupt("in2", "call_2", T0)
+		in.Tool = v
+		err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t2", RunID: "r2", Interrupts: []store.Interrupt{in}})
+		wantErr(t, "Checkpoint interrupt tool "+kind, err, store.ErrInvalid)
+		err = s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t2", RunID: v, Status: store.Idle, Now: T0})
+		wantErr(t, "FinishRun run "+kind, err, store.ErrInvalid)
+		if raw != nil {
+			in := interrupt("in3", "call_3", T0)
+			in.Args = raw
+			err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t2", RunID: "r2", Interrupts: []store.Interrupt{in}})
+			wantErr(t, "Checkpoint interrupt args "+kind, err, store.ErrInvalid)
+			err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t2", RunID: "r2", State: raw})
+			wantErr(t, "Checkpoint state "+kind, err, store.ErrInvalid)
+			_, err = s.Decide(ctx, "a", "in1", store.Decision{Approved: true, EditedArgs: raw, Via: "api", By: "a"})
+			wantErr(t, "Decide edited args "+kind, err, store.ErrInvalid)
+		}
+	}
+	// Nothing was stored or changed.
+	ths, err := s.ListThreads(ctx, "a", store.ThreadFilter{})
+	if err != nil || len(ths) != 2 {
+		t.Fatalf("threads after refused writes: %v %v", ths, err)
+	}
+	in, err := s.GetInterrupt(ctx, "a", "in1")
+	if err != nil || in.Status != store.Pending {
+		t.Fatalf("decision after refused writes: %+v %v", in, err)
+	}
+	if its, err := s.CallInterrupts(ctx, "a", "t2", []string{"call_2", "call_3"}); err != nil || len(its) != 0 {
+		t.Fatalf("interrupts after refused checkpoints: %v %v", its, err)
+	}
+}
+
+func testFreeTextCleaned(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	in := interrupt("in1", "call_1", T0)
+	in.Description = "Refund\x00 \xff order"
+	waiting(t, s, "a", "t", "x", "r1", T0, in)
+	got, err := s.GetInterrupt(ctx, "a", "in1")
+	if err != nil || got.Description != "Refund \uFFFD order" {
+		t.Fatalf("description: %q %v", got.Description, err)
+	}
+	begin(t, s, "a", "t2", "x", "r2", T0)
+	if err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t2", RunID: "r2", Status: store.Failed,
+		Error: "upstream said \x00\xfe", Now: at(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if th, err := s.GetThread(ctx, "a", "t2"); err != nil || th.LastError != "upstream said \uFFFD" {
+		t.Fatalf("last error: %q %v", th.LastError, err)
+	}
 }
 
 func testMessagesRoundTrip(t *testing.T, s store.Store) {
