@@ -119,7 +119,8 @@ func (st *Studio) agents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Change is one message of the live feed: something changed that the page
-// should refetch. Kind is "run" (a run event of a thread) or "decision".
+// should refetch. Kind is "run" (a run event of a thread) or "decision" (a
+// decision recorded on one of the tenant's threads, on any replica).
 type Change struct {
 	Kind     string `json:"kind"`
 	Type     string `json:"type,omitempty"`
@@ -136,14 +137,13 @@ var tokenTypes = map[event.Type]bool{
 }
 
 // live is the tenant-wide change feed (SSE): "hello" on connect, then
-// "change" events for run events of any of the tenant's threads and for
-// decisions recorded in this process.
+// "change" events for run events and decisions of any of the tenant's
+// threads. Everything comes from the bus subscription of the caller's
+// tenant, so no other tenant's activity reaches it.
 func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 	tenant := server.PrincipalFrom(r.Context()).Tenant
 	sub := st.srv.Runner.Bus.SubscribeTenant(tenant)
 	defer sub.Close()
-	decided, stop := st.changes.subscribe()
-	defer stop()
 	sw := sse.New(w)
 	send := func(name string, v any) bool {
 		b, err := json.Marshal(v)
@@ -162,15 +162,15 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 			if sw.Comment("ping") != nil {
 				return nil
 			}
-		case <-decided:
-			if !send("change", Change{Kind: "decision"}) {
-				return nil
-			}
 		case e := <-sub.C:
 			if tokenTypes[e.Type] {
 				continue
 			}
-			if !send("change", Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}) {
+			c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}
+			if e.Type == event.DecisionMade {
+				c = Change{Kind: "decision", ThreadID: e.ThreadID}
+			}
+			if !send("change", c) {
 				return nil
 			}
 		}

@@ -240,18 +240,21 @@ func TestAgentsAPI(t *testing.T) {
 	}
 }
 
-// TestLiveFeed reads the tenant-wide feed: a pause and a decision made over
-// the API both reach it.
-func TestLiveFeed(t *testing.T) {
-	env := stacktest.New(t, stacktest.Options{})
+// openLive opens /studio/api/live with the given headers (name/value pairs)
+// and returns its messages as "<event> <data>" lines.
+func openLive(t *testing.T, env *stacktest.Env, hdr ...string) <-chan string {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", env.URL+"/studio/api/live", nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("content type %q", ct)
+	t.Cleanup(func() { res.Body.Close() })
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("live feed: %d %q", res.StatusCode, ct)
 	}
 	events := make(chan string, 100)
 	go func() {
@@ -267,29 +270,79 @@ func TestLiveFeed(t *testing.T) {
 		}
 		close(events)
 	}()
-	next := func(want string) {
-		t.Helper()
-		deadline := time.After(5 * time.Second)
-		for {
-			select {
-			case e, ok := <-events:
-				if !ok {
-					t.Fatalf("feed closed waiting for %s", want)
-				}
-				if strings.Contains(e, want) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("timed out waiting for %s", want)
+	return events
+}
+
+// nextLive reads a feed until a message containing want and returns every
+// message read, want's last.
+func nextLive(t *testing.T, events <-chan string, want string) []string {
+	t.Helper()
+	var seen []string
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("feed closed waiting for %s (saw %q)", want, seen)
 			}
+			seen = append(seen, e)
+			if strings.Contains(e, want) {
+				return seen
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s (saw %q)", want, seen)
 		}
 	}
-	next(`hello {"tenant":"dev"}`)
+}
+
+// TestLiveFeed reads the tenant-wide feed: a pause and a decision made over
+// the API both reach it.
+func TestLiveFeed(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	events := openLive(t, env)
+	nextLive(t, events, `hello {"tenant":"dev"}`)
 	pause(t, env, "", "live-1", "please refund my order")
-	next(`change {"kind":"run","type":"run_finished","threadId":"live-1"}`)
+	nextLive(t, events, `change {"kind":"run","type":"run_finished","threadId":"live-1"}`)
 	it := onePending(t, env, "", "live-1")
 	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/reject", "", "x-stackbone-client", "cli"); r.status != 200 {
 		t.Fatalf("reject: %d %s", r.status, r)
 	}
-	next(`change {"kind":"decision"}`)
+	nextLive(t, events, `change {"kind":"decision","threadId":"live-1"}`)
+}
+
+// TestLiveFeedIsScopedToTheTenant: two tenants each have a Studio page open;
+// a decision by acme reaches acme's feed and nothing of it reaches globex's.
+// The gate is deterministic: after acme's decision (and its resumed run) are
+// over, globex starts a turn of its own, and everything globex's feed carried
+// up to that turn's end must be globex's.
+func TestLiveFeedIsScopedToTheTenant(t *testing.T) {
+	env := startEnv(t)
+	ca, _ := login(t, env, acme.Secret)
+	cg, _ := login(t, env, globx.Secret)
+	feedA := openLive(t, env, "Cookie", studio.CookieName+"="+ca.Value)
+	feedG := openLive(t, env, "Cookie", studio.CookieName+"="+cg.Value)
+	nextLive(t, feedA, `hello {"tenant":"acme"}`)
+	nextLive(t, feedG, `hello {"tenant":"globex"}`)
+
+	pause(t, env, acme.Secret, "acme-live", "please refund my order")
+	it := onePending(t, env, acme.Secret, "acme-live")
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "", "Authorization", "Bearer "+acme.Secret); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r)
+	}
+	seenA := nextLive(t, feedA, `change {"kind":"decision"`)
+	waitIdle(t, env, "acme", "acme-live")
+
+	body := `{"model":"assistant","messages":[{"role":"user","content":"hello"}]}`
+	if r := do(t, "POST", env.URL+"/v1/chat/completions", body, "Authorization", "Bearer "+globx.Secret, "x-stackbone-session", "globex-live"); r.status != 200 {
+		t.Fatalf("globex chat: %d %s", r.status, r)
+	}
+	seen := nextLive(t, feedG, `change {"kind":"run","type":"run_finished","threadId":"globex-live"}`)
+	for _, e := range seen {
+		if !strings.Contains(e, `"threadId":"globex-live"`) {
+			t.Fatalf("globex's feed carried %q (all: %q)", e, seen)
+		}
+	}
+	if got := seenA[len(seenA)-1]; got != `change {"kind":"decision","threadId":"acme-live"}` {
+		t.Fatalf("acme's feed announced the decision as %q", got)
+	}
 }

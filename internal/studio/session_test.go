@@ -16,7 +16,7 @@ func testStudio(keys ...config.Key) (*Studio, *time.Time) {
 	cfg := config.Defaults(config.Start)
 	cfg.Keys = keys
 	st := &Studio{srv: &server.Server{Config: &cfg}, Now: func() time.Time { return now }, TTL: time.Hour,
-		secret: deriveSecret(keys), changes: newNotifier()}
+		secret: deriveSecret(keys)}
 	return st, &now
 }
 
