@@ -3,6 +3,7 @@ package studio
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -23,7 +24,9 @@ type AgentInfo struct {
 	// EditableState maps each client-writable state key to its JSON Schema.
 	EditableState map[string]json.RawMessage `json:"editableState"`
 	MaxSteps      int                        `json:"maxSteps"`
-	Source        string                     `json:"source,omitempty"`
+	// Source is the agent's file relative to the project folder
+	// (agents/refunds.ts), never an absolute path of the host.
+	Source string `json:"source,omitempty"`
 }
 
 // ToolInfo is one tool of an agent.
@@ -77,7 +80,7 @@ func (st *Studio) Agents() []AgentInfo {
 	}
 	for _, a := range st.srv.Agents.List() {
 		ai := AgentInfo{Name: a.Name, Model: a.Model, Instructions: a.Instructions, Tools: []ToolInfo{}, Subagents: []SubagentInfo{},
-			EditableState: a.EditableState, MaxSteps: a.Steps(), Source: a.Source}
+			EditableState: a.EditableState, MaxSteps: a.Steps(), Source: projectPath(st.srv.Config.Dir, a.Source)}
 		if ai.EditableState == nil {
 			ai.EditableState = map[string]json.RawMessage{}
 		}
@@ -112,6 +115,19 @@ func (st *Studio) Agents() []AgentInfo {
 		out = append(out, ai)
 	}
 	return out
+}
+
+// projectPath names file relative to the project folder dir with forward
+// slashes; a file outside it is named by its base name only, so no host path
+// reaches the page.
+func projectPath(dir, file string) string {
+	if file == "" {
+		return ""
+	}
+	if rel, err := filepath.Rel(dir, file); err == nil && filepath.IsLocal(rel) {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.Base(file)
 }
 
 func (st *Studio) agents(w http.ResponseWriter, r *http.Request) error {

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
@@ -237,6 +239,31 @@ func TestAgentsAPI(t *testing.T) {
 	startEnvAgents := startEnv(t)
 	if r := do(t, "GET", startEnvAgents.URL+"/studio/api/agents", ""); r.status != 401 {
 		t.Fatalf("agents without auth in start mode: %d", r.status)
+	}
+}
+
+// TestAgentsShowSourcesRelativeToTheProject: the page names an agent's file
+// as the project knows it (agents/refunds.ts), never the host's absolute path.
+func TestAgentsShowSourcesRelativeToTheProject(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme, globx},
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			specs := stacktest.DefaultAgents(env, "openai/test-model")
+			specs[0].Source = filepath.Join(env.Config.Dir, "agents", "refunds.ts")
+			specs[1].Source = filepath.Join(env.Config.Dir, "agents", "support", "other.ts")
+			return specs
+		}})
+	r := do(t, "GET", env.URL+"/studio/api/agents", "", "Authorization", "Bearer "+globx.Secret)
+	if r.status != 200 || strings.Contains(r.String(), env.Config.Dir) || strings.Contains(r.String(), filepath.Base(env.Config.Dir)) {
+		t.Fatalf("agents reveal the project's host path %s: %d %s", env.Config.Dir, r.status, r)
+	}
+	var page struct {
+		Data []studio.AgentInfo `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{page.Data[0].Source, page.Data[1].Source}; got[0] != "agents/refunds.ts" || got[1] != "agents/support/other.ts" {
+		t.Fatalf("sources %q", got)
 	}
 }
 

@@ -109,3 +109,15 @@ func TestCookieAuthChecksCSRFOnlyForStateChanges(t *testing.T) {
 		t.Fatalf("POST with token: %+v %v %v", p, ok, err)
 	}
 }
+
+func TestProjectPathNeverShowsAHostPath(t *testing.T) {
+	for _, c := range []struct{ dir, file, want string }{
+		{"/srv/app", "/srv/app/agents/refunds.ts", "agents/refunds.ts"},
+		{"/srv/app", "/srv/other/agents/x.ts", "x.ts"},
+		{"/srv/app", "", ""},
+	} {
+		if got := projectPath(c.dir, c.file); got != c.want {
+			t.Errorf("projectPath(%q, %q) = %q, want %q", c.dir, c.file, got, c.want)
+		}
+	}
+}
