@@ -149,8 +149,8 @@ func TestSignInSetsASignedSessionCookie(t *testing.T) {
 		t.Fatalf("tampered cookie: %d", r.status)
 	}
 
-	// Logging out clears the cookie.
-	r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck)
+	// Logging out (with the session's token) clears the cookie.
+	r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, studio.CSRFHeader, info.CSRF)
 	res := http.Response{Header: r.header}
 	cleared := false
 	for _, c := range res.Cookies() {
@@ -158,6 +158,54 @@ func TestSignInSetsASignedSessionCookie(t *testing.T) {
 	}
 	if r.status != 200 || !cleared {
 		t.Fatalf("logout: %d %v", r.status, r.header)
+	}
+}
+
+// TestSignOutNeedsTheTokenAndRevokesTheSession: signing out without the
+// CSRF token is refused and changes nothing; with it, the old cookie stops
+// working at once, on this server and on another replica of the same store.
+func TestSignOutNeedsTheTokenAndRevokesTheSession(t *testing.T) {
+	env := startEnv(t)
+	replica := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme, globx}, Store: env.Store})
+	cookie, info := login(t, env, acme.Secret)
+	ck := studio.CookieName + "=" + cookie.Value
+	other, _ := login(t, env, acme.Secret) // a second tab or browser of the same tenant
+	ck2 := studio.CookieName + "=" + other.Value
+
+	r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck)
+	if r.status != 403 || !strings.Contains(r.String(), "csrf_failed") {
+		t.Fatalf("sign-out without the token: %d %s", r.status, r)
+	}
+	if r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, studio.CSRFHeader, "not-the-token"); r.status != 403 {
+		t.Fatalf("sign-out with a wrong token: %d %s", r.status, r)
+	}
+	for _, base := range []string{env.URL, replica.URL} {
+		if r := do(t, "GET", base+"/v1/threads", "", "Cookie", ck); r.status != 200 {
+			t.Fatalf("the session must survive a refused sign-out: %d %s", r.status, r)
+		}
+	}
+
+	if r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, studio.CSRFHeader, info.CSRF); r.status != 200 {
+		t.Fatalf("sign-out: %d %s", r.status, r)
+	}
+	for _, base := range []string{env.URL, replica.URL} {
+		if r := do(t, "GET", base+"/v1/threads", "", "Cookie", ck); r.status != 401 {
+			t.Fatalf("%s: the old cookie still works after sign-out: %d %s", base, r.status, r)
+		}
+		if r := do(t, "GET", base+"/studio/api/live", "", "Cookie", ck); r.status != 401 {
+			t.Fatalf("%s: the old cookie still opens the live feed: %d", base, r.status)
+		}
+		var s studio.SessionInfo
+		if err := json.Unmarshal(do(t, "GET", base+"/studio/api/session", "", "Cookie", ck).body, &s); err != nil || s.SignedIn {
+			t.Fatalf("%s: session after sign-out %+v %v", base, s, err)
+		}
+		if r := do(t, "GET", base+"/v1/threads", "", "Cookie", ck2); r.status != 200 {
+			t.Fatalf("signing out one session ended another: %d %s", r.status, r)
+		}
+	}
+	// Signing out again with the dead cookie only clears it.
+	if r := do(t, "POST", replica.URL+"/studio/api/logout", "", "Cookie", ck); r.status != 200 {
+		t.Fatalf("sign-out of a signed-out session: %d %s", r.status, r)
 	}
 }
 
