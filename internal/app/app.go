@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/providers"
+	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
@@ -33,15 +35,36 @@ import (
 // Version is the build's version, set with -ldflags.
 var Version = "0.1.0-dev"
 
-// Logger builds the process logger from the config.
+// Logger builds the process logger from the config. Everything it writes is
+// redacted (internal/redact): the provider keys, the Stackbone API keys and
+// every *_API_KEY of the environment never reach the log, nor do bearer
+// tokens and "sk-…" keys in text such as an upstream's error.
 func Logger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(redact.NewHandler(h, redact.New(Secrets(cfg, os.Environ())...)))
+}
+
+// Secrets lists what the log must never show: the configured provider and
+// Stackbone API keys, and the value of every environment variable (environ
+// is "NAME=value" entries) whose name ends in _API_KEY (tools' keys, the
+// CLI's STACKBONE_API_KEY).
+func Secrets(cfg *config.Config, environ []string) []string {
+	out := []string{cfg.OpenAIKey, cfg.AnthropicKey}
+	for _, k := range cfg.Keys {
+		out = append(out, k.Secret)
+	}
+	for _, kv := range environ {
+		if name, v, ok := strings.Cut(kv, "="); ok && strings.HasSuffix(name, "_API_KEY") {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out
 }
 
 // OpenStore opens the store the config names.

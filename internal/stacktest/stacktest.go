@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -52,6 +51,9 @@ type Options struct {
 	// Configure, when set, adjusts the configuration before it is checked
 	// (e.g. short slow-client timeouts).
 	Configure func(cfg *config.Config)
+	// ProviderKey, when set, is the provider API key (both OpenAI and
+	// Anthropic) the server sends upstream; default sk-test / sk-ant-test.
+	ProviderKey string
 }
 
 // Env is a running stack.
@@ -219,6 +221,10 @@ func New(t testing.TB, opts Options) *Env {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Keys = opts.Keys
 	cfg.LogLevel = "debug"
+	cfg.OpenAIKey, cfg.AnthropicKey = "sk-test", "sk-ant-test"
+	if opts.ProviderKey != "" {
+		cfg.OpenAIKey, cfg.AnthropicKey = opts.ProviderKey, opts.ProviderKey
+	}
 	if opts.MaxBodyBytes > 0 {
 		cfg.MaxBodyBytes = opts.MaxBodyBytes
 	}
@@ -229,7 +235,7 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatalf("config: %v", err)
 	}
 	env.Config = &cfg
-	logger := slog.New(slog.NewTextHandler(env.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := app.Logger(&cfg, env.Logs) // the process logger, redaction included
 
 	st := opts.Store
 	if st == nil {
@@ -249,8 +255,8 @@ func New(t testing.TB, opts Options) *Env {
 		specs = DefaultAgents(env, ref)
 	}
 	models := providers.New(providers.Config{
-		OpenAIBaseURL: up.URL + "/v1", OpenAIKey: "sk-test",
-		AnthropicBaseURL: up.URL, AnthropicKey: "sk-ant-test",
+		OpenAIBaseURL: up.URL + "/v1", OpenAIKey: cfg.OpenAIKey,
+		AnthropicBaseURL: up.URL, AnthropicKey: cfg.AnthropicKey,
 		Retry: model.RetryPolicy{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond},
 	})
 	env.Runner = app.NewRunner(&cfg, st, agent.NewRegistry(specs...), models, logger)

@@ -397,6 +397,11 @@ func (f FinishRun) Validate() error {
 	return fmt.Errorf("%w: FinishRun: status %q is not idle, waiting or failed", ErrInvalid, f.Status)
 }
 
+// CheckSession checks the tenant and id of a Studio session operation.
+func CheckSession(op, tenant, id string) error {
+	return required(op, "Tenant", tenant, "ID", id)
+}
+
 // required checks name/value pairs for empty values.
 func required(op string, pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {

@@ -233,6 +233,15 @@ type Store interface {
 	// Events returns the thread's stored events with Seq > after, in order.
 	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
 
+	// RevokeSession records that a Studio session (by the id its token
+	// carries) is signed out until expires, when the session would have
+	// ended anyway; revoking an id again is not an error. It also deletes
+	// the revocations that lapsed at or before now, so the table holds only
+	// sign-outs of the last session lifetime.
+	RevokeSession(ctx context.Context, tenant, id string, expires, now time.Time) error
+	// SessionRevoked reports whether a Studio session is signed out at now.
+	SessionRevoked(ctx context.Context, tenant, id string, now time.Time) (bool, error)
+
 	// Ping checks the database answers.
 	Ping(ctx context.Context) error
 	Close() error

@@ -3,6 +3,7 @@ package studio
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -23,7 +24,9 @@ type AgentInfo struct {
 	// EditableState maps each client-writable state key to its JSON Schema.
 	EditableState map[string]json.RawMessage `json:"editableState"`
 	MaxSteps      int                        `json:"maxSteps"`
-	Source        string                     `json:"source,omitempty"`
+	// Source is the agent's file relative to the project folder
+	// (agents/refunds.ts), never an absolute path of the host.
+	Source string `json:"source,omitempty"`
 }
 
 // ToolInfo is one tool of an agent.
@@ -77,7 +80,7 @@ func (st *Studio) Agents() []AgentInfo {
 	}
 	for _, a := range st.srv.Agents.List() {
 		ai := AgentInfo{Name: a.Name, Model: a.Model, Instructions: a.Instructions, Tools: []ToolInfo{}, Subagents: []SubagentInfo{},
-			EditableState: a.EditableState, MaxSteps: a.Steps(), Source: a.Source}
+			EditableState: a.EditableState, MaxSteps: a.Steps(), Source: projectPath(st.srv.Config.Dir, a.Source)}
 		if ai.EditableState == nil {
 			ai.EditableState = map[string]json.RawMessage{}
 		}
@@ -114,12 +117,26 @@ func (st *Studio) Agents() []AgentInfo {
 	return out
 }
 
+// projectPath names file relative to the project folder dir with forward
+// slashes; a file outside it is named by its base name only, so no host path
+// reaches the page.
+func projectPath(dir, file string) string {
+	if file == "" {
+		return ""
+	}
+	if rel, err := filepath.Rel(dir, file); err == nil && filepath.IsLocal(rel) {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.Base(file)
+}
+
 func (st *Studio) agents(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": st.Agents()})
 }
 
 // Change is one message of the live feed: something changed that the page
-// should refetch. Kind is "run" (a run event of a thread) or "decision".
+// should refetch. Kind is "run" (a run event of a thread) or "decision" (a
+// decision recorded on one of the tenant's threads, on any replica).
 type Change struct {
 	Kind     string `json:"kind"`
 	Type     string `json:"type,omitempty"`
@@ -136,14 +153,13 @@ var tokenTypes = map[event.Type]bool{
 }
 
 // live is the tenant-wide change feed (SSE): "hello" on connect, then
-// "change" events for run events of any of the tenant's threads and for
-// decisions recorded in this process.
+// "change" events for run events and decisions of any of the tenant's
+// threads. Everything comes from the bus subscription of the caller's
+// tenant, so no other tenant's activity reaches it.
 func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 	tenant := server.PrincipalFrom(r.Context()).Tenant
 	sub := st.srv.Runner.Bus.SubscribeTenant(tenant)
 	defer sub.Close()
-	decided, stop := st.changes.subscribe()
-	defer stop()
 	sw := sse.New(w)
 	send := func(name string, v any) bool {
 		b, err := json.Marshal(v)
@@ -162,15 +178,15 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 			if sw.Comment("ping") != nil {
 				return nil
 			}
-		case <-decided:
-			if !send("change", Change{Kind: "decision"}) {
-				return nil
-			}
 		case e := <-sub.C:
 			if tokenTypes[e.Type] {
 				continue
 			}
-			if !send("change", Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}) {
+			c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}
+			if e.Type == event.DecisionMade {
+				c = Change{Kind: "decision", ThreadID: e.ThreadID}
+			}
+			if !send("change", c) {
 				return nil
 			}
 		}

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
@@ -147,8 +149,8 @@ func TestSignInSetsASignedSessionCookie(t *testing.T) {
 		t.Fatalf("tampered cookie: %d", r.status)
 	}
 
-	// Logging out clears the cookie.
-	r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck)
+	// Logging out (with the session's token) clears the cookie.
+	r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, studio.CSRFHeader, info.CSRF)
 	res := http.Response{Header: r.header}
 	cleared := false
 	for _, c := range res.Cookies() {
@@ -156,6 +158,54 @@ func TestSignInSetsASignedSessionCookie(t *testing.T) {
 	}
 	if r.status != 200 || !cleared {
 		t.Fatalf("logout: %d %v", r.status, r.header)
+	}
+}
+
+// TestSignOutNeedsTheTokenAndRevokesTheSession: signing out without the
+// CSRF token is refused and changes nothing; with it, the old cookie stops
+// working at once, on this server and on another replica of the same store.
+func TestSignOutNeedsTheTokenAndRevokesTheSession(t *testing.T) {
+	env := startEnv(t)
+	replica := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme, globx}, Store: env.Store})
+	cookie, info := login(t, env, acme.Secret)
+	ck := studio.CookieName + "=" + cookie.Value
+	other, _ := login(t, env, acme.Secret) // a second tab or browser of the same tenant
+	ck2 := studio.CookieName + "=" + other.Value
+
+	r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck)
+	if r.status != 403 || !strings.Contains(r.String(), "csrf_failed") {
+		t.Fatalf("sign-out without the token: %d %s", r.status, r)
+	}
+	if r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, studio.CSRFHeader, "not-the-token"); r.status != 403 {
+		t.Fatalf("sign-out with a wrong token: %d %s", r.status, r)
+	}
+	for _, base := range []string{env.URL, replica.URL} {
+		if r := do(t, "GET", base+"/v1/threads", "", "Cookie", ck); r.status != 200 {
+			t.Fatalf("the session must survive a refused sign-out: %d %s", r.status, r)
+		}
+	}
+
+	if r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, studio.CSRFHeader, info.CSRF); r.status != 200 {
+		t.Fatalf("sign-out: %d %s", r.status, r)
+	}
+	for _, base := range []string{env.URL, replica.URL} {
+		if r := do(t, "GET", base+"/v1/threads", "", "Cookie", ck); r.status != 401 {
+			t.Fatalf("%s: the old cookie still works after sign-out: %d %s", base, r.status, r)
+		}
+		if r := do(t, "GET", base+"/studio/api/live", "", "Cookie", ck); r.status != 401 {
+			t.Fatalf("%s: the old cookie still opens the live feed: %d", base, r.status)
+		}
+		var s studio.SessionInfo
+		if err := json.Unmarshal(do(t, "GET", base+"/studio/api/session", "", "Cookie", ck).body, &s); err != nil || s.SignedIn {
+			t.Fatalf("%s: session after sign-out %+v %v", base, s, err)
+		}
+		if r := do(t, "GET", base+"/v1/threads", "", "Cookie", ck2); r.status != 200 {
+			t.Fatalf("signing out one session ended another: %d %s", r.status, r)
+		}
+	}
+	// Signing out again with the dead cookie only clears it.
+	if r := do(t, "POST", replica.URL+"/studio/api/logout", "", "Cookie", ck); r.status != 200 {
+		t.Fatalf("sign-out of a signed-out session: %d %s", r.status, r)
 	}
 }
 
@@ -240,18 +290,46 @@ func TestAgentsAPI(t *testing.T) {
 	}
 }
 
-// TestLiveFeed reads the tenant-wide feed: a pause and a decision made over
-// the API both reach it.
-func TestLiveFeed(t *testing.T) {
-	env := stacktest.New(t, stacktest.Options{})
+// TestAgentsShowSourcesRelativeToTheProject: the page names an agent's file
+// as the project knows it (agents/refunds.ts), never the host's absolute path.
+func TestAgentsShowSourcesRelativeToTheProject(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme, globx},
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			specs := stacktest.DefaultAgents(env, "openai/test-model")
+			specs[0].Source = filepath.Join(env.Config.Dir, "agents", "refunds.ts")
+			specs[1].Source = filepath.Join(env.Config.Dir, "agents", "support", "other.ts")
+			return specs
+		}})
+	r := do(t, "GET", env.URL+"/studio/api/agents", "", "Authorization", "Bearer "+globx.Secret)
+	if r.status != 200 || strings.Contains(r.String(), env.Config.Dir) || strings.Contains(r.String(), filepath.Base(env.Config.Dir)) {
+		t.Fatalf("agents reveal the project's host path %s: %d %s", env.Config.Dir, r.status, r)
+	}
+	var page struct {
+		Data []studio.AgentInfo `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{page.Data[0].Source, page.Data[1].Source}; got[0] != "agents/refunds.ts" || got[1] != "agents/support/other.ts" {
+		t.Fatalf("sources %q", got)
+	}
+}
+
+// openLive opens /studio/api/live with the given headers (name/value pairs)
+// and returns its messages as "<event> <data>" lines.
+func openLive(t *testing.T, env *stacktest.Env, hdr ...string) <-chan string {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", env.URL+"/studio/api/live", nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("content type %q", ct)
+	t.Cleanup(func() { res.Body.Close() })
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("live feed: %d %q", res.StatusCode, ct)
 	}
 	events := make(chan string, 100)
 	go func() {
@@ -267,29 +345,79 @@ func TestLiveFeed(t *testing.T) {
 		}
 		close(events)
 	}()
-	next := func(want string) {
-		t.Helper()
-		deadline := time.After(5 * time.Second)
-		for {
-			select {
-			case e, ok := <-events:
-				if !ok {
-					t.Fatalf("feed closed waiting for %s", want)
-				}
-				if strings.Contains(e, want) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("timed out waiting for %s", want)
+	return events
+}
+
+// nextLive reads a feed until a message containing want and returns every
+// message read, want's last.
+func nextLive(t *testing.T, events <-chan string, want string) []string {
+	t.Helper()
+	var seen []string
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("feed closed waiting for %s (saw %q)", want, seen)
 			}
+			seen = append(seen, e)
+			if strings.Contains(e, want) {
+				return seen
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s (saw %q)", want, seen)
 		}
 	}
-	next(`hello {"tenant":"dev"}`)
+}
+
+// TestLiveFeed reads the tenant-wide feed: a pause and a decision made over
+// the API both reach it.
+func TestLiveFeed(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	events := openLive(t, env)
+	nextLive(t, events, `hello {"tenant":"dev"}`)
 	pause(t, env, "", "live-1", "please refund my order")
-	next(`change {"kind":"run","type":"run_finished","threadId":"live-1"}`)
+	nextLive(t, events, `change {"kind":"run","type":"run_finished","threadId":"live-1"}`)
 	it := onePending(t, env, "", "live-1")
 	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/reject", "", "x-stackbone-client", "cli"); r.status != 200 {
 		t.Fatalf("reject: %d %s", r.status, r)
 	}
-	next(`change {"kind":"decision"}`)
+	nextLive(t, events, `change {"kind":"decision","threadId":"live-1"}`)
+}
+
+// TestLiveFeedIsScopedToTheTenant: two tenants each have a Studio page open;
+// a decision by acme reaches acme's feed and nothing of it reaches globex's.
+// The gate is deterministic: after acme's decision (and its resumed run) are
+// over, globex starts a turn of its own, and everything globex's feed carried
+// up to that turn's end must be globex's.
+func TestLiveFeedIsScopedToTheTenant(t *testing.T) {
+	env := startEnv(t)
+	ca, _ := login(t, env, acme.Secret)
+	cg, _ := login(t, env, globx.Secret)
+	feedA := openLive(t, env, "Cookie", studio.CookieName+"="+ca.Value)
+	feedG := openLive(t, env, "Cookie", studio.CookieName+"="+cg.Value)
+	nextLive(t, feedA, `hello {"tenant":"acme"}`)
+	nextLive(t, feedG, `hello {"tenant":"globex"}`)
+
+	pause(t, env, acme.Secret, "acme-live", "please refund my order")
+	it := onePending(t, env, acme.Secret, "acme-live")
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "", "Authorization", "Bearer "+acme.Secret); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r)
+	}
+	seenA := nextLive(t, feedA, `change {"kind":"decision"`)
+	waitIdle(t, env, "acme", "acme-live")
+
+	body := `{"model":"assistant","messages":[{"role":"user","content":"hello"}]}`
+	if r := do(t, "POST", env.URL+"/v1/chat/completions", body, "Authorization", "Bearer "+globx.Secret, "x-stackbone-session", "globex-live"); r.status != 200 {
+		t.Fatalf("globex chat: %d %s", r.status, r)
+	}
+	seen := nextLive(t, feedG, `change {"kind":"run","type":"run_finished","threadId":"globex-live"}`)
+	for _, e := range seen {
+		if !strings.Contains(e, `"threadId":"globex-live"`) {
+			t.Fatalf("globex's feed carried %q (all: %q)", e, seen)
+		}
+	}
+	if got := seenA[len(seenA)-1]; got != `change {"kind":"decision","threadId":"acme-live"}` {
+		t.Fatalf("acme's feed announced the decision as %q", got)
+	}
 }

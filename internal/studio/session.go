@@ -2,6 +2,7 @@ package studio
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -32,7 +34,7 @@ const CSRFHeader = "x-csrf-token"
 // Session errors.
 var (
 	// ErrBadSession is a session token that is malformed, forged, for a
-	// tenant no longer configured, or expired.
+	// tenant no longer configured, expired, or signed out.
 	ErrBadSession = errors.New("invalid or expired Studio session")
 )
 
@@ -72,7 +74,7 @@ func (st *Studio) mac(parts ...string) []byte {
 
 // Issue returns a signed session token for tenant and when it expires. The
 // token is "v1.<tenant>.<expiry>.<nonce>.<mac>" (base64url parts); it holds
-// no API key.
+// no API key. The nonce is the session's id in the store's revocations.
 func (st *Studio) Issue(tenant string) (token string, expires time.Time) {
 	expires = st.Now().Add(st.TTL).Truncate(time.Second)
 	nonce := make([]byte, 16)
@@ -81,34 +83,63 @@ func (st *Studio) Issue(tenant string) (token string, expires time.Time) {
 	return payload + "." + b64.EncodeToString(st.mac("session", payload)), expires
 }
 
-// Verify checks a session token and returns its tenant and expiry.
+// Verify checks a session token's signature and expiry and returns its
+// tenant and expiry. It does not consult the store: Authenticate also
+// refuses a session that was signed out.
 func (st *Studio) Verify(token string) (tenant string, expires time.Time, err error) {
+	c, err := st.parse(token)
+	return c.tenant, c.expires, err
+}
+
+// claims are what a valid session token says.
+type claims struct {
+	tenant  string
+	expires time.Time
+	// id names the session in the store's revocations: its nonce.
+	id string
+}
+
+func (st *Studio) parse(token string) (claims, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 5 || parts[0] != "v1" {
-		return "", time.Time{}, ErrBadSession
+		return claims{}, ErrBadSession
 	}
 	payload := strings.Join(parts[:4], ".")
 	sig, err := b64.DecodeString(parts[4])
 	if err != nil || !hmac.Equal(sig, st.mac("session", payload)) {
-		return "", time.Time{}, ErrBadSession
+		return claims{}, ErrBadSession
 	}
 	t, err := b64.DecodeString(parts[1])
 	if err != nil {
-		return "", time.Time{}, ErrBadSession
+		return claims{}, ErrBadSession
 	}
 	exp, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || parts[3] == "" {
+		return claims{}, ErrBadSession
+	}
+	c := claims{tenant: string(t), expires: time.Unix(exp, 0), id: parts[3]}
+	if !st.Now().Before(c.expires) || !st.hasTenant(c.tenant) {
+		return claims{}, ErrBadSession
+	}
+	return c, nil
+}
+
+// authenticate checks a session token like Verify and then asks the store
+// whether it was signed out (on any replica). A store failure is returned
+// as is, so the request fails rather than passing unchecked.
+func (st *Studio) authenticate(ctx context.Context, token string) (claims, error) {
+	c, err := st.parse(token)
 	if err != nil {
-		return "", time.Time{}, ErrBadSession
+		return claims{}, err
 	}
-	expires = time.Unix(exp, 0)
-	if !st.Now().Before(expires) {
-		return "", time.Time{}, ErrBadSession
+	revoked, err := st.srv.Store.SessionRevoked(ctx, c.tenant, c.id, st.Now())
+	if err != nil {
+		return claims{}, fmt.Errorf("check Studio session: %w", err)
 	}
-	tenant = string(t)
-	if !st.hasTenant(tenant) {
-		return "", time.Time{}, ErrBadSession
+	if revoked {
+		return claims{}, ErrBadSession
 	}
-	return tenant, expires, nil
+	return c, nil
 }
 
 func (st *Studio) hasTenant(tenant string) bool {
@@ -135,18 +166,30 @@ func (st *Studio) CookieAuth(r *http.Request) (server.Principal, bool, error) {
 	if err != nil || c.Value == "" {
 		return server.Principal{}, false, nil
 	}
-	tenant, _, err := st.Verify(c.Value)
-	if err != nil {
+	cl, err := st.authenticate(r.Context(), c.Value)
+	if errors.Is(err, ErrBadSession) {
 		return server.Principal{}, false, nil
 	}
+	if err != nil {
+		return server.Principal{}, true, err
+	}
 	if !safeMethod(r.Method) {
-		got := r.Header.Get(CSRFHeader)
-		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(st.CSRFToken(c.Value))) != 1 {
-			return server.Principal{}, true, apierror.New(apierror.Permission, "csrf_failed",
-				"This request needs the Studio session's CSRF token in the x-csrf-token header.")
+		if err := st.checkCSRF(r, c.Value); err != nil {
+			return server.Principal{}, true, err
 		}
 	}
-	return server.Principal{Tenant: tenant, Name: tenant, Via: "studio"}, true, nil
+	return server.Principal{Tenant: cl.tenant, Name: cl.tenant, Via: "studio"}, true, nil
+}
+
+// checkCSRF refuses a request that does not carry the CSRF token of the
+// session token it is authenticated by.
+func (st *Studio) checkCSRF(r *http.Request, token string) error {
+	got := r.Header.Get(CSRFHeader)
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(st.CSRFToken(token))) != 1 {
+		return apierror.New(apierror.Permission, "csrf_failed",
+			"This request needs the Studio session's CSRF token in the x-csrf-token header.")
+	}
+	return nil
 }
 
 func safeMethod(m string) bool {
@@ -167,14 +210,24 @@ type SessionInfo struct {
 	Cookie bool `json:"cookie"`
 }
 
-func (st *Studio) sessionInfo(r *http.Request) SessionInfo {
-	info := SessionInfo{Mode: string(st.srv.Config.Mode)}
+func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
-		if tenant, exp, err := st.Verify(c.Value); err == nil {
-			info.SignedIn, info.Tenant, info.CSRF, info.ExpiresAt, info.Cookie = true, tenant, st.CSRFToken(c.Value), &exp, true
-			return info
+		cl, err := st.authenticate(r.Context(), c.Value)
+		if err == nil {
+			return SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: cl.tenant, CSRF: st.CSRFToken(c.Value),
+				ExpiresAt: &cl.expires, Cookie: true}, nil
+		}
+		if !errors.Is(err, ErrBadSession) {
+			return SessionInfo{}, err
 		}
 	}
+	return st.signedOutInfo(), nil
+}
+
+// signedOutInfo is the session of a page without a sign-in: open in dev
+// mode, asking for a key in start mode.
+func (st *Studio) signedOutInfo() SessionInfo {
+	info := SessionInfo{Mode: string(st.srv.Config.Mode)}
 	if st.srv.Config.Open() {
 		info.SignedIn, info.Tenant = true, server.DevTenant
 	}
@@ -182,7 +235,11 @@ func (st *Studio) sessionInfo(r *http.Request) SessionInfo {
 }
 
 func (st *Studio) session(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, st.sessionInfo(r))
+	info, err := st.sessionInfo(r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, info)
 }
 
 // sameOrigin refuses a browser request sent from another site.
@@ -239,14 +296,29 @@ func (st *Studio) login(w http.ResponseWriter, r *http.Request) error {
 		CSRF: st.CSRFToken(token), ExpiresAt: &exp, Cookie: true})
 }
 
+// logout signs the session out: with the session's CSRF token (403
+// without it, and the session stays), it records the session as revoked in
+// the store, so its cookie stops working at once on every replica, and
+// clears the cookie. A request without a valid session only clears it.
 func (st *Studio) logout(w http.ResponseWriter, r *http.Request) error {
+	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
+		cl, err := st.authenticate(r.Context(), c.Value)
+		switch {
+		case err == nil:
+			if err := st.checkCSRF(r, c.Value); err != nil {
+				return err
+			}
+			if err := st.srv.Store.RevokeSession(r.Context(), cl.tenant, cl.id, cl.expires, st.Now()); err != nil {
+				return fmt.Errorf("sign out: %w", err)
+			}
+			st.logger.Info("studio sign-out", "tenant", cl.tenant, "remote", r.RemoteAddr)
+		case !errors.Is(err, ErrBadSession):
+			return err
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
-	info := SessionInfo{Mode: string(st.srv.Config.Mode)}
-	if st.srv.Config.Open() {
-		info.SignedIn, info.Tenant = true, server.DevTenant
-	}
-	return writeJSON(w, http.StatusOK, info)
+	return writeJSON(w, http.StatusOK, st.signedOutInfo())
 }
 
 // secureRequest reports whether the browser reached us over HTTPS (directly

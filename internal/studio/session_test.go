@@ -9,20 +9,26 @@ import (
 
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/store/sqlite"
 )
 
-func testStudio(keys ...config.Key) (*Studio, *time.Time) {
+func testStudio(t *testing.T, keys ...config.Key) (*Studio, *time.Time) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cfg := config.Defaults(config.Start)
 	cfg.Keys = keys
-	st := &Studio{srv: &server.Server{Config: &cfg}, Now: func() time.Time { return now }, TTL: time.Hour,
-		secret: deriveSecret(keys), changes: newNotifier()}
+	db, err := sqlite.Open(t.Context(), ":memory:", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &Studio{srv: &server.Server{Config: &cfg, Store: db}, Now: func() time.Time { return now }, TTL: time.Hour,
+		secret: deriveSecret(keys)}
 	return st, &now
 }
 
 func TestSessionTokenExpiresAndResistsForgery(t *testing.T) {
 	acme := config.Key{Tenant: "acme", Secret: "sk-acme-0123456789"}
-	st, now := testStudio(acme)
+	st, now := testStudio(t, acme)
 	tok, exp := st.Issue("acme")
 	if strings.Contains(tok, acme.Secret) {
 		t.Fatal("token holds the key")
@@ -60,13 +66,13 @@ func TestSessionTokenExpiresAndResistsForgery(t *testing.T) {
 	// Another server with other keys does not accept it, and rotating the
 	// keys signs everyone out.
 	*now = now.Add(-time.Hour)
-	rotated, _ := testStudio(config.Key{Tenant: "acme", Secret: "sk-acme-rotated-01"})
+	rotated, _ := testStudio(t, config.Key{Tenant: "acme", Secret: "sk-acme-rotated-01"})
 	rotated.Now = st.Now
 	if _, _, err := rotated.Verify(tok); !errors.Is(err, ErrBadSession) {
 		t.Fatalf("a token survived key rotation: %v", err)
 	}
 	// A tenant whose keys were removed loses its sessions.
-	removed, _ := testStudio(config.Key{Tenant: "globex", Secret: "sk-globex-0123456789"})
+	removed, _ := testStudio(t, config.Key{Tenant: "globex", Secret: "sk-globex-0123456789"})
 	removed.secret, removed.Now = st.secret, st.Now
 	if _, _, err := removed.Verify(tok); !errors.Is(err, ErrBadSession) {
 		t.Fatalf("a removed tenant's session accepted: %v", err)
@@ -74,7 +80,7 @@ func TestSessionTokenExpiresAndResistsForgery(t *testing.T) {
 }
 
 func TestCookieAuthChecksCSRFOnlyForStateChanges(t *testing.T) {
-	st, _ := testStudio(config.Key{Tenant: "acme", Secret: "sk-acme-0123456789"})
+	st, _ := testStudio(t, config.Key{Tenant: "acme", Secret: "sk-acme-0123456789"})
 	tok, _ := st.Issue("acme")
 	csrf := st.CSRFToken(tok)
 	if csrf == "" || csrf == tok || strings.Contains(tok, csrf) {
@@ -107,5 +113,17 @@ func TestCookieAuthChecksCSRFOnlyForStateChanges(t *testing.T) {
 	}
 	if p, ok, err := req("POST", tok, csrf); !ok || err != nil || p.Tenant != "acme" {
 		t.Fatalf("POST with token: %+v %v %v", p, ok, err)
+	}
+}
+
+func TestProjectPathNeverShowsAHostPath(t *testing.T) {
+	for _, c := range []struct{ dir, file, want string }{
+		{"/srv/app", "/srv/app/agents/refunds.ts", "agents/refunds.ts"},
+		{"/srv/app", "/srv/other/agents/x.ts", "x.ts"},
+		{"/srv/app", "", ""},
+	} {
+		if got := projectPath(c.dir, c.file); got != c.want {
+			t.Errorf("projectPath(%q, %q) = %q, want %q", c.dir, c.file, got, c.want)
+		}
 	}
 }

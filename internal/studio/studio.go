@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -41,9 +40,8 @@ type Studio struct {
 	// TTL is the lifetime of a session.
 	TTL time.Duration
 
-	assets  map[string]asset
-	secret  []byte
-	changes *notifier
+	assets map[string]asset
+	secret []byte
 }
 
 type asset struct {
@@ -52,9 +50,8 @@ type asset struct {
 	etag  string
 }
 
-// Mount installs Stackbone Studio on a server: its routes, the session
-// cookie authentication (Server.CookieAuth) and the decision notifications
-// that keep open pages live.
+// Mount installs Stackbone Studio on a server: its routes and the session
+// cookie authentication (Server.CookieAuth).
 func Mount(s *server.Server) { New(s).Register() }
 
 // New builds the Studio of a server without registering anything.
@@ -63,15 +60,15 @@ func New(s *server.Server) *Studio {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	st := &Studio{srv: s, logger: logger, Now: time.Now, TTL: DefaultSessionTTL, changes: newNotifier()}
+	st := &Studio{srv: s, logger: logger, Now: time.Now, TTL: DefaultSessionTTL}
 	st.assets = loadAssets()
 	st.secret = deriveSecret(s.Config.Keys)
 	return st
 }
 
-// Register adds the Studio routes to the server, installs the cookie
-// authentication and chains the runtime's Decided hook so that a decision
-// made anywhere (API, CLI, another tab) reaches open pages at once.
+// Register adds the Studio routes to the server and installs the cookie
+// authentication. Open pages learn of decisions made anywhere (API, CLI,
+// another tab, another replica) from the tenant's bus events.
 func (st *Studio) Register() {
 	s := st.srv
 	s.Handle("GET /studio", server.WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error {
@@ -85,15 +82,6 @@ func (st *Studio) Register() {
 	s.Handle("GET /studio/api/agents", server.WireOpenAI, true, st.agents)
 	s.Handle("GET /studio/api/live", server.WireOpenAI, true, st.live)
 	s.CookieAuth = st.CookieAuth
-	if s.Runner != nil {
-		prev := s.Runner.Hooks.Decided
-		s.Runner.Hooks.Decided = func() {
-			if prev != nil {
-				prev()
-			}
-			st.changes.notify()
-		}
-	}
 }
 
 // loadAssets reads the embedded web folder once, with a content hash as ETag.
@@ -171,35 +159,4 @@ func (st *Studio) static(w http.ResponseWriter, r *http.Request) error {
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Cache-Control", "no-store")
 	return httpjson.Write(w, status, v)
-}
-
-// notifier wakes every live page when a decision is recorded in this process.
-type notifier struct {
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
-}
-
-func newNotifier() *notifier { return &notifier{subs: map[chan struct{}]struct{}{}} }
-
-func (n *notifier) subscribe() (<-chan struct{}, func()) {
-	c := make(chan struct{}, 1)
-	n.mu.Lock()
-	n.subs[c] = struct{}{}
-	n.mu.Unlock()
-	return c, func() {
-		n.mu.Lock()
-		delete(n.subs, c)
-		n.mu.Unlock()
-	}
-}
-
-func (n *notifier) notify() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for c := range n.subs {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
 }

@@ -23,6 +23,8 @@
 //     so does every id, name, filter or JSON value holding a NUL byte or
 //     invalid UTF-8, on reads as on writes, and nothing is stored; free
 //     text (an interrupt's description, a run's error) is stored cleaned.
+//   - a revoked Studio session is refused strictly before its expiry, and
+//     RevokeSession deletes every revocation that lapsed at or before now.
 package storetest
 
 import (
@@ -85,6 +87,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Concurrent/BeginRun", testConcurrentBeginRun},
 		{"Concurrent/Claim", testConcurrentClaim},
 		{"Concurrent/Writers", testConcurrentWriters},
+		{"StudioSessions/Revoke", testRevokeSession},
+		{"StudioSessions/ExpiredRowsAreDeleted", testRevokedSessionsPurged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1434,4 +1438,63 @@ func testBeginRunOptions(t *testing.T, s store.Store) {
 	begin(t, s, "a", "t", "x", "r3", at(4*time.Minute))
 	got, _ = s.GetThread(ctx, "a", "t")
 	sameJSON(t, "options of a turn without options", got.Options, json.RawMessage(`{}`))
+}
+
+func revoked(t *testing.T, s store.Store, tenant, id string, now time.Time) bool {
+	t.Helper()
+	r, err := s.SessionRevoked(t.Context(), tenant, id, now)
+	if err != nil {
+		t.Fatalf("SessionRevoked %s/%s: %v", tenant, id, err)
+	}
+	return r
+}
+
+func revoke(t *testing.T, s store.Store, tenant, id string, expires, now time.Time) {
+	t.Helper()
+	if err := s.RevokeSession(t.Context(), tenant, id, expires, now); err != nil {
+		t.Fatalf("RevokeSession %s/%s: %v", tenant, id, err)
+	}
+}
+
+func testRevokeSession(t *testing.T, s store.Store) {
+	if revoked(t, s, "acme", "sess-1", T0) {
+		t.Fatal("a session nobody revoked is revoked")
+	}
+	revoke(t, s, "acme", "sess-1", at(time.Hour), T0)
+	if !revoked(t, s, "acme", "sess-1", T0) || !revoked(t, s, "acme", "sess-1", at(time.Hour-time.Microsecond)) {
+		t.Fatal("a revoked session is not revoked before its expiry")
+	}
+	if revoked(t, s, "acme", "sess-1", at(time.Hour)) {
+		t.Fatal("a revocation outlives the session's expiry")
+	}
+	// Tenants do not share session ids.
+	if revoked(t, s, "globex", "sess-1", T0) || revoked(t, s, "acme", "sess-2", T0) {
+		t.Fatal("a revocation reaches another tenant or session")
+	}
+	// Revoking again keeps the later expiry and is not an error.
+	revoke(t, s, "acme", "sess-1", at(2*time.Hour), T0)
+	revoke(t, s, "acme", "sess-1", at(time.Minute), T0)
+	if !revoked(t, s, "acme", "sess-1", at(90*time.Minute)) {
+		t.Fatal("revoking again shortened the revocation")
+	}
+	for _, c := range [][2]string{{"", "sess-1"}, {"acme", ""}} {
+		wantErr(t, "RevokeSession "+c[0]+"/"+c[1], s.RevokeSession(t.Context(), c[0], c[1], at(time.Hour), T0), store.ErrInvalid)
+		_, err := s.SessionRevoked(t.Context(), c[0], c[1], T0)
+		wantErr(t, "SessionRevoked "+c[0]+"/"+c[1], err, store.ErrInvalid)
+	}
+}
+
+// testRevokedSessionsPurged proves the row is gone, not just ignored: asked
+// about a time before its expiry, a deleted revocation no longer answers.
+func testRevokedSessionsPurged(t *testing.T, s store.Store) {
+	revoke(t, s, "acme", "old", at(time.Hour), T0)
+	revoke(t, s, "globex", "edge", at(2*time.Hour), T0)
+	revoke(t, s, "acme", "young", at(3*time.Hour), T0)
+	revoke(t, s, "acme", "new", at(4*time.Hour), at(2*time.Hour))
+	if revoked(t, s, "acme", "old", T0) || revoked(t, s, "globex", "edge", T0) {
+		t.Fatal("revocations that lapsed were not deleted")
+	}
+	if !revoked(t, s, "acme", "young", T0) || !revoked(t, s, "acme", "new", at(2*time.Hour)) {
+		t.Fatal("a live revocation was deleted")
+	}
 }

@@ -1,0 +1,256 @@
+// Package redact keeps secrets out of logs. A Redactor replaces the secrets
+// it was given (provider keys, Stackbone API keys) and secret-shaped tokens
+// (a bearer token, an "sk-…" key) in text with Placeholder; Handler applies
+// it to every record a slog.Handler writes: the message, string attributes,
+// errors and other values, inside groups too.
+package redact
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+)
+
+// Placeholder replaces every secret.
+const Placeholder = "[REDACTED]"
+
+// MinSecretLen is the shortest known secret redacted by value; a shorter
+// one (a misconfiguration) would blank out ordinary words.
+const MinSecretLen = 8
+
+// minTokenLen is the shortest token after "Bearer " or "sk-" taken for a
+// secret by its shape.
+const minTokenLen = 8
+
+// Redactor replaces secrets in text. The zero value redacts only
+// secret-shaped tokens. It is safe for concurrent use.
+type Redactor struct {
+	secrets []string // longest first, so a secret containing another goes whole
+}
+
+// New returns a Redactor for the given secrets; empty, duplicate and too
+// short (< MinSecretLen) ones are dropped.
+func New(secrets ...string) *Redactor {
+	var s []string
+	for _, v := range secrets {
+		if len(v) >= MinSecretLen && !slices.Contains(s, v) {
+			s = append(s, v)
+		}
+	}
+	slices.SortFunc(s, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	return &Redactor{secrets: s}
+}
+
+// String returns s with every secret replaced by Placeholder. Text without
+// anything to replace is returned as is, without allocating.
+func (r *Redactor) String(s string) string {
+	if !r.suspect(s) {
+		return s
+	}
+	for _, k := range r.secrets {
+		s = strings.ReplaceAll(s, k, Placeholder)
+	}
+	return redactShapes(s)
+}
+
+// suspect reports whether s may hold something to replace: a known secret,
+// "sk-" or "bearer" in any case. It is the cheap test of the hot path.
+func (r *Redactor) suspect(s string) bool {
+	for _, k := range r.secrets {
+		if strings.Contains(s, k) {
+			return true
+		}
+	}
+	return strings.Contains(s, "sk-") || hasBearer(s)
+}
+
+func hasBearer(s string) bool {
+	for {
+		i := strings.IndexAny(s, "bB")
+		if i < 0 || len(s)-i < len("bearer") {
+			return false
+		}
+		if strings.EqualFold(s[i:i+len("bearer")], "bearer") {
+			return true
+		}
+		s = s[i+1:]
+	}
+}
+
+// redactShapes replaces the token after a "Bearer" word and "sk-" keys
+// (at the start of a word, minTokenLen or more key characters).
+func redactShapes(s string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if !wordStart(s, i) {
+			continue
+		}
+		switch {
+		case (s[i] == 'b' || s[i] == 'B') && len(s)-i > len("bearer") && strings.EqualFold(s[i:i+len("bearer")], "bearer"):
+			j := i + len("bearer")
+			for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+				j++
+			}
+			if j == i+len("bearer") {
+				continue // "bearers", "bearer:" and such are words, not headers
+			}
+			k := j
+			for k < len(s) && bearerChar(s[k]) {
+				k++
+			}
+			if k-j >= minTokenLen {
+				b.WriteString(s[last:j])
+				b.WriteString(Placeholder)
+				last, i = k, k-1
+			}
+		case s[i] == 's' && strings.HasPrefix(s[i:], "sk-"):
+			k := i + len("sk-")
+			for k < len(s) && keyChar(s[k]) {
+				k++
+			}
+			if k-i-len("sk-") >= minTokenLen {
+				b.WriteString(s[last:i])
+				b.WriteString(Placeholder)
+				last, i = k, k-1
+			}
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func wordStart(s string, i int) bool {
+	return i == 0 || !keyChar(s[i-1])
+}
+
+func keyChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+// bearerChar is a character of an RFC 6750 token (base64, JWT).
+func bearerChar(c byte) bool {
+	return keyChar(c) || c == '.' || c == '~' || c == '+' || c == '/' || c == '='
+}
+
+// Handler wraps a slog.Handler so that nothing it writes holds a secret.
+type Handler struct {
+	next slog.Handler
+	r    *Redactor
+}
+
+// NewHandler returns next with every record redacted by r.
+func NewHandler(next slog.Handler, r *Redactor) *Handler {
+	return &Handler{next: next, r: r}
+}
+
+// Enabled reports whether the wrapped handler handles level.
+func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.next.Enabled(ctx, level)
+}
+
+// Handle redacts the record's message and attributes and passes it on. A
+// record with nothing to redact is passed on unchanged.
+func (h *Handler) Handle(ctx context.Context, rec slog.Record) error {
+	dirty := h.r.suspect(rec.Message)
+	if !dirty {
+		rec.Attrs(func(a slog.Attr) bool {
+			_, dirty = h.attr(a)
+			return !dirty
+		})
+	}
+	if !dirty {
+		return h.next.Handle(ctx, rec)
+	}
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		a, _ = h.attr(a)
+		out.AddAttrs(a)
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+// WithAttrs redacts attrs once and hands them to the wrapped handler.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		out[i], _ = h.attr(a)
+	}
+	return &Handler{next: h.next.WithAttrs(out), r: h.r}
+}
+
+// WithGroup opens a group in the wrapped handler.
+func (h *Handler) WithGroup(name string) slog.Handler {
+	return &Handler{next: h.next.WithGroup(name), r: h.r}
+}
+
+// attr returns a redacted, and whether anything changed.
+func (h *Handler) attr(a slog.Attr) (slog.Attr, bool) {
+	v, changed := h.value(a.Value)
+	if changed {
+		a.Value = v
+	}
+	return a, changed
+}
+
+func (h *Handler) value(v slog.Value) (slog.Value, bool) {
+	v = v.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		if s := v.String(); h.r.suspect(s) {
+			return slog.StringValue(h.r.String(s)), true
+		}
+	case slog.KindGroup:
+		as := v.Group()
+		var out []slog.Attr
+		for i, a := range as {
+			ra, changed := h.attr(a)
+			if changed && out == nil {
+				out = slices.Clone(as)
+			}
+			if out != nil {
+				out[i] = ra
+			}
+		}
+		if out != nil {
+			return slog.GroupValue(out...), true
+		}
+	case slog.KindAny:
+		return h.any(v)
+	}
+	return v, false
+}
+
+// any redacts an arbitrary value by its text: an error by its message, bytes
+// and JSON by their content, anything else as a handler would print it. A
+// value with a secret is replaced by its redacted text.
+func (h *Handler) any(v slog.Value) (slog.Value, bool) {
+	var s string
+	switch x := v.Any().(type) {
+	case error:
+		s = x.Error()
+	case json.RawMessage:
+		if h.r.suspect(string(x)) {
+			return slog.AnyValue(json.RawMessage(h.r.String(string(x)))), true
+		}
+		return v, false
+	case []byte:
+		s = string(x)
+	case fmt.Stringer:
+		s = x.String()
+	default:
+		s = fmt.Sprintf("%+v", x)
+	}
+	if h.r.suspect(s) {
+		return slog.StringValue(h.r.String(s)), true
+	}
+	return v, false
+}
