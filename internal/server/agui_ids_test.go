@@ -1,46 +1,14 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/store/postgres"
 )
-
-// aguiIDsPostgres opens a store in a fresh PostgreSQL schema, dropped when
-// the test ends.
-func aguiIDsPostgres(t *testing.T) store.Store {
-	t.Helper()
-	base := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	schema := fmt.Sprintf("agui_ids_%d", time.Now().UnixNano())
-	st, err := postgres.OpenSchema(context.Background(), base, schema, nil)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			_ = conn.Close(context.Background())
-		}
-	})
-	return st
-}
 
 // TestAGUIThreadIDsCheckedLikeSessions sends AG-UI requests whose threadId,
 // runId, interruptId or message id is 1 MB long or holds NUL or a U+202E
@@ -51,7 +19,7 @@ func aguiIDsPostgres(t *testing.T) store.Store {
 func TestAGUIThreadIDsCheckedLikeSessions(t *testing.T) {
 	drivers := map[string]func(t *testing.T) store.Store{
 		"sqlite":   func(*testing.T) store.Store { return nil },
-		"postgres": aguiIDsPostgres,
+		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "agui_ids") },
 	}
 	bad := map[string]string{
 		"1MB":    strings.Repeat("t", 1<<20),

@@ -2,41 +2,12 @@ package server_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/store/postgres"
 )
-
-// postgresStore opens a PostgreSQL store on a fresh schema, dropped when the
-// test ends.
-func postgresStore(t *testing.T) store.Store {
-	t.Helper()
-	base := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	schema := fmt.Sprintf("badtext_%d", time.Now().UnixNano())
-	st, err := postgres.OpenSchema(context.Background(), base, schema, nil)
-	if err != nil {
-		t.Fatalf("PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
-	return st
-}
 
 // TestBadTextIs400OnBothDrivers: a NUL byte or invalid UTF-8 in a path id,
 // a query filter, an AG-UI run id or a client tool schema is a 400 (or the
@@ -45,7 +16,7 @@ func postgresStore(t *testing.T) store.Store {
 func TestBadTextIs400OnBothDrivers(t *testing.T) {
 	drivers := map[string]func(t *testing.T) store.Store{
 		"sqlite":   func(t *testing.T) store.Store { return nil },
-		"postgres": postgresStore,
+		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "badtext") },
 	}
 	for name, open := range drivers {
 		t.Run(name, func(t *testing.T) {

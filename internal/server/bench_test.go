@@ -2,20 +2,14 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/store/postgres"
 )
 
 // benchTurn posts one non-stream chat turn over real HTTP.
@@ -112,7 +106,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 // BenchmarkDurableTurnPostgres is BenchmarkDurableTurn on the PostgreSQL
 // store (STACKBONE_TEST_POSTGRES, default the local test database).
 func BenchmarkDurableTurnPostgres(b *testing.B) {
-	st := pgStore(b, "bench")
+	st := stacktest.Postgres(b, "bench")
 	env := stacktest.New(b, stacktest.Options{Store: st})
 	c := &http.Client{}
 	b.ReportAllocs()
@@ -145,7 +139,7 @@ func BenchmarkDurableTurnsParallel(b *testing.B) {
 
 // BenchmarkDurableTurnsParallelPostgres: the same on PostgreSQL.
 func BenchmarkDurableTurnsParallelPostgres(b *testing.B) {
-	st := pgStore(b, "benchp")
+	st := stacktest.Postgres(b, "benchp")
 	parallelTurns(b, stacktest.New(b, stacktest.Options{Store: st}), "parpg")
 }
 
@@ -166,26 +160,4 @@ func BenchmarkUpstreamFloor(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-}
-
-// pgStore opens the PostgreSQL store in a fresh schema (dropped after the
-// benchmark); it skips when the database is unreachable.
-func pgStore(b *testing.B, prefix string) *postgres.Store {
-	base := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	schema := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
-	st, err := postgres.OpenSchema(b.Context(), base, schema, nil)
-	if err != nil {
-		b.Skipf("PostgreSQL unreachable: %v", err)
-	}
-	b.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
-	return st
 }

@@ -2,20 +2,14 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
-	"github.com/stackbone/stackbone/internal/store/postgres"
 )
 
 // tcpProxy forwards to PostgreSQL and can drop every connection on demand.
@@ -79,32 +73,14 @@ func (p *tcpProxy) setDown(down bool) {
 // fail with a clean 503 in the wire's envelope and nothing is half-written;
 // when it returns the server works again by itself.
 func TestDatabaseLossIs503AndRecovers(t *testing.T) {
-	base := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	u, _ := url.Parse(base)
+	u, _ := url.Parse(stacktest.PostgresURL())
 	proxy := newProxy(t, u.Host)
 	u.Host = proxy.ln.Addr().String()
 	q := u.Query()
 	q.Set("connect_timeout", "2")
 	u.RawQuery = q.Encode()
-	schema := fmt.Sprintf("loss_%d", time.Now().UnixNano())
 	ctx := context.Background()
-	st, err := postgres.OpenSchema(ctx, u.String(), schema, nil)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
+	st := stacktest.PostgresAt(t, u.String(), "loss")
 	env := stacktest.New(t, stacktest.Options{Store: st})
 	body := `{"model":"assistant","messages":[{"role":"user","content":"hello"}]}`
 	if r := call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", "loss"); r.status != 200 {
