@@ -146,7 +146,8 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 }
 
 // recoverLoop periodically takes over runs whose lease expired (another
-// replica died) and queued resumes nobody claimed.
+// replica died) and queued resumes nobody claimed, and deletes expired
+// journal entries of stateless turns.
 func recoverLoop(ctx context.Context, runner *runtime.Runner, cfg *config.Config, logger *slog.Logger) {
 	t := time.NewTicker(cfg.Lease / 2)
 	defer t.Stop()
@@ -157,6 +158,9 @@ func recoverLoop(ctx context.Context, runner *runtime.Runner, cfg *config.Config
 		case <-t.C:
 			if _, err := runner.Recover(ctx, time.Now()); err != nil {
 				logger.Warn("recover runs", "err", err)
+			}
+			if _, err := runner.SweepJournal(ctx, time.Now()); err != nil {
+				logger.Warn("sweep the stateless turn journal", "err", err)
 			}
 		}
 	}

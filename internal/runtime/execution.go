@@ -40,6 +40,10 @@ type execution struct {
 	stop  event.StopReason
 	run   *Run // nil for a background resume
 	begun time.Time
+	// journal records a stateless turn's tool steps for client retries;
+	// priorSteps counts the model steps an earlier attempt recorded.
+	journal    *journal
+	priorSteps int
 
 	// A subagent's execution runs inside its parent's run: scope is the
 	// `task` call whose conversation it holds, root the top execution.
@@ -198,6 +202,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 			x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
 		}
 	}
+	x.replayJournal()
 	out, err := x.loop(ctx)
 	var outcome string
 	if err != nil {
@@ -335,7 +340,7 @@ func (x *execution) heartbeat(ctx context.Context) func() {
 func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 	stopBeat := x.heartbeat(ctx)
 	defer stopBeat()
-	steps := 0
+	steps := x.priorSteps
 	for {
 		if pending := message.PendingCalls(x.view()); len(pending) > 0 {
 			out, err := x.runCalls(ctx, pending)
@@ -643,6 +648,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				x.emit(event.Event{Type: event.StateDelta, Patch: delta})
 			}
 		}
+		x.record(ctx)
 	}
 	if len(stopOn) == 0 {
 		return nil, nil
