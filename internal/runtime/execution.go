@@ -204,6 +204,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	}
 	x.replayJournal()
 	out, err := x.loop(ctx)
+	x.settleJournal() // before the client can see the end and retry
 	var outcome string
 	if err != nil {
 		outcome = "error"

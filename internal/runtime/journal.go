@@ -32,6 +32,8 @@ type journal struct {
 	// replay are the steps an earlier attempt recorded, shown again at
 	// the start of this one.
 	replay []message.Message
+	// writing is closed when the write in flight ends.
+	writing chan struct{}
 }
 
 // turnDigest is the digest of what defines a turn: agent, messages as sent,
@@ -133,18 +135,35 @@ func (x *execution) replayJournal() {
 	x.journal.replay = nil
 }
 
-// record stores the steps of a stateless turn so far (one statement), after
-// a tool step. A failure is logged, not fatal: the step already ran.
+// record stores the steps of a stateless turn so far (one statement) after
+// a tool step. The write runs while the next step asks the model, and
+// settleJournal waits for it before the turn reports its end, so a client
+// cannot retry before its steps are stored. A failure is logged, not fatal:
+// the step already ran.
 func (x *execution) record(ctx context.Context) {
 	if x.journal == nil || x.scope != "" {
 		return
 	}
+	x.settleJournal()
 	now := x.r.Now()
-	err := x.r.Store.PutJournal(context.WithoutCancel(ctx), store.JournalEntry{Tenant: x.tenant, Key: x.journal.key,
-		Digest: x.journal.digest, Messages: x.msgs[x.journal.base:], State: x.state, UpdatedAt: now, ExpiresAt: now.Add(x.r.JournalTTL)})
-	if err != nil {
-		x.r.Logger.Warn("record a stateless turn's step; a retry of the turn would run its tools again",
-			"agent", x.spec.Name, "run", x.runID, "err", err)
+	e := store.JournalEntry{Tenant: x.tenant, Key: x.journal.key, Digest: x.journal.digest,
+		Messages: slices.Clip(x.msgs[x.journal.base:]), State: x.state, UpdatedAt: now, ExpiresAt: now.Add(x.r.JournalTTL)}
+	done := make(chan struct{})
+	x.journal.writing = done
+	go func() {
+		defer close(done)
+		if err := x.r.Store.PutJournal(context.WithoutCancel(ctx), e); err != nil {
+			x.r.Logger.Warn("record a stateless turn's step; a retry of the turn would run its tools again",
+				"agent", x.spec.Name, "run", x.runID, "err", err)
+		}
+	}()
+}
+
+// settleJournal waits for the journal write in flight, if any.
+func (x *execution) settleJournal() {
+	if x.journal != nil && x.journal.writing != nil {
+		<-x.journal.writing
+		x.journal.writing = nil
 	}
 }
 
