@@ -159,10 +159,15 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		x.in.State = kept
 	}
 	if !x.durable {
-		// The digest covers the request as sent: newInput gives ids.
-		digest, err := turnDigest(in)
-		if err != nil {
-			return nil, err
+		// A turn of an agent with tools is journaled for client retries;
+		// its digest covers the request as sent (newInput gives ids).
+		var digest string
+		journaled := r.JournalTTL > 0 && len(x.tools) > 0
+		if journaled {
+			var err error
+			if digest, err = turnDigest(in); err != nil {
+				return nil, err
+			}
 		}
 		msgs, err := x.newInput(nil, in.Messages)
 		if err != nil {
@@ -172,7 +177,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return nil, apierror.Invalid("messages", "messages must hold at least one non-system message")
 		}
 		x.msgs = msgs
-		if r.JournalTTL > 0 {
+		if journaled {
 			if err := x.openJournal(ctx, digest); err != nil {
 				return nil, err
 			}

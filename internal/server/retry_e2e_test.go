@@ -3,12 +3,15 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	antopt "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store/postgres"
 )
 
 // failAfterToolScript runs get_weather, then the upstream refuses the next
@@ -172,4 +176,52 @@ func TestAnthropicStatelessRetryDoesNotRerunTools(t *testing.T) {
 		t.Fatalf("the retry ran the tool again: %d executions", n)
 	}
 	checkContinued(t, env, 2)
+}
+
+// TestStatelessRetryOnAnotherReplica: two replicas on one PostgreSQL
+// database. The first attempt fails on replica A after its tool ran; the
+// client's retry lands on replica B, which continues from A's journal: the
+// tool does not run on B.
+func TestStatelessRetryOnAnotherReplica(t *testing.T) {
+	base := os.Getenv("STACKBONE_TEST_POSTGRES")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	schema := fmt.Sprintf("journal_%d", time.Now().UnixNano())
+	open := func() *postgres.Store {
+		st, err := postgres.OpenSchema(t.Context(), base, schema, nil)
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("PostgreSQL unreachable: %v", err)
+			}
+			t.Skipf("PostgreSQL unreachable: %v", err)
+		}
+		return st
+	}
+	stA := open()
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			conn.Close(context.Background())
+		}
+	})
+	a := stacktest.New(t, stacktest.Options{Store: stA, Script: failAfterToolScript})
+	b := stacktest.New(t, stacktest.Options{Store: open()})
+	p := params(user("weather in Paris?"))
+
+	if _, err := client(a, option.WithMaxRetries(0)).Chat.Completions.New(context.Background(), p); err == nil {
+		t.Fatal("first attempt on replica A: want a 502")
+	}
+	res, err := client(b, option.WithMaxRetries(0)).Chat.Completions.New(context.Background(), p)
+	if err != nil {
+		t.Fatalf("retry on replica B: %v", err)
+	}
+	if got := res.Choices[0].Message.Content; !strings.Contains(got, "Tool said:") {
+		t.Fatalf("retry answered %q", got)
+	}
+	if na, nb := a.Calls.Get("get_weather"), b.Calls.Get("get_weather"); na != 1 || nb != 0 {
+		t.Fatalf("tool ran %d times on A and %d on B, want 1 and 0", na, nb)
+	}
+	checkContinued(t, b, 0)
 }
