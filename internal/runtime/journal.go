@@ -80,10 +80,10 @@ func (x *execution) openJournal(ctx context.Context, digest string) error {
 		return fmt.Errorf("read the turn journal: %w", err)
 	}
 	if e.Digest != digest {
-		e := apierror.New(apierror.InvalidRequest, "idempotency_key_reused",
+		ae := apierror.New(apierror.InvalidRequest, "idempotency_key_reused",
 			"This Idempotency-Key was used with a different request in the last minutes; send a new key for a new request.")
-		e.Param = "Idempotency-Key"
-		return e
+		ae.Param = "Idempotency-Key"
+		return ae
 	}
 	x.journal = j
 	if len(e.Messages) == 0 {

@@ -144,6 +144,14 @@ func TestStatelessRetryIdempotencyKey(t *testing.T) {
 		t.Fatal("a refused request reached the model or ran a tool")
 	}
 
+	_, err = c.Chat.Completions.New(context.Background(), p, option.WithHeader("Idempotency-Key", strings.Repeat("k", 257)))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "Idempotency-Key" {
+		t.Fatalf("an over-long key: want a 400 naming the header, got %v", err)
+	}
+	if env.Upstream.Count() != before || env.Calls.Get("get_weather") != 1 {
+		t.Fatal("a refused request reached the model or ran a tool")
+	}
+
 	if _, err := c.Chat.Completions.New(context.Background(), p, option.WithHeader("Idempotency-Key", "turn-0002")); err != nil {
 		t.Fatalf("new key: %v", err)
 	}
