@@ -53,6 +53,10 @@ type Config struct {
 	Lease time.Duration
 	// Watch reloads agents when files under agents/ change.
 	Watch bool
+	// RetryWindow is how long a stateless turn's tool steps are kept so a
+	// client retrying the turn does not run its tools again
+	// (STACKBONE_RETRY_WINDOW; 0 keeps none).
+	RetryWindow time.Duration
 
 	OpenAIBaseURL    string
 	OpenAIKey        string
@@ -64,7 +68,7 @@ type Config struct {
 // Defaults returns the configuration of a mode before env and flags.
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
-		OllamaHost: "http://127.0.0.1:11434"}
+		OllamaHost: "http://127.0.0.1:11434", RetryWindow: 10 * time.Minute}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -105,6 +109,13 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 			errs = append(errs, fmt.Errorf("STACKBONE_LEASE=%q is not a duration such as 30s", v))
 		}
 		c.Lease = d
+	}
+	if v := getenv("STACKBONE_RETRY_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("STACKBONE_RETRY_WINDOW=%q is not a duration such as 10m (0 turns it off)", v))
+		}
+		c.RetryWindow = d
 	}
 	if v := getenv("STACKBONE_API_KEYS"); v != "" {
 		keys, err := ParseKeys(v)
