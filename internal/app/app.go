@@ -169,7 +169,8 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 }
 
 // recoverLoop periodically takes over runs whose lease expired (another
-// replica died) and queued resumes nobody claimed.
+// replica died) and queued resumes nobody claimed, and deletes expired
+// journal entries of stateless turns.
 func recoverLoop(ctx context.Context, runner *runtime.Runner, cfg *config.Config, logger *slog.Logger) {
 	t := time.NewTicker(cfg.Lease / 2)
 	defer t.Stop()
@@ -180,6 +181,9 @@ func recoverLoop(ctx context.Context, runner *runtime.Runner, cfg *config.Config
 		case <-t.C:
 			if _, err := runner.Recover(ctx, time.Now()); err != nil {
 				logger.Warn("recover runs", "err", err)
+			}
+			if _, err := runner.SweepJournal(ctx, time.Now()); err != nil {
+				logger.Warn("sweep the stateless turn journal", "err", err)
 			}
 		}
 	}
@@ -212,7 +216,10 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 
 // NewRunner builds the runtime.
 func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *runtime.Runner {
-	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease}
+	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow}
+	if cfg.RetryWindow == 0 {
+		r.JournalTTL = -1 // no journal
+	}
 	r.Init()
 	return r
 }

@@ -58,6 +58,10 @@ type Config struct {
 	// MaxConnsPerIP caps one client address's open connections (0: none).
 	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
 	MaxConnsPerIP                           int
+	// RetryWindow is how long a stateless turn's tool steps are kept so a
+	// client retrying the turn does not run its tools again
+	// (STACKBONE_RETRY_WINDOW; 0 keeps none).
+	RetryWindow time.Duration
 
 	OpenAIBaseURL    string
 	OpenAIKey        string
@@ -70,7 +74,7 @@ type Config struct {
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
 		OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256}
+		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, RetryWindow: 10 * time.Minute}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -121,6 +125,13 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 			errs = append(errs, fmt.Errorf("STACKBONE_MAX_CONNS_PER_IP=%q is not a whole number", v))
 		}
 		c.MaxConnsPerIP = n
+	}
+	if v := getenv("STACKBONE_RETRY_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("STACKBONE_RETRY_WINDOW=%q is not a duration such as 10m (0 turns it off)", v))
+		}
+		c.RetryWindow = d
 	}
 	if v := getenv("STACKBONE_API_KEYS"); v != "" {
 		keys, err := ParseKeys(v)

@@ -47,9 +47,9 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 func TestEveryBadValueIsReported(t *testing.T) {
 	c := Defaults(Start)
 	env := map[string]string{"STACKBONE_MAX_BODY_BYTES": "lots", "STACKBONE_LEASE": "soon", "STACKBONE_API_KEYS": "nocolon",
-		"STACKBONE_BODY_TIMEOUT": "slow", "STACKBONE_MAX_CONNS_PER_IP": "many"}
+		"STACKBONE_BODY_TIMEOUT": "slow", "STACKBONE_MAX_CONNS_PER_IP": "many", "STACKBONE_RETRY_WINDOW": "-1m"}
 	err := c.FromEnv(func(k string) string { return env[k] })
-	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS", "STACKBONE_BODY_TIMEOUT", "STACKBONE_MAX_CONNS_PER_IP"} {
+	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS", "STACKBONE_BODY_TIMEOUT", "STACKBONE_MAX_CONNS_PER_IP", "STACKBONE_RETRY_WINDOW"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("env error lacks %s: %v", want, err)
 		}

@@ -43,6 +43,10 @@ type execution struct {
 	// inputReported is set once the first step's input tokens went to the
 	// consumer.
 	inputReported bool
+	// journal records a stateless turn's tool steps for client retries;
+	// priorSteps counts the model steps an earlier attempt recorded.
+	journal    *journal
+	priorSteps int
 
 	// A subagent's execution runs inside its parent's run: scope is the
 	// `task` call whose conversation it holds, root the top execution.
@@ -220,7 +224,9 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 			x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
 		}
 	}
+	x.replayJournal()
 	out, err := x.loop(ctx)
+	x.settleJournal() // before the client can see the end and retry
 	var outcome string
 	switch {
 	case err != nil && !x.durable && ctx.Err() != nil:
@@ -234,6 +240,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		x.fail(err)
 	default:
 		outcome = string(out.Type)
+		x.closeJournal(ctx)
 		x.finish(out)
 	}
 	if h := x.r.Hooks.RunEnded; h != nil {
@@ -364,7 +371,7 @@ func (x *execution) heartbeat(ctx context.Context) func() {
 func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 	stopBeat := x.heartbeat(ctx)
 	defer stopBeat()
-	steps := 0
+	steps := x.priorSteps
 	for {
 		if pending := message.PendingCalls(x.view()); len(pending) > 0 {
 			out, err := x.runCalls(ctx, pending)
@@ -712,6 +719,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				x.emit(event.Event{Type: event.StateDelta, Patch: delta})
 			}
 		}
+		x.record(ctx)
 	}
 	if len(stopOn) == 0 {
 		return nil, nil

@@ -19,6 +19,9 @@ type Input struct {
 	ThreadID string
 	// RunID is used when set (AG-UI sends one); otherwise generated.
 	RunID string
+	// IdempotencyKey, sent by the client, names a stateless turn for its
+	// retries instead of the request's digest.
+	IdempotencyKey string
 	// Messages are the conversation messages the client sent (only new ones,
 	// or the whole history). System messages are not stored; they join the
 	// agent's instructions for this turn.

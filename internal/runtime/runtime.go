@@ -47,7 +47,11 @@ type Runner struct {
 	Owner string
 	// Lease is how long a run holds its thread without a checkpoint.
 	Lease time.Duration
-	Hooks Hooks
+	// JournalTTL is how long a stateless turn's completed tool steps are
+	// kept for a client retrying the turn (DefaultJournalTTL when zero; a
+	// negative value keeps no journal).
+	JournalTTL time.Duration
+	Hooks      Hooks
 
 	wg       sync.WaitGroup
 	builtins sync.Map // *agent.Spec → []*tool.Tool
@@ -73,6 +77,9 @@ func (r *Runner) Init() {
 	}
 	if r.Bus == nil {
 		r.Bus = bus.New()
+	}
+	if r.JournalTTL == 0 {
+		r.JournalTTL = DefaultJournalTTL
 	}
 }
 
@@ -158,6 +165,16 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		x.in.State = kept
 	}
 	if !x.durable {
+		// A turn of an agent with tools is journaled for client retries;
+		// its digest covers the request as sent (newInput gives ids).
+		var digest string
+		journaled := r.JournalTTL > 0 && len(x.tools) > 0
+		if journaled {
+			var err error
+			if digest, err = turnDigest(in); err != nil {
+				return nil, err
+			}
+		}
 		msgs, err := x.newInput(nil, in.Messages)
 		if err != nil {
 			return nil, err
@@ -166,6 +183,11 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return nil, apierror.Invalid("messages", "messages must hold at least one non-system message")
 		}
 		x.msgs = msgs
+		if journaled {
+			if err := x.openJournal(ctx, digest); err != nil {
+				return nil, err
+			}
+		}
 		x.run = run
 		go x.drive(ctx, nil)
 		return run, nil

@@ -152,27 +152,8 @@ func repoRoot(t *testing.T) string {
 // no warning (beyond, on 1.0, the stripped top-level interrupt extensions),
 // and agree with the server's stored threads.
 func TestAGUIOfficialClient(t *testing.T) {
-	node, nerr := exec.LookPath("node")
-	npm, perr := exec.LookPath("npm")
-	if nerr != nil || perr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and npm are required in CI (node: %v, npm: %v)", nerr, perr)
-		}
-		t.Skip("node/npm not installed; the AG-UI client conformance test needs them")
-	}
-	dir := filepath.Join(repoRoot(t), "tests", "agui")
-	_, err1 := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json"))
-	_, err2 := os.Stat(filepath.Join(dir, "node_modules", "agui-client-0059", "package.json"))
-	_, err3 := os.Stat(filepath.Join(dir, "node_modules", "@copilotkit", "core", "package.json"))
-	if err1 != nil || err2 != nil || err3 != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
+	node, dir := nodeFixture(t, "agui", filepath.Join("@ag-ui", "client", "package.json"),
+		filepath.Join("agui-client-0059", "package.json"), filepath.Join("@copilotkit", "core", "package.json"))
 
 	for _, c := range []struct{ client, protocolVersion string }{{"1.0.0", "1.0"}, {"0.0.59", ""}} {
 		t.Run(c.client, func(t *testing.T) { runAGUIConformance(t, node, dir, c.client, c.protocolVersion) })

@@ -1,14 +1,8 @@
 package server_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
@@ -19,33 +13,9 @@ import (
 // answer, and every upstream step must carry the response_format the SDK
 // sent (it was dropped, and the SDK failed with NoObjectGeneratedError).
 func TestVercelAISDKOutputObject(t *testing.T) {
-	node, nerr := exec.LookPath("node")
-	npm, perr := exec.LookPath("npm")
-	if nerr != nil || perr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and npm are required in CI (node: %v, npm: %v)", nerr, perr)
-		}
-		t.Skip("node/npm not installed; the AI SDK client test needs them")
-	}
-	dir := filepath.Join(repoRoot(t), "tests", "clients")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
+	node, dir := nodeFixture(t, "clients", filepath.Join("ai", "package.json"))
 
 	env := stacktest.New(t, stacktest.Options{Script: formatScript})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "aisdk.mjs"), env.URL, "assistant")
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	var out struct {
 		Results []struct {
 			Name  string `json:"name"`
@@ -53,9 +23,7 @@ func TestVercelAISDKOutputObject(t *testing.T) {
 			Error string `json:"error"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("aisdk.mjs output is not JSON (%v, exit %v):\nstdout: %s\nstderr: %s", err, runErr, stdout.String(), stderr.String())
-	}
+	runErr := runNodeScript(t, node, dir, "aisdk.mjs", &out, env.URL, "assistant")
 	if len(out.Results) != 3 {
 		t.Fatalf("want 3 cases, got %+v", out.Results)
 	}
@@ -65,7 +33,7 @@ func TestVercelAISDKOutputObject(t *testing.T) {
 		}
 	}
 	if runErr != nil && !t.Failed() {
-		t.Fatalf("aisdk.mjs: %v\n%s", runErr, stderr.String())
+		t.Fatal(runErr)
 	}
 
 	// Two model steps per case (the tool step, then the answer).

@@ -42,6 +42,19 @@ func BenchmarkStatelessTurn(b *testing.B) {
 	}
 }
 
+// BenchmarkStatelessToolTurn: a 2-step turn (model → server tool → model)
+// without a session; the tool step is journaled for client retries.
+func BenchmarkStatelessToolTurn(b *testing.B) {
+	env := stacktest.New(b, stacktest.Options{})
+	c := &http.Client{}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		benchTurn(b, c, env.URL, "", fmt.Sprintf("weather please %d", i))
+	}
+}
+
 // BenchmarkDurableTurn: one text turn in a new durable thread (stored on
 // SQLite) per iteration.
 func BenchmarkDurableTurn(b *testing.B) {

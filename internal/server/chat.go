@@ -3,7 +3,9 @@ package server
 import (
 	"net/http"
 	"time"
+	"unicode/utf8"
 
+	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/runtime"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
@@ -14,16 +16,27 @@ import (
 // SessionHeader makes a turn durable in the named thread.
 const SessionHeader = "x-stackbone-session"
 
+// IdempotencyKeyHeader names a stateless turn for its retries: a retry with
+// the same key continues the turn from its recorded tool steps.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
 // KeepAliveInterval is how often idle streams get a keepalive.
 var KeepAliveInterval = 15 * time.Second
 
 // StartTurn starts a chat turn for the caller: the tenant from its key, the
-// durable thread from the x-stackbone-session header (none: stateless).
+// durable thread from the x-stackbone-session header (none: stateless), and
+// for a stateless turn the client's Idempotency-Key.
 func (s *Server) StartTurn(r *http.Request, in runtime.Input) (*runtime.Run, error) {
 	in.Tenant = PrincipalFrom(r.Context()).Tenant
 	in.ThreadID = r.Header.Get(SessionHeader)
 	if err := CheckSession(in.ThreadID); err != nil {
 		return nil, err
+	}
+	if in.ThreadID == "" {
+		in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
+		if len(in.IdempotencyKey) > 256 || !utf8.ValidString(in.IdempotencyKey) {
+			return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most 256 bytes.")
+		}
 	}
 	return s.Runner.Start(r.Context(), in)
 }

@@ -51,3 +51,15 @@ func PostgresAt(tb testing.TB, url, prefix string) *postgres.Store {
 	})
 	return st
 }
+
+// PostgresReplica opens another store on st's schema, as a second replica
+// of the same database would; it is closed when the test ends.
+func PostgresReplica(tb testing.TB, st *postgres.Store) *postgres.Store {
+	tb.Helper()
+	other, err := postgres.OpenSchema(context.Background(), PostgresURL(), st.Schema(), nil)
+	if err != nil {
+		tb.Fatalf("PostgreSQL replica store: %v", err)
+	}
+	tb.Cleanup(func() { _ = other.Close() })
+	return other
+}

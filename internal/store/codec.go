@@ -473,3 +473,48 @@ func CheckCallInterrupts(tenant, threadID string, toolCallIDs []string) error {
 	}
 	return CheckText("CallInterrupts", pairs...)
 }
+
+// Validate checks a journal entry before it is stored.
+func (e JournalEntry) Validate() error {
+	if err := required("PutJournal", "Tenant", e.Tenant, "Key", e.Key); err != nil {
+		return err
+	}
+	if e.ExpiresAt.IsZero() {
+		return fmt.Errorf("%w: PutJournal: ExpiresAt is required", ErrInvalid)
+	}
+	if len(e.State) > 0 {
+		return CheckState(e.State)
+	}
+	return nil
+}
+
+// Encode encodes a journal entry's messages (one JSON array) and
+// state as stored.
+func (e JournalEntry) Encode() (msgs, state string, err error) {
+	list := e.Messages
+	if list == nil {
+		list = []message.Message{}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: journal messages: %w", ErrInvalid, err)
+	}
+	state = EmptyState
+	if len(e.State) > 0 {
+		state = string(e.State)
+	}
+	return string(b), state, nil
+}
+
+// DecodeJournal sets a journal entry's Messages and State from their stored
+// JSON, written in format v.
+func DecodeJournal(e *JournalEntry, v int, msgs, state []byte) error {
+	if err := CheckFormat(v); err != nil {
+		return fmt.Errorf("journal %s: %w", e.Key, err)
+	}
+	if err := json.Unmarshal(msgs, &e.Messages); err != nil {
+		return fmt.Errorf("journal %s: decode messages: %w", e.Key, err)
+	}
+	e.State = json.RawMessage(state)
+	return nil
+}

@@ -186,6 +186,28 @@ type InterruptFilter struct {
 	Limit    int
 }
 
+// JournalEntry is what a stateless turn has done so far, kept for a short
+// time so a client retrying the same turn continues it instead of running
+// its server tools again: the messages its completed tool steps added (the
+// model's tool-call message and the tool results) and the state they left.
+type JournalEntry struct {
+	Tenant string
+	// Key names the turn within the tenant: a digest of the request, or of
+	// the client's Idempotency-Key.
+	Key string
+	// Digest is the request's digest, so a client key reused for another
+	// request can be refused.
+	Digest string
+	// Messages are the recorded steps' messages, in order.
+	Messages []message.Message
+	// State is the state the steps left ("{}" when none).
+	State json.RawMessage
+	// UpdatedAt is when the entry was last written; ExpiresAt is when it
+	// stops being returned and may be swept.
+	UpdatedAt time.Time
+	ExpiresAt time.Time
+}
+
 // DecideResult is the outcome of a successful decision.
 type DecideResult struct {
 	Interrupt *Interrupt
@@ -241,6 +263,15 @@ type Store interface {
 	RevokeSession(ctx context.Context, tenant, id string, expires, now time.Time) error
 	// SessionRevoked reports whether a Studio session is signed out at now.
 	SessionRevoked(ctx context.Context, tenant, id string, now time.Time) (bool, error)
+	// GetJournal returns the tenant's journal entry under key that has not
+	// expired at now, or ErrNotFound.
+	GetJournal(ctx context.Context, tenant, key string, now time.Time) (*JournalEntry, error)
+	// PutJournal creates or replaces the entry of (Tenant, Key) in one
+	// statement.
+	PutJournal(ctx context.Context, e JournalEntry) error
+	// SweepJournal deletes the entries (of every tenant) that expired at or
+	// before now and returns how many it deleted.
+	SweepJournal(ctx context.Context, now time.Time) (int, error)
 
 	// Ping checks the database answers.
 	Ping(ctx context.Context) error

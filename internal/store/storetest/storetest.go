@@ -25,6 +25,8 @@
 //     text (an interrupt's description, a run's error) is stored cleaned.
 //   - a revoked Studio session is refused strictly before its expiry, and
 //     RevokeSession deletes every revocation that lapsed at or before now.
+//   - a journal entry is returned while now is before ExpiresAt, and swept
+//     once now reaches it.
 package storetest
 
 import (
@@ -89,6 +91,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Concurrent/Writers", testConcurrentWriters},
 		{"StudioSessions/Revoke", testRevokeSession},
 		{"StudioSessions/ExpiredRowsAreDeleted", testRevokedSessionsPurged},
+		{"Journal/RoundTrip", testJournalRoundTrip},
+		{"Journal/ExpiryAndSweep", testJournalSweep},
+		{"Journal/TenantIsolation", testJournalTenants},
+		{"Journal/Invalid", testJournalInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1497,4 +1503,123 @@ func testRevokedSessionsPurged(t *testing.T, s store.Store) {
 	if !revoked(t, s, "acme", "young", T0) || !revoked(t, s, "acme", "new", at(2*time.Hour)) {
 		t.Fatal("a live revocation was deleted")
 	}
+}
+
+// ---- journal of stateless turns ----
+
+func journalEntry(tenant, key string, now time.Time, msgs ...message.Message) store.JournalEntry {
+	return store.JournalEntry{Tenant: tenant, Key: key, Digest: "d-" + key, Messages: msgs,
+		State: json.RawMessage(`{"draft":"v1"}`), UpdatedAt: now, ExpiresAt: now.Add(5 * time.Minute)}
+}
+
+func putJournal(t *testing.T, s store.Store, e store.JournalEntry) {
+	t.Helper()
+	if err := s.PutJournal(t.Context(), e); err != nil {
+		t.Fatalf("PutJournal %s/%s: %v", e.Tenant, e.Key, err)
+	}
+}
+
+func testJournalRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetJournal(ctx, "a", "k1", T0)
+	wantErr(t, "GetJournal of an unknown key", err, store.ErrNotFound)
+
+	call := message.Message{ID: "m1", Role: message.Assistant, Content: "Checking.",
+		ToolCalls: []message.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
+	result := message.Message{ID: "m2", Role: message.Tool, ToolCallID: "call_1", ToolName: "get_weather", Content: "{\"temp\":21,\"nul\":\"\\u0000\"}"}
+	putJournal(t, s, journalEntry("a", "k1", T0, call))
+	got, err := s.GetJournal(ctx, "a", "k1", at(time.Second))
+	if err != nil {
+		t.Fatalf("GetJournal: %v", err)
+	}
+	sameJSON(t, "first step", got.Messages, []message.Message{call})
+
+	// A later step replaces the entry with every step so far.
+	e := journalEntry("a", "k1", at(time.Minute), call, result)
+	e.State = json.RawMessage(`{"draft":"v2"}`)
+	putJournal(t, s, e)
+	got, err = s.GetJournal(ctx, "a", "k1", at(2*time.Minute))
+	if err != nil {
+		t.Fatalf("GetJournal after the second step: %v", err)
+	}
+	if got.Tenant != "a" || got.Key != "k1" || got.Digest != "d-k1" {
+		t.Fatalf("entry ids: %+v", got)
+	}
+	sameJSON(t, "both steps", got.Messages, []message.Message{call, result})
+	sameJSON(t, "state", got.State, `{"draft":"v2"}`)
+	sameTime(t, "UpdatedAt", got.UpdatedAt, at(time.Minute))
+	sameTime(t, "ExpiresAt", got.ExpiresAt, at(6*time.Minute))
+
+	// No messages and no state store as an empty list and "{}".
+	putJournal(t, s, store.JournalEntry{Tenant: "a", Key: "k2", UpdatedAt: T0, ExpiresAt: at(time.Minute)})
+	got, err = s.GetJournal(ctx, "a", "k2", T0)
+	if err != nil {
+		t.Fatalf("GetJournal of an empty entry: %v", err)
+	}
+	if len(got.Messages) != 0 {
+		t.Fatalf("empty entry has messages: %+v", got.Messages)
+	}
+	sameJSON(t, "empty state", got.State, store.EmptyState)
+}
+
+func testJournalSweep(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putJournal(t, s, journalEntry("a", "old", T0, userMsg("m1", "x")))                 // expires at +5m
+	putJournal(t, s, journalEntry("b", "old", at(time.Minute), userMsg("m2", "x")))    // +6m
+	putJournal(t, s, journalEntry("a", "new", at(10*time.Minute), userMsg("m3", "x"))) // +15m
+
+	// An expired entry is not returned, even before a sweep.
+	_, err := s.GetJournal(ctx, "a", "old", at(5*time.Minute))
+	wantErr(t, "GetJournal at ExpiresAt", err, store.ErrNotFound)
+	if _, err := s.GetJournal(ctx, "b", "old", at(5*time.Minute)); err != nil {
+		t.Fatalf("GetJournal before ExpiresAt: %v", err)
+	}
+
+	n, err := s.SweepJournal(ctx, at(6*time.Minute))
+	if err != nil || n != 2 {
+		t.Fatalf("SweepJournal at +6m: %d %v, want 2", n, err)
+	}
+	// Swept rows are gone for good: an earlier now does not bring them back.
+	_, err = s.GetJournal(ctx, "b", "old", at(2*time.Minute))
+	wantErr(t, "GetJournal of a swept entry", err, store.ErrNotFound)
+	if _, err := s.GetJournal(ctx, "a", "new", at(6*time.Minute)); err != nil {
+		t.Fatalf("unexpired entry swept: %v", err)
+	}
+	if n, err := s.SweepJournal(ctx, at(6*time.Minute)); err != nil || n != 0 {
+		t.Fatalf("second SweepJournal: %d %v, want 0", n, err)
+	}
+	// A replaced entry takes the new expiry.
+	putJournal(t, s, journalEntry("a", "new", at(20*time.Minute), userMsg("m3", "x"))) // +25m
+	if n, err := s.SweepJournal(ctx, at(16*time.Minute)); err != nil || n != 0 {
+		t.Fatalf("SweepJournal after the renewal: %d %v, want 0", n, err)
+	}
+}
+
+func testJournalTenants(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putJournal(t, s, journalEntry("a", "same", T0, userMsg("ma", "from a")))
+	_, err := s.GetJournal(ctx, "b", "same", T0)
+	wantErr(t, "GetJournal by another tenant", err, store.ErrNotFound)
+	putJournal(t, s, journalEntry("b", "same", T0, userMsg("mb", "from b")))
+	for tenant, want := range map[string]string{"a": "ma", "b": "mb"} {
+		got, err := s.GetJournal(ctx, tenant, "same", T0)
+		if err != nil {
+			t.Fatalf("GetJournal %s: %v", tenant, err)
+		}
+		sameStrings(t, tenant+"'s entry", msgIDs(got.Messages), []string{want})
+	}
+}
+
+func testJournalInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for name, e := range map[string]store.JournalEntry{
+		"no tenant":        {Key: "k", UpdatedAt: T0, ExpiresAt: at(time.Minute)},
+		"no key":           {Tenant: "a", UpdatedAt: T0, ExpiresAt: at(time.Minute)},
+		"no expiry":        {Tenant: "a", Key: "k", UpdatedAt: T0},
+		"state not object": {Tenant: "a", Key: "k", UpdatedAt: T0, ExpiresAt: at(time.Minute), State: json.RawMessage(`[1]`)},
+	} {
+		wantErr(t, "PutJournal with "+name, s.PutJournal(ctx, e), store.ErrInvalid)
+	}
+	_, err := s.GetJournal(ctx, "a", "k", T0)
+	wantErr(t, "GetJournal after refused puts", err, store.ErrNotFound)
 }
