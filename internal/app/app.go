@@ -189,7 +189,8 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 
 // NewRunner builds the runtime.
 func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *runtime.Runner {
-	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease}
+	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease,
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse}
 	r.Init()
 	return r
 }

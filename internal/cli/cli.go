@@ -64,6 +64,8 @@ type serverFlags struct {
 	dir, addr, db string
 	maxBody       int64
 	logLevel      string
+	// statelessApproval is bound on dev and start only.
+	statelessApproval string
 }
 
 func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
@@ -93,6 +95,9 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	if cmd.Flags().Changed("log-level") {
 		cfg.LogLevel = f.logLevel
 	}
+	if cmd.Flags().Lookup("stateless-approval") != nil && cmd.Flags().Changed("stateless-approval") {
+		cfg.StatelessApproval = config.StatelessPolicy(f.statelessApproval)
+	}
 	if err := cfg.Finish(); err != nil {
 		return nil, err
 	}
@@ -119,6 +124,8 @@ func serveCmd(mode config.Mode) *cobra.Command {
 		},
 	}
 	f.bind(cmd, mode)
+	cmd.Flags().StringVar(&f.statelessApproval, "stateless-approval", "",
+		"run or refuse: what a turn without a session does with a call that needs approval (env STACKBONE_STATELESS_APPROVAL; default run)")
 	return cmd
 }
 

@@ -48,6 +48,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// Store, when set, is used instead of a fresh SQLite store.
 	Store store.Store
+	// StatelessApproval overrides the stateless-approval policy (run).
+	StatelessApproval config.StatelessPolicy
 }
 
 // Env is a running stack.
@@ -217,6 +219,9 @@ func New(t testing.TB, opts Options) *Env {
 	cfg.LogLevel = "debug"
 	if opts.MaxBodyBytes > 0 {
 		cfg.MaxBodyBytes = opts.MaxBodyBytes
+	}
+	if opts.StatelessApproval != "" {
+		cfg.StatelessApproval = opts.StatelessApproval
 	}
 	if err := cfg.Finish(); err != nil {
 		t.Fatalf("config: %v", err)

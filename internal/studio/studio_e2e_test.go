@@ -38,7 +38,8 @@ func TestInboxApproveRunsToolAndThreadShowsResumedTurn(t *testing.T) {
 	}
 	p.waitJS("the card to leave the inbox", `!document.querySelector(`+js(card(it.ID))+`)`)
 	p.waitText("#inbox-empty:not([hidden])", "No pending decisions")
-	if d := decision(t, env, "dev", it.ID); d.Status != store.Approved || d.Decision.Via != "studio" {
+	// The open dev Studio has no session to prove itself: it is a claim.
+	if d := decision(t, env, "dev", it.ID); d.Status != store.Approved || d.Decision.Via != "api" || d.Decision.ClaimedVia != "studio" {
 		t.Fatalf("decision %+v %+v", d, d.Decision)
 	}
 
@@ -71,7 +72,7 @@ func TestInboxRejectWithMessage(t *testing.T) {
 		t.Fatal("a rejected tool ran")
 	}
 	d := decision(t, env, "dev", it.ID)
-	if d.Status != store.Rejected || d.Decision == nil || d.Decision.Message != "Customer already refunded" || d.Decision.Via != "studio" {
+	if d.Status != store.Rejected || d.Decision == nil || d.Decision.Message != "Customer already refunded" || d.Decision.Via != "api" || d.Decision.ClaimedVia != "studio" {
 		t.Fatalf("decision %+v %+v", d, d.Decision)
 	}
 	msgs, _ := env.Store.Messages(context.Background(), "dev", "refund-b2")
@@ -158,8 +159,8 @@ func TestInboxIsLive(t *testing.T) {
 	if !eval[bool](p, `window.__sameDocument === true`) {
 		t.Fatal("the page reloaded")
 	}
-	if d := decision(t, env, "dev", it.ID); d.Decision.Via != "cli" {
-		t.Fatalf("decidedVia %q", d.Decision.Via)
+	if d := decision(t, env, "dev", it.ID); d.Decision.Via != "api" || d.Decision.ClaimedVia != "cli" {
+		t.Fatalf("decidedVia %q, claimedVia %q", d.Decision.Via, d.Decision.ClaimedVia)
 	}
 }
 
