@@ -2,6 +2,7 @@ package studio_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,4 +282,37 @@ func shot(t *testing.T, p *page, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", out)
+}
+
+// The inbox's recent decisions show the audit: a stateless turn's call (no
+// thread; the server's policy ran it) live, and an API decision with the
+// client's claim apart from what the server proved.
+func TestInboxHistoryShowsStatelessRunsAndClaims(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	pause(t, env, "", "hist-1", "please refund my order")
+	it := onePending(t, env, "", "hist-1")
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/reject", `{"message":"not this one"}`, "x-stackbone-client", "cli"); r.status != 200 {
+		t.Fatalf("reject: %d %s", r.status, r)
+	}
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	p.waitText("#live", "Live")
+	row := fmt.Sprintf(`#history-list li[data-id=%s]`, js(it.ID))
+	p.waitText(row, "rejected")
+	p.waitText(row+" a.thread-link", "hist-1")
+	p.waitText(row+" .via", "via api (client says cli)")
+	p.waitText(row, "by dev")
+
+	// A stateless turn (no session) appears without a reload.
+	chat(t, env, "", "refund without a session")
+	p.waitText(`#history-list li.stateless`, "no session: a stateless turn")
+	p.waitText(`#history-list li.stateless`, "ran")
+	p.waitText(`#history-list li.stateless .via`, "via stateless")
+	p.waitText(`#history-list li.stateless .desc`, "Refund order ord_42 for 19.99")
+	if eval[bool](p, `!!document.querySelector('#history-list li.stateless a.thread-link')`) {
+		t.Fatal("a stateless record links to a thread")
+	}
+	if eval[string](p, `document.querySelector('#history-list li').dataset.via`) != "stateless" {
+		t.Fatal("the newest decision is not first")
+	}
 }
