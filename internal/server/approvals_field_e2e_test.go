@@ -100,6 +100,16 @@ func TestStatelessApprovalRefuse(t *testing.T) {
 		t.Fatalf("a refusal was recorded as approved: %+v", a)
 	}
 
+	// An AG-UI run without a threadId is refused the same way.
+	s := aguiPost(t, env, "assistant", aguiInput("", "run-sl", "refund my order"))
+	checkTerminal(t, s)
+	if tr := s.first("TOOL_CALL_RESULT"); tr == nil || !strings.Contains(fmt.Sprint(tr["content"]), "needs a human decision") || env.Calls.Get("refund") != 0 {
+		t.Fatalf("AG-UI stateless refusal: %v (refund ran %d times)", s.types(), env.Calls.Get("refund"))
+	}
+	if r := decisions(t, env, "rejected"); len(r) != 2 || r[0].Decision.Via != "stateless" {
+		t.Fatalf("AG-UI refusal audit: %+v", r)
+	}
+
 	// With a session the call pauses and runs once approved.
 	pause(t, env, "refuse-durable", "refund please")
 	it := pendingOf(t, env, "refuse-durable")
