@@ -216,7 +216,8 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 
 // NewRunner builds the runtime.
 func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *runtime.Runner {
-	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow}
+	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow,
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse}
 	if cfg.RetryWindow == 0 {
 		r.JournalTTL = -1 // no journal
 	}

@@ -75,7 +75,11 @@ func (b *Bus) Publish(tenant, thread string, e event.Event) {
 func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	for _, k := range [2]key{{tenant, thread}, {tenant, ""}} {
+	keys := []key{{tenant, thread}, {tenant, ""}}
+	if thread == "" {
+		keys = keys[1:] // a tenant-wide event (a stateless turn's decision): once
+	}
+	for _, k := range keys {
 		for s := range b.subs[k] {
 			select {
 			case s.C <- e:

@@ -69,6 +69,8 @@ type serverFlags struct {
 	// IdleTimeout, MaxConnsPerIP).
 	headerTimeout, bodyTimeout, idleTimeout time.Duration
 	maxConnsPerIP                           int
+	// statelessApproval is bound on dev and start only.
+	statelessApproval string
 }
 
 func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
@@ -111,6 +113,9 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	if cmd.Flags().Changed("max-conns-per-ip") {
 		cfg.MaxConnsPerIP = f.maxConnsPerIP
 	}
+	if cmd.Flags().Lookup("stateless-approval") != nil && cmd.Flags().Changed("stateless-approval") {
+		cfg.StatelessApproval = config.StatelessPolicy(f.statelessApproval)
+	}
 	if err := cfg.Finish(); err != nil {
 		return nil, err
 	}
@@ -137,6 +142,8 @@ func serveCmd(mode config.Mode) *cobra.Command {
 		},
 	}
 	f.bind(cmd, mode)
+	cmd.Flags().StringVar(&f.statelessApproval, "stateless-approval", "",
+		"run or refuse: what a turn without a session does with a call that needs approval (env STACKBONE_STATELESS_APPROVAL; default run)")
 	return cmd
 }
 

@@ -120,8 +120,12 @@ func TestHitlApproveNeedsYesOffTerminal(t *testing.T) {
 		t.Fatalf("refund ran %d times", env.Calls.Get("refund"))
 	}
 	got, _ := env.Store.GetInterrupt(context.Background(), "dev", it.ID)
-	if got.Decision == nil || got.Decision.Via != "cli" {
+	// The CLI says it is the CLI; the server proves only the API key.
+	if got.Decision == nil || got.Decision.Via != "api" || got.Decision.ClaimedVia != "cli" || got.Decision.By != "dev" {
 		t.Fatalf("decidedVia: %+v", got.Decision)
+	}
+	if !strings.Contains(r.stdout, "decidedVia api, claims cli, by dev") {
+		t.Fatalf("the approval's output lacks its audit: %q", r.stdout)
 	}
 	// Deciding again: one clear line, non-zero exit.
 	r = run(t, nil, "hitl", "reject", it.ID, "--yes", "--url", env.URL)
@@ -221,5 +225,37 @@ func TestShowDotIDs(t *testing.T) {
 	}
 	if r := run(t, nil, "threads", "show", "", "--url", env.URL); r.code == 0 || !strings.Contains(r.stderr, "empty") {
 		t.Fatalf("threads show '': %d %q", r.code, r.stderr)
+	}
+}
+
+func TestHitlListDecidedShowsAudit(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	// A stateless turn runs the approval-gated call and records it.
+	body := `{"model":"assistant","messages":[{"role":"user","content":"refund it, no session"}]}`
+	resp, err := http.Post(env.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	it := pauseRefund(t, env, "cli-audit")
+	if r := run(t, nil, "hitl", "reject", it.ID, "--yes", "--url", env.URL); r.code != 0 {
+		t.Fatalf("reject: %d %s", r.code, r.stderr)
+	}
+
+	r := run(t, nil, "hitl", "list", "--status", "approved", "--url", env.URL)
+	for _, want := range []string{"STATUS", "AUDIT", "(stateless)", "refund", "approved", "decidedVia stateless, by dev"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("list --status approved lacks %q: %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = run(t, nil, "hitl", "list", "--status", "rejected", "--url", env.URL)
+	for _, want := range []string{it.ID, "cli-audit", "rejected", "decidedVia api, claims cli, by dev"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("list --status rejected lacks %q: %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := run(t, nil, "hitl", "list", "--url", env.URL); !strings.Contains(r.stdout, "No pending decisions.") {
+		t.Fatalf("pending list: %s", r.stdout)
 	}
 }

@@ -169,14 +169,17 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 	c.bind(cmd)
 
 	var asJSON bool
-	var thread, agentName string
+	var thread, agentName, status string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List pending decisions",
+		Short: "List pending decisions (or, with --status, decided ones and their audit)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c.init()
 			q := url.Values{}
+			if status != "" {
+				q.Set("status", status)
+			}
 			if thread != "" {
 				q.Set("thread", thread)
 			}
@@ -195,10 +198,18 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 				return enc.Encode(page.Data)
 			}
 			if len(page.Data) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "No pending decisions.")
+				fmt.Fprintf(cmd.OutOrStdout(), "No %s decisions.\n", or(status, "pending"))
 				return nil
 			}
 			w := newTable(cmd.OutOrStdout())
+			if status != "" && status != string(store.Pending) {
+				fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tSTATUS\tAUDIT\tAGE")
+				for _, it := range page.Data {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), threadCell(it.ThreadID), clean(it.Tool),
+						it.Status, audit(it.Decision), age(it.CreatedAt))
+				}
+				return w.Flush()
+			}
 			fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tDESCRIPTION\tAGE")
 			for _, it := range page.Data {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), truncate(it.ThreadID, 24), clean(it.Tool), truncate(it.Description, 48), age(it.CreatedAt))
@@ -207,6 +218,7 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	list.Flags().StringVar(&status, "status", "", "pending (default), approved or rejected; decided ones show their audit")
 	list.Flags().StringVar(&thread, "thread", "", "only this thread")
 	list.Flags().StringVar(&agentName, "agent", "", "only this agent")
 
@@ -290,8 +302,39 @@ func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, 
 		return err
 	}
 	past := map[string]string{"approve": "Approved", "reject": "Rejected"}[verb]
-	fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s on thread %s).\n", past, clean(it.ID), clean(it.Tool), clean(it.ThreadID))
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s on thread %s; %s).\n", past, clean(it.ID), clean(it.Tool), clean(it.ThreadID), audit(it.Decision))
 	return nil
+}
+
+// audit says how a decision was made: the channel the server proved
+// (decidedVia), what the client claimed to be, and the deciding key.
+func audit(d *store.Decision) string {
+	if d == nil {
+		return "-"
+	}
+	s := "decidedVia " + clean(d.Via)
+	if d.ClaimedVia != "" {
+		s += ", claims " + clean(d.ClaimedVia)
+	}
+	if d.By != "" {
+		s += ", by " + clean(d.By)
+	}
+	return s
+}
+
+// threadCell is a thread id for a table; a stateless turn's record has none.
+func threadCell(id string) string {
+	if id == "" {
+		return "(stateless)"
+	}
+	return truncate(id, 24)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func threadsCmd() *cobra.Command {

@@ -78,3 +78,18 @@ func TestStartNeedsKeysAndReportsBadAgents(t *testing.T) {
 		t.Fatalf("syntax error: %d %q", r.code, r.stderr)
 	}
 }
+
+func TestStatelessApprovalFlagIsValidated(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"dev", "start"} {
+		// The flag wins over the environment, and a bad value stops the server with a clear line.
+		r := run(t, []string{"STACKBONE_STATELESS_APPROVAL=refuse", "STACKBONE_API_KEYS=acme:acme-secret-key"},
+			mode, "--dir", dir, "--addr", "127.0.0.1:0", "--stateless-approval", "ask")
+		if r.code == 0 || !strings.Contains(r.stderr, `stateless approval "ask" must be run or refuse`) {
+			t.Fatalf("%s --stateless-approval ask: %d %q", mode, r.code, r.stderr)
+		}
+	}
+}

@@ -26,6 +26,19 @@ const (
 	Start Mode = "start"
 )
 
+// StatelessPolicy is what a stateless turn does with a call that needs
+// approval: it has no thread an approval could resume.
+type StatelessPolicy string
+
+// Stateless-approval policies.
+const (
+	// StatelessRun runs the call without pausing (the default).
+	StatelessRun StatelessPolicy = "run"
+	// StatelessRefuse does not run it; the model gets a tool error saying
+	// the call needs a human decision and the conversation has no session.
+	StatelessRefuse StatelessPolicy = "refuse"
+)
+
 // Key is one API key and the tenant it belongs to.
 type Key struct {
 	Tenant string
@@ -62,6 +75,11 @@ type Config struct {
 	// client retrying the turn does not run its tools again
 	// (STACKBONE_RETRY_WINDOW; 0 keeps none).
 	RetryWindow time.Duration
+	// StatelessApproval is what a turn without a session does with a call
+	// that needs approval (STACKBONE_STATELESS_APPROVAL, --stateless-approval):
+	// StatelessRun runs it, StatelessRefuse refuses it. Either way the call
+	// is recorded in the decisions audit.
+	StatelessApproval StatelessPolicy
 
 	OpenAIBaseURL    string
 	OpenAIKey        string
@@ -74,7 +92,7 @@ type Config struct {
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
 		OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, RetryWindow: 10 * time.Minute}
+		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, RetryWindow: 10 * time.Minute, StatelessApproval: StatelessRun}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -102,6 +120,9 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	set(&c.AnthropicBaseURL, "ANTHROPIC_BASE_URL")
 	set(&c.AnthropicKey, "ANTHROPIC_API_KEY")
 	set(&c.OllamaHost, "OLLAMA_HOST")
+	if v := getenv("STACKBONE_STATELESS_APPROVAL"); v != "" {
+		c.StatelessApproval = StatelessPolicy(v)
+	}
 	if v := getenv("STACKBONE_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -209,6 +230,11 @@ func (c *Config) Finish() error {
 	}
 	if c.MaxConnsPerIP < 0 {
 		errs = append(errs, fmt.Errorf("max connections per IP %d is negative (0: no limit)", c.MaxConnsPerIP))
+	}
+	switch c.StatelessApproval {
+	case StatelessRun, StatelessRefuse:
+	default:
+		errs = append(errs, fmt.Errorf("stateless approval %q must be run or refuse (STACKBONE_STATELESS_APPROVAL, --stateless-approval)", c.StatelessApproval))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

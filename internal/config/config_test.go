@@ -89,3 +89,30 @@ func TestDevOffLoopbackNeedsKeysAndSecretsAreUnique(t *testing.T) {
 		t.Fatal("dev on loopback is open")
 	}
 }
+
+func TestStatelessApprovalPolicy(t *testing.T) {
+	for _, mode := range []Mode{Dev, Start} {
+		if c := Defaults(mode); c.StatelessApproval != StatelessRun {
+			t.Fatalf("%s default stateless approval %q, want run", mode, c.StatelessApproval)
+		}
+	}
+	c := Defaults(Dev)
+	env := map[string]string{"STACKBONE_STATELESS_APPROVAL": "refuse"}
+	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = project(t)
+	if err := c.Finish(); err != nil || c.StatelessApproval != StatelessRefuse {
+		t.Fatalf("env refuse: %q %v", c.StatelessApproval, err)
+	}
+	c = Defaults(Dev)
+	env["STACKBONE_STATELESS_APPROVAL"] = "ask"
+	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = project(t)
+	err := c.Finish()
+	if err == nil || !strings.Contains(err.Error(), `"ask" must be run or refuse`) || !strings.Contains(err.Error(), "STACKBONE_STATELESS_APPROVAL") {
+		t.Fatalf("a bad policy: %v", err)
+	}
+}

@@ -533,10 +533,20 @@ func (x *execution) followsFormat(answer string) error {
 }
 
 // needsDecision returns the interrupt a call must wait on, or nil. Only a
-// durable run pauses: a stateless one runs the tool.
+// durable run pauses: a stateless one has no thread an approval could
+// resume (see statelessDecision).
 func (x *execution) needsDecision(ctx context.Context, c message.ToolCall) (*store.Interrupt, error) {
+	if !x.durable {
+		return nil, nil
+	}
+	return x.approvalFor(ctx, c)
+}
+
+// approvalFor returns the pending decision a call needs, or nil when its
+// tool asks for none (no approval rule, or the rule's predicate says no).
+func (x *execution) approvalFor(ctx context.Context, c message.ToolCall) (*store.Interrupt, error) {
 	t := x.tools[c.Name]
-	if !x.durable || t == nil || t.Approval == nil {
+	if t == nil || t.Approval == nil {
 		return nil, nil
 	}
 	args := c.ArgsJSON()
@@ -588,6 +598,50 @@ func ResponseSchema(t *tool.Tool) json.RawMessage {
 	}
 	return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":` + string(params) +
 		`},"anyOf":[{"required":["approved"]},{"required":["editedArgs"]}]}`)
+}
+
+// StatelessRefusal is the tool error the model gets for a call that needs
+// approval in a turn without a session when the server refuses such calls.
+const StatelessRefusal = "Error: this call needs a human decision (approval), but the conversation has no session, " +
+	"so no one can be asked and the call was not run. Tell the user; to have it approved, they must use a conversation " +
+	"with a session (the x-stackbone-session header, or an AG-UI threadId)."
+
+// statelessDecision applies the stateless-approval policy to a call of a
+// stateless turn whose tool needs approval: the call is recorded in the
+// decisions audit (decidedVia "stateless") before anything runs, as
+// approved under the run policy or rejected under refuse. It returns the
+// tool error to give the model when the call is refused, else nil (run it).
+// A call whose predicate asks for no approval is neither recorded nor
+// refused.
+func (x *execution) statelessDecision(ctx context.Context, c message.ToolCall) (*message.Message, error) {
+	it, err := x.approvalFor(ctx, c)
+	if err != nil || it == nil {
+		return nil, err
+	}
+	refuse := x.r.RefuseStateless
+	by := x.in.DecidedBy
+	if x.root != nil {
+		by = x.root.in.DecidedBy // a subagent's execution has no input of its own
+	}
+	it.Subagent = x.subName
+	it.Status = store.Approved
+	it.Decision = &store.Decision{Approved: true, Via: store.ViaStateless, By: by, At: it.CreatedAt}
+	if refuse {
+		it.Status = store.Rejected
+		it.Decision.Approved = false
+		it.Decision.Message = "Refused: the call needs approval and the conversation has no session (stateless-approval policy refuse)."
+	}
+	if err := x.r.Store.RecordDecided(ctx, *it); err != nil {
+		return nil, fmt.Errorf("record the stateless call %s of %s: %w", c.ID, it.Tool, err)
+	}
+	x.r.decided(x.tenant, it)
+	x.r.Logger.Info("approval-gated call in a stateless turn", "interrupt", it.ID, "tool", it.Tool, "agent", it.Agent,
+		"refused", refuse, "by", it.Decision.By)
+	if !refuse {
+		return nil, nil
+	}
+	m := x.toolMessage(c, StatelessRefusal, true)
+	return &m, nil
 }
 
 type callResult struct {
@@ -642,6 +696,16 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			once[t.Name] = true
 		}
 		args := c.ArgsJSON()
+		if !x.durable && t.Approval != nil {
+			refused, err := x.statelessDecision(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			if refused != nil {
+				results[i] = &callResult{msg: *refused}
+				continue
+			}
+		}
 		if it, ok := decided[c.ID]; ok {
 			switch it.Status {
 			case store.Pending:

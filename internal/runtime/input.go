@@ -46,7 +46,8 @@ type Input struct {
 	Snapshots bool
 	// Resume answers pending interrupts before the run continues (AG-UI).
 	Resume []ResumeEntry
-	// DecidedBy names the caller for decisions made through Resume.
+	// DecidedBy names the caller for decisions made through Resume, and for
+	// the audit record of an approval-gated call in a stateless turn.
 	DecidedBy string
 }
 

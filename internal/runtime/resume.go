@@ -20,9 +20,12 @@ type Decision struct {
 	// EditedArgs replaces the call's arguments (implies approval).
 	EditedArgs json.RawMessage
 	Message    string
-	// Via is api, cli, studio or agui; By is the deciding key's name.
+	// Via is the channel the server can prove: api, studio or agui.
 	Via string
-	By  string
+	// ClaimedVia is what the client says it is (such as cli), kept apart.
+	ClaimedVia string
+	// By is the deciding key's name.
+	By string
 }
 
 // Decide records a decision with one conditional update and, when it was the
@@ -43,12 +46,12 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 		return nil, err
 	}
 	res, err := r.Store.Decide(ctx, tenant, id, store.Decision{Approved: d.Approved, EditedArgs: d.EditedArgs, Message: d.Message,
-		Via: d.Via, By: d.By, At: r.Now()})
+		Via: d.Via, ClaimedVia: d.ClaimedVia, By: d.By, At: r.Now()})
 	if err != nil {
 		return nil, err
 	}
 	r.decided(tenant, res.Interrupt)
-	r.Logger.Info("decision recorded", "interrupt", id, "thread", it.ThreadID, "approved", d.Approved, "via", d.Via, "by", d.By)
+	r.Logger.Info("decision recorded", "interrupt", id, "thread", it.ThreadID, "approved", d.Approved, "via", d.Via, "claimedVia", d.ClaimedVia, "by", d.By)
 	if res.Queued {
 		r.resumeAsync(tenant, it.ThreadID)
 	}
@@ -75,15 +78,19 @@ func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
 			return apierror.Invalid("editedArgs", "Editing the arguments is not allowed for this decision (allowed: %v).", it.AllowedDecisions)
 		}
 		d.Approved = true
-		if t := r.findTool(it.Agent, it.Tool); t != nil && len(t.Parameters) > 0 {
-			if err := schema.Validate(t.Parameters, d.EditedArgs); err != nil {
-				var ve *schema.ValidationError
-				e := apierror.Invalid("editedArgs", "editedArgs do not match the tool's parameter schema: %v", err)
-				if errors.As(err, &ve) {
-					e.Details = ve.Problems
-				}
-				return e
+		// Without a parameter schema any value matches, but numbers no tool
+		// could read (schema.Validate) are still refused.
+		var params json.RawMessage
+		if t := r.findTool(it.Agent, it.Tool); t != nil {
+			params = t.Parameters
+		}
+		if err := schema.Validate(params, d.EditedArgs); err != nil {
+			var ve *schema.ValidationError
+			e := apierror.Invalid("editedArgs", "editedArgs do not match the tool's parameter schema: %v", err)
+			if errors.As(err, &ve) {
+				e.Details = ve.Problems
 			}
+			return e
 		}
 	}
 	if !d.Approved && !contains(it.AllowedDecisions, string(tool.Reject)) {

@@ -52,6 +52,10 @@ type Runner struct {
 	// negative value keeps no journal).
 	JournalTTL time.Duration
 	Hooks      Hooks
+	// RefuseStateless refuses calls that need approval in a turn without a
+	// session (the stateless-approval policy "refuse"); by default they run.
+	// Either way each such call is recorded in the decisions audit.
+	RefuseStateless bool
 
 	wg       sync.WaitGroup
 	builtins sync.Map // *agent.Spec → []*tool.Tool

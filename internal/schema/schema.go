@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -148,7 +149,44 @@ func (s *Schema) Validate(value json.RawMessage) error {
 	if err != nil {
 		return &ValidationError{Problems: []string{"value is not valid JSON"}}
 	}
+	if probs := outOfRange(inst, ""); len(probs) > 0 {
+		sort.Strings(probs)
+		return &ValidationError{Problems: probs}
+	}
 	return s.ValidateValue(inst)
+}
+
+// outOfRange lists the numbers of a decoded JSON value that no tool could
+// read: beyond float64 (such as 1e400), which a schema's "number" accepts
+// but every JSON decoder a tool uses (Go's, JavaScript's) refuses or turns
+// into Infinity.
+func outOfRange(v any, path string) []string {
+	switch v := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+			return []string{fmt.Sprintf("%s: number %s is out of range (beyond a 64-bit float)", or(path, "/"), v)}
+		}
+	case map[string]any:
+		var out []string
+		for k, e := range v {
+			out = append(out, outOfRange(e, path+"/"+k)...)
+		}
+		return out
+	case []any:
+		var out []string
+		for i, e := range v {
+			out = append(out, outOfRange(e, path+"/"+strconv.Itoa(i))...)
+		}
+		return out
+	}
+	return nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // ValidateValue checks a decoded JSON value (from encoding/json with UseNumber,

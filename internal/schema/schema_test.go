@@ -51,3 +51,16 @@ func TestToolParameters(t *testing.T) {
 		}
 	}
 }
+
+func TestNumbersBeyondFloat64AreRefused(t *testing.T) {
+	err := Validate(nil, json.RawMessage(`{"a":[1,1e400],"b":{"c":-2E+999},"d":1e300}`))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 2 ||
+		ve.Problems[0] != "/a/1: number 1e400 is out of range (beyond a 64-bit float)" ||
+		ve.Problems[1] != "/b/c: number -2E+999 is out of range (beyond a 64-bit float)" {
+		t.Fatalf("got %v", err)
+	}
+	if err := Validate(json.RawMessage(`{"type":"number"}`), json.RawMessage(`1e400`)); err == nil || !strings.Contains(err.Error(), "/: number 1e400") {
+		t.Fatalf("top-level number: %v", err)
+	}
+}

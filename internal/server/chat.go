@@ -27,7 +27,8 @@ var KeepAliveInterval = 15 * time.Second
 // durable thread from the x-stackbone-session header (none: stateless), and
 // for a stateless turn the client's Idempotency-Key.
 func (s *Server) StartTurn(r *http.Request, in runtime.Input) (*runtime.Run, error) {
-	in.Tenant = PrincipalFrom(r.Context()).Tenant
+	p := PrincipalFrom(r.Context())
+	in.Tenant, in.DecidedBy = p.Tenant, p.Name
 	in.ThreadID = r.Header.Get(SessionHeader)
 	if err := CheckSession(in.ThreadID); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -125,21 +126,27 @@ func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) error {
 	return httpjson.Write(w, http.StatusOK, it)
 }
 
-// decidedVia reads which tool made a decision over HTTP.
-func (s *Server) decidedVia(r *http.Request) string {
-	if p := PrincipalFrom(r.Context()); p.Via != "" {
-		return p.Via // set by the credential itself (Studio's session)
+// ClientHeader is the header in which a client names itself ("cli",
+// "studio"). It is a claim: decisions record it as claimedVia, never as
+// decidedVia.
+const ClientHeader = "x-stackbone-client"
+
+// decidedVia returns how a decision over HTTP came in: proven is what the
+// credential proves ("studio" for Studio's session cookie, else "api"),
+// claimed is what the client says it is in ClientHeader (empty when it says
+// nothing). A claim is a short token; anything else is refused.
+func decidedVia(r *http.Request) (proven, claimed string, err error) {
+	proven = PrincipalFrom(r.Context()).Via
+	if proven == "" {
+		proven = "api"
 	}
-	switch r.Header.Get("x-stackbone-client") {
-	case "cli":
-		return "cli"
-	case "studio":
-		// Only the open dev Studio has no session of its own to prove it.
-		if s.Config.Open() {
-			return "studio"
-		}
+	claimed = r.Header.Get(ClientHeader)
+	if len(claimed) > 32 || strings.IndexFunc(claimed, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+	}) >= 0 {
+		return "", "", apierror.Invalid(ClientHeader, "The %s header must be a short name such as cli: at most 32 letters, digits, '-', '_' or '.'.", ClientHeader)
 	}
-	return "api"
+	return proven, claimed, nil
 }
 
 func decodeOptional(r *http.Request, v any) error {
@@ -186,7 +193,11 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, d runtime.Decision) error {
 	p := PrincipalFrom(r.Context())
-	d.Via, d.By = s.decidedVia(r), p.Name
+	via, claimed, err := decidedVia(r)
+	if err != nil {
+		return err
+	}
+	d.Via, d.ClaimedVia, d.By = via, claimed, p.Name
 	it, err := s.Runner.Decide(r.Context(), p.Tenant, r.PathValue("id"), d)
 	if err != nil {
 		return err

@@ -54,6 +54,8 @@ type Options struct {
 	// ProviderKey, when set, is the provider API key (both OpenAI and
 	// Anthropic) the server sends upstream; default sk-test / sk-ant-test.
 	ProviderKey string
+	// StatelessApproval overrides the stateless-approval policy (run).
+	StatelessApproval config.StatelessPolicy
 }
 
 // Env is a running stack.
@@ -230,6 +232,9 @@ func New(t testing.TB, opts Options) *Env {
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
+	}
+	if opts.StatelessApproval != "" {
+		cfg.StatelessApproval = opts.StatelessApproval
 	}
 	if err := cfg.Finish(); err != nil {
 		t.Fatalf("config: %v", err)

@@ -281,6 +281,29 @@ func EncodeInterrupts(c Checkpoint, now func() time.Time) ([]EncodedInterrupt, e
 	return out, nil
 }
 
+// EncodeDecided prepares an already decided interrupt of no thread (see
+// Store.RecordDecided): the row as EncodeInterrupts makes it, its status and
+// its decision as stored JSON. A zero decision time is the creation time.
+func EncodeDecided(in Interrupt, now func() time.Time) (EncodedInterrupt, InterruptStatus, []byte, error) {
+	if in.ThreadID != "" || in.Decision == nil || in.ID == "" || in.Tenant == "" {
+		return EncodedInterrupt{}, "", nil, fmt.Errorf("%w: interrupt %q: a decided record needs an id, a tenant and a decision, and no thread", ErrInvalid, in.ID)
+	}
+	rows, err := EncodeInterrupts(Checkpoint{Tenant: in.Tenant, RunID: in.RunID, Interrupts: []Interrupt{in}}, now)
+	if err != nil {
+		return EncodedInterrupt{}, "", nil, err
+	}
+	d := *in.Decision
+	if d.At.IsZero() {
+		d.At = rows[0].CreatedAt
+	}
+	d.At = d.At.UTC()
+	status, dj, err := EncodeDecision(d)
+	if err != nil {
+		return EncodedInterrupt{}, "", nil, err
+	}
+	return rows[0], status, dj, nil
+}
+
 // EncodeDecision returns the status d gives its interrupt and d as stored
 // JSON. A decision that does not encode is ErrInvalid.
 func EncodeDecision(d Decision) (InterruptStatus, []byte, error) {

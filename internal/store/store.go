@@ -104,12 +104,22 @@ type Decision struct {
 	// EditedArgs replaces the call's arguments when set.
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
 	Message    string          `json:"message,omitempty"`
-	// Via is api, cli, studio or agui.
+	// Via is the channel the server can prove: api (a key over the HTTP
+	// API), studio (Studio's session), agui (an AG-UI resume) or stateless
+	// (no human: the call ran, or was refused, in a turn without a session
+	// under the stateless-approval policy).
 	Via string `json:"decidedVia"`
+	// ClaimedVia is the tool the client said it was (the x-stackbone-client
+	// header, such as "cli"); recorded as claimed, never trusted.
+	ClaimedVia string `json:"claimedVia,omitempty"`
 	// By is the deciding key's tenant/name.
 	By string    `json:"decidedBy"`
 	At time.Time `json:"decidedAt"`
 }
+
+// ViaStateless is the Via of a decision no human made: an approval-gated
+// call of a stateless turn, run or refused by the server's policy.
+const ViaStateless = "stateless"
 
 // BeginRun asks for a new run on a thread, creating the thread if needed.
 type BeginRun struct {
@@ -248,6 +258,10 @@ type Store interface {
 	// pending, ErrNotFound if unknown. When it was the last pending interrupt
 	// of a Waiting thread, the thread becomes Queued in the same transaction.
 	Decide(ctx context.Context, tenant, id string, d Decision) (DecideResult, error)
+	// RecordDecided adds an already decided interrupt that belongs to no
+	// thread (ThreadID empty, Decision set): the audit record of an
+	// approval-gated call in a stateless turn. Anything else is ErrInvalid.
+	RecordDecided(ctx context.Context, in Interrupt) error
 
 	// CountPending counts pending decisions across all tenants (a metric).
 	CountPending(ctx context.Context) (int, error)

@@ -2,6 +2,7 @@ package studio_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +39,8 @@ func TestInboxApproveRunsToolAndThreadShowsResumedTurn(t *testing.T) {
 	}
 	p.waitJS("the card to leave the inbox", `!document.querySelector(`+js(card(it.ID))+`)`)
 	p.waitText("#inbox-empty:not([hidden])", "No pending decisions")
-	if d := decision(t, env, "dev", it.ID); d.Status != store.Approved || d.Decision.Via != "studio" {
+	// The open dev Studio has no session to prove itself: it is a claim.
+	if d := decision(t, env, "dev", it.ID); d.Status != store.Approved || d.Decision.Via != "api" || d.Decision.ClaimedVia != "studio" {
 		t.Fatalf("decision %+v %+v", d, d.Decision)
 	}
 
@@ -71,7 +73,7 @@ func TestInboxRejectWithMessage(t *testing.T) {
 		t.Fatal("a rejected tool ran")
 	}
 	d := decision(t, env, "dev", it.ID)
-	if d.Status != store.Rejected || d.Decision == nil || d.Decision.Message != "Customer already refunded" || d.Decision.Via != "studio" {
+	if d.Status != store.Rejected || d.Decision == nil || d.Decision.Message != "Customer already refunded" || d.Decision.Via != "api" || d.Decision.ClaimedVia != "studio" {
 		t.Fatalf("decision %+v %+v", d, d.Decision)
 	}
 	msgs, _ := env.Store.Messages(context.Background(), "dev", "refund-b2")
@@ -158,8 +160,8 @@ func TestInboxIsLive(t *testing.T) {
 	if !eval[bool](p, `window.__sameDocument === true`) {
 		t.Fatal("the page reloaded")
 	}
-	if d := decision(t, env, "dev", it.ID); d.Decision.Via != "cli" {
-		t.Fatalf("decidedVia %q", d.Decision.Via)
+	if d := decision(t, env, "dev", it.ID); d.Decision.Via != "api" || d.Decision.ClaimedVia != "cli" {
+		t.Fatalf("decidedVia %q, claimedVia %q", d.Decision.Via, d.Decision.ClaimedVia)
 	}
 }
 
@@ -280,4 +282,37 @@ func shot(t *testing.T, p *page, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", out)
+}
+
+// The inbox's recent decisions show the audit: a stateless turn's call (no
+// thread; the server's policy ran it) live, and an API decision with the
+// client's claim apart from what the server proved.
+func TestInboxHistoryShowsStatelessRunsAndClaims(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	pause(t, env, "", "hist-1", "please refund my order")
+	it := onePending(t, env, "", "hist-1")
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/reject", `{"message":"not this one"}`, "x-stackbone-client", "cli"); r.status != 200 {
+		t.Fatalf("reject: %d %s", r.status, r)
+	}
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	p.waitText("#live", "Live")
+	row := fmt.Sprintf(`#history-list li[data-id=%s]`, js(it.ID))
+	p.waitText(row, "rejected")
+	p.waitText(row+" a.thread-link", "hist-1")
+	p.waitText(row+" .via", "via api (client says cli)")
+	p.waitText(row, "by dev")
+
+	// A stateless turn (no session) appears without a reload.
+	chat(t, env, "", "refund without a session")
+	p.waitText(`#history-list li.stateless`, "no session: a stateless turn")
+	p.waitText(`#history-list li.stateless`, "ran")
+	p.waitText(`#history-list li.stateless .via`, "via stateless")
+	p.waitText(`#history-list li.stateless .desc`, "Refund order ord_42 for 19.99")
+	if eval[bool](p, `!!document.querySelector('#history-list li.stateless a.thread-link')`) {
+		t.Fatal("a stateless record links to a thread")
+	}
+	if eval[string](p, `document.querySelector('#history-list li').dataset.via`) != "stateless" {
+		t.Fatal("the newest decision is not first")
+	}
 }

@@ -177,7 +177,16 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			JOIN threads t ON t.tenant = i.tenant AND t.id = i.thread_id
 			WHERE i.id = $1 AND i.tenant = $2 FOR UPDATE OF t`, id, tenant).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("interrupt %q: %w", id, store.ErrNotFound)
+			// A record of a stateless turn has no thread and was decided
+			// when it was stored.
+			err := tx.QueryRow(ctx, `SELECT 1 FROM interrupts WHERE id = $1 AND tenant = $2`, id, tenant).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("interrupt %q: %w", id, store.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("interrupt %q: %w", id, store.ErrAlreadyDecided)
 		}
 		if err != nil {
 			return err
@@ -219,4 +228,25 @@ func (s *Store) CountPending(ctx context.Context) (int, error) {
 		return 0, mapErr("count pending", err)
 	}
 	return n, nil
+}
+
+// RecordDecided adds an already decided interrupt of no thread: the audit
+// record of an approval-gated call in a stateless turn.
+func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
+	r, status, dj, err := store.EncodeDecided(in, s.now)
+	if err != nil {
+		return fmt.Errorf("postgres: record decided: %w", err)
+	}
+	var desc, schema *string
+	if d := r.In.Description; d != "" {
+		desc = &d
+	}
+	if r.Schema != "" {
+		schema = &r.Schema
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO interrupts (`+interruptCols+`)
+		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json)`,
+		r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
+		r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt, string(dj))
+	return mapErr("record decided", err)
 }

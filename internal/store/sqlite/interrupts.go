@@ -194,3 +194,26 @@ func (s *Store) CountPending(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// RecordDecided adds an already decided interrupt of no thread: the audit
+// record of an approval-gated call in a stateless turn.
+func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
+	r, status, dj, err := store.EncodeDecided(in, s.now)
+	if err != nil {
+		return fmt.Errorf("sqlite: record decided: %w", err)
+	}
+	var desc, schema any
+	if r.In.Description != "" {
+		desc = r.In.Description
+	}
+	if r.Schema != "" {
+		schema = r.Schema
+	}
+	return s.write(ctx, "record decided", func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
+			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt.UnixMicro(), string(dj))
+		return err
+	})
+}

@@ -276,3 +276,51 @@ func BenchmarkCheckpoint(b *testing.B) {
 		}
 	}
 }
+
+// A database made before migration 0003 keeps its decisions when the
+// interrupts table is rebuilt without its thread key.
+func TestMigration0003KeepsDecisions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stackbone.db")
+	db := rawDB(t, path)
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= 3 {
+			break
+		}
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_version VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO threads (tenant, id, agent, status, created_at, updated_at) VALUES ('a', 't', 'x', 'waiting', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO interrupts (id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed, status, created_at)
+		VALUES ('int_old', 'a', 't', 'r1', 'x', 'c1', 'refund', 1, '{"orderId":"A1"}', 'Refund A1', '["approve","reject"]', 'pending', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := openFile(t, path)
+	it, err := s.GetInterrupt(ctx, "a", "int_old")
+	if err != nil || it.ThreadID != "t" || it.Description != "Refund A1" || it.Status != store.Pending || string(it.Args) != `{"orderId":"A1"}` {
+		t.Fatalf("after the migration: %+v %v", it, err)
+	}
+	res, err := s.Decide(ctx, "a", "int_old", store.Decision{Approved: true, Via: "api", By: "a/k"})
+	if err != nil || !res.Queued {
+		t.Fatalf("deciding a migrated interrupt: %+v %v", res, err)
+	}
+	if err := s.RecordDecided(ctx, store.Interrupt{ID: "int_new", Tenant: "a", Tool: "refund", AllowedDecisions: []string{"approve"},
+		Decision: &store.Decision{Approved: true, Via: store.ViaStateless}}); err != nil {
+		t.Fatalf("a stateless record after the migration: %v", err)
+	}
+}

@@ -27,6 +27,8 @@
 //     RevokeSession deletes every revocation that lapsed at or before now.
 //   - a journal entry is returned while now is before ExpiresAt, and swept
 //     once now reaches it.
+//   - a record of RecordDecided (no thread) is listed and read like any
+//     decided interrupt, and deciding it again is ErrAlreadyDecided.
 package storetest
 
 import (
@@ -83,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Decide/WhileRunning", testDecideWhileRunning},
 		{"ListInterrupts", testListInterrupts},
 		{"CallInterrupts", testCallInterrupts},
+		{"RecordDecided", testRecordDecided},
 		{"Events", testEvents},
 		{"TenantIsolation", testTenantIsolation},
 		{"Concurrent/Decide", testConcurrentDecide},
@@ -750,7 +753,7 @@ func sameInterrupt(t *testing.T, what string, got, want *store.Interrupt) {
 		t.Fatalf("%s decision: got %+v, want %+v", what, got.Decision, want.Decision)
 	default:
 		g, w := *got.Decision, *want.Decision
-		if g.Approved != w.Approved || g.Message != w.Message || g.Via != w.Via || g.By != w.By {
+		if g.Approved != w.Approved || g.Message != w.Message || g.Via != w.Via || g.ClaimedVia != w.ClaimedVia || g.By != w.By {
 			t.Fatalf("%s decision: got %+v, want %+v", what, g, w)
 		}
 		sameJSON(t, what+" edited args", g.EditedArgs, w.EditedArgs)
@@ -1622,4 +1625,60 @@ func testJournalInvalid(t *testing.T, s store.Store) {
 	}
 	_, err := s.GetJournal(ctx, "a", "k", T0)
 	wantErr(t, "GetJournal after refused puts", err, store.ErrNotFound)
+}
+
+func testRecordDecided(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	waiting(t, s, "a", "x", "refunds", "r1", T0, interrupt("int_x1", "c1", at(1*time.Second)))
+	ran := store.Interrupt{ID: "int_s1", Tenant: "a", RunID: "run_s", Agent: "refunds", ToolCallID: "call_1", Tool: "refund",
+		Args: json.RawMessage(`{"orderId":"A1","amount":5}`), Description: "Refund A1 for 5",
+		AllowedDecisions: []string{"approve", "reject"}, ResponseSchema: json.RawMessage(`{"type":"object"}`),
+		Status: store.Approved, CreatedAt: at(2 * time.Second),
+		Decision: &store.Decision{Approved: true, Via: store.ViaStateless, By: "a/key", At: at(2 * time.Second)}}
+	if err := s.RecordDecided(ctx, ran); err != nil {
+		t.Fatalf("RecordDecided: %v", err)
+	}
+	refused := ran
+	refused.ID, refused.ToolCallID, refused.Status, refused.CreatedAt = "int_s2", "call_2", store.Rejected, at(3*time.Second)
+	refused.Decision = &store.Decision{Approved: false, Message: "no session", Via: store.ViaStateless, ClaimedVia: "cli", By: "a/key"}
+	if err := s.RecordDecided(ctx, refused); err != nil {
+		t.Fatalf("RecordDecided refused: %v", err)
+	}
+	sameInterrupt(t, "stateless record", getInterrupt(t, s, "a", "int_s1"), &ran)
+	want := refused
+	d := *refused.Decision
+	d.At = refused.CreatedAt // a zero decision time is the creation time
+	want.Decision = &d
+	sameInterrupt(t, "refused record", getInterrupt(t, s, "a", "int_s2"), &want)
+
+	list := func(tenant string, f store.InterruptFilter) []string {
+		t.Helper()
+		ins, err := s.ListInterrupts(ctx, tenant, f)
+		if err != nil {
+			t.Fatalf("ListInterrupts: %v", err)
+		}
+		return interruptIDs(ins)
+	}
+	sameStrings(t, "approved", list("a", store.InterruptFilter{Status: store.Approved}), []string{"int_s1"})
+	sameStrings(t, "rejected", list("a", store.InterruptFilter{Status: store.Rejected}), []string{"int_s2"})
+	sameStrings(t, "pending", list("a", store.InterruptFilter{}), []string{"int_x1"})
+	sameStrings(t, "thread x", list("a", store.InterruptFilter{ThreadID: "x", Status: store.Approved}), nil)
+	sameStrings(t, "agent", list("a", store.InterruptFilter{Agent: "refunds", Status: store.Approved}), []string{"int_s1"})
+	sameStrings(t, "tenant b", list("b", store.InterruptFilter{Status: store.Approved}), nil)
+	if _, err := s.GetInterrupt(ctx, "b", "int_s1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("tenant b reads a's record: %v", err)
+	}
+	_, err := s.Decide(ctx, "a", "int_s1", store.Decision{Approved: false, Via: "api", By: "a/key", At: at(time.Minute)})
+	wantErr(t, "deciding a stateless record", err, store.ErrAlreadyDecided)
+	sameInterrupt(t, "record after a second decision", getInterrupt(t, s, "a", "int_s1"), &ran)
+
+	bad := ran
+	bad.ID, bad.ThreadID = "int_bad1", "x"
+	wantErr(t, "a record with a thread", s.RecordDecided(ctx, bad), store.ErrInvalid)
+	bad = ran
+	bad.ID, bad.Decision = "int_bad2", nil
+	wantErr(t, "a record without a decision", s.RecordDecided(ctx, bad), store.ErrInvalid)
+	if _, err := s.GetInterrupt(ctx, "a", "int_bad1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an invalid record was stored: %v", err)
+	}
 }

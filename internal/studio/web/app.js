@@ -471,7 +471,39 @@ function syncCards(container, items, makeCard) {
 
 // ---------- Inbox ----------
 
+// HISTORY is how many decided calls the inbox lists under the pending ones.
+const HISTORY = 50;
+
+const byDecided = (a, b) => new Date(b.decision?.decidedAt || b.createdAt) - new Date(a.decision?.decidedAt || a.createdAt);
+
+// historyItem renders one decided call of the audit: what was decided, the
+// channel the server proved (decidedVia), what the client claimed, who.
+// A call of a stateless turn has no thread: no human decided it, the
+// server's stateless-approval policy did.
+function historyItem(it) {
+  const d = it.decision || {};
+  const stateless = d.decidedVia === 'stateless';
+  const verdict = it.status === 'approved' ? (stateless ? 'ran' : 'approved') : (stateless ? 'refused' : 'rejected');
+  return h('li', { class: `history-item${stateless ? ' stateless' : ''}`, 'data-id': it.id, 'data-via': d.decidedVia || '' },
+    h('p', {},
+      h('code', {}, it.tool), ' ',
+      h('span', { class: `badge status-${it.status}` }, verdict), ' ',
+      h('span', { class: 'badge agent' }, it.agent), ' ',
+      it.threadId
+        ? h('span', {}, 'thread ', h('a', { href: threadHref(it.threadId), class: 'thread-link' }, it.threadId))
+        : h('span', { class: 'no-thread' }, 'no session: a stateless turn, so no one was asked')),
+    it.description ? h('p', { class: 'desc' }, it.description) : null,
+    h('p', { class: 'meta' },
+      h('span', { class: 'via' }, `via ${d.decidedVia || 'unknown'}`,
+        d.claimedVia ? ` (client says ${d.claimedVia})` : ''),
+      d.decidedBy ? h('span', {}, ` · by ${d.decidedBy}`) : null,
+      d.message ? h('span', {}, ` · “${d.message}”`) : null,
+      ' · ', timeEl(d.decidedAt || it.createdAt)));
+}
+
 function inboxView() {
+  const history = h('ol', { class: 'history-list', id: 'history-list' });
+  const historyEmpty = h('p', { class: 'empty', id: 'history-empty', hidden: true }, 'No decided calls yet.');
   const list = h('div', { class: 'cards', id: 'inbox-list' });
   const empty = h('p', { class: 'empty', id: 'inbox-empty', hidden: true }, 'No pending decisions. New ones appear here as agents ask.');
   const error = h('p', { class: 'error', role: 'alert', hidden: true });
@@ -480,14 +512,20 @@ function inboxView() {
     h('div', { class: 'titlebar' },
       h('h1', { id: 'inbox-h', tabindex: '-1' }, 'Approvals'),
       summary),
-    error, empty, list));
+    error, empty, list,
+    h('section', { class: 'history', 'aria-labelledby': 'history-h' },
+      h('h2', { id: 'history-h' }, 'Recent decisions'),
+      historyEmpty, history)));
 
   const onDecided = () => { refresh(); };
   let seq = 0;
   async function refresh() {
     const mine = ++seq;
     try {
-      const page = await api('GET', '/v1/hitl?status=pending&limit=1000');
+      const [page, approved, rejected] = await Promise.all([
+        api('GET', '/v1/hitl?status=pending&limit=1000'),
+        api('GET', `/v1/hitl?status=approved&limit=${HISTORY}`),
+        api('GET', `/v1/hitl?status=rejected&limit=${HISTORY}`)]);
       if (mine !== seq) return;
       const items = page.data.slice().sort(byNewest);
       error.hidden = true;
@@ -495,6 +533,9 @@ function inboxView() {
       empty.hidden = items.length > 0;
       summary.textContent = items.length === 1 ? '1 call waits for a decision, newest first.' : `${items.length} calls wait for a decision, newest first.`;
       setCount(items.length);
+      const done = approved.data.concat(rejected.data).sort(byDecided).slice(0, HISTORY);
+      history.replaceChildren(...done.map(historyItem));
+      historyEmpty.hidden = done.length > 0;
     } catch (e) {
       if (e.status === 401) return;
       error.textContent = `Could not load the pending decisions: ${e.message}`;
