@@ -1,5 +1,5 @@
 // Package app wires a configured Stackbone server together: store, agents,
-// model providers, runtime, HTTP server, reloads and recovery.
+// model providers, engine, HTTP server, reloads and recovery.
 package app
 
 import (
@@ -22,7 +22,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/redact"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/postgres"
@@ -171,7 +171,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 // recoverLoop periodically takes over runs whose lease expired (another
 // replica died) and queued resumes nobody claimed, and deletes expired
 // journal entries of stateless turns.
-func recoverLoop(ctx context.Context, runner *runtime.Runner, cfg *config.Config, logger *slog.Logger) {
+func recoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config, logger *slog.Logger) {
 	t := time.NewTicker(cfg.Lease / 2)
 	defer t.Stop()
 	for {
@@ -214,9 +214,9 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 `, base, cfg.DB, strings.Join(names, ", "))
 }
 
-// NewRunner builds the runtime.
-func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *runtime.Runner {
-	r := &runtime.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow,
+// NewRunner builds the engine.
+func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *engine.Runner {
+	r := &engine.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow,
 		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse}
 	if cfg.RetryWindow == 0 {
 		r.JournalTTL = -1 // no journal
@@ -226,7 +226,7 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 }
 
 // NewServer builds the HTTP server with every wire mounted.
-func NewServer(cfg *config.Config, runner *runtime.Runner, reg *prometheus.Registry, logger *slog.Logger) *server.Server {
+func NewServer(cfg *config.Config, runner *engine.Runner, reg *prometheus.Registry, logger *slog.Logger) *server.Server {
 	s := server.New(cfg, runner, reg, logger)
 	anthropic.Mount(s)
 	agui.Mount(s)

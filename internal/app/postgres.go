@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/postgres"
 )
@@ -14,7 +14,7 @@ import (
 // replica. Call it after NewRunner and before the runner or the server is
 // used; call stop before closing the store. For another store it does
 // nothing.
-func startBridge(ctx context.Context, st store.Store, runner *runtime.Runner, logger *slog.Logger) (stop func(), err error) {
+func startBridge(ctx context.Context, st store.Store, runner *engine.Runner, logger *slog.Logger) (stop func(), err error) {
 	pg, ok := st.(*postgres.Store)
 	if !ok {
 		return func() {}, nil

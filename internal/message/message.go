@@ -1,5 +1,5 @@
 // Package message holds the canonical conversation messages that every wire
-// decodes into, the runtime works on, and the store persists as versioned JSON.
+// decodes into, the engine works on, and the store persists as versioned JSON.
 package message
 
 import "encoding/json"

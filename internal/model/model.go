@@ -1,5 +1,5 @@
-// Package model is the seam between the runtime and LLM providers. A Provider
-// streams one model step as typed chunks; the runtime assembles them.
+// Package model is the seam between the engine and LLM providers. A Provider
+// streams one model step as typed chunks; the engine assembles them.
 package model
 
 import (
@@ -50,7 +50,7 @@ type ResponseFormat struct {
 }
 
 // FormatHonourer is implemented by a provider that can honour response
-// formats. The runtime refuses (400) a format for an agent whose provider
+// formats. The engine refuses (400) a format for an agent whose provider
 // does not implement it or does not honour that format, before anything is
 // stored: a format is never dropped silently.
 type FormatHonourer interface {

@@ -64,7 +64,7 @@ func (b *sseBuffer) Data(p []byte) error {
 	return nil
 }
 
-// writeAGUIFixtures encodes event sequences the runtime does not produce
+// writeAGUIFixtures encodes event sequences the engine does not produce
 // today (subagents, steps, failures with work still open) with the wire's
 // encoder, as it writes them for a client of the given protocolVersion, for
 // the official client to check.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/ids"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -26,7 +26,7 @@ var KeepAliveInterval = 15 * time.Second
 // StartTurn starts a chat turn for the caller: the tenant from its key, the
 // durable thread from the x-stackbone-session header (none: stateless), and
 // for a stateless turn the client's Idempotency-Key.
-func (s *Server) StartTurn(r *http.Request, in runtime.Input) (*runtime.Run, error) {
+func (s *Server) StartTurn(r *http.Request, in engine.Input) (*engine.Run, error) {
 	p := PrincipalFrom(r.Context())
 	in.Tenant, in.DecidedBy = p.Tenant, p.Name
 	in.ThreadID = r.Header.Get(SessionHeader)
@@ -57,7 +57,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := s.StartTurn(r, in)
 	if err != nil {
-		return runtime.ClientToolParam(err, req.ToolParam)
+		return engine.ClientToolParam(err, req.ToolParam)
 	}
 	id := "chatcmpl-" + ids.New("")[1:]
 	created := s.Now().Unix()

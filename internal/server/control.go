@@ -13,7 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -175,7 +175,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) error {
 	if string(bytes.TrimSpace(body.EditedArgs)) == "null" {
 		body.EditedArgs = nil
 	}
-	return s.decide(w, r, runtime.Decision{Approved: true, EditedArgs: body.EditedArgs})
+	return s.decide(w, r, engine.Decision{Approved: true, EditedArgs: body.EditedArgs})
 }
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
@@ -188,10 +188,10 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
 	if len(body.Message) > 4000 {
 		return apierror.Invalid("message", "The message is longer than 4000 bytes.")
 	}
-	return s.decide(w, r, runtime.Decision{Approved: false, Message: body.Message})
+	return s.decide(w, r, engine.Decision{Approved: false, Message: body.Message})
 }
 
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, d runtime.Decision) error {
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, d engine.Decision) error {
 	p := PrincipalFrom(r.Context())
 	via, claimed, err := decidedVia(r)
 	if err != nil {

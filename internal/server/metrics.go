@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 )
 
 // Metrics are the Prometheus metrics the server exposes at /metrics.
@@ -21,7 +21,7 @@ type Metrics struct {
 }
 
 // NewMetrics registers the metrics on reg and hooks them into runner.
-func NewMetrics(reg *prometheus.Registry, runner *runtime.Runner) *Metrics {
+func NewMetrics(reg *prometheus.Registry, runner *engine.Runner) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stackbone_http_requests_total",
 			Help: "HTTP requests by route and status (499: the client hung up first)."}, []string{"route", "status"}),

@@ -25,7 +25,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/ids"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 )
@@ -46,7 +46,7 @@ type ErrorWriter func(w http.ResponseWriter, e *apierror.Error) error
 // Server holds the HTTP handlers.
 type Server struct {
 	Config  *config.Config
-	Runner  *runtime.Runner
+	Runner  *engine.Runner
 	Store   store.Store
 	Agents  *agent.Registry
 	Logger  *slog.Logger
@@ -64,7 +64,7 @@ type Server struct {
 }
 
 // New builds a server and its routes.
-func New(cfg *config.Config, runner *runtime.Runner, reg *prometheus.Registry, logger *slog.Logger) *Server {
+func New(cfg *config.Config, runner *engine.Runner, reg *prometheus.Registry, logger *slog.Logger) *Server {
 	s := &Server{Config: cfg, Runner: runner, Store: runner.Store, Agents: runner.Agents, Logger: logger, Now: time.Now,
 		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError}}
 	s.Metrics = NewMetrics(reg, runner)

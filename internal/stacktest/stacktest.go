@@ -24,7 +24,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/model/script"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
@@ -64,7 +64,7 @@ type Env struct {
 	URL      string
 	Config   *config.Config
 	Store    store.Store
-	Runner   *runtime.Runner
+	Runner   *engine.Runner
 	Upstream *modeltest.Mock
 	// UpstreamURL is the mock's base URL.
 	UpstreamURL string

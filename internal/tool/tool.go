@@ -1,4 +1,4 @@
-// Package tool defines what a tool is to the runtime: a name, a JSON Schema
+// Package tool defines what a tool is to the engine: a name, a JSON Schema
 // for its arguments, an optional approval rule, and an Execute function. Tools
 // come from TypeScript agent files (agent/tsload), from Go code, and from the
 // built-ins (tool/builtin).

@@ -56,7 +56,7 @@ var (
 
 // JSONObjectInstruction joins the system prompt for a json_object response
 // format: the Messages API has no "any JSON object" mode, so the model is
-// told, and the runtime checks the final answer.
+// told, and the engine checks the final answer.
 const JSONObjectInstruction = "Answer with a single JSON object and nothing else: no prose before or after it, no Markdown code fences."
 
 // HonoursFormat reports that both response formats can be honoured:

@@ -45,7 +45,7 @@ var (
 )
 
 // HonoursFormat accepts both response formats: the script's reply text is
-// returned as written, and the runtime checks the final answer against the
+// returned as written, and the engine checks the final answer against the
 // format (a script that answers prose under a format fails the turn).
 func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
 	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema

@@ -13,7 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/model/scripted"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 )
@@ -50,7 +50,7 @@ func (r *ranBy) get() []string {
 
 // newRunner is one replica's runtime over the shared schema, its bus
 // bridged to the other replicas.
-func newRunner(t *testing.T, schema, name string, ran *ranBy) *runtime.Runner {
+func newRunner(t *testing.T, schema, name string, ran *ranBy) *engine.Runner {
 	t.Helper()
 	rep := newReplica(t, schema)
 	refund := &tool.Tool{Name: "refund", Description: "Refund an order",
@@ -61,7 +61,7 @@ func newRunner(t *testing.T, schema, name string, ran *ranBy) *runtime.Runner {
 			return tool.Result{Content: `{"refunded":true,"by":"` + name + `"}`}, nil
 		}}
 	spec := &agent.Spec{Name: "refunds", Model: "scripted/refunds", Instructions: "Refund orders.", Tools: []*tool.Tool{refund}}
-	r := &runtime.Runner{Store: rep.store, Agents: agent.NewRegistry(spec), Bus: rep.bus, Owner: "node-" + name,
+	r := &engine.Runner{Store: rep.store, Agents: agent.NewRegistry(spec), Bus: rep.bus, Owner: "node-" + name,
 		Models: fixedModel{scripted.New(script.MustParse(refundScript))}, Logger: testLogger(t), Lease: 30 * time.Second}
 	r.Init()
 	t.Cleanup(r.Wait) // before the bridge and the store close
@@ -80,7 +80,7 @@ func TestDecisionOnAnotherReplicaResumesThere(t *testing.T) {
 	watch := a.Bus.Subscribe("acme", "t1")
 	defer watch.Close()
 
-	run, err := a.Start(ctx, runtime.Input{Tenant: "acme", Agent: "refunds", ThreadID: "t1",
+	run, err := a.Start(ctx, engine.Input{Tenant: "acme", Agent: "refunds", ThreadID: "t1",
 		Messages: []message.Message{{Role: message.User, Content: "refund order A1"}}})
 	if err != nil {
 		t.Fatalf("Start on A: %v", err)
@@ -97,7 +97,7 @@ func TestDecisionOnAnotherReplicaResumesThere(t *testing.T) {
 	}
 	intID := last.Outcome.Interrupts[0].ID
 
-	if _, err := b.Decide(ctx, "acme", intID, runtime.Decision{Approved: true, Via: "api", By: "acme/ops"}); err != nil {
+	if _, err := b.Decide(ctx, "acme", intID, engine.Decision{Approved: true, Via: "api", By: "acme/ops"}); err != nil {
 		t.Fatalf("Decide on B: %v", err)
 	}
 

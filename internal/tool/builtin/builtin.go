@@ -1,7 +1,7 @@
 // Package builtin holds the deep-agent built-in tools that work on shared
 // state: write_todos (state key "todos") and a virtual file system (state key
 // "files": ls, read_file, write_file, edit_file). The `task` tool, which runs
-// subagents, lives in the runtime because it runs the agent loop.
+// subagents, lives in the engine because it runs the agent loop.
 package builtin
 
 import (

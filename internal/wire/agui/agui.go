@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -25,7 +25,7 @@ const Route = "POST /v1/agents/{agent}/agui"
 // Handler serves the AG-UI route.
 type Handler struct {
 	Server *server.Server
-	// Now stamps events the runtime did not time.
+	// Now stamps events the engine did not time.
 	Now func() time.Time
 }
 
@@ -61,7 +61,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	in.Tenant, in.DecidedBy = p.Tenant, p.Name
 	run, err := h.Server.Runner.Start(r.Context(), in)
 	if err != nil {
-		return runtime.ClientToolParam(err, req.ToolParam)
+		return engine.ClientToolParam(err, req.ToolParam)
 	}
 	runID := req.RunID
 	if runID == "" {

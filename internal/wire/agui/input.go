@@ -10,7 +10,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -126,7 +126,7 @@ func Decode(body []byte) (*RunAgentInput, error) {
 }
 
 // ToolParam is the parameter path of client tool i of the request's
-// runtime.Input, for errors about it.
+// engine.Input, for errors about it.
 func (in *RunAgentInput) ToolParam(i int) string {
 	return fmt.Sprintf("tools[%d].name", i)
 }
@@ -168,11 +168,11 @@ func (in *RunAgentInput) checkIDs() error {
 	return nil
 }
 
-// Input maps the request onto a runtime.Input for the named agent. Tenant and
+// Input maps the request onto a engine.Input for the named agent. Tenant and
 // DecidedBy are the caller's to fill. A run without a threadId is stateless:
 // frontend tools, state seeding and resume are refused then.
-func (in *RunAgentInput) Input(agentName string) (runtime.Input, error) {
-	out := runtime.Input{Agent: agentName, ThreadID: in.ThreadID, RunID: in.RunID, Snapshots: true}
+func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
+	out := engine.Input{Agent: agentName, ThreadID: in.ThreadID, RunID: in.RunID, Snapshots: true}
 	state, err := stateObject(in.State)
 	if err != nil {
 		return out, err
@@ -196,7 +196,7 @@ func (in *RunAgentInput) Input(agentName string) (runtime.Input, error) {
 		out.ClientTools = append(out.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	for _, r := range in.Resume {
-		e := runtime.ResumeEntry{InterruptID: r.InterruptID, Cancelled: r.Status == "cancelled"}
+		e := engine.ResumeEntry{InterruptID: r.InterruptID, Cancelled: r.Status == "cancelled"}
 		if !isNull(r.Payload) {
 			e.Payload = r.Payload
 		}
@@ -218,7 +218,7 @@ func (in *RunAgentInput) Input(agentName string) (runtime.Input, error) {
 }
 
 func needsThread(msg string) *apierror.Error {
-	e := apierror.New(apierror.InvalidRequest, runtime.CodeNeedsThread, msg)
+	e := apierror.New(apierror.InvalidRequest, engine.CodeNeedsThread, msg)
 	e.Param = "threadId"
 	e.Err = ErrThreadRequired
 	return e
@@ -232,7 +232,7 @@ func stateObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		e := apierror.New(apierror.InvalidRequest, runtime.CodeInvalidState, "`state` must be a JSON object.")
+		e := apierror.New(apierror.InvalidRequest, engine.CodeInvalidState, "`state` must be a JSON object.")
 		e.Param = "state"
 		return nil, e
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -55,7 +55,7 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := h.s.StartTurn(r, in)
 	if err != nil {
-		return runtime.ClientToolParam(err, req.ToolParam)
+		return engine.ClientToolParam(err, req.ToolParam)
 	}
 	id := h.s.Runner.NewID("msg")
 	if !req.Stream {

@@ -1,5 +1,5 @@
 // Package anthropic is the Anthropic Messages wire: it decodes requests
-// leniently into a runtime.Input and encodes canonical events as a message
+// leniently into a engine.Input and encodes canonical events as a message
 // body or an SSE stream, exactly as the official SDKs expect.
 package anthropic
 
@@ -13,7 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -143,10 +143,10 @@ func parse(body []byte) (*Request, error) {
 	return &req, nil
 }
 
-// Input maps the request onto a runtime.Input (tenant and thread are the
+// Input maps the request onto a engine.Input (tenant and thread are the
 // caller's to fill).
-func (req *Request) Input() (runtime.Input, error) {
-	in := runtime.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences}
+func (req *Request) Input() (engine.Input, error) {
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences}
 	if req.MaxTokens != nil {
 		in.MaxTokens = *req.MaxTokens
 	}
@@ -187,7 +187,7 @@ func (req *Request) Input() (runtime.Input, error) {
 }
 
 // ToolParam is the parameter path of client tool i of the request's
-// runtime.Input (Anthropic's own server tools are not in it), for errors
+// engine.Input (Anthropic's own server tools are not in it), for errors
 // about it.
 func (req *Request) ToolParam(i int) string {
 	for j, t := range req.Tools {

@@ -1,5 +1,5 @@
 // Package openai is the OpenAI Chat Completions wire: it decodes requests
-// leniently into a runtime.Input and encodes canonical events as chunks or a
+// leniently into a engine.Input and encodes canonical events as chunks or a
 // completion body, exactly as the official SDKs expect.
 package openai
 
@@ -13,7 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
-	"github.com/stackbone/stackbone/internal/runtime"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -104,15 +104,15 @@ func Decode(body []byte) (*Request, error) {
 }
 
 // ToolParam is the parameter path of client tool i of the request's
-// runtime.Input, for errors about it.
+// engine.Input, for errors about it.
 func (req *Request) ToolParam(i int) string {
 	return fmt.Sprintf("tools[%d].function.name", i)
 }
 
-// Input maps the request onto a runtime.Input (tenant and thread are the
+// Input maps the request onto a engine.Input (tenant and thread are the
 // caller's to fill).
-func (req *Request) Input() (runtime.Input, error) {
-	in := runtime.Input{Agent: req.Model, Temperature: req.Temperature}
+func (req *Request) Input() (engine.Input, error) {
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature}
 	switch {
 	case req.MaxCompletionTokens != nil:
 		in.MaxTokens = *req.MaxCompletionTokens

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"bytes"
@@ -80,7 +80,7 @@ func (x *execution) view() []message.Message {
 }
 
 // callIDTaken reports whether a tool call id is already used in the thread
-// (some models repeat ids such as "call_0"); the runtime then issues its own
+// (some models repeat ids such as "call_0"); the engine then issues its own
 // so results and decisions stay addressable.
 func (x *execution) callIDTaken(id string) bool {
 	top := x

@@ -1,9 +1,9 @@
-// Package runtime is the agent loop: model → tools → model … until a final
+// Package engine is the agent loop: model → tools → model … until a final
 // answer, a pause for a human, a client tool, or the step limit. One loop
 // serves fresh turns, client-tool continuations, resumes after a decision and
 // recovery after a crash, because it works only from the stored conversation:
 // an assistant message whose calls lack results means "run those calls".
-package runtime
+package engine
 
 import (
 	"context"
