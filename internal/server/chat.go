@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/apierror"
-	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"

@@ -24,8 +24,8 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/config"
-	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 )

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
-	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
