@@ -73,9 +73,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if warn {
 			l.logger.Warn("connections refused: too many open connections from one address", "ip", ip, "max", l.max)
 		}
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = io.WriteString(c, tooManyConns)
-		_ = c.Close()
+		// Answer off the accept loop, so a client that does not read
+		// cannot slow down accepting everyone else's connections.
+		go func(c net.Conn) {
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(c, tooManyConns)
+			_ = c.Close()
+		}(c)
 	}
 }
 
