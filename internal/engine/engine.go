@@ -292,18 +292,8 @@ func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (
 	if err != nil {
 		return nil, false, false, err
 	}
-	if th.Agent != agentName {
-		return nil, true, false, store.ErrAgentMismatch
-	}
-	switch th.Status {
-	case store.Waiting:
-		return nil, true, false, store.ErrApprovalPending
-	case store.Queued:
-		return nil, true, false, store.ErrRunInProgress // decided; the resume is about to run
-	case store.Running:
-		if th.LeaseUntil.After(r.Now()) {
-			return nil, true, false, store.ErrRunInProgress
-		}
+	if err := store.Admit(th, agentName, r.Now()); err != nil {
+		return nil, true, false, err
 	}
 	msgs, err = r.Store.Messages(ctx, tenant, threadID)
 	return msgs, true, th.Status == store.Failed, err

@@ -62,3 +62,33 @@ func TestValidate(t *testing.T) {
 		t.Errorf("BeginRun with empty (unset) state: %v", err)
 	}
 }
+
+// TestAdmit pins the one admission rule the engine and every driver share.
+func TestAdmit(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		th   Thread
+		want error
+	}{
+		{"idle", Thread{Agent: "x", Status: Idle}, nil},
+		{"failed", Thread{Agent: "x", Status: Failed}, nil},
+		{"waiting", Thread{Agent: "x", Status: Waiting}, ErrApprovalPending},
+		{"queued", Thread{Agent: "x", Status: Queued}, ErrRunInProgress},
+		{"running under its lease", Thread{Agent: "x", Status: Running, LeaseUntil: now.Add(time.Second)}, ErrRunInProgress},
+		{"running at its lease's end", Thread{Agent: "x", Status: Running, LeaseUntil: now}, ErrRunInProgress},
+		{"running within the lease's microsecond", Thread{Agent: "x", Status: Running, LeaseUntil: now}, ErrRunInProgress},
+		{"running, lease expired", Thread{Agent: "x", Status: Running, LeaseUntil: now.Add(-time.Microsecond)}, nil},
+		{"running without a lease", Thread{Agent: "x", Status: Running}, nil},
+		{"another agent's", Thread{Agent: "y", Status: Idle}, ErrAgentMismatch},
+	} {
+		at := now
+		if tc.name == "running within the lease's microsecond" {
+			at = now.Add(999 * time.Nanosecond)
+		}
+		err := Admit(&tc.th, "x", at)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: Admit = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}

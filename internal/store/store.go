@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
@@ -44,6 +45,32 @@ const (
 	// Failed: the last run ended in an error; new input is accepted.
 	Failed ThreadStatus = "failed"
 )
+
+// Admit is the admission rule: whether a thread accepts a new turn of agent
+// at now. It is the one place that decides; the engine asks it before
+// reading a conversation and every driver asks it again inside BeginRun's
+// transaction. A thread of another agent is ErrAgentMismatch; a Waiting one
+// (decisions pending) is ErrApprovalPending; a Queued one (every decision
+// made, the resume about to run) and a Running one whose lease is held at now
+// (up to and including LeaseUntil) are ErrRunInProgress. Idle and Failed
+// threads, and Running ones whose lease expired, accept the turn.
+func Admit(th *Thread, agent string, now time.Time) error {
+	if th.Agent != agent {
+		return fmt.Errorf("thread %q is bound to agent %q, not %q: %w", th.ID, th.Agent, agent, ErrAgentMismatch)
+	}
+	switch th.Status {
+	case Waiting:
+		return fmt.Errorf("thread %q: %w", th.ID, ErrApprovalPending)
+	case Queued:
+		return fmt.Errorf("thread %q: its decisions are made and the resume is about to run: %w", th.ID, ErrRunInProgress)
+	case Running:
+		// At the stored (microsecond) precision, as Claim compares.
+		if !th.LeaseUntil.IsZero() && !now.Truncate(time.Microsecond).After(th.LeaseUntil) {
+			return fmt.Errorf("thread %q: %w", th.ID, ErrRunInProgress)
+		}
+	}
+	return nil
+}
 
 // Thread is one durable conversation, owned by a tenant and bound to an agent.
 type Thread struct {
@@ -235,8 +262,8 @@ type Store interface {
 	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)
 
 	// BeginRun creates the thread if needed and takes its lease, appending
-	// Input. It fails with ErrAgentMismatch, ErrApprovalPending (Waiting or
-	// Queued), or ErrRunInProgress (Running under an unexpired lease).
+	// Input. An existing thread must pass Admit (ErrAgentMismatch,
+	// ErrApprovalPending, ErrRunInProgress), checked in the same transaction.
 	BeginRun(ctx context.Context, b BeginRun) (*Thread, error)
 	// Claim is a conditional update: exactly one of concurrent claimers wins;
 	// others get ErrNotClaimable.

@@ -195,25 +195,22 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, state any, nMsgs, nEvs int,
 	msgSeq, evSeq *int64,
 ) (*store.Thread, error) {
+	cur := store.Thread{ID: b.ThreadID}
 	var (
-		agent, status string
-		leased        bool
+		status string
+		lease  *time.Time
 	)
-	err := tx.QueryRow(ctx, `SELECT agent, status, coalesce(lease_until >= $3, false) FROM threads
-		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID, b.Now).Scan(&agent, &status, &leased)
+	err := tx.QueryRow(ctx, `SELECT agent, status, lease_until FROM threads
+		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, &lease)
 	if err != nil {
 		return nil, err
 	}
-	if agent != b.Agent {
-		return nil, fmt.Errorf("thread %q is bound to agent %q, not %q: %w", b.ThreadID, agent, b.Agent, store.ErrAgentMismatch)
+	cur.Status = store.ThreadStatus(status)
+	if lease != nil {
+		cur.LeaseUntil = *lease
 	}
-	switch store.ThreadStatus(status) {
-	case store.Waiting, store.Queued:
-		return nil, fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrApprovalPending)
-	case store.Running:
-		if leased {
-			return nil, fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrRunInProgress)
-		}
+	if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+		return nil, err
 	}
 	return scanThread(tx.QueryRow(ctx, `UPDATE threads SET
 			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',

@@ -201,16 +201,9 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 		case err != nil:
 			return err
 		default:
-			if agent != b.Agent {
-				return fmt.Errorf("thread %q is bound to agent %q, not %q: %w", b.ThreadID, agent, b.Agent, store.ErrAgentMismatch)
-			}
-			switch store.ThreadStatus(status) {
-			case store.Waiting, store.Queued:
-				return fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrApprovalPending)
-			case store.Running:
-				if lease.Valid && lease.Int64 >= now {
-					return fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrRunInProgress)
-				}
+			cur := store.Thread{ID: b.ThreadID, Agent: agent, Status: store.ThreadStatus(status), LeaseUntil: fromMicros(lease)}
+			if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+				return err
 			}
 			row = tx.QueryRowContext(ctx, `UPDATE threads SET
 					status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
