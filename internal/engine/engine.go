@@ -30,7 +30,6 @@ import (
 type Hooks struct {
 	RunStarted func(agent string)
 	RunEnded   func(agent string, outcome string, d time.Duration)
-	Decided    func()
 }
 
 // Runner runs turns. Its fields are set once before use.

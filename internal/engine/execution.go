@@ -483,7 +483,7 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			c.Client = true
 		}
 		x.emit(event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID})
-		stored = append(stored, event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID, ToolName: c.Name, Delta: c.Arguments})
+		stored = append(stored, event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID, ToolName: c.Name, Arguments: c.Arguments})
 		if it, err := x.needsDecision(ctx, *c); err != nil {
 			return msg, err
 		} else if it != nil {

@@ -110,3 +110,54 @@ func TestThreadEventsSlowConsumerMissesNoStoredEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadEventsFieldsSayWhatTheyAre: on the thread event stream a
+// tool_call_end carries the call's arguments as "arguments" and a
+// decision_made its outcome as "status"; neither borrows another event's
+// field (delta, message).
+func TestThreadEventsFieldsSayWhatTheyAre(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"refund please"}]}`,
+		"x-stackbone-session", "fields")
+	it := pendingOf(t, env, "fields")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", env.URL+"/v1/threads/fields/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	next := func(want event.Type) map[string]any {
+		t.Helper()
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(data), &m); err != nil {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			if m["type"] == string(want) {
+				return m
+			}
+		}
+		t.Fatalf("the stream ended before a %s event: %v", want, sc.Err())
+		return nil
+	}
+	end := next(event.ToolCallEnd)
+	if end["arguments"] != `{"orderId":"ord_42","amount":19.99}` || end["delta"] != nil {
+		t.Fatalf("tool_call_end: %v", end)
+	}
+	next(event.RunFinished) // the pause
+	if r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", `{}`); r.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	d := next(event.DecisionMade)
+	if d["status"] != "approved" || d["message"] != nil || d["toolCallId"] != it.ToolCallID {
+		t.Fatalf("decision_made: %v", d)
+	}
+}

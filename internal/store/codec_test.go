@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
 )
 
 func TestCheckState(t *testing.T) {
@@ -89,6 +91,28 @@ func TestAdmit(t *testing.T) {
 		err := Admit(&tc.th, "x", at)
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("%s: Admit = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestDecodeEventToolCallEndArguments: a stored tool_call_end carries the
+// call's arguments in its own field, and one stored before that field
+// existed (arguments in delta) reads the same.
+func TestDecodeEventToolCallEndArguments(t *testing.T) {
+	enc, err := EncodeEvents([]event.Event{{Type: event.ToolCallEnd, ToolCallID: "c1", ToolName: "refund", Arguments: `{"a":1}`}}, "t", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, stored := range map[string]string{
+		"today's":         enc[0],
+		"written earlier": `{"type":"tool_call_end","threadId":"t","runId":"r","toolCallId":"c1","toolName":"refund","delta":"{\"a\":1}"}`,
+	} {
+		e, err := DecodeEvent(FormatVersion, []byte(stored))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if e.Arguments != `{"a":1}` || e.Delta != "" || e.ToolCallID != "c1" {
+			t.Errorf("%s stored event %s read as arguments %q, delta %q", name, stored, e.Arguments, e.Delta)
 		}
 	}
 }
