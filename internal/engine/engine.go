@@ -238,17 +238,9 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return nil, err
 	}
 	started := startedEvs[0]
-	if existed {
-		// Read the conversation again under the lease: a turn that ended
-		// between the first read and BeginRun is part of it.
-		if stored, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
-			x.failAsync(run, err)
-			return run, nil
-		}
-		x.msgs = stored
-	} else {
-		x.msgs = newMsgs
-	}
+	// The conversation as read under the lease: a turn that ended between
+	// the first read and BeginRun is part of it.
+	x.msgs = th.Messages
 	x.state = th.State
 	if len(in.State) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so

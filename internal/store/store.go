@@ -168,6 +168,16 @@ type BeginRun struct {
 	Events []event.Event
 }
 
+// Begun is a run BeginRun started: the thread as the run holds it, and the
+// thread's whole conversation read under the run's lease in the same
+// transaction (the Input included), so the run needs no second read.
+type Begun struct {
+	Thread
+	// Messages are every message of the thread in order; for a new thread,
+	// Input.
+	Messages []message.Message
+}
+
 // Claim takes a thread whose run must continue (a queued resume, or a run
 // whose lease expired before Now) for a new run.
 type Claim struct {
@@ -264,7 +274,7 @@ type Store interface {
 	// BeginRun creates the thread if needed and takes its lease, appending
 	// Input. An existing thread must pass Admit (ErrAgentMismatch,
 	// ErrApprovalPending, ErrRunInProgress), checked in the same transaction.
-	BeginRun(ctx context.Context, b BeginRun) (*Thread, error)
+	BeginRun(ctx context.Context, b BeginRun) (*Begun, error)
 	// Claim is a conditional update: exactly one of concurrent claimers wins;
 	// others get ErrNotClaimable.
 	Claim(ctx context.Context, c Claim) (*Thread, error)

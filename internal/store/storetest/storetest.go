@@ -121,7 +121,7 @@ func begin(t *testing.T, s store.Store, tenant, thread, agent, run string, now t
 	if err != nil {
 		t.Fatalf("BeginRun %s/%s %s: %v", tenant, thread, run, err)
 	}
-	return th
+	return &th.Thread
 }
 
 func finish(t *testing.T, s store.Store, tenant, thread, run string, status store.ThreadStatus, now time.Time) {
@@ -337,7 +337,8 @@ func testBeginRunCreates(t *testing.T, s store.Store) {
 	}
 	want := &store.Thread{Tenant: "acme", ID: "t1", Agent: "refunds", Status: store.Running, RunID: "r1",
 		State: json.RawMessage(`{}`), LeaseOwner: "node-1", LeaseUntil: at(time.Minute), CreatedAt: T0, UpdatedAt: T0}
-	sameThread(t, "BeginRun result", th, want)
+	sameThread(t, "BeginRun result", &th.Thread, want)
+	sameJSON(t, "BeginRun's conversation of a new thread", th.Messages, in)
 	sameThread(t, "GetThread", getThread(t, s, "acme", "t1"), want)
 	sameJSON(t, "messages", messages(t, s, "acme", "t1"), in)
 	if es := events(t, s, "acme", "t1", 0, 0); len(es) != 0 {
@@ -666,7 +667,17 @@ func testMessagesRoundTrip(t *testing.T, s store.Store) {
 	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[4:5]})
 	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[5:6]})
 	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
-	begin(t, s, "a", "t", "x", "r2", at(2*time.Second), all[6])
+	b, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2", Owner: "o",
+		Now: at(2 * time.Second), LeaseUntil: at(time.Minute), Input: all[6:]})
+	if err != nil {
+		t.Fatalf("BeginRun r2: %v", err)
+	}
+	// BeginRun returns the conversation as read under its lease: every
+	// stored message and its own input, as Messages reads them.
+	if !reflect.DeepEqual(b.Messages, all) {
+		gb, _ := json.MarshalIndent(b.Messages, "", " ")
+		t.Fatalf("BeginRun on an existing thread returned a conversation other than the stored one:\n%s", gb)
+	}
 
 	got := messages(t, s, "a", "t")
 	if !reflect.DeepEqual(got, all) {
@@ -1381,7 +1392,7 @@ func testConcurrentDecide(t *testing.T, s store.Store) {
 }
 
 func testConcurrentBeginRun(t *testing.T, s store.Store) {
-	threads := make([]*store.Thread, racers)
+	threads := make([]*store.Begun, racers)
 	errs := race(racers, func(i int) error {
 		var err error
 		threads[i], err = s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "new", Agent: "x",
