@@ -233,14 +233,16 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	th, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
+		Known: len(stored),
 	})
 	if err != nil {
 		return nil, err
 	}
 	started := startedEvs[0]
-	// The conversation as read under the lease: a turn that ended between
-	// the first read and BeginRun is part of it.
-	x.msgs = th.Messages
+	// The conversation as of the lease: what was read, then what BeginRun
+	// read after it (a turn that ended between the first read and BeginRun
+	// is part of it) and the new input.
+	x.msgs = append(stored[:len(stored):len(stored)], th.Messages...)
 	x.state = th.State
 	if len(in.State) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so

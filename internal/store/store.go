@@ -166,15 +166,20 @@ type BeginRun struct {
 	Options json.RawMessage
 	// Events are appended to the thread's log in the same transaction.
 	Events []event.Event
+	// Known is how many of the thread's messages the caller holds already
+	// (a conversation it read before; messages are only ever appended):
+	// Begun.Messages starts after them.
+	Known int
 }
 
 // Begun is a run BeginRun started: the thread as the run holds it, and the
-// thread's whole conversation read under the run's lease in the same
-// transaction (the Input included), so the run needs no second read.
+// thread's messages after the first Known, read under the run's lease in
+// the same transaction (the Input included), so a caller that read the
+// conversation before holds all of it without reading it again.
 type Begun struct {
 	Thread
-	// Messages are every message of the thread in order; for a new thread,
-	// Input.
+	// Messages are the thread's messages after the first Known, in order;
+	// for a new thread, Input.
 	Messages []message.Message
 }
 

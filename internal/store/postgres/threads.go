@@ -17,8 +17,8 @@ import (
 
 const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
 
-// messagesSQL reads a thread's conversation in order.
-const messagesSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 ORDER BY seq`
+// messagesSQL reads a thread's messages after the first $3, in order.
+const messagesSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
 
 // scanThread scans threadCols, then extra.
 func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
@@ -112,7 +112,7 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 	if err := store.CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, messagesSQL, tenant, threadID)
+	rows, err := s.pool.Query(ctx, messagesSQL, tenant, threadID, 0)
 	if err != nil {
 		return nil, mapErr("messages", err)
 	}
@@ -154,7 +154,7 @@ func (s *Store) leaseLost(ctx context.Context, q querier, tenant, id, runID stri
 
 // BeginRun creates the thread if needed and takes its lease for a new run,
 // appending the input messages and events and replacing the state if set;
-// it returns the thread's conversation as of the commit.
+// it returns the thread's messages after the first b.Known as of the commit.
 func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
 	msgs, evs, err := b.Encode()
 	if err != nil {
@@ -195,7 +195,7 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 			convo = append([]message.Message(nil), b.Input...)
 			return nil
 		}
-		rows, err := tx.Query(ctx, messagesSQL, b.Tenant, b.ThreadID)
+		rows, err := tx.Query(ctx, messagesSQL, b.Tenant, b.ThreadID, b.Known)
 		if err != nil {
 			return err
 		}

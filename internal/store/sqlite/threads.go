@@ -19,7 +19,7 @@ const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lea
 const (
 	insMessageSQL = `INSERT INTO messages (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`
 	insEventSQL   = `INSERT INTO events (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`
-	messagesSQL   = `SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? ORDER BY seq`
+	messagesSQL   = `SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? AND seq > ? ORDER BY seq`
 	// checkpointSQL's conditional update proves the run still holds the
 	// thread and reserves the sequence numbers of the rows appended after it.
 	checkpointSQL = `UPDATE threads SET
@@ -123,7 +123,7 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 	if err := store.CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	rows, err := s.rc.QueryContext(ctx, messagesSQL, tenant, threadID)
+	rows, err := s.rc.QueryContext(ctx, messagesSQL, tenant, threadID, 0)
 	if err != nil {
 		return nil, mapErr("messages", err)
 	}
@@ -164,7 +164,7 @@ func (s *Store) leaseLost(ctx context.Context, tx *wtx, tenant, id, runID string
 
 // BeginRun creates the thread if needed and takes its lease for a new run,
 // appending the input messages and events and replacing the state if set;
-// it returns the thread's conversation as of the commit.
+// it returns the thread's messages after the first b.Known as of the commit.
 func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
 	msgs, evs, err := b.Encode()
 	if err != nil {
@@ -229,7 +229,7 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 			convo = append([]message.Message(nil), b.Input...)
 			return nil
 		}
-		rows, err := tx.QueryContext(ctx, messagesSQL, b.Tenant, b.ThreadID)
+		rows, err := tx.QueryContext(ctx, messagesSQL, b.Tenant, b.ThreadID, b.Known)
 		if err != nil {
 			return err
 		}

@@ -338,7 +338,7 @@ func testBeginRunCreates(t *testing.T, s store.Store) {
 	want := &store.Thread{Tenant: "acme", ID: "t1", Agent: "refunds", Status: store.Running, RunID: "r1",
 		State: json.RawMessage(`{}`), LeaseOwner: "node-1", LeaseUntil: at(time.Minute), CreatedAt: T0, UpdatedAt: T0}
 	sameThread(t, "BeginRun result", &th.Thread, want)
-	sameJSON(t, "BeginRun's conversation of a new thread", th.Messages, in)
+	sameJSON(t, "BeginRun's messages of a new thread", th.Messages, in)
 	sameThread(t, "GetThread", getThread(t, s, "acme", "t1"), want)
 	sameJSON(t, "messages", messages(t, s, "acme", "t1"), in)
 	if es := events(t, s, "acme", "t1", 0, 0); len(es) != 0 {
@@ -668,15 +668,16 @@ func testMessagesRoundTrip(t *testing.T, s store.Store) {
 	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[5:6]})
 	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
 	b, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2", Owner: "o",
-		Now: at(2 * time.Second), LeaseUntil: at(time.Minute), Input: all[6:]})
+		Now: at(2 * time.Second), LeaseUntil: at(time.Minute), Input: all[6:], Known: 4})
 	if err != nil {
 		t.Fatalf("BeginRun r2: %v", err)
 	}
-	// BeginRun returns the conversation as read under its lease: every
-	// stored message and its own input, as Messages reads them.
-	if !reflect.DeepEqual(b.Messages, all) {
+	// BeginRun returns the conversation after the Known messages as read
+	// under its lease: the stored ones and its own input, as Messages
+	// reads them.
+	if !reflect.DeepEqual(b.Messages, all[4:]) {
 		gb, _ := json.MarshalIndent(b.Messages, "", " ")
-		t.Fatalf("BeginRun on an existing thread returned a conversation other than the stored one:\n%s", gb)
+		t.Fatalf("BeginRun on an existing thread (4 messages known) returned other messages than the stored m5..m7:\n%s", gb)
 	}
 
 	got := messages(t, s, "a", "t")
