@@ -10,7 +10,9 @@ import (
 )
 
 // Bus delivers events published for a (tenant, thread) to its subscribers.
-// A slow subscriber loses events rather than slowing the run down.
+// A slow subscriber loses events rather than slowing the run down, and is
+// told so on its Dropped channel: stored events (Seq > 0) can be read again
+// from the store, live-only ones are gone.
 type Bus struct {
 	// OnPublish, when set, also receives every event given to Publish (not
 	// PublishLocal): the PostgreSQL bridge forwards them to other replicas.
@@ -27,10 +29,17 @@ type key struct{ tenant, thread string }
 
 // Subscription receives events on C until Close.
 type Subscription struct {
-	C    chan event.Event
-	bus  *Bus
-	key  key
-	once sync.Once
+	C chan event.Event
+	// Dropped receives a value when events were dropped because C was
+	// full (one pending value stands for any number of drops). A consumer
+	// that must not miss a stored event reads the store again after the
+	// last Seq it has.
+	Dropped <-chan struct{}
+
+	dropped chan struct{}
+	bus     *Bus
+	key     key
+	once    sync.Once
 }
 
 // New returns an empty bus.
@@ -49,7 +58,8 @@ func (b *Bus) SubscribeTenant(tenant string) *Subscription {
 }
 
 func (b *Bus) subscribe(k key, buffer int) *Subscription {
-	s := &Subscription{C: make(chan event.Event, buffer), bus: b, key: k}
+	s := &Subscription{C: make(chan event.Event, buffer), dropped: make(chan struct{}, 1), bus: b, key: k}
+	s.Dropped = s.dropped
 	b.mu.Lock()
 	m := b.subs[k]
 	if m == nil {
@@ -84,6 +94,10 @@ func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 			select {
 			case s.C <- e:
 			default:
+				select {
+				case s.dropped <- struct{}{}:
+				default: // already signalled
+				}
 			}
 		}
 	}

@@ -56,3 +56,29 @@ func TestOnPublishSeesPublishNotPublishLocal(t *testing.T) {
 		t.Fatalf("OnPublish saw %v", seen)
 	}
 }
+
+func TestDropIsSignalled(t *testing.T) {
+	b := New()
+	s := b.Subscribe("acme", "t1")
+	defer s.Close()
+	for i := 0; i < cap(s.C); i++ {
+		b.Publish("acme", "t1", event.Event{Type: event.TextDelta})
+	}
+	select {
+	case <-s.Dropped:
+		t.Fatal("a drop was signalled while the buffer still had room")
+	default:
+	}
+	b.Publish("acme", "t1", event.Event{Type: event.RunFinished, Seq: 9}) // dropped
+	b.Publish("acme", "t1", event.Event{Type: event.RunStarted, Seq: 10}) // dropped: one signal stands for both
+	select {
+	case <-s.Dropped:
+	default:
+		t.Fatal("a dropped event was not signalled")
+	}
+	select {
+	case <-s.Dropped:
+		t.Fatal("two drops left two signals")
+	default:
+	}
+}

@@ -30,7 +30,6 @@ import (
 type Hooks struct {
 	RunStarted func(agent string)
 	RunEnded   func(agent string, outcome string, d time.Duration)
-	Decided    func()
 }
 
 // Runner runs turns. Its fields are set once before use.
@@ -234,22 +233,16 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	th, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
+		Known: len(stored),
 	})
 	if err != nil {
 		return nil, err
 	}
 	started := startedEvs[0]
-	if existed {
-		// Read the conversation again under the lease: a turn that ended
-		// between the first read and BeginRun is part of it.
-		if stored, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
-			x.failAsync(run, err)
-			return run, nil
-		}
-		x.msgs = stored
-	} else {
-		x.msgs = newMsgs
-	}
+	// The conversation as of the lease: what was read, then what BeginRun
+	// read after it (a turn that ended between the first read and BeginRun
+	// is part of it) and the new input.
+	x.msgs = append(stored[:len(stored):len(stored)], th.Messages...)
 	x.state = th.State
 	if len(in.State) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so
@@ -292,18 +285,8 @@ func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (
 	if err != nil {
 		return nil, false, false, err
 	}
-	if th.Agent != agentName {
-		return nil, true, false, store.ErrAgentMismatch
-	}
-	switch th.Status {
-	case store.Waiting:
-		return nil, true, false, store.ErrApprovalPending
-	case store.Queued:
-		return nil, true, false, store.ErrRunInProgress // decided; the resume is about to run
-	case store.Running:
-		if th.LeaseUntil.After(r.Now()) {
-			return nil, true, false, store.ErrRunInProgress
-		}
+	if err := store.Admit(th, agentName, r.Now()); err != nil {
+		return nil, true, false, err
 	}
 	msgs, err = r.Store.Messages(ctx, tenant, threadID)
 	return msgs, true, th.Status == store.Failed, err

@@ -47,6 +47,10 @@ type execution struct {
 	// priorSteps counts the model steps an earlier attempt recorded.
 	journal    *journal
 	priorSteps int
+	// asked holds, by call id, the pending decision this execution's last
+	// step stored for each of its calls (nil: the call needs none), so the
+	// calls run without reading back what was just written.
+	asked map[string]*store.Interrupt
 
 	// A subagent's execution runs inside its parent's run: scope is the
 	// `task` call whose conversation it holds, root the top execution.
@@ -483,7 +487,7 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			c.Client = true
 		}
 		x.emit(event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID})
-		stored = append(stored, event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID, ToolName: c.Name, Delta: c.Arguments})
+		stored = append(stored, event.Event{Type: event.ToolCallEnd, MessageID: msg.ID, ToolCallID: c.ID, ToolName: c.Name, Arguments: c.Arguments})
 		if it, err := x.needsDecision(ctx, *c); err != nil {
 			return msg, err
 		} else if it != nil {
@@ -499,6 +503,15 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 		return msg, err
 	}
 	x.msgs = append(x.msgs, msg)
+	if x.durable {
+		x.asked = make(map[string]*store.Interrupt, len(msg.ToolCalls))
+		for _, c := range msg.ToolCalls {
+			x.asked[c.ID] = nil
+		}
+		for i := range interrupts {
+			x.asked[interrupts[i].ToolCallID] = &interrupts[i]
+		}
+	}
 	return msg, nil
 }
 
@@ -657,9 +670,17 @@ type callResult struct {
 func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*event.Outcome, error) {
 	var decided map[string]store.Interrupt
 	if x.durable {
+		decided = map[string]store.Interrupt{}
 		idsNeeded := make([]string, 0, len(pending))
 		for _, c := range pending {
 			if t := x.tools[c.Name]; t != nil && t.Approval != nil {
+				if it, ok := x.asked[c.ID]; ok {
+					// Asked by this execution's last step: as it was stored.
+					if it != nil {
+						decided[c.ID] = *it
+					}
+					continue
+				}
 				idsNeeded = append(idsNeeded, c.ID)
 			}
 		}
@@ -668,7 +689,6 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			if err != nil {
 				return nil, err
 			}
-			decided = make(map[string]store.Interrupt, len(its))
 			for _, it := range its {
 				decided[it.ToolCallID] = it
 			}

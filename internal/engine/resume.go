@@ -59,16 +59,13 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 }
 
 // decided announces a decision to the bus (and so to other replicas and
-// Studio) and to the hooks.
+// Studio): the one notification of a decision.
 func (r *Runner) decided(tenant string, it *store.Interrupt) {
-	if h := r.Hooks.Decided; h != nil {
-		h()
-	}
 	if it == nil {
 		return
 	}
 	r.Bus.Publish(tenant, it.ThreadID, event.Event{Type: event.DecisionMade, ThreadID: it.ThreadID, RunID: it.RunID,
-		ToolCallID: it.ToolCallID, ToolName: it.Tool, Message: string(it.Status), Time: r.Now().UnixMilli()})
+		ToolCallID: it.ToolCallID, ToolName: it.Tool, Status: string(it.Status), Time: r.Now().UnixMilli()})
 }
 
 // checkDecision validates a decision against what the pause allows.

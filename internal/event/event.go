@@ -32,7 +32,7 @@ const (
 	SubagentStarted  Type = "subagent_started"
 	SubagentFinished Type = "subagent_finished"
 	// DecisionMade is published (live only) when a pending decision is
-	// decided, whatever path decided it.
+	// decided, whatever path decided it; Status says how.
 	DecisionMade Type = "decision_made"
 	// InputUsage is sent to the run's own consumer only (never stored or
 	// published) once per run, as soon as the provider reports the input
@@ -59,6 +59,9 @@ type Event struct {
 	MessageID string `json:"messageId,omitempty"`
 	// Delta is a text fragment (TextDelta) or an arguments fragment (ToolCallArgs).
 	Delta string `json:"delta,omitempty"`
+	// Arguments are a tool call's whole arguments, JSON text (the stored
+	// ToolCallEnd).
+	Arguments string `json:"arguments,omitempty"`
 
 	ToolCallID string `json:"toolCallId,omitempty"`
 	ToolName   string `json:"toolName,omitempty"`
@@ -90,6 +93,9 @@ type Event struct {
 	// Code and Message describe a RunError (public text only).
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Status is the decided interrupt's status, approved or rejected
+	// (DecisionMade).
+	Status string `json:"status,omitempty"`
 }
 
 // OutcomeType says how a run ended.
@@ -99,7 +105,6 @@ type OutcomeType string
 const (
 	Success   OutcomeType = "success"
 	Interrupt OutcomeType = "interrupt"
-	Cancelled OutcomeType = "cancelled"
 )
 
 // StopReason says why the last model step of a turn stopped.

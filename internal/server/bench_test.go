@@ -81,6 +81,26 @@ func BenchmarkDurableToolTurn(b *testing.B) {
 	}
 }
 
+// BenchmarkDurableTurnExistingThread: one text turn on a durable thread that
+// already holds a conversation (20 threads, seeded untimed with 10 turns
+// each, taken in turn), the path that reads the stored conversation.
+func BenchmarkDurableTurnExistingThread(b *testing.B) {
+	env := stacktest.New(b, stacktest.Options{})
+	c := &http.Client{}
+	const threads = 20
+	for t := range threads {
+		for range 10 {
+			benchTurn(b, c, env.URL, fmt.Sprintf("old-%d", t), "hello")
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		benchTurn(b, c, env.URL, fmt.Sprintf("old-%d", i%threads), "hello")
+	}
+}
+
 // BenchmarkApprovalRoundTrip: from the decision (POST /v1/hitl/{id}/approve)
 // to the resumed turn stored (thread idle). The pause is set up untimed.
 func BenchmarkApprovalRoundTrip(b *testing.B) {

@@ -264,7 +264,9 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
 
 // threadEvents streams a thread's events: the stored ones after Last-Event-ID
 // (or ?after=), then live ones. Stored events carry their sequence number as
-// the SSE id; live-only events (token deltas) carry none.
+// the SSE id; live-only events (token deltas) carry none. No stored event is
+// missed: a hole in the sequence, or events the bus dropped for a slow
+// stream, is filled from the store.
 func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	tenant := PrincipalFrom(r.Context()).Tenant
 	id := r.PathValue("id")
@@ -296,21 +298,29 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		return sw.Data(b)
 	}
-	for {
-		evs, err := s.Store.Events(r.Context(), tenant, id, after, 500)
-		if err != nil {
-			s.Logger.Warn("replay thread events", "thread", id, "err", err)
-			return nil
-		}
-		for _, e := range evs {
-			if err := send(e); err != nil {
-				return nil
+	// replay sends the stored events after the last one sent. Sequence
+	// numbers are contiguous per thread, so it is how the stream starts and
+	// how it fills any hole the live feed leaves.
+	replay := func() bool {
+		for {
+			evs, err := s.Store.Events(r.Context(), tenant, id, after, 500)
+			if err != nil {
+				s.Logger.Warn("replay thread events", "thread", id, "err", err)
+				return false
 			}
-			after = e.Seq
+			for _, e := range evs {
+				if err := send(e); err != nil {
+					return false
+				}
+				after = e.Seq
+			}
+			if len(evs) < 500 {
+				return true
+			}
 		}
-		if len(evs) < 500 {
-			break
-		}
+	}
+	if !replay() {
+		return nil
 	}
 	ping := time.NewTicker(KeepAliveInterval)
 	defer ping.Stop()
@@ -322,7 +332,21 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 			if sw.Comment("ping") != nil {
 				return nil
 			}
+		case <-sub.Dropped:
+			// This stream fell behind and the bus dropped events for it.
+			// What is buffered is stale: its stored events come again from
+			// the store, its token deltas are superseded by the stored
+			// text_end.
+			for len(sub.C) > 0 {
+				<-sub.C
+			}
+			if !replay() {
+				return nil
+			}
 		case e := <-sub.C:
+			if e.Seq > after+1 && !replay() {
+				return nil // a hole: the events before e come from the store
+			}
 			if e.Seq > 0 && e.Seq <= after {
 				continue
 			}

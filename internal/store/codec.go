@@ -86,7 +86,9 @@ func DecodeMessage(v int, data []byte) (message.Message, error) {
 	return m, nil
 }
 
-// DecodeEvent decodes a stored event written in format v.
+// DecodeEvent decodes a stored event written in format v. Format 1 events
+// written before ToolCallEnd had an arguments field carry the call's
+// arguments in delta; they read as today's (Arguments set, Delta empty).
 func DecodeEvent(v int, data []byte) (event.Event, error) {
 	var e event.Event
 	if err := CheckFormat(v); err != nil {
@@ -94,6 +96,9 @@ func DecodeEvent(v int, data []byte) (event.Event, error) {
 	}
 	if err := json.Unmarshal(data, &e); err != nil {
 		return e, fmt.Errorf("decode stored event: %w", err)
+	}
+	if e.Type == event.ToolCallEnd && e.Arguments == "" && e.Delta != "" {
+		e.Arguments, e.Delta = e.Delta, ""
 	}
 	return e, nil
 }

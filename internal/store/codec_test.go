@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
 )
 
 func TestCheckState(t *testing.T) {
@@ -60,5 +62,57 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r", LeaseUntil: now, State: json.RawMessage{}}).Validate(); err != nil {
 		t.Errorf("BeginRun with empty (unset) state: %v", err)
+	}
+}
+
+// TestAdmit pins the one admission rule the engine and every driver share.
+func TestAdmit(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		th   Thread
+		want error
+	}{
+		{"idle", Thread{Agent: "x", Status: Idle}, nil},
+		{"failed", Thread{Agent: "x", Status: Failed}, nil},
+		{"waiting", Thread{Agent: "x", Status: Waiting}, ErrApprovalPending},
+		{"queued", Thread{Agent: "x", Status: Queued}, ErrRunInProgress},
+		{"running under its lease", Thread{Agent: "x", Status: Running, LeaseUntil: now.Add(time.Second)}, ErrRunInProgress},
+		{"running at its lease's end", Thread{Agent: "x", Status: Running, LeaseUntil: now}, ErrRunInProgress},
+		{"running within the lease's microsecond", Thread{Agent: "x", Status: Running, LeaseUntil: now}, ErrRunInProgress},
+		{"running, lease expired", Thread{Agent: "x", Status: Running, LeaseUntil: now.Add(-time.Microsecond)}, nil},
+		{"running without a lease", Thread{Agent: "x", Status: Running}, nil},
+		{"another agent's", Thread{Agent: "y", Status: Idle}, ErrAgentMismatch},
+	} {
+		at := now
+		if tc.name == "running within the lease's microsecond" {
+			at = now.Add(999 * time.Nanosecond)
+		}
+		err := Admit(&tc.th, "x", at)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: Admit = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestDecodeEventToolCallEndArguments: a stored tool_call_end carries the
+// call's arguments in its own field, and one stored before that field
+// existed (arguments in delta) reads the same.
+func TestDecodeEventToolCallEndArguments(t *testing.T) {
+	enc, err := EncodeEvents([]event.Event{{Type: event.ToolCallEnd, ToolCallID: "c1", ToolName: "refund", Arguments: `{"a":1}`}}, "t", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, stored := range map[string]string{
+		"today's":         enc[0],
+		"written earlier": `{"type":"tool_call_end","threadId":"t","runId":"r","toolCallId":"c1","toolName":"refund","delta":"{\"a\":1}"}`,
+	} {
+		e, err := DecodeEvent(FormatVersion, []byte(stored))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if e.Arguments != `{"a":1}` || e.Delta != "" || e.ToolCallID != "c1" {
+			t.Errorf("%s stored event %s read as arguments %q, delta %q", name, stored, e.Arguments, e.Delta)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
@@ -44,6 +45,32 @@ const (
 	// Failed: the last run ended in an error; new input is accepted.
 	Failed ThreadStatus = "failed"
 )
+
+// Admit is the admission rule: whether a thread accepts a new turn of agent
+// at now. It is the one place that decides; the engine asks it before
+// reading a conversation and every driver asks it again inside BeginRun's
+// transaction. A thread of another agent is ErrAgentMismatch; a Waiting one
+// (decisions pending) is ErrApprovalPending; a Queued one (every decision
+// made, the resume about to run) and a Running one whose lease is held at now
+// (up to and including LeaseUntil) are ErrRunInProgress. Idle and Failed
+// threads, and Running ones whose lease expired, accept the turn.
+func Admit(th *Thread, agent string, now time.Time) error {
+	if th.Agent != agent {
+		return fmt.Errorf("thread %q is bound to agent %q, not %q: %w", th.ID, th.Agent, agent, ErrAgentMismatch)
+	}
+	switch th.Status {
+	case Waiting:
+		return fmt.Errorf("thread %q: %w", th.ID, ErrApprovalPending)
+	case Queued:
+		return fmt.Errorf("thread %q: its decisions are made and the resume is about to run: %w", th.ID, ErrRunInProgress)
+	case Running:
+		// At the stored (microsecond) precision, as Claim compares.
+		if !th.LeaseUntil.IsZero() && !now.Truncate(time.Microsecond).After(th.LeaseUntil) {
+			return fmt.Errorf("thread %q: %w", th.ID, ErrRunInProgress)
+		}
+	}
+	return nil
+}
 
 // Thread is one durable conversation, owned by a tenant and bound to an agent.
 type Thread struct {
@@ -139,6 +166,21 @@ type BeginRun struct {
 	Options json.RawMessage
 	// Events are appended to the thread's log in the same transaction.
 	Events []event.Event
+	// Known is how many of the thread's messages the caller holds already
+	// (a conversation it read before; messages are only ever appended):
+	// Begun.Messages starts after them.
+	Known int
+}
+
+// Begun is a run BeginRun started: the thread as the run holds it, and the
+// thread's messages after the first Known, read under the run's lease in
+// the same transaction (the Input included), so a caller that read the
+// conversation before holds all of it without reading it again.
+type Begun struct {
+	Thread
+	// Messages are the thread's messages after the first Known, in order;
+	// for a new thread, Input.
+	Messages []message.Message
 }
 
 // Claim takes a thread whose run must continue (a queued resume, or a run
@@ -235,9 +277,9 @@ type Store interface {
 	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)
 
 	// BeginRun creates the thread if needed and takes its lease, appending
-	// Input. It fails with ErrAgentMismatch, ErrApprovalPending (Waiting or
-	// Queued), or ErrRunInProgress (Running under an unexpired lease).
-	BeginRun(ctx context.Context, b BeginRun) (*Thread, error)
+	// Input. An existing thread must pass Admit (ErrAgentMismatch,
+	// ErrApprovalPending, ErrRunInProgress), checked in the same transaction.
+	BeginRun(ctx context.Context, b BeginRun) (*Begun, error)
 	// Claim is a conditional update: exactly one of concurrent claimers wins;
 	// others get ErrNotClaimable.
 	Claim(ctx context.Context, c Claim) (*Thread, error)

@@ -19,7 +19,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store/storetest"
 )
 
-func beginRun(ctx context.Context, s *Store, thread, run string, input ...message.Message) (*store.Thread, error) {
+func beginRun(ctx context.Context, s *Store, thread, run string, input ...message.Message) (*store.Begun, error) {
 	return s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: thread, Agent: "x", RunID: run, Owner: "o",
 		Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Input: input})
 }

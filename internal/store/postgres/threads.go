@@ -17,6 +17,9 @@ import (
 
 const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
 
+// messagesSQL reads a thread's messages after the first $3, in order.
+const messagesSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
+
 // scanThread scans threadCols, then extra.
 func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
 	var (
@@ -109,8 +112,7 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 	if err := store.CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	rows, err := s.pool.Query(ctx,
-		`SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 ORDER BY seq`, tenant, threadID)
+	rows, err := s.pool.Query(ctx, messagesSQL, tenant, threadID, 0)
 	if err != nil {
 		return nil, mapErr("messages", err)
 	}
@@ -151,8 +153,9 @@ func (s *Store) leaseLost(ctx context.Context, q querier, tenant, id, runID stri
 }
 
 // BeginRun creates the thread if needed and takes its lease for a new run,
-// appending the input messages and events and replacing the state if set.
-func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, error) {
+// appending the input messages and events and replacing the state if set;
+// it returns the thread's messages after the first b.Known as of the commit.
+func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
 	msgs, evs, err := b.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: begin run: %w", err)
@@ -164,9 +167,11 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 
 	var (
 		th            *store.Thread
+		convo         []message.Message
 		msgSeq, evSeq int64
 	)
 	err = s.tx(ctx, "begin run", func(tx pgx.Tx) error {
+		existed := false
 		// A concurrent creator of the same thread makes this insert wait for
 		// its commit, then do nothing.
 		th, err = scanThread(tx.QueryRow(ctx, `INSERT INTO threads
@@ -177,43 +182,54 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 			b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, b.LeaseUntil, b.Now,
 			len(msgs), len(evs), store.OptionsArg(b.Options)), &msgSeq, &evSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
+			existed = true
 			th, err = s.retakeThread(ctx, tx, b, state, len(msgs), len(evs), &msgSeq, &evSeq)
 		}
 		if err != nil {
 			return err
 		}
-		return appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq)
+		if err := appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq); err != nil {
+			return err
+		}
+		if !existed {
+			convo = append([]message.Message(nil), b.Input...)
+			return nil
+		}
+		rows, err := tx.Query(ctx, messagesSQL, b.Tenant, b.ThreadID, b.Known)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		convo, err = store.ScanMessages(rows)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	store.StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
-	return th, nil
+	return &store.Begun{Thread: *th, Messages: convo}, nil
 }
 
 // retakeThread starts a run on an existing thread, locked first.
 func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, state any, nMsgs, nEvs int,
 	msgSeq, evSeq *int64,
 ) (*store.Thread, error) {
+	cur := store.Thread{ID: b.ThreadID}
 	var (
-		agent, status string
-		leased        bool
+		status string
+		lease  *time.Time
 	)
-	err := tx.QueryRow(ctx, `SELECT agent, status, coalesce(lease_until >= $3, false) FROM threads
-		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID, b.Now).Scan(&agent, &status, &leased)
+	err := tx.QueryRow(ctx, `SELECT agent, status, lease_until FROM threads
+		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, &lease)
 	if err != nil {
 		return nil, err
 	}
-	if agent != b.Agent {
-		return nil, fmt.Errorf("thread %q is bound to agent %q, not %q: %w", b.ThreadID, agent, b.Agent, store.ErrAgentMismatch)
+	cur.Status = store.ThreadStatus(status)
+	if lease != nil {
+		cur.LeaseUntil = *lease
 	}
-	switch store.ThreadStatus(status) {
-	case store.Waiting, store.Queued:
-		return nil, fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrApprovalPending)
-	case store.Running:
-		if leased {
-			return nil, fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrRunInProgress)
-		}
+	if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+		return nil, err
 	}
 	return scanThread(tx.QueryRow(ctx, `UPDATE threads SET
 			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',

@@ -19,6 +19,7 @@ const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lea
 const (
 	insMessageSQL = `INSERT INTO messages (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`
 	insEventSQL   = `INSERT INTO events (tenant, thread_id, seq, v, json) VALUES (?, ?, ?, ?, ?)`
+	messagesSQL   = `SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? AND seq > ? ORDER BY seq`
 	// checkpointSQL's conditional update proves the run still holds the
 	// thread and reserves the sequence numbers of the rows appended after it.
 	checkpointSQL = `UPDATE threads SET
@@ -122,8 +123,7 @@ func (s *Store) Messages(ctx context.Context, tenant, threadID string) ([]messag
 	if err := store.CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	rows, err := s.rc.QueryContext(ctx,
-		`SELECT v, json FROM messages WHERE tenant = ? AND thread_id = ? ORDER BY seq`, tenant, threadID)
+	rows, err := s.rc.QueryContext(ctx, messagesSQL, tenant, threadID, 0)
 	if err != nil {
 		return nil, mapErr("messages", err)
 	}
@@ -163,8 +163,9 @@ func (s *Store) leaseLost(ctx context.Context, tx *wtx, tenant, id, runID string
 }
 
 // BeginRun creates the thread if needed and takes its lease for a new run,
-// appending the input messages and events and replacing the state if set.
-func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, error) {
+// appending the input messages and events and replacing the state if set;
+// it returns the thread's messages after the first b.Known as of the commit.
+func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
 	msgs, evs, err := b.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: begin run: %w", err)
@@ -177,18 +178,21 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 
 	var (
 		th            *store.Thread
+		convo         []message.Message
 		msgSeq, evSeq int64
 	)
 	err = s.write(ctx, "begin run", func(tx *wtx) error {
 		var (
 			agent, status string
 			lease         sql.NullInt64
+			existed       = true
 		)
 		err := tx.QueryRowContext(ctx, `SELECT agent, status, lease_until FROM threads WHERE tenant = ? AND id = ?`,
 			b.Tenant, b.ThreadID).Scan(&agent, &status, &lease)
 		var row *sql.Row
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
+			existed = false
 			if state == nil {
 				state = store.EmptyState
 			}
@@ -201,16 +205,9 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 		case err != nil:
 			return err
 		default:
-			if agent != b.Agent {
-				return fmt.Errorf("thread %q is bound to agent %q, not %q: %w", b.ThreadID, agent, b.Agent, store.ErrAgentMismatch)
-			}
-			switch store.ThreadStatus(status) {
-			case store.Waiting, store.Queued:
-				return fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrApprovalPending)
-			case store.Running:
-				if lease.Valid && lease.Int64 >= now {
-					return fmt.Errorf("thread %q: %w", b.ThreadID, store.ErrRunInProgress)
-				}
+			cur := store.Thread{ID: b.ThreadID, Agent: agent, Status: store.ThreadStatus(status), LeaseUntil: fromMicros(lease)}
+			if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+				return err
 			}
 			row = tx.QueryRowContext(ctx, `UPDATE threads SET
 					status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
@@ -225,13 +222,26 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Thread, 
 		if err != nil {
 			return err
 		}
-		return s.appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq)
+		if err := s.appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq); err != nil {
+			return err
+		}
+		if !existed {
+			convo = append([]message.Message(nil), b.Input...)
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, messagesSQL, b.Tenant, b.ThreadID, b.Known)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		convo, err = store.ScanMessages(rows)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	store.StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
-	return th, nil
+	return &store.Begun{Thread: *th, Messages: convo}, nil
 }
 
 // Claim takes a Queued thread, or a Running one whose lease expired before

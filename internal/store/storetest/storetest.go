@@ -9,6 +9,8 @@
 // Besides the store.Store doc comments, the suite pins these behaviours:
 //   - a lease is held up to and including LeaseUntil: BeginRun at
 //     Now == LeaseUntil gets ErrRunInProgress, Claim gets ErrNotClaimable;
+//   - BeginRun admits a turn on an existing thread exactly when store.Admit
+//     does: a Queued thread (decided, resume due) is ErrRunInProgress;
 //   - Messages and Events of an unknown or foreign thread are ErrNotFound;
 //     Checkpoint and FinishRun on one are ErrNotFound, not ErrLeaseLost;
 //   - BeginRun, Checkpoint and FinishRun write each stored event's Seq (and
@@ -64,6 +66,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BeginRun/RunInProgress", testBeginRunInProgress},
 		{"BeginRun/TakesOverExpiredLease", testBeginRunTakesOver},
 		{"BeginRun/ApprovalPending", testBeginRunApprovalPending},
+		{"BeginRun/AdmitsAsAdmitDecides", testBeginRunAdmits},
 		{"BeginRun/AfterFailed", testBeginRunAfterFailed},
 		{"BeginRun/Invalid", testBeginRunInvalid},
 		{"BeginRun/Options", testBeginRunOptions},
@@ -118,7 +121,7 @@ func begin(t *testing.T, s store.Store, tenant, thread, agent, run string, now t
 	if err != nil {
 		t.Fatalf("BeginRun %s/%s %s: %v", tenant, thread, run, err)
 	}
-	return th
+	return &th.Thread
 }
 
 func finish(t *testing.T, s store.Store, tenant, thread, run string, status store.ThreadStatus, now time.Time) {
@@ -334,7 +337,8 @@ func testBeginRunCreates(t *testing.T, s store.Store) {
 	}
 	want := &store.Thread{Tenant: "acme", ID: "t1", Agent: "refunds", Status: store.Running, RunID: "r1",
 		State: json.RawMessage(`{}`), LeaseOwner: "node-1", LeaseUntil: at(time.Minute), CreatedAt: T0, UpdatedAt: T0}
-	sameThread(t, "BeginRun result", th, want)
+	sameThread(t, "BeginRun result", &th.Thread, want)
+	sameJSON(t, "BeginRun's messages of a new thread", th.Messages, in)
 	sameThread(t, "GetThread", getThread(t, s, "acme", "t1"), want)
 	sameJSON(t, "messages", messages(t, s, "acme", "t1"), in)
 	if es := events(t, s, "acme", "t1", 0, 0); len(es) != 0 {
@@ -431,20 +435,66 @@ func msgIDs(ms []message.Message) []string {
 
 func testBeginRunApprovalPending(t *testing.T, s store.Store) {
 	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
-	try := func(what string) {
+	try := func(what string, want error) {
 		t.Helper()
 		_, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2",
 			Now: at(time.Hour), LeaseUntil: at(2 * time.Hour), Input: []message.Message{userMsg("m2", "hurry")}})
-		wantErr(t, what, err, store.ErrApprovalPending)
+		wantErr(t, what, err, want)
 		if ms := messages(t, s, "a", "t"); len(ms) != 1 {
 			t.Fatalf("%s: refused BeginRun appended input: %+v", what, ms)
 		}
 	}
-	try("BeginRun on a Waiting thread")
+	try("BeginRun on a Waiting thread", store.ErrApprovalPending)
 	if res := decide(t, s, "a", "int_1", true, at(2*time.Second)); !res.Queued {
 		t.Fatalf("the only decision did not queue the thread")
 	}
-	try("BeginRun on a Queued thread")
+	// Every decision is made and the resume is about to run: a run is in
+	// progress as far as a client can tell (store.Admit).
+	try("BeginRun on a Queued thread", store.ErrRunInProgress)
+}
+
+// testBeginRunAdmits pins that BeginRun refuses or accepts a turn exactly
+// as store.Admit decides for the thread as stored, in every state a thread
+// can be in.
+func testBeginRunAdmits(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Each thread is brought into one state at T0..T0+2s; the turn comes at now.
+	begin(t, s, "a", "idle", "x", "r1", T0)
+	finish(t, s, "a", "idle", "r1", store.Idle, at(time.Second))
+	begin(t, s, "a", "failed", "x", "r1", T0)
+	finish(t, s, "a", "failed", "r1", store.Failed, at(time.Second))
+	waiting(t, s, "a", "waiting", "x", "r1", T0, interrupt("int_w", "call_w", T0))
+	waiting(t, s, "a", "queued", "x", "r1", T0, interrupt("int_q", "call_q", T0))
+	decide(t, s, "a", "int_q", true, at(2*time.Second))
+	begin(t, s, "a", "held", "x", "r1", at(30*time.Second))  // lease until T0+90s
+	begin(t, s, "a", "edge", "x", "r1", T0)                  // lease until T0+60s, exactly now
+	begin(t, s, "a", "expired", "x", "r1", at(-time.Minute)) // lease until T0
+	begin(t, s, "a", "other", "y", "r1", T0)
+	finish(t, s, "a", "other", "r1", store.Idle, at(time.Second))
+	now := at(time.Minute)
+	for _, tc := range []struct {
+		thread string
+		want   error // nil: admitted
+	}{
+		{"idle", nil}, {"failed", nil}, {"waiting", store.ErrApprovalPending}, {"queued", store.ErrRunInProgress},
+		{"held", store.ErrRunInProgress}, {"edge", store.ErrRunInProgress}, {"expired", nil}, {"other", store.ErrAgentMismatch},
+	} {
+		th := getThread(t, s, "a", tc.thread)
+		admit := store.Admit(th, "x", now)
+		_, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: tc.thread, Agent: "x", RunID: "r2", Owner: "o2",
+			Now: now, LeaseUntil: now.Add(time.Minute), Input: []message.Message{userMsg("m-"+tc.thread, "next")}})
+		for _, got := range []struct {
+			who string
+			err error
+		}{{"store.Admit", admit}, {"BeginRun", err}} {
+			if tc.want == nil && got.err != nil {
+				t.Errorf("%s on the %s thread (%s): %v, want the turn admitted", got.who, tc.thread, th.Status, got.err)
+			}
+			if tc.want != nil && !errors.Is(got.err, tc.want) {
+				t.Errorf("%s on the %s thread (%s): %v, want %v", got.who, tc.thread, th.Status, got.err, tc.want)
+			}
+		}
+	}
 }
 
 func testBeginRunAfterFailed(t *testing.T, s store.Store) {
@@ -617,7 +667,18 @@ func testMessagesRoundTrip(t *testing.T, s store.Store) {
 	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[4:5]})
 	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Messages: all[5:6]})
 	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
-	begin(t, s, "a", "t", "x", "r2", at(2*time.Second), all[6])
+	b, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "r2", Owner: "o",
+		Now: at(2 * time.Second), LeaseUntil: at(time.Minute), Input: all[6:], Known: 4})
+	if err != nil {
+		t.Fatalf("BeginRun r2: %v", err)
+	}
+	// BeginRun returns the conversation after the Known messages as read
+	// under its lease: the stored ones and its own input, as Messages
+	// reads them.
+	if !reflect.DeepEqual(b.Messages, all[4:]) {
+		gb, _ := json.MarshalIndent(b.Messages, "", " ")
+		t.Fatalf("BeginRun on an existing thread (4 messages known) returned other messages than the stored m5..m7:\n%s", gb)
+	}
 
 	got := messages(t, s, "a", "t")
 	if !reflect.DeepEqual(got, all) {
@@ -1332,7 +1393,7 @@ func testConcurrentDecide(t *testing.T, s store.Store) {
 }
 
 func testConcurrentBeginRun(t *testing.T, s store.Store) {
-	threads := make([]*store.Thread, racers)
+	threads := make([]*store.Begun, racers)
 	errs := race(racers, func(i int) error {
 		var err error
 		threads[i], err = s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: "new", Agent: "x",

@@ -669,7 +669,7 @@ function eventSummary(e) {
     }
     case 'run_error': return `${e.code || 'error'}: ${cut(e.message)}`;
     case 'text_end': return cut(e.content);
-    case 'tool_call_end': return `${e.toolName || 'tool'}(${cut(e.delta, 70)})`;
+    case 'tool_call_end': return `${e.toolName || 'tool'}(${cut(e.arguments, 70)})`;
     case 'tool_result': return `${e.toolName || 'tool'} → ${cut(e.content, 70)}`;
     case 'state_delta': {
       let ops = [];

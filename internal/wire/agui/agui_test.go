@@ -182,7 +182,6 @@ func TestOutcomes(t *testing.T) {
 		want string
 	}{
 		{nil, `{"type":"success"}`},
-		{&event.Outcome{Type: event.Cancelled}, `{"type":"cancelled"}`},
 		{&event.Outcome{Type: event.Success, PendingCalls: []message.ToolCall{{ID: "c1"}, {ID: "c2"}}}, `{"type":"success","pendingToolCallIds":["c1","c2"]}`},
 		{&event.Outcome{Type: event.Interrupt, Interrupts: []event.InterruptInfo{{ID: "int_1", ToolCallID: "c1", Tool: "delete_file",
 			ResponseSchema: json.RawMessage(`{"type":"object"}`), Subagent: "ops"}}},
@@ -319,7 +318,6 @@ func streamFrames(t *testing.T, req *RunAgentInput, evs ...event.Event) []map[st
 
 func TestOutcomeForPreV1Clients(t *testing.T) {
 	pending := event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, PendingCalls: []message.ToolCall{{ID: "c1"}}}}
-	cancelled := event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Cancelled}}
 	for _, c := range []struct {
 		version string
 		ev      event.Event
@@ -329,8 +327,6 @@ func TestOutcomeForPreV1Clients(t *testing.T) {
 		{"0.0.59", pending, `{"type":"success"}`},
 		{"1.0", pending, `{"pendingToolCallIds":["c1"],"type":"success"}`},
 		{"2.3", pending, `{"pendingToolCallIds":["c1"],"type":"success"}`},
-		{"", cancelled, `null`},
-		{"1.0", cancelled, `{"type":"cancelled"}`},
 	} {
 		fs := streamFrames(t, &RunAgentInput{ProtocolVersion: c.version}, c.ev)
 		b, _ := json.Marshal(fs[len(fs)-1]["outcome"])

@@ -335,7 +335,7 @@ func (s *Stream) keepsOrder(msgs []wireMessage) bool {
 }
 
 // preV1Outcome is an outcome a pre-1.0 client accepts: success without
-// pendingToolCallIds, or an interrupt; a cancelled run has no outcome.
+// pendingToolCallIds, or an interrupt.
 func preV1Outcome(o *outcome) *outcome {
 	switch o.Type {
 	case "interrupt":
@@ -484,8 +484,6 @@ func outcomeOf(o *event.Outcome) *outcome {
 		return &outcome{Type: "success"}
 	}
 	switch o.Type {
-	case event.Cancelled:
-		return &outcome{Type: "cancelled"}
 	case event.Interrupt:
 		if len(o.Interrupts) > 0 {
 			out := &outcome{Type: "interrupt"}
