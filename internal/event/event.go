@@ -90,6 +90,11 @@ type Event struct {
 	// Code and Message describe a RunError (public text only).
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Err is the typed cause of a RunError, for the run's own consumer
+	// only (never stored or published): the HTTP edge maps it to the
+	// wire's error kind and status, as it maps an error returned before
+	// the run started.
+	Err error `json:"-"`
 }
 
 // OutcomeType says how a run ended.

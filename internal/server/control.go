@@ -312,16 +312,12 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 	}
-	ping := time.NewTicker(KeepAliveInterval)
-	defer ping.Stop()
+	stop := s.KeepAlive(func() { _ = sw.Comment("ping") })
+	defer stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
-		case <-ping.C:
-			if sw.Comment("ping") != nil {
-				return nil
-			}
 		case e := <-sub.C:
 			if e.Seq > 0 && e.Seq <= after {
 				continue
