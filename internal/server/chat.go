@@ -1,6 +1,7 @@
 package server
 
 import (
+	"iter"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -49,13 +50,19 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire)
 	if err != nil {
 		return apierror.At(err, t.Param)
 	}
-	enc := t.Encoder(w, run)
+	return s.encode(t.Encoder(w, run), run.Events())
+}
+
+// encode writes a run's events with enc, with keepalives while it streams,
+// and ends the response: a run whose events end without a terminal event
+// is reported as incomplete on every wire.
+func (s *Server) encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
 	if p, ok := enc.(wire.Pinger); ok {
 		stop := s.KeepAlive(func() { _ = p.Ping() })
 		defer stop()
 	}
 	terminal := false
-	for e := range run.Events() {
+	for e := range events {
 		if err := enc.Write(e); err != nil {
 			return nil // client gone; a durable run goes on
 		}
