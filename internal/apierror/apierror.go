@@ -139,7 +139,7 @@ func From(err error) *Error {
 	switch {
 	case errors.As(err, &ie):
 		return &Error{Status: http.StatusBadRequest, Kind: InvalidRequest, Code: ie.Code, Message: ie.Reason,
-			Param: ie.Field, Details: ie.Details, Err: err}
+			Param: ie.Field, Details: ie.Details, Err: ie.Err}
 	case errors.As(err, &ua):
 		e := New(NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist: no agent has that name.", ua.Name))
 		e.Param = "model"
