@@ -275,7 +275,7 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return s.write(fin)
 	case event.RunError:
-		return s.Fail(&apierror.Error{Code: e.Code, Message: e.Message}, e.Time)
+		return s.Fail(apierror.OfRunError(e), e.Time)
 	}
 	return nil
 }
