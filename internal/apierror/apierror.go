@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
@@ -130,7 +132,22 @@ func From(err error) *Error {
 		return e
 	}
 	var me *model.Error
+	var ie *engine.InputError
+	var ua *engine.UnknownAgentError
+	var ud *engine.UnknownDecisionError
+	var fe *engine.FormatMismatchError
 	switch {
+	case errors.As(err, &ie):
+		return &Error{Status: http.StatusBadRequest, Kind: InvalidRequest, Code: ie.Code, Message: ie.Reason,
+			Param: ie.Field, Details: ie.Details, Err: ie.Err}
+	case errors.As(err, &ua):
+		e := New(NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist: no agent has that name.", ua.Name))
+		e.Param = "model"
+		return e
+	case errors.As(err, &ud):
+		return New(NotFound, "not_found", ud.Error())
+	case errors.As(err, &fe):
+		return &Error{Status: http.StatusBadGateway, Kind: Upstream, Code: "response_format_mismatch", Message: fe.Error(), NoRetry: true, Err: err}
 	case errors.As(err, &me):
 		// The upstream's own text stays in the log: it can carry detail
 		// (keys, prompts) the client must not see.
@@ -177,14 +194,44 @@ func From(err error) *Error {
 	return &Error{Status: 500, Kind: Internal, Code: "internal_error", Message: "Internal server error.", Err: err}
 }
 
-// OfRunError returns the error a RunError event reports: err when the run
-// handed one over (it keeps its kind and status), else the event's public
-// code and message.
-func OfRunError(code, message string, err error) *Error {
-	if err != nil {
-		return From(err)
+// Describe gives an error's public code and message: what a failed run
+// stores and publishes (engine.Runner.Describe), so the stored error reads as
+// the live one.
+func Describe(err error) (code, message string) {
+	e := From(err)
+	return e.Code, e.Message
+}
+
+// At places an engine input error on a wire's own parameter path: place maps
+// the engine's field and index (into the Input the wire built) to the wire's
+// path, "" keeping the engine's field name. An error about a client tool
+// names the tool's path in its message too. Other errors are returned as
+// they are.
+func At(err error, place func(field string, index int) string) error {
+	var ie *engine.InputError
+	if err == nil || place == nil || !errors.As(err, &ie) {
+		return err
 	}
-	return New(Internal, code, message)
+	p := place(ie.Field, ie.Index)
+	if p == "" {
+		return err
+	}
+	e := From(err)
+	e.Param = p
+	if ie.Field == engine.FieldTools {
+		e.Message = p + ": " + e.Message
+	}
+	return e
+}
+
+// OfRunError returns the error a RunError event reports: its typed cause
+// when the run handed one over (it keeps its kind and status), else the
+// event's public code and message (a stored event).
+func OfRunError(e event.Event) *Error {
+	if e.Err != nil {
+		return From(e.Err)
+	}
+	return New(Internal, e.Code, e.Message)
 }
 
 // IncompleteRun is the error of a run whose events ended without a

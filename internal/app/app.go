@@ -18,6 +18,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
+	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/model"
@@ -217,7 +218,7 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 // NewRunner builds the engine.
 func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *engine.Runner {
 	r := &engine.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow,
-		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse}
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe}
 	if cfg.RetryWindow == 0 {
 		r.JournalTTL = -1 // no journal
 	}
@@ -228,8 +229,8 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 // NewServer builds the HTTP server with every wire mounted.
 func NewServer(cfg *config.Config, runner *engine.Runner, reg *prometheus.Registry, logger *slog.Logger) *server.Server {
 	s := server.New(cfg, runner, reg, logger)
-	anthropic.Mount(s)
-	agui.Mount(s)
+	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, func(prefix string) string { return runner.NewID(prefix) }))
+	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, nil))
 	studio.Mount(s)
 	return s
 }

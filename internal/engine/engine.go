@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/bus"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
@@ -55,6 +54,11 @@ type Runner struct {
 	// session (the stateless-approval policy "refuse"); by default they run.
 	// Either way each such call is recorded in the decisions audit.
 	RefuseStateless bool
+	// Describe gives an error's public code and message for the RunError
+	// a failed run stores and publishes (the HTTP edge's mapper, so stored
+	// and live errors read alike). Without it the engine describes its own
+	// typed errors and calls anything else an internal error.
+	Describe func(err error) (code, message string)
 
 	wg       sync.WaitGroup
 	builtins sync.Map // *agent.Spec → []*tool.Tool
@@ -95,24 +99,20 @@ type Run struct {
 	ThreadID string
 	// Existed is true when the durable thread existed before this turn.
 	Existed bool
-	events  chan item
+	events  chan event.Event
 	gone    chan struct{}
 	once    sync.Once
 }
 
-type item struct {
-	e   event.Event
-	err error
-}
-
-// Events yields the run's events until its terminal event. Stopping early
-// detaches the consumer: a durable run goes on and is stored; a stateless run
-// is cancelled through its request context.
-func (run *Run) Events() iter.Seq2[event.Event, error] {
-	return func(yield func(event.Event, error) bool) {
+// Events yields the run's events until its terminal event: RunFinished, or
+// RunError carrying its typed cause in Err. Stopping early detaches the
+// consumer: a durable run goes on and is stored; a stateless run is
+// cancelled through its request context.
+func (run *Run) Events() iter.Seq[event.Event] {
+	return func(yield func(event.Event) bool) {
 		defer run.detach()
-		for it := range run.events {
-			if !yield(it.e, it.err) {
+		for e := range run.events {
+			if !yield(e) {
 				return
 			}
 		}
@@ -125,48 +125,11 @@ func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
 func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
-	spec := r.Agents.Get(in.Agent)
-	if spec == nil {
-		e := apierror.New(apierror.NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist: no agent has that name.", in.Agent))
-		e.Param = "model"
-		return nil, e
-	}
-	x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
+	x, run, err := r.prepare(&in)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
-		return nil, err
-	}
-	if err := honours(x.provider, spec.Model, in.ResponseFormat); err != nil {
-		return nil, err
-	}
-	x.in = in
-	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
-	runID := in.RunID
-	if runID == "" {
-		runID = r.NewID("run")
-	}
-	x.runID = runID
-	run := &Run{ID: runID, ThreadID: in.ThreadID, events: make(chan item, 64), gone: make(chan struct{})}
-
-	if len(in.Resume) > 0 && !x.durable {
-		return nil, contractError(CodeNeedsThread, "A resume needs a threadId.")
-	}
-	if len(in.State) > 0 {
-		if !x.durable {
-			return nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")
-		}
-		kept, dropped, err := FilterState(spec, in.State)
-		if err != nil {
-			return nil, err
-		}
-		if len(dropped) > 0 {
-			r.Logger.Debug("dropped state keys the agent does not list as editable", "agent", spec.Name, "keys", dropped)
-		}
-		in.State = kept
-		x.in.State = kept
-	}
+	spec := x.spec
 	if !x.durable {
 		// A turn of an agent with tools is journaled for client retries;
 		// its digest covers the request as sent (newInput gives ids).
@@ -183,7 +146,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return nil, err
 		}
 		if len(msgs) == 0 {
-			return nil, apierror.Invalid("messages", "messages must hold at least one non-system message")
+			return nil, inputError(FieldMessages, "messages must hold at least one non-system message")
 		}
 		x.msgs = msgs
 		if journaled {
@@ -196,14 +159,8 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return run, nil
 	}
 
-	if len(in.Resume) > 0 {
-		if err := r.startResume(ctx, spec, in, run); err != nil {
-			return nil, err
-		}
-		return run, nil
-	}
 	stored, existed, failed, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
-	if errors.Is(err, store.ErrApprovalPending) && in.Snapshots {
+	if errors.Is(err, store.ErrApprovalPending) && in.Resync {
 		ok, rerr := r.reattach(ctx, spec, in, run)
 		if rerr != nil {
 			return nil, rerr
@@ -225,13 +182,13 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		newMsgs = nil
 	}
 	if len(newMsgs) == 0 && len(message.PendingCalls(stored)) == 0 && !(failed && endsWithUser(stored)) {
-		return nil, apierror.Invalid("messages", "The request holds no new message to answer.")
+		return nil, inputError(FieldMessages, "The request holds no new message to answer.")
 	}
 	now := r.Now()
 	// The store writes the event's sequence number back into this slice.
-	startedEvs := []event.Event{{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: runID, Time: now.UnixMilli()}}
+	startedEvs := []event.Event{{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: x.runID, Time: now.UnixMilli()}}
 	th, err := r.Store.BeginRun(ctx, store.BeginRun{
-		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: runID, Owner: r.Owner,
+		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
 		Known: len(stored),
 	})
@@ -263,6 +220,64 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	return run, nil
 }
 
+// prepare checks what every turn checks (the agent, client tools, response
+// format, seeded state) and makes its execution and Run; in.State keeps the
+// agent's editable keys only.
+func (r *Runner) prepare(in *Input) (*execution, *Run, error) {
+	spec := r.Agents.Get(in.Agent)
+	if spec == nil {
+		return nil, nil, &UnknownAgentError{Name: in.Agent}
+	}
+	x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
+		return nil, nil, err
+	}
+	if err := honours(x.provider, spec.Model, in.ResponseFormat); err != nil {
+		return nil, nil, err
+	}
+	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
+	runID := in.RunID
+	if runID == "" {
+		runID = r.NewID("run")
+	}
+	x.runID = runID
+	run := &Run{ID: runID, ThreadID: in.ThreadID, events: make(chan event.Event, 64), gone: make(chan struct{})}
+	if len(in.State) > 0 {
+		if !x.durable {
+			return nil, nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")
+		}
+		kept, dropped, err := FilterState(spec, in.State)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(dropped) > 0 {
+			r.Logger.Debug("dropped state keys the agent does not list as editable", "agent", spec.Name, "keys", dropped)
+		}
+		in.State = kept
+	}
+	x.in = *in
+	return x, run, nil
+}
+
+// describe gives an error's public code and message (Describe).
+func (r *Runner) describe(err error) (code, message string) {
+	if r.Describe != nil {
+		return r.Describe(err)
+	}
+	var ie *InputError
+	var fe *FormatMismatchError
+	switch {
+	case errors.As(err, &ie):
+		return ie.Code, ie.Reason
+	case errors.As(err, &fe):
+		return "response_format_mismatch", fe.Error()
+	}
+	return "internal_error", "Internal server error."
+}
+
 // honours refuses a response format the agent's provider cannot honour,
 // before anything is stored: a format is never dropped silently.
 func honours(p model.Provider, ref string, f *model.ResponseFormat) error {
@@ -272,7 +287,7 @@ func honours(p model.Provider, ref string, f *model.ResponseFormat) error {
 	if h, ok := p.(model.FormatHonourer); ok && h.HonoursFormat(*f) {
 		return nil
 	}
-	return apierror.Invalid("response_format", "The agent's model `%s` cannot answer in response_format `%s`.", ref, f.Type)
+	return inputError(FieldResponseFormat, "The agent's model `%s` cannot answer in response_format `%s`.", ref, f.Type)
 }
 
 // load returns a thread's stored messages, checking it belongs to agentName
@@ -441,8 +456,9 @@ func (x *execution) newInput(stored, sent []message.Message) ([]message.Message,
 				if made[m.ToolCallID] {
 					continue
 				}
-				return nil, apierror.Invalid(fmt.Sprintf("messages[%d].tool_call_id", im.i),
-					"No tool call with the id %q is waiting for a result.", m.ToolCallID)
+				e := inputError(FieldToolCallID, "No tool call with the id %q is waiting for a result.", m.ToolCallID)
+				e.Index = im.i
+				return nil, e
 			}
 			answered[m.ToolCallID] = true
 		case message.Assistant:

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -175,7 +174,7 @@ func (x *execution) reportInput(n int) {
 		return
 	}
 	x.inputReported = true
-	x.send(x.stamp(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: n}}), nil)
+	x.send(x.stamp(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: n}}))
 }
 
 // emit sends a live event to the consumer (if still attached) and the bus.
@@ -192,18 +191,18 @@ func (x *execution) emit(e event.Event) {
 	if x.subRunID != "" && e.SubagentRunID == "" {
 		e.SubagentRunID = x.subRunID
 	}
-	x.send(e, nil)
+	x.send(e)
 	if x.durable && e.Seq == 0 {
 		x.r.Bus.Publish(x.tenant, x.threadID, e)
 	}
 }
 
-func (x *execution) send(e event.Event, err error) {
+func (x *execution) send(e event.Event) {
 	if x.run == nil {
 		return
 	}
 	select {
-	case x.run.events <- item{e, err}:
+	case x.run.events <- e:
 	case <-x.run.gone:
 	}
 }
@@ -218,11 +217,11 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		h(x.spec.Name)
 	}
 	if started != nil {
-		x.send(*started, nil) // already stored and published
+		x.send(*started) // already stored and published
 	} else {
 		x.emit(event.Event{Type: event.RunStarted})
 	}
-	if x.run != nil && x.in.Snapshots && x.durable {
+	if x.run != nil && x.in.Resync && x.durable {
 		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
 		if x.run.Existed {
 			x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
@@ -238,7 +237,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		// normal event, not a server error.
 		outcome = OutcomeClientClosed
 		x.r.Logger.Info("run ended: the client closed the connection", "agent", x.spec.Name, "run", x.runID)
-		x.send(x.stamp(event.Event{Type: event.RunError, Code: OutcomeClientClosed, Message: "The client closed the connection."}), err)
+		x.send(x.stamp(event.Event{Type: event.RunError, Code: OutcomeClientClosed, Message: "The client closed the connection.", Err: err}))
 	case err != nil:
 		outcome = "error"
 		x.fail(err)
@@ -257,7 +256,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 
 func (x *execution) finish(out *event.Outcome) {
 	fin := event.Event{Type: event.RunFinished, Outcome: out, Usage: &x.usage}
-	if out.Type == event.Interrupt && x.run != nil && x.in.Snapshots {
+	if out.Type == event.Interrupt && x.run != nil && x.in.Resync {
 		x.emit(event.Event{Type: event.StateSnapshot, Snapshot: x.state})
 		x.emit(event.Event{Type: event.MessagesSnapshot, Messages: x.msgs})
 	}
@@ -274,20 +273,24 @@ func (x *execution) finish(out *event.Outcome) {
 		x.fail(fmt.Errorf("store the end of the run: %w", err))
 		return
 	}
-	x.send(stored, nil)
+	x.send(stored)
 }
 
+// fail ends the run with a RunError: its stored and published form carries
+// the error's public code and message (Runner.Describe), the consumer's also
+// the typed error itself.
 func (x *execution) fail(err error) {
-	ae := apierror.From(err)
+	code, msg := x.r.describe(err)
 	x.r.Logger.Error("run failed", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "err", err)
-	ev := x.stamp(event.Event{Type: event.RunError, Code: ae.Code, Message: ae.Message})
+	ev := x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg})
 	if x.durable {
 		var ferr error
-		if ev, ferr = x.endRun(store.Failed, ae.Message, ev); ferr != nil && !errors.Is(ferr, store.ErrLeaseLost) {
+		if ev, ferr = x.endRun(store.Failed, msg, ev); ferr != nil && !errors.Is(ferr, store.ErrLeaseLost) {
 			x.r.Logger.Error("store failed run", "thread", x.threadID, "err", ferr)
 		}
 	}
-	x.send(ev, err)
+	ev.Err = err
+	x.send(ev)
 }
 
 // endRun stores the end of a durable run with its terminal event and
@@ -539,10 +542,7 @@ func (x *execution) followsFormat(answer string) error {
 	if err == nil {
 		return nil
 	}
-	e := apierror.New(apierror.Upstream, "response_format_mismatch",
-		fmt.Sprintf("The model's answer does not follow response_format %s: %v", f.Type, err))
-	e.NoRetry = true
-	return e
+	return &FormatMismatchError{Type: f.Type, Err: err}
 }
 
 // needsDecision returns the interrupt a call must wait on, or nil. Only a

@@ -2,11 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"iter"
-	"net/http"
 	"testing"
 
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/model"
 )
 
@@ -18,13 +17,14 @@ func (plainProvider) Stream(context.Context, model.Request) iter.Seq2[model.Chun
 }
 
 // TestFormatRefusedWhereNotHonoured: a provider that does not declare it
-// can honour a response format gets a 400 naming response_format, so the
-// format is never dropped silently; no format asks nothing.
+// can honour a response format gets an input error naming response_format
+// (a 400 at the edge), so the format is never dropped silently; no format
+// asks nothing.
 func TestFormatRefusedWhereNotHonoured(t *testing.T) {
 	f := &model.ResponseFormat{Type: model.FormatJSONObject}
 	err := honours(plainProvider{}, "custom/m", f)
-	ae := apierror.From(err)
-	if err == nil || ae.Status != http.StatusBadRequest || ae.Param != "response_format" {
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Field != FieldResponseFormat {
 		t.Fatalf("want a 400 on response_format, got %v", err)
 	}
 	if err := honours(plainProvider{}, "custom/m", nil); err != nil {

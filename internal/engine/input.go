@@ -2,10 +2,8 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/tool/builtin"
@@ -41,22 +39,16 @@ type Input struct {
 	// State, when set, is merged into the thread's state for the agent's
 	// editable keys (the caller filtered and validated it).
 	State map[string]json.RawMessage
-	// Snapshots asks for StateSnapshot and MessagesSnapshot events at the
-	// start of a durable run (AG-UI).
-	Snapshots bool
-	// Resume answers pending interrupts before the run continues (AG-UI).
-	Resume []ResumeEntry
-	// DecidedBy names the caller for decisions made through Resume, and for
-	// the audit record of an approval-gated call in a stateless turn.
+	// Resync is for clients that rebuild their view from the stream: a
+	// durable run sends StateSnapshot and MessagesSnapshot events at its
+	// start and when it pauses, and a turn that brings nothing new to a
+	// thread waiting on decisions is answered from the store (the snapshots
+	// and the pending decisions again) instead of ErrApprovalPending.
+	Resync bool
+	// DecidedBy names the caller for decisions made with ResumeDecisions,
+	// and for the audit record of an approval-gated call in a stateless
+	// turn.
 	DecidedBy string
-}
-
-// ResumeEntry answers one interrupt.
-type ResumeEntry struct {
-	InterruptID string
-	// Cancelled always rejects.
-	Cancelled bool
-	Payload   json.RawMessage
 }
 
 // runOptions is what a turn carries beyond its messages. It is stored with
@@ -114,11 +106,7 @@ func (x *execution) restore(raw json.RawMessage) {
 	}
 }
 
-// CodeToolNameTaken is the error code of a client tool that has the name of
-// one of the agent's own tools.
-const CodeToolNameTaken = "tool_name_taken"
-
-// ToolNameError is the cause of the 400 a turn gets when a client tool has
+// ToolNameError is the cause of the InputError a turn gets when a client tool has
 // the name of one of the agent's own tools (a built-in that is on, or a
 // server tool): the agent's tool would hide it, so the client would never
 // see its calls. Index is the tool's position in Input.ClientTools.
@@ -143,10 +131,8 @@ func checkClientTools(tools []model.ToolDef, own map[string]bool) error {
 		if b {
 			msg = fmt.Sprintf("The client tool %q has the name of the agent's built-in tool %q, which would hide it: rename the client tool%s.", t.Name, t.Name, builtinOff(t.Name))
 		}
-		e := apierror.New(apierror.InvalidRequest, CodeToolNameTaken, msg)
-		e.Param = "tools"
-		e.Err = &ToolNameError{Index: i, Name: t.Name, Builtin: b}
-		return e
+		return &InputError{Code: CodeToolNameTaken, Field: FieldTools, Index: i, Reason: msg,
+			Err: &ToolNameError{Index: i, Name: t.Name, Builtin: b}}
 	}
 	return nil
 }
@@ -160,19 +146,4 @@ func builtinOff(name string) string {
 		return " (or turn the built-in file tools off in the agent with `files: false`)"
 	}
 	return ""
-}
-
-// ClientToolParam places a client-tool input error (a ToolNameError) on
-// the wire's own parameter path: param maps the tool's index in
-// Input.ClientTools to it. Other errors are returned as they are.
-func ClientToolParam(err error, param func(i int) string) error {
-	var te *ToolNameError
-	var ae *apierror.Error
-	if !errors.As(err, &te) || !errors.As(err, &ae) {
-		return err
-	}
-	out := *ae
-	out.Param = param(te.Index)
-	out.Message = out.Param + ": " + ae.Message
-	return &out
 }

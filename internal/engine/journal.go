@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -81,10 +80,9 @@ func (x *execution) openJournal(ctx context.Context, digest string) error {
 		return fmt.Errorf("read the turn journal: %w", err)
 	}
 	if e.Digest != digest {
-		ae := apierror.New(apierror.InvalidRequest, "idempotency_key_reused",
-			"This Idempotency-Key was used with a different request in the last minutes; send a new key for a new request.")
-		ae.Param = "Idempotency-Key"
-		return ae
+		e := inputError(FieldIdempotencyKey, "This Idempotency-Key was used with a different request in the last minutes; send a new key for a new request.")
+		e.Code = CodeIdempotencyKeyReused
+		return e
 	}
 	x.journal = j
 	if len(e.Messages) == 0 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
@@ -35,7 +34,7 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 	it, err := r.Store.GetInterrupt(ctx, tenant, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No pending decision has the id %q.", id))
+			return nil, &UnknownDecisionError{ID: id}
 		}
 		return nil, err
 	}
@@ -72,7 +71,7 @@ func (r *Runner) decided(tenant string, it *store.Interrupt) {
 func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
 	if len(d.EditedArgs) > 0 {
 		if !contains(it.AllowedDecisions, string(tool.Edit)) {
-			return apierror.Invalid("editedArgs", "Editing the arguments is not allowed for this decision (allowed: %v).", it.AllowedDecisions)
+			return inputError(FieldEditedArgs, "Editing the arguments is not allowed for this decision (allowed: %v).", it.AllowedDecisions)
 		}
 		d.Approved = true
 		// Without a parameter schema any value matches, but numbers no tool
@@ -83,7 +82,7 @@ func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
 		}
 		if err := schema.Validate(params, d.EditedArgs); err != nil {
 			var ve *schema.ValidationError
-			e := apierror.Invalid("editedArgs", "editedArgs do not match the tool's parameter schema: %v", err)
+			e := inputError(FieldEditedArgs, "editedArgs do not match the tool's parameter schema: %v", err)
 			if errors.As(err, &ve) {
 				e.Details = ve.Problems
 			}
@@ -91,10 +90,10 @@ func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
 		}
 	}
 	if !d.Approved && !contains(it.AllowedDecisions, string(tool.Reject)) {
-		return apierror.Invalid("approved", "Rejecting is not allowed for this decision.")
+		return inputError(FieldApproved, "Rejecting is not allowed for this decision.")
 	}
 	if d.Approved && len(d.EditedArgs) == 0 && !contains(it.AllowedDecisions, string(tool.Approve)) {
-		return apierror.Invalid("approved", "Approving without edits is not allowed for this decision.")
+		return inputError(FieldApproved, "Approving without edits is not allowed for this decision.")
 	}
 	return nil
 }

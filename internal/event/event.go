@@ -96,6 +96,11 @@ type Event struct {
 	// Status is the decided interrupt's status, approved or rejected
 	// (DecisionMade).
 	Status string `json:"status,omitempty"`
+	// Err is the typed cause of a RunError, for the run's own consumer
+	// only (never stored or published): the HTTP edge maps it to the
+	// wire's error kind and status, as it maps an error returned before
+	// the run started.
+	Err error `json:"-"`
 }
 
 // OutcomeType says how a run ended.

@@ -64,6 +64,10 @@ func (b *sseBuffer) Data(p []byte) error {
 	return nil
 }
 
+func (b *sseBuffer) Event(string, []byte) error { panic("an agui.Stream writes no named events") }
+
+func (b *sseBuffer) Comment(string) error { return nil }
+
 // writeAGUIFixtures encodes event sequences the engine does not produce
 // today (subagents, steps, failures with work still open) with the wire's
 // encoder, as it writes them for a client of the given protocolVersion, for

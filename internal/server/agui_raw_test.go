@@ -14,7 +14,6 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/config"
-	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -539,10 +538,7 @@ func TestAGUIRawInputShapes(t *testing.T) {
 }
 
 func TestAGUIRawPingKeepalive(t *testing.T) {
-	old := server.KeepAliveInterval
-	server.KeepAliveInterval = 20 * time.Millisecond
-	t.Cleanup(func() { server.KeepAliveInterval = old })
-	env := stacktest.New(t, stacktest.Options{Script: `[{"reply":{"text":"slow answer","delayMs":150}}]`})
+	env := stacktest.New(t, stacktest.Options{KeepAliveInterval: 20 * time.Millisecond, Script: `[{"reply":{"text":"slow answer","delayMs":150}}]`})
 	s := aguiPost(t, env, "assistant", aguiInput("th-ping", "r1", "hi"))
 	checkTerminal(t, s)
 	if s.pings == 0 || !strings.Contains(s.body, ": ping\n\n") {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/config"
-	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
 
@@ -340,10 +339,7 @@ func TestAnthropicRawImage(t *testing.T) {
 // A slow turn gets event: ping keepalives between message_start and
 // message_stop, and the SDK still accumulates the stream.
 func TestAnthropicRawPingKeepalive(t *testing.T) {
-	old := server.KeepAliveInterval
-	server.KeepAliveInterval = 20 * time.Millisecond
-	t.Cleanup(func() { server.KeepAliveInterval = old }) // runs after the stack is closed
-	env := stacktest.New(t, stacktest.Options{Script: `[{"reply":{"text":"slow answer","chunkDelayMs":120}}]`})
+	env := stacktest.New(t, stacktest.Options{KeepAliveInterval: 20 * time.Millisecond, Script: `[{"reply":{"text":"slow answer","chunkDelayMs":120}}]`})
 	resp, b := antPost(t, env.URL+"/v1/messages", antBody("hi", `,"stream":true`), nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)

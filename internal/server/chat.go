@@ -1,15 +1,15 @@
 package server
 
 import (
+	"iter"
 	"net/http"
 	"time"
 	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/ids"
-	"github.com/stackbone/stackbone/internal/wire/httpjson"
-	"github.com/stackbone/stackbone/internal/wire/openai"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -20,66 +20,97 @@ const SessionHeader = "x-stackbone-session"
 // the same key continues the turn from its recorded tool steps.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
-// KeepAliveInterval is how often idle streams get a keepalive.
-var KeepAliveInterval = 15 * time.Second
+// DefaultKeepAliveInterval is how often idle streams get a keepalive unless
+// Server.KeepAliveInterval says otherwise.
+const DefaultKeepAliveInterval = 15 * time.Second
 
-// StartTurn starts a chat turn for the caller: the tenant from its key, the
-// durable thread from the x-stackbone-session header (none: stateless), and
-// for a stateless turn the client's Idempotency-Key.
-func (s *Server) StartTurn(r *http.Request, in engine.Input) (*engine.Run, error) {
+// Mount serves a wire: its turn route through the one turn handler, its
+// other routes, and its errors in its envelope.
+func (s *Server) Mount(id Wire, tw wire.Wire) {
+	s.SetErrorWriter(id, tw.WriteError)
+	s.Handle(tw.TurnRoute(), id, true, func(w http.ResponseWriter, r *http.Request) error { return s.serveTurn(w, r, tw) })
+	for pattern, h := range tw.Routes() {
+		s.Handle(pattern, id, true, h)
+	}
+}
+
+// serveTurn is the one turn handler: decode, start (or resume) the run for
+// the caller, then encode its events, with keepalives while it streams.
+// Errors before the first event return to the wire's error mapper.
+func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	t, err := tw.DecodeTurn(r, body)
+	if err != nil {
+		return err
+	}
+	run, err := s.startTurn(r, tw, t)
+	if err != nil {
+		return apierror.At(err, t.Param)
+	}
+	return s.encode(t.Encoder(w, run), run.Events())
+}
+
+// encode writes a run's events with enc, with keepalives while it streams,
+// and ends the response: a run whose events end without a terminal event
+// is reported as incomplete on every wire.
+func (s *Server) encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
+	if p, ok := enc.(wire.Pinger); ok {
+		stop := s.KeepAlive(func() { _ = p.Ping() })
+		defer stop()
+	}
+	terminal := false
+	for e := range events {
+		if err := enc.Write(e); err != nil {
+			return nil // client gone; a durable run goes on
+		}
+		if e.Type == event.RunFinished || e.Type == event.RunError {
+			terminal = true
+		}
+	}
+	if !terminal {
+		return enc.Close(apierror.IncompleteRun())
+	}
+	return enc.Close(nil)
+}
+
+// startTurn starts a turn for the caller: the tenant from its key and, on
+// wires that take them from headers, the durable thread from the
+// x-stackbone-session header (none: stateless) and a stateless turn's
+// Idempotency-Key.
+func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.Run, error) {
+	in := t.Input()
 	p := PrincipalFrom(r.Context())
 	in.Tenant, in.DecidedBy = p.Tenant, p.Name
-	in.ThreadID = r.Header.Get(SessionHeader)
-	if err := CheckSession(in.ThreadID); err != nil {
-		return nil, err
+	if tw.SessionHeader() {
+		in.ThreadID = r.Header.Get(SessionHeader)
+		if err := CheckSession(in.ThreadID); err != nil {
+			return nil, err
+		}
+		if in.ThreadID == "" {
+			in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
+			if len(in.IdempotencyKey) > 256 || !utf8.ValidString(in.IdempotencyKey) {
+				return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most 256 bytes.")
+			}
+		}
 	}
-	if in.ThreadID == "" {
-		in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
-		if len(in.IdempotencyKey) > 256 || !utf8.ValidString(in.IdempotencyKey) {
-			return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most 256 bytes.")
+	if rs, ok := t.(wire.Resumer); ok {
+		if via, answers := rs.Answers(); len(answers) > 0 {
+			return s.Runner.ResumeDecisions(r.Context(), in, via, answers)
 		}
 	}
 	return s.Runner.Start(r.Context(), in)
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
+// KeepAlive calls ping every KeepAliveInterval until the returned stop is
+// called: the one keepalive of every stream the server serves (ping must be
+// safe to call concurrently with the stream's writes, as sse.Writer is).
+func (s *Server) KeepAlive(ping func()) (stop func()) {
+	d := s.KeepAliveInterval
+	if d <= 0 {
+		d = DefaultKeepAliveInterval
 	}
-	req, err := openai.Decode(body)
-	if err != nil {
-		return err
-	}
-	in, err := req.Input()
-	if err != nil {
-		return err
-	}
-	run, err := s.StartTurn(r, in)
-	if err != nil {
-		return engine.ClientToolParam(err, req.ToolParam)
-	}
-	id := "chatcmpl-" + ids.New("")[1:]
-	created := s.Now().Unix()
-	if !req.Stream {
-		col := openai.NewCollector(id, req.Model, created)
-		for e, err := range run.Events() {
-			col.Add(e, err)
-		}
-		comp, err := col.Result()
-		if err != nil {
-			return err
-		}
-		return httpjson.Write(w, http.StatusOK, comp)
-	}
-	sw := sse.New(w)
-	st := openai.NewStream(sw, id, req.Model, created, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
-	stop := sse.KeepAlive(KeepAliveInterval, func() { _ = sw.Comment("keepalive") })
-	defer stop()
-	for e := range run.Events() {
-		if err := st.Write(e); err != nil {
-			return nil // client gone; a durable run goes on
-		}
-	}
-	return nil
+	return sse.KeepAlive(d, ping)
 }

@@ -322,16 +322,12 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	if !replay() {
 		return nil
 	}
-	ping := time.NewTicker(KeepAliveInterval)
-	defer ping.Stop()
+	stop := s.KeepAlive(func() { _ = sw.Comment("ping") })
+	defer stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
-		case <-ping.C:
-			if sw.Comment("ping") != nil {
-				return nil
-			}
 		case <-sub.Dropped:
 			// This stream fell behind and the bus dropped events for it.
 			// What is buffered is stale: its stored events come again from

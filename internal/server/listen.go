@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/config"
 )
 
@@ -101,12 +100,4 @@ type limitedConn struct {
 func (c *limitedConn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
-}
-
-// bodyTimedOut is the 408 of a body that did not arrive in time.
-func bodyTimedOut(err error) error {
-	e := apierror.New(apierror.InvalidRequest, "request_timeout", "The request body did not arrive in time.")
-	e.Status = http.StatusRequestTimeout
-	e.Err = err
-	return e
 }

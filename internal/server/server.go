@@ -1,5 +1,5 @@
-// Package server is Stackbone's HTTP surface: one listener, the three wires,
-// the control plane (decisions, threads), operations endpoints, and the
+// Package server is Stackbone's HTTP surface: one listener, the one turn
+// handler every wire plugs into (Mount), the control plane (decisions, threads), operations endpoints, and the
 // middleware every route shares (request id, recover, auth, body limits,
 // metrics, one error mapper per wire).
 package server
@@ -9,12 +9,10 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 )
 
@@ -53,6 +52,9 @@ type Server struct {
 	Metrics *Metrics
 	// Now is the clock for response timestamps.
 	Now func() time.Time
+	// KeepAliveInterval is how often idle streams get a keepalive
+	// (DefaultKeepAliveInterval when zero).
+	KeepAliveInterval time.Duration
 
 	// CookieAuth, when set, authenticates requests that carry no API key
 	// (Studio's session cookie). ok is false when the request has no such
@@ -87,7 +89,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) routes(reg *prometheus.Registry) {
-	s.Handle("POST /v1/chat/completions", WireOpenAI, true, s.chatCompletions)
+	s.Mount(WireOpenAI, openai.NewWire(func() time.Time { return s.Now() }))
 	s.Handle("GET /v1/models", WireOpenAI, true, s.models)
 	s.Handle("GET /v1/models/{id}", WireOpenAI, true, s.model)
 	s.Handle("GET /v1/hitl", WireOpenAI, true, s.listDecisions)
@@ -326,20 +328,4 @@ func (s *Server) writeError(w *statusWriter, r *http.Request, wire Wire, err err
 }
 
 // readBody reads a request body within the size limit.
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, err
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, bodyTimedOut(err)
-		}
-		return nil, apierror.Invalid("", "Could not read the request body.")
-	}
-	return b, nil
-}
-
-// ReadBody is readBody for wire packages registered from outside.
-func ReadBody(r *http.Request) ([]byte, error) { return readBody(r) }
+func readBody(r *http.Request) ([]byte, error) { return httpjson.ReadBody(r) }

@@ -56,6 +56,9 @@ type Options struct {
 	ProviderKey string
 	// StatelessApproval overrides the stateless-approval policy (run).
 	StatelessApproval config.StatelessPolicy
+	// KeepAliveInterval, when set, is how often idle streams get a
+	// keepalive (server.DefaultKeepAliveInterval otherwise).
+	KeepAliveInterval time.Duration
 }
 
 // Env is a running stack.
@@ -266,6 +269,7 @@ func New(t testing.TB, opts Options) *Env {
 	})
 	env.Runner = app.NewRunner(&cfg, st, agent.NewRegistry(specs...), models, logger)
 	srv := app.NewServer(&cfg, env.Runner, prometheus.NewRegistry(), logger)
+	srv.KeepAliveInterval = opts.KeepAliveInterval
 	// The production server settings and connection cap, on a test
 	// listener.
 	hs := httptest.NewUnstartedServer(srv)

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/event"
@@ -168,16 +167,12 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 	if !send("hello", map[string]string{"tenant": tenant}) {
 		return nil
 	}
-	ping := time.NewTicker(server.KeepAliveInterval)
-	defer ping.Stop()
+	stop := st.srv.KeepAlive(func() { _ = sw.Comment("ping") })
+	defer stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
-		case <-ping.C:
-			if sw.Comment("ping") != nil {
-				return nil
-			}
 		case e := <-sub.C:
 			if tokenTypes[e.Type] {
 				continue

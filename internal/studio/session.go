@@ -22,6 +22,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // CookieName is the Studio session cookie.
@@ -262,7 +263,7 @@ func (st *Studio) login(w http.ResponseWriter, r *http.Request) error {
 	if err := sameOrigin(r); err != nil {
 		return err
 	}
-	body, err := server.ReadBody(r)
+	body, err := httpjson.ReadBody(r)
 	if err != nil {
 		return err
 	}

@@ -86,9 +86,9 @@ func TestDecisionOnAnotherReplicaResumesThere(t *testing.T) {
 		t.Fatalf("Start on A: %v", err)
 	}
 	var last event.Event
-	for e, err := range run.Events() {
-		if err != nil {
-			t.Fatalf("run on A: %v", err)
+	for e := range run.Events() {
+		if e.Err != nil {
+			t.Fatalf("run on A: %v", e.Err)
 		}
 		last = e
 	}

@@ -12,9 +12,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
@@ -22,78 +23,115 @@ import (
 // Route is the pattern the wire is mounted on.
 const Route = "POST /v1/agents/{agent}/agui"
 
-// Handler serves the AG-UI route.
-type Handler struct {
-	Server *server.Server
-	// Now stamps events the engine did not time.
-	Now func() time.Time
+// Via is the channel decisions made through a resume are recorded under.
+const Via = "agui"
+
+// Wire is the AG-UI wire.
+type Wire struct {
+	agents *agent.Registry
+	// now stamps events the engine did not time.
+	now func() time.Time
 }
 
-// Mount registers the AG-UI route and its error envelope on s.
-func Mount(s *server.Server) {
-	h := &Handler{Server: s, Now: time.Now}
-	s.SetErrorWriter(server.WireAGUI, h.WriteError)
-	s.Handle(Route, server.WireAGUI, true, h.Serve)
-}
+var _ wire.Wire = (*Wire)(nil)
 
-// Serve runs one AG-UI request. Errors before the stream starts are returned
-// to the server's mapper, which renders them with WriteError.
-func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
-	body, err := server.ReadBody(r)
-	if err != nil {
-		return err
+// NewWire makes the wire for the agents of agents; now stamps events the
+// engine did not time (time.Now when nil).
+func NewWire(agents *agent.Registry, now func() time.Time) *Wire {
+	if now == nil {
+		now = time.Now
 	}
+	return &Wire{agents: agents, now: now}
+}
+
+// TurnRoute is the AG-UI route.
+func (*Wire) TurnRoute() string { return Route }
+
+// SessionHeader: an AG-UI turn names its thread in the body (threadId).
+func (*Wire) SessionHeader() bool { return false }
+
+// Routes: the wire has no other route.
+func (*Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error { return nil }
+
+// DecodeTurn reads a RunAgentInput for the agent the path names.
+func (wr *Wire) DecodeTurn(r *http.Request, body []byte) (wire.Turn, error) {
 	req, err := Decode(body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	name := r.PathValue("agent")
-	if h.Server.Agents.Get(name) == nil {
+	if wr.agents.Get(name) == nil {
 		e := apierror.New(apierror.NotFound, "agent_not_found", fmt.Sprintf("No agent is named %q.", name))
 		e.Param = "agent"
-		return e
+		return nil, e
 	}
 	in, err := req.Input(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p := server.PrincipalFrom(r.Context())
-	in.Tenant, in.DecidedBy = p.Tenant, p.Name
-	run, err := h.Server.Runner.Start(r.Context(), in)
-	if err != nil {
-		return engine.ClientToolParam(err, req.ToolParam)
+	return &turn{wr: wr, req: req, in: in}, nil
+}
+
+type turn struct {
+	wr  *Wire
+	req *RunAgentInput
+	in  engine.Input
+}
+
+func (t *turn) Input() engine.Input { return t.in }
+
+// Answers are the request's resume entries: the turn answers the thread's
+// pending decisions and continues its run.
+func (t *turn) Answers() (string, []engine.Answer) { return Via, t.req.answers() }
+
+// Param places an input error on the request's own paths (the Input's
+// messages start with the context text and leave some messages out, so an
+// index maps back through origin).
+func (t *turn) Param(field string, i int) string {
+	switch field {
+	case engine.FieldTools:
+		return t.req.ToolParam(i)
+	case engine.FieldToolCallID:
+		if i >= 0 && i < len(t.req.origin) && t.req.origin[i] >= 0 {
+			return fmt.Sprintf("messages[%d].toolCallId", t.req.origin[i])
+		}
 	}
-	runID := req.RunID
+	return ""
+}
+
+func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
+	runID := t.req.RunID
 	if runID == "" {
 		runID = run.ID
 	}
 	sw := sse.New(w)
-	st := NewStream(sw, req.ThreadID, runID, h.Now).ForClient(req)
-	stop := sse.KeepAlive(server.KeepAliveInterval, func() { _ = sw.Comment("ping") })
-	defer stop()
-	for e := range run.Events() {
-		if err := st.Write(e); err != nil {
-			return nil // client gone; a durable run goes on
-		}
-	}
-	if !st.Done() {
-		_ = st.Fail(apierror.IncompleteRun(), 0)
+	return &stream{Stream: NewStream(sw, t.req.ThreadID, runID, t.wr.now).ForClient(t.req), sw: sw}
+}
+
+// stream writes AG-UI events; an error (a run that ended without a
+// terminal event) is a RUN_ERROR.
+type stream struct {
+	*Stream
+	sw *sse.Writer
+}
+
+func (s *stream) Close(err *apierror.Error) error {
+	if err != nil && !s.Done() {
+		_ = s.Fail(err, 0)
 	}
 	return nil
 }
+
+func (s *stream) Ping() error { return s.sw.Comment("ping") }
 
 // WriteError renders an error that happened before the stream started:
 // authentication and permission failures and an over-limit body as HTTP
 // errors in the OpenAI envelope, everything else as a 200 stream holding one
 // RUN_ERROR.
-func (h *Handler) WriteError(w http.ResponseWriter, e *apierror.Error) error {
+func (wr *Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error {
 	switch e.Status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestEntityTooLarge:
 		return openai.WriteError(w, e)
 	}
-	now := h.Now
-	if now == nil {
-		now = time.Now
-	}
-	return NewStream(sse.New(w), "", "", now).Fail(e, 0)
+	return NewStream(sse.New(w), "", "", wr.now).Fail(e, 0)
 }

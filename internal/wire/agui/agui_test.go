@@ -28,6 +28,10 @@ func (f *frames) Data(b []byte) error {
 	return nil
 }
 
+func (f *frames) Event(string, []byte) error { panic("the AG-UI stream writes no named events") }
+
+func (f *frames) Comment(string) error { return nil }
+
 func (f *frames) types() string {
 	var ts []string
 	for _, m := range f.out {
@@ -216,14 +220,14 @@ func TestDecodeAndInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.ThreadID != "t1" || in.RunID != "r1" || !in.Snapshots || in.State != nil || in.Agent != "assistant" {
+	if in.ThreadID != "t1" || in.RunID != "r1" || !in.Resync || in.State != nil || in.Agent != "assistant" {
 		t.Fatalf("input %+v", in)
 	}
 	if len(in.ClientTools) != 1 || in.ClientTools[0].Parameters != nil {
 		t.Fatalf("tools %+v", in.ClientTools)
 	}
-	if len(in.Resume) != 2 || !in.Resume[0].Cancelled || in.Resume[1].Cancelled || string(in.Resume[1].Payload) != `{"approved":true}` {
-		t.Fatalf("resume %+v", in.Resume)
+	if as := req.answers(); len(as) != 2 || !as[0].Cancelled || as[1].Cancelled || string(as[1].Payload) != `{"approved":true}` {
+		t.Fatalf("resume %+v", as)
 	}
 	if len(in.Messages) != 3 {
 		t.Fatalf("messages %+v", in.Messages)
@@ -263,7 +267,7 @@ func TestStatelessRefusals(t *testing.T) {
 }
 
 func TestWriteError(t *testing.T) {
-	h := &Handler{Now: fixedNow}
+	h := NewWire(nil, fixedNow)
 	w := httptest.NewRecorder()
 	_ = h.WriteError(w, apierror.New(apierror.Authentication, "invalid_api_key", "Invalid API key."))
 	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), `"invalid_api_key"`) {

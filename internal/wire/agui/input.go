@@ -29,6 +29,10 @@ type RunAgentInput struct {
 	Context         []Context       `json:"context"`
 	ForwardedProps  json.RawMessage `json:"forwardedProps"`
 	Resume          []ResumeEntry   `json:"resume"`
+
+	// origin is, for each message of the Input built from the request,
+	// the index of the request message it came from (-1: the context).
+	origin []int
 }
 
 // Message is a request message of any role. Content is a string or an array
@@ -172,7 +176,7 @@ func (in *RunAgentInput) checkIDs() error {
 // DecidedBy are the caller's to fill. A run without a threadId is stateless:
 // frontend tools, state seeding and resume are refused then.
 func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
-	out := engine.Input{Agent: agentName, ThreadID: in.ThreadID, RunID: in.RunID, Snapshots: true}
+	out := engine.Input{Agent: agentName, ThreadID: in.ThreadID, RunID: in.RunID, Resync: true}
 	state, err := stateObject(in.State)
 	if err != nil {
 		return out, err
@@ -195,15 +199,10 @@ func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
 		}
 		out.ClientTools = append(out.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
 	}
-	for _, r := range in.Resume {
-		e := engine.ResumeEntry{InterruptID: r.InterruptID, Cancelled: r.Status == "cancelled"}
-		if !isNull(r.Payload) {
-			e.Payload = r.Payload
-		}
-		out.Resume = append(out.Resume, e)
-	}
+	in.origin = in.origin[:0]
 	if ctx := contextPrompt(in.Context); ctx != "" {
 		out.Messages = append(out.Messages, message.Message{Role: message.System, Content: ctx})
+		in.origin = append(in.origin, -1)
 	}
 	for i, m := range in.Messages {
 		msg, keep, err := m.canonical(i)
@@ -212,9 +211,23 @@ func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
 		}
 		if keep {
 			out.Messages = append(out.Messages, msg)
+			in.origin = append(in.origin, i)
 		}
 	}
 	return out, nil
+}
+
+// answers are the request's resume entries as the engine takes them.
+func (in *RunAgentInput) answers() []engine.Answer {
+	var out []engine.Answer
+	for _, r := range in.Resume {
+		a := engine.Answer{InterruptID: r.InterruptID, Cancelled: r.Status == "cancelled"}
+		if !isNull(r.Payload) {
+			a.Payload = r.Payload
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func needsThread(msg string) *apierror.Error {

@@ -9,19 +9,15 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/wire/sse"
 )
-
-// Frames is where a stream writes its data lines (an *sse.Writer).
-type Frames interface {
-	Data(b []byte) error
-}
 
 // Stream encodes a run's canonical events as AG-UI events. It guarantees the
 // order a 1.0 client verifies: RUN_STARTED (or RUN_ERROR) first, every text
 // message, tool call, step and subagent it opened closed before the one
 // terminal RUN_FINISHED or RUN_ERROR, and nothing after it.
 type Stream struct {
-	out             Frames
+	out             sse.Frames
 	threadID, runID string
 	now             func() time.Time
 	started, done   bool
@@ -71,7 +67,7 @@ type openStep struct{ name, owner string }
 // NewStream starts an encoder for one run. threadID and runID are echoed on
 // RUN_STARTED and RUN_FINISHED (the request's, so a client sees its own ids);
 // now stamps events that carry no time.
-func NewStream(out Frames, threadID, runID string, now func() time.Time) *Stream {
+func NewStream(out sse.Frames, threadID, runID string, now func() time.Time) *Stream {
 	if now == nil {
 		now = time.Now
 	}
@@ -279,7 +275,7 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return s.write(fin)
 	case event.RunError:
-		return s.Fail(&apierror.Error{Code: e.Code, Message: e.Message}, e.Time)
+		return s.Fail(apierror.OfRunError(e), e.Time)
 	}
 	return nil
 }

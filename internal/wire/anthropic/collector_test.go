@@ -22,7 +22,7 @@ func largeAnswer(size, piece int) []event.Event {
 func collect(t testing.TB, evs []event.Event) *Response {
 	c := NewCollector("msg_1", "assistant")
 	for _, e := range evs {
-		c.Add(e, nil)
+		c.Add(e)
 	}
 	res, err := c.Result()
 	if err != nil {

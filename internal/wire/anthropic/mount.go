@@ -7,25 +7,43 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// Mount registers the Anthropic Messages wire on s: POST /v1/messages
-// (streaming or not) and POST /v1/messages/count_tokens, with errors in
-// Anthropic's envelope. The anthropic-version header is not checked: every
-// version is served the same way.
-func Mount(s *server.Server) {
-	h := &handler{s: s}
-	s.SetErrorWriter(server.WireAnthropic, WriteError)
-	s.Handle("POST /v1/messages", server.WireAnthropic, true, h.messages)
-	s.Handle("POST /v1/messages/count_tokens", server.WireAnthropic, true, h.countTokens)
+// Wire is the Anthropic Messages wire: POST /v1/messages (streaming or not)
+// and POST /v1/messages/count_tokens, with errors in Anthropic's envelope.
+// The anthropic-version header is not checked: every version is served the
+// same way.
+type Wire struct {
+	agents *agent.Registry
+	newID  ids.Generator
 }
 
-type handler struct {
-	s *server.Server
+var _ wire.Wire = (*Wire)(nil)
+
+// NewWire makes the wire: agents are what token estimates count (an agent's
+// instructions and tools), newID names messages.
+func NewWire(agents *agent.Registry, newID ids.Generator) *Wire {
+	return &Wire{agents: agents, newID: newID}
 }
+
+// TurnRoute is the Messages route.
+func (*Wire) TurnRoute() string { return "POST /v1/messages" }
+
+// SessionHeader: chat turns take their thread from the session header.
+func (*Wire) SessionHeader() bool { return true }
+
+// Routes: count_tokens.
+func (wr *Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error {
+	return map[string]func(http.ResponseWriter, *http.Request) error{"POST /v1/messages/count_tokens": wr.countTokens}
+}
+
+// WriteError writes an error in Anthropic's envelope.
+func (*Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error { return WriteError(w, e) }
 
 // agentText is what an agent adds to every request it sees: instructions
 // and tool definitions.
@@ -40,50 +58,81 @@ func agentText(spec *agent.Spec) []string {
 	return out
 }
 
-func (h *handler) messages(w http.ResponseWriter, r *http.Request) error {
-	body, err := server.ReadBody(r)
-	if err != nil {
-		return err
-	}
+// DecodeTurn reads a Messages request.
+func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
 	req, err := Decode(body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in, err := req.Input()
 	if err != nil {
+		return nil, err
+	}
+	return &turn{wr: wr, req: req, in: in}, nil
+}
+
+type turn struct {
+	wr  *Wire
+	req *Request
+	in  engine.Input
+}
+
+func (t *turn) Input() engine.Input { return t.in }
+
+// Param places an input error on the request's own paths: Input.Messages
+// starts with the system text and splits a user message's tool results
+// into messages of their own, so a message index maps back through origin.
+func (t *turn) Param(field string, i int) string {
+	switch field {
+	case engine.FieldTools:
+		return t.req.ToolParam(i)
+	case engine.FieldToolCallID:
+		if i >= 0 && i < len(t.req.origin) && t.req.origin[i] >= 0 {
+			return fmt.Sprintf("messages.%d.content", t.req.origin[i])
+		}
+	}
+	return ""
+}
+
+func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
+	id := t.wr.newID("msg")
+	if !t.req.Stream {
+		return &collector{Collector: NewCollector(id, t.req.Model), w: w}
+	}
+	return &stream{NewStream(sse.New(w), id, t.req.Model, EstimateTokens(t.req, agentText(t.wr.agents.Get(t.req.Model))...))}
+}
+
+// collector answers a non-streaming turn with one message.
+type collector struct {
+	*Collector
+	w http.ResponseWriter
+}
+
+func (c *collector) Write(e event.Event) error { c.Add(e); return nil }
+
+func (c *collector) Close(err *apierror.Error) error {
+	if err != nil {
 		return err
 	}
-	run, err := h.s.StartTurn(r, in)
+	res, rerr := c.Result()
+	if rerr != nil {
+		return rerr
+	}
+	return httpjson.Write(c.w, http.StatusOK, res)
+}
+
+// stream answers a streaming turn with Messages stream events.
+type stream struct{ *Stream }
+
+func (s stream) Close(err *apierror.Error) error {
 	if err != nil {
-		return engine.ClientToolParam(err, req.ToolParam)
+		_ = s.Error(err)
 	}
-	id := h.s.Runner.NewID("msg")
-	if !req.Stream {
-		col := NewCollector(id, req.Model)
-		for e, err := range run.Events() {
-			col.Add(e, err)
-		}
-		res, err := col.Result()
-		if err != nil {
-			return err
-		}
-		return httpjson.Write(w, http.StatusOK, res)
-	}
-	sw := sse.New(w)
-	st := NewStream(sw, id, req.Model, EstimateTokens(req, agentText(h.s.Agents.Get(req.Model))...))
-	stop := sse.KeepAlive(server.KeepAliveInterval, func() { _ = st.Ping() })
-	defer stop()
-	for e, err := range run.Events() {
-		if werr := st.Write(e, err); werr != nil {
-			return nil // client gone; a durable run goes on
-		}
-	}
-	_ = st.End()
 	return nil
 }
 
-func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) error {
-	body, err := server.ReadBody(r)
+func (wr *Wire) countTokens(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpjson.ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -91,7 +140,7 @@ func (h *handler) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	spec := h.s.Agents.Get(req.Model)
+	spec := wr.agents.Get(req.Model)
 	if req.Model != "" && spec == nil {
 		return apierror.New(apierror.NotFound, "model_not_found", fmt.Sprintf("model: %s: no agent has that name", req.Model))
 	}

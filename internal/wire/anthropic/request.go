@@ -33,6 +33,10 @@ type Request struct {
 	Temperature   *float64        `json:"temperature"`
 	TopP          *float64        `json:"top_p"`
 	TopK          *int            `json:"top_k"`
+
+	// origin is, for each message of the Input built from the request,
+	// the index of the request message it came from (-1: the system text).
+	origin []int
 }
 
 // Message is a request message: content is a string or an array of blocks.
@@ -172,8 +176,10 @@ func (req *Request) Input() (engine.Input, error) {
 	if err != nil {
 		return in, err
 	}
+	req.origin = req.origin[:0]
 	if sys != "" {
 		in.Messages = append(in.Messages, message.Message{Role: message.System, Content: sys})
+		req.origin = append(req.origin, -1)
 	}
 	names := map[string]string{} // tool_use id → tool name, for tool messages
 	for i, m := range req.Messages {
@@ -182,6 +188,9 @@ func (req *Request) Input() (engine.Input, error) {
 			return in, err
 		}
 		in.Messages = append(in.Messages, msgs...)
+		for range msgs {
+			req.origin = append(req.origin, i)
+		}
 	}
 	return in, nil
 }

@@ -108,7 +108,7 @@ func NewCollector(id, model string) *Collector {
 }
 
 // Add folds one event in. A RunError is kept and returned by Result.
-func (c *Collector) Add(e event.Event, err error) {
+func (c *Collector) Add(e event.Event) {
 	if !visible(e) || c.done {
 		return
 	}
@@ -129,7 +129,7 @@ func (c *Collector) Add(e event.Event, err error) {
 		}
 	case event.RunFinished:
 		if note, ok := event.WaitingNote(e.Outcome); ok {
-			c.Add(event.Event{Type: event.TextDelta, MessageID: event.WaitingNoteMessageID, Delta: note}, nil)
+			c.Add(event.Event{Type: event.TextDelta, MessageID: event.WaitingNoteMessageID, Delta: note})
 		}
 		c.done = true
 		c.closeText()
@@ -143,7 +143,7 @@ func (c *Collector) Add(e event.Event, err error) {
 		c.r.Usage = usageOf(e.Usage)
 	case event.RunError:
 		c.done = true
-		c.err = apierror.OfRunError(e.Code, e.Message, err)
+		c.err = apierror.OfRunError(e)
 	}
 }
 

@@ -6,15 +6,8 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/wire/sse"
 )
-
-// Frames is where a stream writes its named events (an *sse.Writer). Every
-// frame carries an event: line: the SDKs drop data-only frames. Comments
-// are keepalives every SSE parser skips.
-type Frames interface {
-	Event(name string, b []byte) error
-	Comment(text string) error
-}
 
 // Stream encodes a run's events as Messages stream events: message_start
 // once, content blocks indexed 0, 1, 2… (a text block per assistant message,
@@ -34,7 +27,7 @@ type Frames interface {
 // the estimate when there is none.
 type Stream struct {
 	mu        sync.Mutex
-	out       Frames
+	out       sse.Frames
 	id, model string
 	estimate  int
 
@@ -48,7 +41,7 @@ type Stream struct {
 
 // NewStream starts an encoder. estimate is the input count message_start
 // carries when the run reports none.
-func NewStream(out Frames, id, model string, estimate int) *Stream {
+func NewStream(out sse.Frames, id, model string, estimate int) *Stream {
 	return &Stream{out: out, id: id, model: model, estimate: estimate}
 }
 
@@ -106,15 +99,15 @@ func (s *Stream) send(name string, v any) error {
 	return s.out.Event(name, b)
 }
 
-// Write encodes one event; err is the run's error that comes with a
-// RunError, if any.
-func (s *Stream) Write(e event.Event, err error) error {
+// Write encodes one event. Every frame carries an event: line (the SDKs
+// drop data-only frames).
+func (s *Stream) Write(e event.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.write(e, err)
+	return s.write(e)
 }
 
-func (s *Stream) write(e event.Event, err error) error {
+func (s *Stream) write(e event.Event) error {
 	if s.done || !visible(e) {
 		return nil
 	}
@@ -162,13 +155,13 @@ func (s *Stream) write(e event.Event, err error) error {
 					return err
 				}
 			}
-			if err := s.write(event.Event{Type: event.TextDelta, MessageID: event.WaitingNoteMessageID, Delta: note}, nil); err != nil {
+			if err := s.write(event.Event{Type: event.TextDelta, MessageID: event.WaitingNoteMessageID, Delta: note}); err != nil {
 				return err
 			}
 		}
 		return s.finish(e)
 	case event.RunError:
-		return s.fail(apierror.OfRunError(e.Code, e.Message, err))
+		return s.fail(apierror.OfRunError(e))
 	}
 	return nil
 }
@@ -287,10 +280,4 @@ func (s *Stream) Ping() error {
 		return s.out.Comment("ping")
 	}
 	return s.out.Event("ping", pingData)
-}
-
-// End closes a stream whose run ended without a terminal event: it reports
-// an error unless the stream already finished.
-func (s *Stream) End() error {
-	return s.Error(apierror.IncompleteRun())
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -82,11 +83,10 @@ func encode(t *testing.T, events []event.Event, runErr error) []byte {
 	rec := httptest.NewRecorder()
 	st := NewStream(sse.New(rec), "msg_test", "assistant", 12)
 	for i, e := range events {
-		var err error
 		if e.Type == event.RunError {
-			err = runErr
+			e.Err = runErr
 		}
-		if werr := st.Write(e, err); werr != nil {
+		if werr := st.Write(e); werr != nil {
 			t.Fatalf("event %d: %v", i, werr)
 		}
 		if i == 1 {
@@ -95,7 +95,7 @@ func encode(t *testing.T, events []event.Event, runErr error) []byte {
 			}
 		}
 	}
-	if err := st.End(); err != nil {
+	if err := st.Error(apierror.IncompleteRun()); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Ping(); err != nil { // after the end: writes nothing
@@ -213,11 +213,10 @@ func TestStreamMatchesCollector(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			col := NewCollector("msg_test", "assistant")
 			for _, e := range tc.events {
-				var err error
 				if e.Type == event.RunError {
-					err = tc.err
+					e.Err = tc.err
 				}
-				col.Add(e, err)
+				col.Add(e)
 			}
 			res, colErr := col.Result()
 
@@ -300,7 +299,7 @@ func TestStreamMessageStartWaitsForInputUsage(t *testing.T) {
 		st := NewStream(sse.New(rec), "msg_test", "assistant", 72)
 		write := func(e event.Event) {
 			t.Helper()
-			if err := st.Write(e, nil); err != nil {
+			if err := st.Write(e); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -24,6 +24,10 @@ func (f *frames) Data(b []byte) error {
 	return nil
 }
 
+func (f *frames) Event(string, []byte) error { panic("the OpenAI stream writes no named events") }
+
+func (f *frames) Comment(string) error { return nil }
+
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
@@ -98,7 +102,7 @@ func TestCollectorGolden(t *testing.T) {
 	for name, evs := range map[string][]event.Event{"completion_text.golden": textTurn, "completion_pause.golden": pauseTurn} {
 		c := NewCollector("chatcmpl-1", "assistant", 1700000000)
 		for _, e := range evs {
-			c.Add(e, nil)
+			c.Add(e)
 		}
 		comp, err := c.Result()
 		if err != nil {

@@ -112,7 +112,7 @@ func NewCollector(id, model string, created int64) *Collector {
 }
 
 // Add folds one event in. A RunError is kept and returned by Result.
-func (c *Collector) Add(e event.Event, err error) {
+func (c *Collector) Add(e event.Event) {
 	if e.SubagentRunID != "" {
 		return // subagent work stays inside the turn
 	}
@@ -134,7 +134,7 @@ func (c *Collector) Add(e event.Event, err error) {
 		c.c.Choices = []CompletionItem{{Index: 0, Message: msg, FinishReason: finishReason(e.Outcome)}}
 		c.c.Usage = usageOf(e.Usage)
 	case event.RunError:
-		c.err = apierror.OfRunError(e.Code, e.Message, err)
+		c.err = apierror.OfRunError(e)
 	}
 }
 

@@ -5,12 +5,8 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/wire/sse"
 )
-
-// Frames is where a stream writes its data lines (an *sse.Writer).
-type Frames interface {
-	Data(b []byte) error
-}
 
 type chunk struct {
 	ID      string          `json:"id"`
@@ -40,7 +36,7 @@ var nullUsage = json.RawMessage("null")
 // first, content deltas, the calls the turn stopped on, exactly one chunk
 // with a finish_reason, a usage chunk only when asked for, then [DONE].
 type Stream struct {
-	out          Frames
+	out          sse.Frames
 	id, model    string
 	created      int64
 	includeUsage bool
@@ -49,7 +45,7 @@ type Stream struct {
 }
 
 // NewStream starts an encoder.
-func NewStream(out Frames, id, model string, created int64, includeUsage bool) *Stream {
+func NewStream(out sse.Frames, id, model string, created int64, includeUsage bool) *Stream {
 	return &Stream{out: out, id: id, model: model, created: created, includeUsage: includeUsage}
 }
 
@@ -108,7 +104,7 @@ func (s *Stream) Write(e event.Event) error {
 		return s.out.Data([]byte("[DONE]"))
 	case event.RunError:
 		s.done = true
-		return s.Error(apierror.OfRunError(e.Code, e.Message, nil))
+		return s.Error(apierror.OfRunError(e))
 	}
 	return nil
 }

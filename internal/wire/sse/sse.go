@@ -120,3 +120,13 @@ func KeepAlive(interval time.Duration, ping func()) (stop func()) {
 	var once sync.Once
 	return func() { once.Do(func() { t.Stop(); close(done) }) }
 }
+
+// Frames is where a wire's stream encoder writes (an *sse.Writer): data
+// lines, named events, and comments (keepalives every SSE parser skips).
+type Frames interface {
+	Data(b []byte) error
+	Event(name string, b []byte) error
+	Comment(text string) error
+}
+
+var _ Frames = (*Writer)(nil)

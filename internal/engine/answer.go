@@ -5,31 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/stackbone/stackbone/internal/agent"
-	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
 )
-
-// Error codes of input and interrupt-contract errors (AG-UI shows them as
-// RUN_ERROR codes).
-const (
-	CodeNeedsThread      = "thread_required"
-	CodeInvalidState     = "invalid_state"
-	CodeUnknownInterrupt = "unknown_interrupt"
-	CodeAlreadyDecided   = "already_decided"
-	CodePartialResume    = "partial_resume"
-	CodeInvalidPayload   = "invalid_resume_payload"
-)
-
-func contractError(code, format string, args ...any) *apierror.Error {
-	return apierror.New(apierror.InvalidRequest, code, fmt.Sprintf(format, args...))
-}
 
 // FilterState keeps the keys of a client's state the agent lists as
 // editable, validating each against its schema. Dropped keys are returned
@@ -52,6 +35,35 @@ func FilterState(spec *agent.Spec, state map[string]json.RawMessage) (map[string
 	return keep, dropped, nil
 }
 
+// Answer answers one pending decision in a turn (ResumeDecisions).
+type Answer struct {
+	InterruptID string
+	// Cancelled always rejects.
+	Cancelled bool
+	// Payload is the decision, validated against the interrupt's
+	// responseSchema: {"approved": bool, "editedArgs"?: {...}, "message"?}.
+	Payload json.RawMessage
+}
+
+// ResumeDecisions is a turn that answers every pending decision of a
+// durable thread and continues its run, streaming it. Nothing is decided
+// unless every answer is valid; answers that repeat the decisions already
+// made replay the end of the run instead. via names the channel the
+// decisions are recorded under; in.DecidedBy the caller.
+func (r *Runner) ResumeDecisions(ctx context.Context, in Input, via string, answers []Answer) (*Run, error) {
+	if in.ThreadID == "" {
+		return nil, contractError(CodeNeedsThread, "A resume needs a threadId.")
+	}
+	x, run, err := r.prepare(&in)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.startResume(ctx, x.spec, in, via, answers, run); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
 // plannedDecision is a validated resume entry.
 type plannedDecision struct {
 	it       *store.Interrupt
@@ -59,11 +71,10 @@ type plannedDecision struct {
 	replay   bool
 }
 
-// startResume answers every pending interrupt of a thread from in.Resume and
-// continues the run, streaming to run. Nothing is decided unless the whole
-// resume is valid.
-// Start has already refused a resume without a threadId.
-func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, run *Run) error {
+// startResume answers every pending interrupt of a thread and continues the
+// run, streaming to run. Nothing is decided unless the whole resume is
+// valid.
+func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, via string, answers []Answer, run *Run) error {
 	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
 	if errors.Is(err, store.ErrNotFound) {
 		return contractError(CodeUnknownInterrupt, "Thread %q has no interrupts to resume.", in.ThreadID)
@@ -80,7 +91,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 	}
 	var plan []plannedDecision
 	covered := map[string]bool{}
-	for _, e := range in.Resume {
+	for _, e := range answers {
 		if covered[e.InterruptID] {
 			return contractError(CodeInvalidPayload, "Interrupt %q is answered twice.", e.InterruptID)
 		}
@@ -96,7 +107,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 		if err != nil {
 			return err
 		}
-		d.Via, d.By = "agui", in.DecidedBy
+		d.Via, d.By = via, in.DecidedBy
 		if it.Status != store.Pending {
 			if !sameDecision(it, d) {
 				return contractError(CodeAlreadyDecided, "Interrupt %q was already decided differently.", e.InterruptID)
@@ -226,14 +237,14 @@ func (x *execution) replay(out *event.Outcome) {
 		{Type: event.MessagesSnapshot, Messages: x.msgs},
 		{Type: event.RunFinished, Outcome: out, Usage: &x.usage},
 	} {
-		x.send(x.stamp(e), nil)
+		x.send(x.stamp(e))
 	}
 	close(x.run.events)
 }
 
 // resumeDecision turns a resume entry into a decision, validating its
 // payload against the interrupt's responseSchema and what it allows.
-func (r *Runner) resumeDecision(it *store.Interrupt, e ResumeEntry) (Decision, error) {
+func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error) {
 	if e.Cancelled {
 		return Decision{Approved: false, Message: "The client cancelled the interrupt."}, nil
 	}
@@ -268,9 +279,9 @@ func (r *Runner) resumeDecision(it *store.Interrupt, e ResumeEntry) (Decision, e
 		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q needs approved or editedArgs.", it.ID)
 	}
 	if err := r.checkDecision(it, &d); err != nil {
-		var ae *apierror.Error
-		if errors.As(err, &ae) {
-			return Decision{}, contractError(CodeInvalidPayload, "%s", ae.Message)
+		var ie *InputError
+		if errors.As(err, &ie) {
+			return Decision{}, contractError(CodeInvalidPayload, "%s", ie.Reason)
 		}
 		return Decision{}, err
 	}

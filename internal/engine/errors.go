@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// The engine's errors are typed and know no wire: each wire (through
+// internal/apierror, the one mapper at the HTTP edge) renders them in its own
+// envelope and on its own parameter paths. Conditions the store decides keep
+// the store's sentinels, re-exported here for callers of the engine.
+var (
+	// ErrApprovalPending: the thread waits on a human decision and refuses
+	// new input.
+	ErrApprovalPending = store.ErrApprovalPending
+	// ErrRunInProgress: another run holds the thread.
+	ErrRunInProgress = store.ErrRunInProgress
+	// ErrAgentMismatch: the thread belongs to another agent.
+	ErrAgentMismatch = store.ErrAgentMismatch
+	// ErrAlreadyDecided: the decision was made before.
+	ErrAlreadyDecided = store.ErrAlreadyDecided
+	// ErrUnknownAgent is matched by every *UnknownAgentError.
+	ErrUnknownAgent = errors.New("unknown agent")
+)
+
+// UnknownAgentError: no agent has the name a turn asked for.
+type UnknownAgentError struct{ Name string }
+
+func (e *UnknownAgentError) Error() string { return fmt.Sprintf("no agent is named %q", e.Name) }
+
+// Is makes errors.Is(err, ErrUnknownAgent) hold.
+func (e *UnknownAgentError) Is(target error) bool { return target == ErrUnknownAgent }
+
+// UnknownDecisionError: no decision has the id a caller named.
+type UnknownDecisionError struct{ ID string }
+
+func (e *UnknownDecisionError) Error() string {
+	return fmt.Sprintf("No pending decision has the id %q.", e.ID)
+}
+
+// Codes of input errors. CodeInvalidInput is the generic one; the others
+// name a broken contract (AG-UI shows them as RUN_ERROR codes).
+const (
+	CodeInvalidInput     = "invalid_request"
+	CodeNeedsThread      = "thread_required"
+	CodeInvalidState     = "invalid_state"
+	CodeUnknownInterrupt = "unknown_interrupt"
+	CodeAlreadyDecided   = "already_decided"
+	CodePartialResume    = "partial_resume"
+	CodeInvalidPayload   = "invalid_resume_payload"
+	// CodeToolNameTaken: a client tool has the name of one of the agent's
+	// own tools (the cause is a *ToolNameError).
+	CodeToolNameTaken = "tool_name_taken"
+	// CodeIdempotencyKeyReused: a stateless turn's Idempotency-Key was used
+	// with a different request within the retry window.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+)
+
+// Fields an InputError can name. They are the engine's names; a wire places
+// them on its own parameter paths.
+const (
+	// FieldMessages is Input.Messages as a whole (Index -1).
+	FieldMessages = "messages"
+	// FieldToolCallID is the tool-call id of the tool message at Index of
+	// Input.Messages.
+	FieldToolCallID = "messages.tool_call_id"
+	// FieldTools is the client tool at Index of Input.ClientTools.
+	FieldTools = "tools"
+	// FieldResponseFormat is Input.ResponseFormat.
+	FieldResponseFormat = "response_format"
+	// FieldIdempotencyKey is Input.IdempotencyKey.
+	FieldIdempotencyKey = "Idempotency-Key"
+	// FieldEditedArgs and FieldApproved are a Decision's fields.
+	FieldEditedArgs = "editedArgs"
+	FieldApproved   = "approved"
+)
+
+// InputError is a turn's or a decision's input the engine refuses; nothing
+// was changed. Reason is public text.
+type InputError struct {
+	// Code classifies the error (CodeInvalidInput unless a contract names
+	// its own).
+	Code string
+	// Field is what is wrong (one of the Field constants, or "" for the
+	// request as a whole).
+	Field string
+	// Index is the offending element's position in Input.Messages (for
+	// message fields) or Input.ClientTools (FieldTools), in the numbering
+	// of the Input the wire built; -1 when the field is not a list element.
+	Index int
+	// Reason is the public message.
+	Reason string
+	// Details is structured extra data (schema problems).
+	Details any
+	// Err is the cause, for errors.Is/As and the logs.
+	Err error
+}
+
+func (e *InputError) Error() string {
+	if e.Err != nil {
+		return e.Reason + ": " + e.Err.Error()
+	}
+	return e.Reason
+}
+
+// Unwrap returns the cause.
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputError(field, format string, args ...any) *InputError {
+	return &InputError{Code: CodeInvalidInput, Field: field, Index: -1, Reason: fmt.Sprintf(format, args...)}
+}
+
+func contractError(code, format string, args ...any) *InputError {
+	return &InputError{Code: code, Index: -1, Reason: fmt.Sprintf(format, args...)}
+}
+
+// FormatMismatchError: the model's final answer does not follow the
+// response format the client asked for (an upstream failure, not the
+// client's).
+type FormatMismatchError struct {
+	Type string
+	Err  error
+}
+
+func (e *FormatMismatchError) Error() string {
+	return fmt.Sprintf("The model's answer does not follow response_format %s: %v", e.Type, e.Err)
+}
+
+// Unwrap returns the validation problem.
+func (e *FormatMismatchError) Unwrap() error { return e.Err }

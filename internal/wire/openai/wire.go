@@ -1,0 +1,115 @@
+package openai
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/wire"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
+	"github.com/stackbone/stackbone/internal/wire/sse"
+)
+
+// Wire is the Chat Completions wire: POST /v1/chat/completions, streaming
+// or not, with errors in OpenAI's envelope.
+type Wire struct {
+	now func() time.Time
+}
+
+var _ wire.Wire = (*Wire)(nil)
+
+// NewWire makes the wire; now stamps completions' created time.
+func NewWire(now func() time.Time) *Wire { return &Wire{now: now} }
+
+// TurnRoute is the Chat Completions route.
+func (*Wire) TurnRoute() string { return "POST /v1/chat/completions" }
+
+// SessionHeader: chat turns take their thread from the session header.
+func (*Wire) SessionHeader() bool { return true }
+
+// Routes: the wire has no other route (models are the server's).
+func (*Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error { return nil }
+
+// WriteError writes an error in OpenAI's envelope.
+func (*Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error { return WriteError(w, e) }
+
+// DecodeTurn reads a chat completion request.
+func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
+	req, err := Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	in, err := req.Input()
+	if err != nil {
+		return nil, err
+	}
+	return &turn{req: req, in: in, now: wr.now}, nil
+}
+
+type turn struct {
+	req *Request
+	in  engine.Input
+	now func() time.Time
+}
+
+func (t *turn) Input() engine.Input { return t.in }
+
+// Param: Input.Messages and Input.ClientTools are the request's own
+// messages and tools, in order.
+func (t *turn) Param(field string, i int) string {
+	switch field {
+	case engine.FieldTools:
+		return t.req.ToolParam(i)
+	case engine.FieldToolCallID:
+		return fmt.Sprintf("messages[%d].tool_call_id", i)
+	}
+	return ""
+}
+
+func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
+	id := "chatcmpl-" + ids.New("")[1:]
+	created := t.now().Unix()
+	if !t.req.Stream {
+		return &collector{Collector: NewCollector(id, t.req.Model, created), w: w}
+	}
+	sw := sse.New(w)
+	return &stream{Stream: NewStream(sw, id, t.req.Model, created, t.req.StreamOptions != nil && t.req.StreamOptions.IncludeUsage), sw: sw}
+}
+
+// collector answers a non-streaming turn with one completion.
+type collector struct {
+	*Collector
+	w http.ResponseWriter
+}
+
+func (c *collector) Write(e event.Event) error { c.Add(e); return nil }
+
+func (c *collector) Close(err *apierror.Error) error {
+	if err != nil {
+		return err
+	}
+	comp, rerr := c.Result()
+	if rerr != nil {
+		return rerr
+	}
+	return httpjson.Write(c.w, http.StatusOK, comp)
+}
+
+// stream answers a streaming turn with chunks.
+type stream struct {
+	*Stream
+	sw *sse.Writer
+}
+
+func (s *stream) Close(err *apierror.Error) error {
+	if err != nil && !s.done {
+		_ = s.Error(err)
+	}
+	return nil
+}
+
+func (s *stream) Ping() error { return s.sw.Comment("keepalive") }

@@ -1,0 +1,68 @@
+// Package wire is the contract between the server's one turn handler and
+// each wire (openai, anthropic, agui): a wire decodes a request into a Turn
+// for the engine and encodes the run's events (and errors) in its own
+// format; the server reads the body, authenticates, starts the run, sends
+// keepalives and maps errors. Wire packages import this package, never
+// internal/server.
+package wire
+
+import (
+	"net/http"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/event"
+)
+
+// Encoder writes one turn's response in a wire's format. Write encodes an
+// event of the run (an error means the client is gone); Close ends the
+// response: with nil once the run's terminal event was written, else with
+// the error to report (a run that ended without a terminal event). A
+// streaming encoder reports errors in-stream and returns nil; a
+// non-streaming one returns the run's error for the wire's error envelope.
+type Encoder interface {
+	Write(e event.Event) error
+	Close(err *apierror.Error) error
+}
+
+// Pinger is an Encoder that streams: it gets a keepalive every
+// Server.KeepAliveInterval (the one keepalive mechanism), concurrently with Write.
+type Pinger interface {
+	Ping() error
+}
+
+// Turn is one turn request a wire decoded.
+type Turn interface {
+	// Input is the turn for the engine; the server fills the caller (and,
+	// for wires that take it from headers, the session).
+	Input() engine.Input
+	// Param places an engine input error on the wire's own parameter
+	// path: field and index as in engine.InputError ("" keeps the field).
+	Param(field string, index int) string
+	// Encoder makes the turn's response writer once its run started.
+	Encoder(w http.ResponseWriter, run *engine.Run) Encoder
+}
+
+// Resumer is a Turn that may answer pending decisions (AG-UI's resume):
+// when Answers is not empty the turn resumes the thread's run with them.
+type Resumer interface {
+	Answers() (via string, answers []engine.Answer)
+}
+
+// Wire is what a wire package implements for the server, which mounts
+// every wire the same way (server.Mount); a wire never imports the server.
+type Wire interface {
+	// TurnRoute is the pattern of the wire's turn endpoint.
+	TurnRoute() string
+	// DecodeTurn reads a turn request (r carries path values).
+	DecodeTurn(r *http.Request, body []byte) (Turn, error)
+	// WriteError writes an error response in the wire's envelope.
+	WriteError(w http.ResponseWriter, e *apierror.Error) error
+	// SessionHeader reports whether a turn's thread comes from the
+	// x-stackbone-session header (and a stateless turn's retries from
+	// Idempotency-Key), as on the chat wires, rather than from the body.
+	SessionHeader() bool
+	// Routes are the wire's other routes (pattern → handler), served with
+	// the same middleware and error envelope.
+	Routes() map[string]func(w http.ResponseWriter, r *http.Request) error
+}
