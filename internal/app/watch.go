@@ -11,12 +11,13 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/model"
 )
 
 // watchAgents reloads the agents when a file under DIR/agents changes. A
 // broken edit keeps the last good agents and logs the error.
-func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, models model.Resolver, logger *slog.Logger) {
+func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, runner *engine.Runner, models model.Resolver, logger *slog.Logger) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		logger.Warn("agent reload disabled", "err", err)
@@ -57,10 +58,8 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, m
 				names = append(names, s.Name)
 			}
 			logger.Info("agents reloaded", "agents", names)
-			go func() {
-				time.Sleep(time.Minute) // let in-flight calls on the old runtimes end
-				closeSpecs(old)
-			}()
+			// The old runtimes close as soon as the runs using them end.
+			runner.Retire(old)
 		}
 	}
 }

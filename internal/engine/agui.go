@@ -144,7 +144,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 			return err
 		}
 		x.state = th.State
-		go x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd})
+		r.spawn(nil, nil, func(context.Context) { x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd}) })
 		return nil
 	}
 	x, err := r.claim(ctx, in.Tenant, in.ThreadID, in.RunID, r.Now())
@@ -154,6 +154,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 	if x == nil {
 		return store.ErrRunInProgress
 	}
+	defer r.release(x.spec)
 	x.in, x.run = in, run
 	x.in.ClientTools = append(x.in.ClientTools[:0:0], in.ClientTools...)
 	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
@@ -172,7 +173,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, ru
 	if cp.State != nil {
 		x.state = cp.State
 	}
-	go x.drive(context.WithoutCancel(ctx), &started)
+	r.spawn(nil, x.spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return nil
 }
 
@@ -211,7 +212,7 @@ func (r *Runner) reattach(ctx context.Context, spec *agent.Spec, in Input, run *
 		}
 	}
 	x.in, x.run, x.runID, x.state = in, run, run.ID, th.State
-	go x.replay(out)
+	r.spawn(nil, nil, func(context.Context) { x.replay(out) })
 	return true, nil
 }
 
