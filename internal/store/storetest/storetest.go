@@ -891,7 +891,7 @@ func testReleaseRun(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameStrings(t, "stale right after the release", threadIDs(stale), []string{"t"})
+	sameStrings(t, "stale right after the release", threadIDs(stale), []string{"a/t"})
 	now := at(2 * time.Second)
 	claimed, err := s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "node-2", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil {
