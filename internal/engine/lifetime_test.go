@@ -57,7 +57,9 @@ func (g *gated) Stream(ctx context.Context, req model.Request) iter.Seq2[model.C
 // fixed resolves every agent's model to one provider.
 type fixed struct{ p model.Provider }
 
-func (f fixed) Resolve(ref, agentDir string) (model.Provider, string, error) { return f.p, "test-model", nil }
+func (f fixed) Resolve(ref, agentDir string) (model.Provider, string, error) {
+	return f.p, "test-model", nil
+}
 
 // lifetimeBundle is a SQLite store on a fake clock shared by runners.
 type lifetimeBundle struct {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/app"
 	"github.com/stackbone/stackbone/internal/config"

@@ -9,8 +9,8 @@ package studio
 import (
 	"crypto/sha256"
 	"embed"
-	"errors"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
