@@ -114,7 +114,8 @@ func startTurn(t *testing.T, r *engine.Runner, thread string) *engine.Run {
 		t.Fatalf("Start: %v", err)
 	}
 	go func() {
-		for range run.Events() { //nolint:revive // drain
+		for range run.Events() {
+			// drain: the consumer stays attached to the end
 		}
 	}()
 	return run
