@@ -139,6 +139,11 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	defer stopBridge()
 	clk := clock.Or(cfg.Clock)
 
+	if cfg.Watch {
+		// Armed before the server announces itself: an edit made once it
+		// listens is seen.
+		watchAgents(ctx, cfg, reg, runner, models, logger)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -163,9 +168,6 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	}
 	go recoverLoop(ctx, runner, cfg, logger)
 
-	if cfg.Watch {
-		go watchAgents(ctx, cfg, reg, runner, models, logger)
-	}
 	hs := server.HTTPServer(cfg, srv, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(server.LimitConns(ln, cfg.MaxConnsPerIP, logger)) }()

@@ -15,15 +15,15 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 )
 
-// watchAgents reloads the agents when a file under DIR/agents changes. A
-// broken edit keeps the last good agents and logs the error.
+// watchAgents starts reloading the agents when a file under DIR/agents
+// changes; the folders are watched when it returns. A broken edit keeps the
+// last good agents and logs the error.
 func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, runner *engine.Runner, models model.Resolver, logger *slog.Logger) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		logger.Warn("agent reload disabled", "err", err)
 		return
 	}
-	defer w.Close()
 	root := filepath.Join(cfg.Dir, "agents")
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -34,6 +34,11 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, r
 		}
 		return nil
 	})
+	go reloadLoop(ctx, w, cfg, reg, runner, models, logger)
+}
+
+func reloadLoop(ctx context.Context, w *fsnotify.Watcher, cfg *config.Config, reg *agent.Registry, runner *engine.Runner, models model.Resolver, logger *slog.Logger) {
+	defer w.Close()
 	var timer <-chan time.Time
 	for {
 		select {
