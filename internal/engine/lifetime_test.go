@@ -15,6 +15,7 @@ import (
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 )
@@ -61,30 +62,61 @@ func (f fixed) Resolve(ref, agentDir string) (model.Provider, string, error) {
 	return f.p, "test-model", nil
 }
 
-// lifetimeBundle is a SQLite store on a fake clock shared by runners.
+// lifetimeBundle is one database on a fake clock, with a store for each of
+// two runners ("replicas").
 type lifetimeBundle struct {
 	clk   *clock.Fake
-	store store.Store
+	store store.Store // runner a's, and the one assertions read
+	other store.Store // runner b's
 	spec  *agent.Spec
 }
 
-func setupLifetime(t *testing.T) *lifetimeBundle {
-	t.Helper()
-	clk := clock.NewFake(t0)
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stackbone.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetClock(clk)
-	t.Cleanup(func() { _ = s.Close() })
-	return &lifetimeBundle{clk: clk, store: s, spec: &agent.Spec{Name: "helper", Model: "scripted/helper", Instructions: "Help."}}
+// drivers run a lifetime test on SQLite (one file, two runners) and on
+// PostgreSQL (one schema, a store per replica).
+var drivers = []struct {
+	name string
+	open func(t *testing.T, clk clock.Clock) (a, b store.Store)
+}{
+	{"sqlite", func(t *testing.T, clk clock.Clock) (store.Store, store.Store) {
+		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stackbone.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetClock(clk)
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	}},
+	{"postgres", func(t *testing.T, clk clock.Clock) (store.Store, store.Store) {
+		a := stacktest.Postgres(t, "lifetime")
+		b := stacktest.PostgresReplica(t, a)
+		a.SetClock(clk)
+		b.SetClock(clk)
+		return a, b
+	}},
 }
 
-// runner is one process's runner over the bundle's store, leases of an
-// hour, on the fake clock.
+// eachDriver runs fn once per driver, in parallel.
+func eachDriver(t *testing.T, fn func(t *testing.T, b *lifetimeBundle)) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewFake(t0)
+			a, other := d.open(t, clk)
+			fn(t, &lifetimeBundle{clk: clk, store: a, other: other,
+				spec: &agent.Spec{Name: "helper", Model: "scripted/helper", Instructions: "Help."}})
+		})
+	}
+}
+
+// runner is one process's runner over the bundle's database (runner "b"
+// uses the second store), leases of an hour, on the fake clock.
 func (b *lifetimeBundle) runner(t *testing.T, owner string, p model.Provider) *engine.Runner {
 	t.Helper()
-	r, err := engine.New(engine.Config{Store: b.store, Agents: agent.NewRegistry(b.spec), Models: fixed{p},
+	st := b.store
+	if owner == "node-b" {
+		st = b.other
+	}
+	r, err := engine.New(engine.Config{Store: st, Agents: agent.NewRegistry(b.spec), Models: fixed{p},
 		Clock: b.clk, Owner: owner, Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +159,10 @@ func startTurn(t *testing.T, r *engine.Runner, thread string) *engine.Run {
 // runner's late write is refused.
 func TestRecoverTakesOverLapsedLeaseOnFakeClock(t *testing.T) {
 	t.Parallel()
-	b := setupLifetime(t)
+	eachDriver(t, testRecoverTakesOver)
+}
+
+func testRecoverTakesOver(t *testing.T, b *lifetimeBundle) {
 	hung := newGated("from A")
 	hung.deaf = true
 	a := b.runner(t, "node-a", hung)
@@ -168,7 +203,10 @@ func TestRecoverTakesOverLapsedLeaseOnFakeClock(t *testing.T) {
 // runner recovers it at once (no lease to wait for) and finishes it.
 func TestShutdownReleasesRunForTheNextRunner(t *testing.T) {
 	t.Parallel()
-	b := setupLifetime(t)
+	eachDriver(t, testShutdownReleases)
+}
+
+func testShutdownReleases(t *testing.T, b *lifetimeBundle) {
 	slow := newGated("from A")
 	a := b.runner(t, "node-a", slow)
 	var outcome atomic.Value
@@ -239,7 +277,10 @@ func startTurnWithEvents(t *testing.T, r *engine.Runner, thread string, last *at
 // and the runner forgets what it kept for both.
 func TestRetireClosesSpecWhenItsRunsEnd(t *testing.T) {
 	t.Parallel()
-	b := setupLifetime(t)
+	eachDriver(t, testRetire)
+}
+
+func testRetire(t *testing.T, b *lifetimeBundle) {
 	var closed atomic.Int32
 	b.spec.Close = func() { closed.Add(1) }
 	slow := newGated("done")
