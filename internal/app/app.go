@@ -201,8 +201,20 @@ func shutdown(cfg *config.Config, hs *http.Server, runner *engine.Runner, logger
 	if err := runner.Shutdown(ctx); err != nil {
 		logger.Warn("shutdown grace period over: runs still going were released for the next start", "err", err)
 	}
-	<-httpDone
+	// Every run has ended: the turns' responses finish writing at once,
+	// while event streams (Studio's live feed, thread events) never end by
+	// themselves and are cut off after a short drain.
+	select {
+	case <-httpDone:
+	case <-time.After(drainAfterRuns):
+		_ = hs.Close()
+		<-httpDone
+	}
 }
+
+// drainAfterRuns is how long a stopping server waits, once its runs ended,
+// for responses still open before closing their connections.
+const drainAfterRuns = 2 * time.Second
 
 // recoverLoop periodically takes over runs whose lease expired (another
 // replica died) and queued resumes nobody claimed, and deletes expired

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -304,3 +305,20 @@ func testRetire(t *testing.T, b *lifetimeBundle) {
 		t.Fatalf("the runner kept the retired agent's built-ins")
 	}
 }
+
+// TestNewValidates: a runner without its store, agents or models is refused
+// at construction, naming what is missing.
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := engine.New(engine.Config{})
+	if err == nil || !strings.Contains(err.Error(), "Store, Agents, Models") {
+		t.Fatalf("engine.New with nothing: %v", err)
+	}
+	_, err = engine.New(engine.Config{Store: nilStore{}, Agents: agent.NewRegistry(), Models: fixed{}, Lease: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "Lease") {
+		t.Fatalf("engine.New with a negative lease: %v", err)
+	}
+}
+
+// nilStore is a store.Store that is never called.
+type nilStore struct{ store.Store }
