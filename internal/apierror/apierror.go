@@ -186,6 +186,8 @@ func From(err error) *Error {
 		e := Invalid("", "The request holds a value that cannot be stored: ids, names, filters and JSON must be valid UTF-8 without NUL bytes.")
 		e.Err = err
 		return e
+	case errors.Is(err, engine.ErrShuttingDown):
+		return &Error{Status: 503, Kind: Unavailable, Code: "shutting_down", Message: "The server is shutting down. Try again shortly.", Err: err}
 	case errors.Is(err, store.ErrUnavailable):
 		return &Error{Status: 503, Kind: Unavailable, Code: "store_unavailable", Message: "The database is unavailable. Try again shortly.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):

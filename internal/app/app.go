@@ -19,6 +19,7 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/model"
@@ -69,14 +70,21 @@ func Secrets(cfg *config.Config, environ []string) []string {
 }
 
 // OpenStore opens the store the config names.
+// The store reads the config's clock.
 func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (store.Store, error) {
 	if p := cfg.SQLitePath(); p != "" {
-		return sqlite.Open(ctx, p, logger)
+		s, err := sqlite.Open(ctx, p, logger)
+		if err != nil {
+			return nil, err
+		}
+		s.SetClock(cfg.Clock)
+		return s, nil
 	}
 	s, err := postgres.Open(ctx, cfg.DB, logger)
 	if err != nil {
 		return nil, err
 	}
+	s.SetClock(cfg.Clock)
 	return s, nil
 }
 
@@ -120,14 +128,23 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		return err
 	}
 	reg := agent.NewRegistry(specs...)
-	runner := NewRunner(cfg, st, reg, models, logger)
+	runner, srv, err := NewStack(cfg, st, reg, models, logger)
+	if err != nil {
+		closeSpecs(specs)
+		return err
+	}
 	stopBridge, err := startBridge(ctx, st, runner, logger)
 	if err != nil {
 		return fmt.Errorf("connect replicas: %w", err)
 	}
 	defer stopBridge()
-	srv := NewServer(cfg, runner, prometheus.NewRegistry(), logger)
+	clk := clock.Or(cfg.Clock)
 
+	if cfg.Watch {
+		// Armed before the server announces itself: an edit made once it
+		// listens is seen.
+		watchAgents(ctx, cfg, reg, runner, models, logger)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -137,9 +154,11 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	printBanner(out, cfg, addr, specs)
 
 	// Finish runs a previous process left: queued resumes and runs whose
-	// lease lapsed. On SQLite this process is the only runner, so every run
-	// marked running is its predecessor's.
-	recoverAt := time.Now()
+	// lease lapsed or was released. On SQLite this process is the only
+	// runner, so every run marked running is its predecessor's. The runs
+	// live on the runner's own context, not ctx: a signal lets them finish
+	// (Shutdown below), it does not fail them.
+	recoverAt := clk.Now()
 	if cfg.SQLitePath() != "" {
 		recoverAt = recoverAt.Add(24 * time.Hour)
 	}
@@ -150,24 +169,53 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	}
 	go recoverLoop(ctx, runner, cfg, logger)
 
-	if cfg.Watch {
-		go watchAgents(ctx, cfg, reg, models, logger)
-	}
 	hs := server.HTTPServer(cfg, srv, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(server.LimitConns(ln, cfg.MaxConnsPerIP, logger)) }()
 	select {
 	case err := <-errc:
+		shutdown(cfg, hs, runner, logger)
+		closeSpecs(reg.List())
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	runner.Wait()
+	shutdown(cfg, hs, runner, logger)
 	closeSpecs(reg.List())
 	return nil
 }
+
+// shutdown stops the server gracefully: it stops accepting connections and
+// new runs, lets runs in flight (and the responses streaming them) finish
+// within cfg.ShutdownTimeout, then stops the rest, whose threads are
+// released for the next start or another replica to resume.
+func shutdown(cfg *config.Config, hs *http.Server, runner *engine.Runner, logger *slog.Logger) {
+	logger.Info("shutting down", "grace", cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if err := hs.Shutdown(ctx); err != nil {
+			_ = hs.Close() // the grace period ended: cut the rest off
+		}
+	}()
+	if err := runner.Shutdown(ctx); err != nil {
+		logger.Warn("shutdown grace period over: runs still going were released for the next start", "err", err)
+	}
+	// Every run has ended: the turns' responses finish writing at once,
+	// while event streams (Studio's live feed, thread events) never end by
+	// themselves and are cut off after a short drain.
+	select {
+	case <-httpDone:
+	case <-time.After(drainAfterRuns):
+		_ = hs.Close()
+		<-httpDone
+	}
+}
+
+// drainAfterRuns is how long a stopping server waits, once its runs ended,
+// for responses still open before closing their connections.
+const drainAfterRuns = 2 * time.Second
 
 // recoverLoop periodically takes over runs whose lease expired (another
 // replica died) and queued resumes nobody claimed, and deletes expired
@@ -180,10 +228,11 @@ func recoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config,
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := runner.Recover(ctx, time.Now()); err != nil {
+			now := clock.Or(cfg.Clock).Now()
+			if _, err := runner.Recover(ctx, now); err != nil {
 				logger.Warn("recover runs", "err", err)
 			}
-			if _, err := runner.SweepJournal(ctx, time.Now()); err != nil {
+			if _, err := runner.SweepJournal(ctx, now); err != nil {
 				logger.Warn("sweep the stateless turn journal", "err", err)
 			}
 		}
@@ -215,24 +264,30 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 `, base, cfg.DB, strings.Join(names, ", "))
 }
 
-// NewRunner builds the engine.
-func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) *engine.Runner {
-	r := &engine.Runner{Store: st, Agents: reg, Models: models, Logger: logger, Lease: cfg.Lease, JournalTTL: cfg.RetryWindow,
-		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe}
-	if cfg.RetryWindow == 0 {
-		r.JournalTTL = -1 // no journal
+// NewStack builds the engine and the HTTP server, with every wire mounted,
+// on the config's clock; the runner reports to the server's metrics.
+func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) (*engine.Runner, *server.Server, error) {
+	metrics := server.NewMetrics(prometheus.NewRegistry(), st)
+	journalTTL := cfg.RetryWindow
+	if journalTTL == 0 {
+		journalTTL = -1 // no journal
 	}
-	r.Init()
-	return r
-}
-
-// NewServer builds the HTTP server with every wire mounted.
-func NewServer(cfg *config.Config, runner *engine.Runner, reg *prometheus.Registry, logger *slog.Logger) *server.Server {
-	s := server.New(cfg, runner, reg, logger)
+	runner, err := engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
+		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: metrics.RunHooks(),
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe})
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := server.New(server.Config{Settings: cfg, Runner: runner, Metrics: metrics, Logger: logger, Clock: cfg.Clock})
+	if err != nil {
+		return nil, nil, err
+	}
 	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, func(prefix string) string { return runner.NewID(prefix) }))
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, nil))
-	studio.Mount(s)
-	return s
+	if err := studio.Mount(s); err != nil {
+		return nil, nil, err
+	}
+	return runner, s, nil
 }
 
 // closeSpecs releases the loader's resources of agents no longer served.

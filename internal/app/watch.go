@@ -11,18 +11,19 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/model"
 )
 
-// watchAgents reloads the agents when a file under DIR/agents changes. A
-// broken edit keeps the last good agents and logs the error.
-func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, models model.Resolver, logger *slog.Logger) {
+// watchAgents starts reloading the agents when a file under DIR/agents
+// changes; the folders are watched when it returns. A broken edit keeps the
+// last good agents and logs the error.
+func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, runner *engine.Runner, models model.Resolver, logger *slog.Logger) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		logger.Warn("agent reload disabled", "err", err)
 		return
 	}
-	defer w.Close()
 	root := filepath.Join(cfg.Dir, "agents")
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -33,6 +34,11 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, m
 		}
 		return nil
 	})
+	go reloadLoop(ctx, w, cfg, reg, runner, models, logger)
+}
+
+func reloadLoop(ctx context.Context, w *fsnotify.Watcher, cfg *config.Config, reg *agent.Registry, runner *engine.Runner, models model.Resolver, logger *slog.Logger) {
+	defer w.Close()
 	var timer <-chan time.Time
 	for {
 		select {
@@ -57,10 +63,8 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, m
 				names = append(names, s.Name)
 			}
 			logger.Info("agents reloaded", "agents", names)
-			go func() {
-				time.Sleep(time.Minute) // let in-flight calls on the old runtimes end
-				closeSpecs(old)
-			}()
+			// The old runtimes close as soon as the runs using them end.
+			runner.Retire(old)
 		}
 	}
 }

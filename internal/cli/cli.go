@@ -68,7 +68,9 @@ type serverFlags struct {
 	// Slow clients (config.Config's HeaderTimeout, BodyTimeout,
 	// IdleTimeout, MaxConnsPerIP).
 	headerTimeout, bodyTimeout, idleTimeout time.Duration
-	maxConnsPerIP                           int
+	// shutdownTimeout is config.Config's ShutdownTimeout.
+	shutdownTimeout time.Duration
+	maxConnsPerIP   int
 	// statelessApproval is bound on dev and start only.
 	statelessApproval string
 }
@@ -82,6 +84,7 @@ func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
 	cmd.Flags().DurationVar(&f.headerTimeout, "header-timeout", 0, "time to send a request's headers (env STACKBONE_HEADER_TIMEOUT; default 10s)")
 	cmd.Flags().DurationVar(&f.bodyTimeout, "body-timeout", 0, "time to send a request's body, 408 after (env STACKBONE_BODY_TIMEOUT; default 30s)")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 0, "idle keep-alive connections close after (env STACKBONE_IDLE_TIMEOUT; default 120s)")
+	cmd.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "on SIGTERM, time runs in flight get to finish before they are released for the next start (env STACKBONE_SHUTDOWN_TIMEOUT; default 30s)")
 	cmd.Flags().IntVar(&f.maxConnsPerIP, "max-conns-per-ip", 0, "open connections one client address may hold, 0 for no limit (env STACKBONE_MAX_CONNS_PER_IP; default 256)")
 }
 
@@ -105,7 +108,8 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 		cfg.LogLevel = f.logLevel
 	}
 	for name, d := range map[string][2]*time.Duration{"header-timeout": {&cfg.HeaderTimeout, &f.headerTimeout},
-		"body-timeout": {&cfg.BodyTimeout, &f.bodyTimeout}, "idle-timeout": {&cfg.IdleTimeout, &f.idleTimeout}} {
+		"body-timeout": {&cfg.BodyTimeout, &f.bodyTimeout}, "idle-timeout": {&cfg.IdleTimeout, &f.idleTimeout},
+		"shutdown-timeout": {&cfg.ShutdownTimeout, &f.shutdownTimeout}} {
 		if cmd.Flags().Changed(name) {
 			*d[0] = *d[1]
 		}

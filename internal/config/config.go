@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/clock"
 )
 
 // Mode is how the server runs.
@@ -64,6 +66,11 @@ type Config struct {
 	LogFormat string
 	// Lease is how long a run holds its thread between checkpoints.
 	Lease time.Duration
+	// ShutdownTimeout is how long a stopping server lets runs in flight
+	// finish (--shutdown-timeout, STACKBONE_SHUTDOWN_TIMEOUT); runs still
+	// going then release their threads for the next start or another
+	// replica to resume.
+	ShutdownTimeout time.Duration
 	// Watch reloads agents when files under agents/ change.
 	Watch bool
 	// Slow clients: the time to send a request's headers, then its body
@@ -81,6 +88,10 @@ type Config struct {
 	// is recorded in the decisions audit.
 	StatelessApproval StatelessPolicy
 
+	// Clock is the time seam every part of the server reads (the real
+	// clock when nil). It is not a setting: tests set it.
+	Clock clock.Clock
+
 	OpenAIBaseURL    string
 	OpenAIKey        string
 	AnthropicBaseURL string
@@ -91,7 +102,7 @@ type Config struct {
 // Defaults returns the configuration of a mode before env and flags.
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
-		OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
+		ShutdownTimeout: 30 * time.Second, OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, RetryWindow: 10 * time.Minute, StatelessApproval: StatelessRun}
 	switch mode {
 	case Dev:
@@ -131,7 +142,7 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 		c.MaxBodyBytes = n
 	}
 	for name, dst := range map[string]*time.Duration{"STACKBONE_LEASE": &c.Lease, "STACKBONE_HEADER_TIMEOUT": &c.HeaderTimeout,
-		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout} {
+		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout, "STACKBONE_SHUTDOWN_TIMEOUT": &c.ShutdownTimeout} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -227,6 +238,9 @@ func (c *Config) Finish() error {
 	}
 	if c.HeaderTimeout <= 0 || c.BodyTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("header, body and idle timeouts (%s, %s, %s) must be positive", c.HeaderTimeout, c.BodyTimeout, c.IdleTimeout))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout %s is negative", c.ShutdownTimeout))
 	}
 	if c.MaxConnsPerIP < 0 {
 		errs = append(errs, fmt.Errorf("max connections per IP %d is negative (0: no limit)", c.MaxConnsPerIP))

@@ -54,10 +54,15 @@ func (r *Runner) ResumeDecisions(ctx context.Context, in Input, via string, answ
 	if in.ThreadID == "" {
 		return nil, contractError(CodeNeedsThread, "A resume needs a threadId.")
 	}
+	if !r.admit() {
+		return nil, ErrShuttingDown
+	}
+	defer r.wg.Done()
 	x, run, err := r.prepare(&in)
 	if err != nil {
 		return nil, err
 	}
+	defer r.release(x.spec)
 	if err := r.startResume(ctx, x.spec, in, via, answers, run); err != nil {
 		return nil, err
 	}
@@ -155,7 +160,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			return err
 		}
 		x.state = th.State
-		go x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd})
+		r.spawn(nil, nil, func(context.Context) { x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd}) })
 		return nil
 	}
 	x, err := r.claim(ctx, in.Tenant, in.ThreadID, in.RunID, r.Now())
@@ -165,6 +170,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	if x == nil {
 		return store.ErrRunInProgress
 	}
+	defer r.release(x.spec)
 	x.in, x.run = in, run
 	x.in.ClientTools = append(x.in.ClientTools[:0:0], in.ClientTools...)
 	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))
@@ -183,7 +189,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	if cp.State != nil {
 		x.state = cp.State
 	}
-	go x.drive(context.WithoutCancel(ctx), &started)
+	r.spawn(nil, x.spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return nil
 }
 
@@ -222,7 +228,7 @@ func (r *Runner) reattach(ctx context.Context, spec *agent.Spec, in Input, run *
 		}
 	}
 	x.in, x.run, x.runID, x.state = in, run, run.ID, th.State
-	go x.replay(out)
+	r.spawn(nil, nil, func(context.Context) { x.replay(out) })
 	return true, nil
 }
 

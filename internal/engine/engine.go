@@ -18,6 +18,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/bus"
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/message"
@@ -31,7 +32,47 @@ type Hooks struct {
 	RunEnded   func(agent string, outcome string, d time.Duration)
 }
 
-// Runner runs turns. Its fields are set once before use.
+// Config is what New builds a Runner from. Store, Agents and Models are
+// required; every other field has a default.
+type Config struct {
+	Store  store.Store
+	Agents *agent.Registry
+	Models model.Resolver
+	// Bus carries live events to subscribers (a private bus when nil).
+	Bus    *bus.Bus
+	Logger *slog.Logger
+	// Clock and NewID are the determinism seams (the real clock and
+	// ids.New when nil).
+	Clock clock.Clock
+	NewID ids.Generator
+	// Owner names this process in leases (a generated id when empty).
+	Owner string
+	// Lease is how long a run holds its thread without a checkpoint
+	// (30 s when zero).
+	Lease time.Duration
+	// JournalTTL is how long a stateless turn's completed tool steps are
+	// kept for a client retrying the turn (DefaultJournalTTL when zero; a
+	// negative value keeps no journal).
+	JournalTTL time.Duration
+	Hooks      Hooks
+	// RefuseStateless refuses calls that need approval in a turn without a
+	// session (the stateless-approval policy "refuse"); by default they run.
+	// Either way each such call is recorded in the decisions audit.
+	RefuseStateless bool
+	// Describe gives an error's public code and message for the RunError
+	// a failed run stores and publishes (the HTTP edge's mapping, so the
+	// stored error reads as the live one); nil describes only the engine's
+	// own error types.
+	Describe func(err error) (code, message string)
+}
+
+// Runner runs turns. Build it with New; its exported fields are read-only
+// afterwards.
+//
+// Every run that goes on in the background (durable turns, resumes after a
+// decision, recovered runs, and stateless turns, which also end with their
+// request) is started by one spawn point on one base context, so Wait and
+// Shutdown see them all.
 type Runner struct {
 	Store  store.Store
 	Agents *agent.Registry
@@ -45,14 +86,10 @@ type Runner struct {
 	Owner string
 	// Lease is how long a run holds its thread without a checkpoint.
 	Lease time.Duration
-	// JournalTTL is how long a stateless turn's completed tool steps are
-	// kept for a client retrying the turn (DefaultJournalTTL when zero; a
-	// negative value keeps no journal).
+	// JournalTTL is Config.JournalTTL.
 	JournalTTL time.Duration
 	Hooks      Hooks
-	// RefuseStateless refuses calls that need approval in a turn without a
-	// session (the stateless-approval policy "refuse"); by default they run.
-	// Either way each such call is recorded in the decisions audit.
+	// RefuseStateless is Config.RefuseStateless.
 	RefuseStateless bool
 	// Describe gives an error's public code and message for the RunError
 	// a failed run stores and publishes (the HTTP edge's mapper, so stored
@@ -60,18 +97,45 @@ type Runner struct {
 	// typed errors and calls anything else an internal error.
 	Describe func(err error) (code, message string)
 
-	wg       sync.WaitGroup
+	// base is the context of every background run; stop cancels it
+	// (cause ErrShuttingDown) when Shutdown's grace period ends.
+	base    context.Context
+	stop    context.CancelCauseFunc
+	mu      sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+	// inflight counts the users of each agent spec; retired marks specs
+	// a reload replaced, closed when their count drops to zero.
+	inflight map[*agent.Spec]int
+	retired  map[*agent.Spec]bool
+
 	builtins sync.Map // *agent.Spec → []*tool.Tool
 	toolsets sync.Map // *agent.Spec → *toolset
 }
 
-// Init fills unset fields with defaults.
-func (r *Runner) Init() {
+// New validates cfg and builds a Runner.
+func New(cfg Config) (*Runner, error) {
+	var missing []string
+	if cfg.Store == nil {
+		missing = append(missing, "Store")
+	}
+	if cfg.Agents == nil {
+		missing = append(missing, "Agents")
+	}
+	if cfg.Models == nil {
+		missing = append(missing, "Models")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("engine: missing %s", strings.Join(missing, ", "))
+	}
+	if cfg.Lease < 0 {
+		return nil, fmt.Errorf("engine: negative Lease %s", cfg.Lease)
+	}
+	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger,
+		Now: clock.Or(cfg.Clock).Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
+		Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
-	}
-	if r.Now == nil {
-		r.Now = time.Now
 	}
 	if r.NewID == nil {
 		r.NewID = ids.New
@@ -88,10 +152,165 @@ func (r *Runner) Init() {
 	if r.JournalTTL == 0 {
 		r.JournalTTL = DefaultJournalTTL
 	}
+	r.inflight, r.retired = map[*agent.Spec]int{}, map[*agent.Spec]bool{}
+	r.base, r.stop = context.WithCancelCause(context.Background())
+	return r, nil
 }
 
-// Wait blocks until background runs (resumes) end.
+
+// admit takes a ticket for work that may spawn runs; false once Shutdown
+// began. The holder gives it back with r.wg.Done().
+func (r *Runner) admit() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return false
+	}
+	r.wg.Add(1)
+	return true
+}
+
+// spawn is the one place a run goes to the background. It holds spec (when
+// not nil) while fn runs, and runs fn on the runner's base context, or, for a stateless turn (req non-nil), on req
+// cancelled also when the base context is; Wait and Shutdown track it. The
+// caller holds a ticket from admit, so the wait group's count is positive.
+func (r *Runner) spawn(req context.Context, spec *agent.Spec, fn func(ctx context.Context)) {
+	r.wg.Add(1)
+	if spec != nil {
+		r.hold(spec)
+	}
+	ctx, cancel := r.base, context.CancelFunc(func() {})
+	if req != nil {
+		c, cancelCause := context.WithCancelCause(req)
+		unhook := context.AfterFunc(r.base, func() { cancelCause(context.Cause(r.base)) })
+		ctx, cancel = c, func() { unhook(); cancelCause(nil) }
+	}
+	go func() {
+		defer r.wg.Done()
+		defer cancel()
+		if spec != nil {
+			defer r.release(spec)
+		}
+		fn(ctx)
+	}()
+}
+
+// background admits and spawns fn in one step (a resume or a recovery); it
+// reports false when Shutdown began and nothing was started.
+func (r *Runner) background(fn func(ctx context.Context)) bool {
+	if !r.admit() {
+		return false
+	}
+	defer r.wg.Done()
+	r.spawn(nil, nil, fn)
+	return true
+}
+
+// Wait blocks until every background run ends.
 func (r *Runner) Wait() { r.wg.Wait() }
+
+// releaseWait bounds how long Shutdown waits, after its grace period, for
+// stopped runs to release their leases.
+const releaseWait = 5 * time.Second
+
+// Shutdown stops admitting runs (Start returns ErrShuttingDown; decisions
+// and recovery leave their runs queued for the next start) and waits for the
+// runs in flight to end until ctx is done. Then it stops the rest: each
+// durable one releases its thread's lease without being marked failed, so
+// another replica, or this server's next start, resumes it at once; a
+// stateless one ends with ErrShuttingDown. It returns ctx's error when runs
+// had to be stopped.
+func (r *Runner) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	r.stop(ErrShuttingDown)
+	t := time.NewTimer(releaseWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		r.Logger.Warn("runs did not stop after the shutdown grace period; their leases lapse instead")
+	}
+	return ctx.Err()
+}
+
+// acquire returns the agent of that name, held until release so a reload
+// does not close it under a turn that uses it; nil for an unknown agent.
+func (r *Runner) acquire(name string) *agent.Spec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	spec := r.Agents.Get(name)
+	if spec != nil {
+		r.inflight[spec]++
+	}
+	return spec
+}
+
+// hold keeps a spec open for one more user; release gives it back, closing
+// a retired spec when its last user ends.
+func (r *Runner) hold(spec *agent.Spec) {
+	r.mu.Lock()
+	r.inflight[spec]++
+	r.mu.Unlock()
+}
+
+func (r *Runner) release(spec *agent.Spec) {
+	if spec == nil {
+		return
+	}
+	r.mu.Lock()
+	r.inflight[spec]--
+	last := r.inflight[spec] <= 0
+	if last {
+		delete(r.inflight, spec)
+	}
+	retired := last && r.retired[spec]
+	if retired {
+		delete(r.retired, spec)
+	}
+	r.mu.Unlock()
+	if retired {
+		r.closeSpec(spec)
+	}
+}
+
+// Retire takes agent specs a reload replaced (Registry.Replace's result):
+// each is closed, and the runner's per-spec caches dropped, as soon as the
+// turns and runs that use it end (at once when none does).
+func (r *Runner) Retire(specs []*agent.Spec) {
+	var now []*agent.Spec
+	r.mu.Lock()
+	for _, s := range specs {
+		if r.inflight[s] > 0 {
+			r.retired[s] = true
+		} else {
+			now = append(now, s)
+		}
+	}
+	r.mu.Unlock()
+	for _, s := range now {
+		r.closeSpec(s)
+	}
+}
+
+func (r *Runner) closeSpec(s *agent.Spec) {
+	r.toolsets.Delete(s)
+	r.builtins.Delete(s)
+	if s.Close != nil {
+		s.Close()
+	}
+}
 
 // Run is a started turn. Read its events with Events.
 type Run struct {
@@ -125,11 +344,16 @@ func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
 func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
+	if !r.admit() {
+		return nil, ErrShuttingDown
+	}
+	defer r.wg.Done()
 	x, run, err := r.prepare(&in)
 	if err != nil {
 		return nil, err
 	}
 	spec := x.spec
+	defer r.release(spec)
 	if !x.durable {
 		// A turn of an agent with tools is journaled for client retries;
 		// its digest covers the request as sent (newInput gives ids).
@@ -155,7 +379,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			}
 		}
 		x.run = run
-		go x.drive(ctx, nil)
+		r.spawn(ctx, spec, func(ctx context.Context) { x.drive(ctx, nil) })
 		return run, nil
 	}
 
@@ -216,19 +440,25 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	}
 	r.Bus.Publish(in.Tenant, in.ThreadID, started)
 	x.run = run
-	go x.drive(context.WithoutCancel(ctx), &started)
+	r.spawn(nil, spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
 }
 
 // prepare checks what every turn checks (the agent, client tools, response
 // format, seeded state) and makes its execution and Run; in.State keeps the
-// agent's editable keys only.
-func (r *Runner) prepare(in *Input) (*execution, *Run, error) {
-	spec := r.Agents.Get(in.Agent)
+// agent's editable keys only. It holds the agent's spec (acquire): the
+// caller releases x.spec when the turn has started or failed.
+func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
+	spec := r.acquire(in.Agent)
 	if spec == nil {
 		return nil, nil, &UnknownAgentError{Name: in.Agent}
 	}
-	x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
+	defer func() {
+		if err != nil {
+			r.release(spec)
+		}
+	}()
+	x, err = r.newExecution(spec, in.Tenant, in.ThreadID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -244,7 +474,7 @@ func (r *Runner) prepare(in *Input) (*execution, *Run, error) {
 		runID = r.NewID("run")
 	}
 	x.runID = runID
-	run := &Run{ID: runID, ThreadID: in.ThreadID, events: make(chan event.Event, 64), gone: make(chan struct{})}
+	run = &Run{ID: runID, ThreadID: in.ThreadID, events: make(chan event.Event, 64), gone: make(chan struct{})}
 	if len(in.State) > 0 {
 		if !x.durable {
 			return nil, nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")

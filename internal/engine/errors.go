@@ -23,6 +23,10 @@ var (
 	ErrAlreadyDecided = store.ErrAlreadyDecided
 	// ErrUnknownAgent is matched by every *UnknownAgentError.
 	ErrUnknownAgent = errors.New("unknown agent")
+	// ErrShuttingDown: the runner is shutting down. Start refuses new turns
+	// with it, and it is the cause of a run stopped when Shutdown's grace
+	// period ended.
+	ErrShuttingDown = errors.New("the server is shutting down")
 )
 
 // UnknownAgentError: no agent has the name a turn asked for.

@@ -207,6 +207,26 @@ func (x *execution) send(e event.Event) {
 	}
 }
 
+// OutcomeShutdown is the outcome (Hooks.RunEnded) of a run stopped by
+// Shutdown after its grace period.
+const OutcomeShutdown = "shutdown"
+
+// release gives up a durable run's lease without ending the run, so another
+// runner can resume it at once.
+func (x *execution) release() {
+	if !x.durable {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	err := x.r.Store.ReleaseRun(ctx, store.ReleaseRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Now: x.r.Now()})
+	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		x.r.Logger.Warn("release run lease at shutdown; it lapses instead", "thread", x.threadID, "run", x.runID, "err", err)
+		return
+	}
+	x.r.Logger.Info("shutting down: run released for another runner to resume", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID)
+}
+
 // OutcomeClientClosed is the outcome (Hooks.RunEnded) and RunError code of a
 // stateless run whose client hung up before it ended.
 const OutcomeClientClosed = "client_closed"
@@ -232,6 +252,14 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	x.settleJournal() // before the client can see the end and retry
 	var outcome string
 	switch {
+	case err != nil && errors.Is(context.Cause(ctx), ErrShuttingDown):
+		// Stopped at the end of the shutdown grace period: not a failure.
+		// A durable run gives its lease up so the next runner resumes it
+		// from its last checkpoint.
+		outcome = OutcomeShutdown
+		x.release()
+		code, msg := x.r.describe(ErrShuttingDown)
+		x.send(x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg, Err: ErrShuttingDown}))
 	case err != nil && !x.durable && ctx.Err() != nil:
 		// A stateless run lives in its request: the client hung up. A
 		// normal event, not a server error.
@@ -308,10 +336,10 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 // failAsync ends a run that could not start streaming with a RunError.
 func (x *execution) failAsync(run *Run, err error) {
 	x.run = run
-	go func() {
+	x.r.spawn(nil, nil, func(context.Context) {
 		x.fail(err)
 		close(run.events)
-	}()
+	})
 }
 
 func (x *execution) stamp(e event.Event) event.Event {
@@ -752,6 +780,11 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		}(i, c, t, args)
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		// The run was stopped while its tools ran: their results may be
+		// cut short, so none is stored.
+		return nil, err
+	}
 
 	var msgs []message.Message
 	var stored []event.Event

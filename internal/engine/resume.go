@@ -123,14 +123,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// resumeAsync resumes a thread in the background. Once Shutdown began the
+// thread stays queued: the next runner to recover resumes it.
 func (r *Runner) resumeAsync(tenant, threadID string) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		if err := r.Resume(context.Background(), tenant, threadID); err != nil {
+	ok := r.background(func(ctx context.Context) {
+		if err := r.Resume(ctx, tenant, threadID); err != nil {
 			r.Logger.Error("resume failed", "thread", threadID, "err", err)
 		}
-	}()
+	})
+	if !ok {
+		r.Logger.Info("shutting down: the decided run stays queued for the next start", "thread", threadID)
+	}
 }
 
 // Resume claims a thread whose run must continue (every decision made, or a
@@ -140,9 +143,11 @@ func (r *Runner) Resume(ctx context.Context, tenant, threadID string) error {
 	return r.claimAndContinue(ctx, tenant, threadID, r.Now())
 }
 
-// Recover resumes every run that must continue: queued resumes and runs
-// whose lease expired before now. A single-node server passes a time past
-// any lease it could have held to take over runs its previous process left.
+// Recover resumes, in the background, every run that must continue: queued
+// resumes and runs whose lease expired before now. A single-node server
+// passes a time past any lease it could have held to take over runs its
+// previous process left. The runs go on until they end or Shutdown stops
+// them, whatever becomes of ctx.
 func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 	threads, err := r.Store.Stale(ctx, now, store.MaxLimit)
 	if err != nil {
@@ -155,27 +160,32 @@ func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 			// claiming it right now; take it over only if that stalls.
 			continue
 		}
-		n++
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
+		ok := r.background(func(ctx context.Context) {
 			if err := r.claimAndContinue(ctx, th.Tenant, th.ID, now); err != nil {
 				r.Logger.Error("recover failed", "thread", th.ID, "err", err)
 			}
-		}()
+		})
+		if !ok {
+			break
+		}
+		n++
 	}
 	return n, nil
 }
 
 // claimAndContinue claims a thread as of now and runs it from its stored
-// conversation in the background.
+// conversation to its end.
 func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, now time.Time) error {
 	x, err := r.claim(ctx, tenant, threadID, "", now)
 	if x == nil || err != nil {
 		return err
 	}
+	defer r.release(x.spec)
 	started := x.stamp(event.Event{Type: event.RunStarted})
 	if err := x.checkpoint(ctx, store.Checkpoint{Events: []event.Event{started}}); err != nil {
+		if errors.Is(context.Cause(ctx), ErrShuttingDown) {
+			x.release()
+		}
 		return err
 	}
 	r.Logger.Info("continuing run", "thread", threadID, "run", x.runID, "agent", x.spec.Name)
@@ -185,6 +195,7 @@ func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, 
 
 // claim takes a thread whose run must continue and prepares the execution
 // from its stored conversation, under runID (generated when empty). It returns nil, nil when another runner won.
+// The execution's spec is held (see acquire) until the caller releases it.
 func (r *Runner) claim(ctx context.Context, tenant, threadID, runID string, now time.Time) (*execution, error) {
 	if runID == "" {
 		runID = r.NewID("run")
@@ -200,17 +211,18 @@ func (r *Runner) claim(ctx context.Context, tenant, threadID, runID string, now 
 		return nil, errors.Join(cause, r.Store.FinishRun(ctx, store.FinishRun{Tenant: tenant, ThreadID: threadID, RunID: runID,
 			Status: store.Failed, Error: cause.Error(), Now: r.Now()}))
 	}
-	spec := r.Agents.Get(th.Agent)
+	spec := r.acquire(th.Agent)
 	if spec == nil {
 		return failed(fmt.Errorf("agent %q is not loaded", th.Agent))
 	}
 	x, err := r.newExecution(spec, tenant, threadID)
-	if err != nil {
-		return failed(err)
+	if err == nil {
+		x.runID, x.state = runID, th.State
+		x.restore(th.Options)
+		x.msgs, err = r.Store.Messages(ctx, tenant, threadID)
 	}
-	x.runID, x.state = runID, th.State
-	x.restore(th.Options)
-	if x.msgs, err = r.Store.Messages(ctx, tenant, threadID); err != nil {
+	if err != nil {
+		r.release(spec)
 		return failed(err)
 	}
 	return x, nil

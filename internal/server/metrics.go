@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // Metrics are the Prometheus metrics the server exposes at /metrics.
@@ -18,11 +19,13 @@ type Metrics struct {
 	latency    *prometheus.HistogramVec
 	turns      *prometheus.HistogramVec
 	activeRuns prometheus.Gauge
+	reg        *prometheus.Registry
 }
 
-// NewMetrics registers the metrics on reg and hooks them into runner.
-func NewMetrics(reg *prometheus.Registry, runner *engine.Runner) *Metrics {
-	m := &Metrics{
+// NewMetrics registers the metrics on reg; st answers the pending-decisions
+// gauge. Pass RunHooks to the runner (engine.Config.Hooks).
+func NewMetrics(reg *prometheus.Registry, st store.Store) *Metrics {
+	m := &Metrics{reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stackbone_http_requests_total",
 			Help: "HTTP requests by route and status (499: the client hung up first)."}, []string{"route", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stackbone_http_request_duration_seconds",
@@ -35,7 +38,7 @@ func NewMetrics(reg *prometheus.Registry, runner *engine.Runner) *Metrics {
 		func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			n, err := runner.Store.CountPending(ctx)
+			n, err := st.CountPending(ctx)
 			if err != nil {
 				return math.NaN()
 			}
@@ -43,12 +46,18 @@ func NewMetrics(reg *prometheus.Registry, runner *engine.Runner) *Metrics {
 		})
 	reg.MustRegister(m.requests, m.latency, m.turns, m.activeRuns, pending,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	runner.Hooks.RunStarted = func(string) { m.activeRuns.Inc() }
-	runner.Hooks.RunEnded = func(agent, outcome string, d time.Duration) {
-		m.activeRuns.Dec()
-		m.turns.WithLabelValues(agent, outcome).Observe(d.Seconds())
-	}
 	return m
+}
+
+// RunHooks are the runner hooks that feed the run metrics.
+func (m *Metrics) RunHooks() engine.Hooks {
+	return engine.Hooks{
+		RunStarted: func(string) { m.activeRuns.Inc() },
+		RunEnded: func(agent, outcome string, d time.Duration) {
+			m.activeRuns.Dec()
+			m.turns.WithLabelValues(agent, outcome).Observe(d.Seconds())
+		},
+	}
 }
 
 func (m *Metrics) observeRequest(route string, status int, d time.Duration) {

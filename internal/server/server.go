@@ -21,6 +21,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/ids"
@@ -50,8 +51,10 @@ type Server struct {
 	Agents  *agent.Registry
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Now is the clock for response timestamps.
-	Now func() time.Time
+	// Clock is the server's clock; Now is its Now, the clock for response
+	// timestamps.
+	Clock clock.Clock
+	Now   func() time.Time
 	// KeepAliveInterval is how often idle streams get a keepalive
 	// (DefaultKeepAliveInterval when zero).
 	KeepAliveInterval time.Duration
@@ -65,13 +68,43 @@ type Server struct {
 	writers map[Wire]ErrorWriter
 }
 
-// New builds a server and its routes.
-func New(cfg *config.Config, runner *engine.Runner, reg *prometheus.Registry, logger *slog.Logger) *Server {
-	s := &Server{Config: cfg, Runner: runner, Store: runner.Store, Agents: runner.Agents, Logger: logger, Now: time.Now,
+// Config is what New builds a Server from. Settings and Runner are
+// required.
+type Config struct {
+	// Settings is the server's configuration.
+	Settings *config.Config
+	// Runner runs the turns; the server reads its store and agents.
+	Runner *engine.Runner
+	// Metrics are served at /metrics; build them with NewMetrics before
+	// the runner so the runner reports to them (Metrics.RunHooks). When
+	// nil, New registers metrics on a registry of its own.
+	Metrics *Metrics
+	Logger  *slog.Logger
+	// Clock is the clock of response timestamps (the real one when nil).
+	Clock clock.Clock
+	// KeepAliveInterval is how often idle streams get a keepalive
+	// (DefaultKeepAliveInterval when zero).
+	KeepAliveInterval time.Duration
+}
+
+// New validates cfg and builds a server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Settings == nil || cfg.Runner == nil {
+		return nil, errors.New("server: Settings and Runner are required")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{Config: cfg.Settings, Runner: cfg.Runner, Store: cfg.Runner.Store, Agents: cfg.Runner.Agents, Logger: logger,
+		Clock: clock.Or(cfg.Clock), Metrics: cfg.Metrics, KeepAliveInterval: cfg.KeepAliveInterval,
 		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError}}
-	s.Metrics = NewMetrics(reg, runner)
-	s.routes(reg)
-	return s
+	s.Now = s.Clock.Now
+	if s.Metrics == nil {
+		s.Metrics = NewMetrics(prometheus.NewRegistry(), cfg.Runner.Store)
+	}
+	s.routes(s.Metrics.reg)
+	return s, nil
 }
 
 // SetErrorWriter installs the error envelope of a wire.

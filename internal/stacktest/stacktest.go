@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/app"
 	"github.com/stackbone/stackbone/internal/config"
@@ -267,8 +265,11 @@ func New(t testing.TB, opts Options) *Env {
 		AnthropicBaseURL: up.URL, AnthropicKey: cfg.AnthropicKey,
 		Retry: model.RetryPolicy{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond},
 	})
-	env.Runner = app.NewRunner(&cfg, st, agent.NewRegistry(specs...), models, logger)
-	srv := app.NewServer(&cfg, env.Runner, prometheus.NewRegistry(), logger)
+	runner, srv, err := app.NewStack(&cfg, st, agent.NewRegistry(specs...), models, logger)
+	if err != nil {
+		t.Fatalf("build the stack: %v", err)
+	}
+	env.Runner = runner
 	srv.KeepAliveInterval = opts.KeepAliveInterval
 	// The production server settings and connection cap, on a test
 	// listener.

@@ -223,6 +223,16 @@ type FinishRun struct {
 	Now    time.Time
 }
 
+// ReleaseRun gives up a run's lease without ending the run (a server
+// shutting down): the thread stays Running with no lease, so Stale lists it
+// and Claim takes it at once.
+type ReleaseRun struct {
+	Tenant   string
+	ThreadID string
+	RunID    string
+	Now      time.Time
+}
+
 // ThreadFilter narrows ListThreads.
 type ThreadFilter struct {
 	Agent  string
@@ -287,6 +297,9 @@ type Store interface {
 	Checkpoint(ctx context.Context, c Checkpoint) error
 	// FinishRun fails with ErrLeaseLost when RunID no longer holds the thread.
 	FinishRun(ctx context.Context, f FinishRun) error
+	// ReleaseRun fails with ErrLeaseLost when RunID no longer holds the
+	// thread.
+	ReleaseRun(ctx context.Context, r ReleaseRun) error
 	// Stale lists threads to claim: Queued ones, and Running ones whose lease
 	// expired before now, oldest first.
 	Stale(ctx context.Context, now time.Time, limit int) ([]Thread, error)

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -50,20 +52,47 @@ type asset struct {
 	etag  string
 }
 
-// Mount installs Stackbone Studio on a server: its routes and the session
-// cookie authentication (Server.CookieAuth).
-func Mount(s *server.Server) { New(s).Register() }
+// Mount installs Stackbone Studio on a server, on the server's clock: its
+// routes and the session cookie authentication (Server.CookieAuth).
+func Mount(s *server.Server) error {
+	st, err := New(Config{Server: s, Clock: s.Clock})
+	if err != nil {
+		return err
+	}
+	st.Register()
+	return nil
+}
 
-// New builds the Studio of a server without registering anything.
-func New(s *server.Server) *Studio {
+// Config is what New builds a Studio from. Server is required.
+type Config struct {
+	Server *server.Server
+	// Clock is the clock sessions expire by (the real one when nil).
+	Clock clock.Clock
+	// TTL is the lifetime of a session (DefaultSessionTTL when zero).
+	TTL time.Duration
+}
+
+// New validates cfg and builds the Studio of a server without registering
+// anything.
+func New(cfg Config) (*Studio, error) {
+	s := cfg.Server
+	if s == nil || s.Config == nil {
+		return nil, errors.New("studio: a Server with its Config is required")
+	}
+	if cfg.TTL < 0 {
+		return nil, fmt.Errorf("studio: negative session TTL %s", cfg.TTL)
+	}
 	logger := s.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	st := &Studio{srv: s, logger: logger, Now: time.Now, TTL: DefaultSessionTTL}
+	st := &Studio{srv: s, logger: logger, Now: clock.Or(cfg.Clock).Now, TTL: cfg.TTL}
+	if st.TTL == 0 {
+		st.TTL = DefaultSessionTTL
+	}
 	st.assets = loadAssets()
 	st.secret = deriveSecret(s.Config.Keys)
-	return st
+	return st, nil
 }
 
 // Register adds the Studio routes to the server and installs the cookie

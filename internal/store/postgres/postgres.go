@@ -46,6 +46,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -244,3 +245,7 @@ func timeArg(t time.Time) any {
 	}
 	return t
 }
+
+// SetClock makes the store read the time from c where a call leaves it
+// unset (a zero Now or At). Call it before the store is used.
+func (s *Store) SetClock(c clock.Clock) { s.now = clock.Or(c).Now }

@@ -61,9 +61,11 @@ func newRunner(t *testing.T, schema, name string, ran *ranBy) *engine.Runner {
 			return tool.Result{Content: `{"refunded":true,"by":"` + name + `"}`}, nil
 		}}
 	spec := &agent.Spec{Name: "refunds", Model: "scripted/refunds", Instructions: "Refund orders.", Tools: []*tool.Tool{refund}}
-	r := &engine.Runner{Store: rep.store, Agents: agent.NewRegistry(spec), Bus: rep.bus, Owner: "node-" + name,
-		Models: fixedModel{scripted.New(script.MustParse(refundScript))}, Logger: testLogger(t), Lease: 30 * time.Second}
-	r.Init()
+	r, err := engine.New(engine.Config{Store: rep.store, Agents: agent.NewRegistry(spec), Bus: rep.bus, Owner: "node-" + name,
+		Models: fixedModel{scripted.New(script.MustParse(refundScript))}, Logger: testLogger(t), Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(r.Wait) // before the bridge and the store close
 	return r
 }

@@ -401,3 +401,26 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// ReleaseRun gives up the run's lease without ending it: the thread stays
+// running with no lease, so Stale lists it and Claim takes it at once.
+func (s *Store) ReleaseRun(ctx context.Context, r store.ReleaseRun) error {
+	if err := store.CheckText("release run", "tenant", r.Tenant, "threadID", r.ThreadID, "runID", r.RunID); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if r.Now.IsZero() {
+		r.Now = s.now()
+	}
+	return s.tx(ctx, "release run", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE threads SET lease_owner = '', lease_until = NULL, updated_at = $1
+			WHERE tenant = $2 AND id = $3 AND status = 'running' AND run_id = $4`,
+			r.Now, r.Tenant, r.ThreadID, r.RunID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return s.leaseLost(ctx, tx, r.Tenant, r.ThreadID, r.RunID)
+		}
+		return nil
+	})
+}

@@ -32,6 +32,7 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -240,3 +241,7 @@ func fromMicros(v sql.NullInt64) time.Time {
 	}
 	return time.UnixMicro(v.Int64).UTC()
 }
+
+// SetClock makes the store read the time from c where a call leaves it
+// unset (a zero Now or At). Call it before the store is used.
+func (s *Store) SetClock(c clock.Clock) { s.now = clock.Or(c).Now }

@@ -376,3 +376,29 @@ func (s *Store) appendRows(ctx context.Context, tx *wtx, tenant, threadID string
 	}
 	return nil
 }
+
+// ReleaseRun gives up the run's lease without ending it: the thread stays
+// running with no lease, so Stale lists it and Claim takes it at once.
+func (s *Store) ReleaseRun(ctx context.Context, r store.ReleaseRun) error {
+	if err := store.CheckText("release run", "tenant", r.Tenant, "threadID", r.ThreadID, "runID", r.RunID); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if r.Now.IsZero() {
+		r.Now = s.now()
+	}
+	return s.write(ctx, "release run", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE threads SET lease_owner = '', lease_until = NULL, updated_at = ?
+			WHERE tenant = ? AND id = ? AND status = 'running' AND run_id = ?`,
+			r.Now.UnixMicro(), r.Tenant, r.ThreadID, r.RunID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return err
+			}
+			return s.leaseLost(ctx, tx, r.Tenant, r.ThreadID, r.RunID)
+		}
+		return nil
+	})
+}

@@ -80,6 +80,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FinishRun/WaitingWithNothingPendingQueues", testFinishWaitingNothingPending},
 		{"Claim", testClaim},
 		{"Claim/ExpiredLease", testClaimExpired},
+		{"ReleaseRun", testReleaseRun},
 		{"Stale", testStale},
 		{"ListThreads", testListThreads},
 		{"Decide", testDecide},
@@ -928,6 +929,40 @@ func testClaimExpired(t *testing.T, s store.Store) {
 	wantErr(t, "Checkpoint of the expired run", err, store.ErrLeaseLost)
 	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r2", Messages: []message.Message{userMsg("m2", "y")}})
 	sameStrings(t, "messages", msgIDs(messages(t, s, "a", "t")), []string{"m1", "m2"})
+}
+
+// testReleaseRun: a released run keeps its thread Running, without a lease,
+// so Stale lists it and Claim takes it at once; nothing else changes.
+func testReleaseRun(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi")) // lease until T0+1m
+	err := s.ReleaseRun(ctx, store.ReleaseRun{Tenant: "a", ThreadID: "t", RunID: "r0", Now: at(time.Second)})
+	wantErr(t, "ReleaseRun of a stranger", err, store.ErrLeaseLost)
+	err = s.ReleaseRun(ctx, store.ReleaseRun{Tenant: "b", ThreadID: "t", RunID: "r1", Now: at(time.Second)})
+	wantErr(t, "ReleaseRun of another tenant's thread", err, store.ErrNotFound)
+	if err := s.ReleaseRun(ctx, store.ReleaseRun{Tenant: "a", ThreadID: "t", RunID: "r1", Now: at(time.Second)}); err != nil {
+		t.Fatalf("ReleaseRun: %v", err)
+	}
+	th := getThread(t, s, "a", "t")
+	if th.Status != store.Running || th.RunID != "r1" || th.LeaseOwner != "" || !th.LeaseUntil.IsZero() || th.LastError != "" {
+		t.Fatalf("released thread: %+v", th)
+	}
+	sameTime(t, "updated", th.UpdatedAt, at(time.Second))
+	stale, err := s.Stale(ctx, at(2*time.Second), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameStrings(t, "stale right after the release", threadIDs(stale), []string{"a/t"})
+	now := at(2 * time.Second)
+	claimed, err := s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "node-2", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatalf("Claim right after the release: %v", err)
+	}
+	if claimed.RunID != "r2" || claimed.Status != store.Running {
+		t.Fatalf("claimed thread: %+v", claimed)
+	}
+	err = s.ReleaseRun(ctx, store.ReleaseRun{Tenant: "a", ThreadID: "t", RunID: "r1", Now: now})
+	wantErr(t, "ReleaseRun of the superseded run", err, store.ErrLeaseLost)
 }
 
 func testStale(t *testing.T, s store.Store) {
