@@ -157,7 +157,6 @@ func New(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-
 // admit takes a ticket for work that may spawn runs; false once Shutdown
 // began. The holder gives it back with r.wg.Done().
 func (r *Runner) admit() bool {
