@@ -503,6 +503,8 @@ func (r *Runner) describe(err error) (code, message string) {
 		return ie.Code, ie.Reason
 	case errors.As(err, &fe):
 		return "response_format_mismatch", fe.Error()
+	case errors.Is(err, ErrShuttingDown):
+		return "shutting_down", "The server is shutting down. Try again shortly."
 	}
 	return "internal_error", "Internal server error."
 }
