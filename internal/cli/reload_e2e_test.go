@@ -31,6 +31,7 @@ func modelIDs(t *testing.T, url string) string {
 // TestDevReloadsAgents edits agent files under a running `dev` server: a good
 // edit is picked up, a broken one keeps the last good agents and is logged.
 func TestDevReloadsAgents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	agents := filepath.Join(dir, "agents")
 	if err := os.MkdirAll(agents, 0o755); err != nil {
@@ -62,6 +63,7 @@ func TestDevReloadsAgents(t *testing.T) {
 // TestStartNeedsKeysAndReportsBadAgents: start refuses to run without keys,
 // and a syntax error stops the server with file:line:col.
 func TestStartNeedsKeysAndReportsBadAgents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)
@@ -80,6 +82,7 @@ func TestStartNeedsKeysAndReportsBadAgents(t *testing.T) {
 }
 
 func TestStatelessApprovalFlagIsValidated(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)
