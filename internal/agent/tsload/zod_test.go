@@ -154,6 +154,7 @@ func TestZodAgent(t *testing.T) {
 // TestEditorTypes runs tsc over the fixture (which must pass) and over an
 // agent file with mistakes the types must catch.
 func TestEditorTypes(t *testing.T) {
+	t.Parallel() // tsc runs while the package's other tests do
 	fixture := zodFixture(t)
 	tsc := filepath.Join(fixture, "node_modules", ".bin", "tsc")
 	if out, err := exec.Command(tsc, "-p", fixture).CombinedOutput(); err != nil {
