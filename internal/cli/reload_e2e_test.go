@@ -48,8 +48,17 @@ func TestDevReloadsAgents(t *testing.T) {
 	if got := modelIDs(t, p.url()); got != "one" {
 		t.Fatalf("models %q", got)
 	}
-	write("two.ts", agentFile("two"))
-	waitUntil(t, "the new agent to load", 10*time.Second, func() bool { return modelIDs(t, p.url()) == "one,two" })
+	// The watcher starts just after the listening line, so a first write may
+	// come before it watches: the file is written again every half second
+	// until the agent is served.
+	polls := 0
+	waitUntil(t, "the new agent to load", 10*time.Second, func() bool {
+		if polls%25 == 0 {
+			write("two.ts", agentFile("two"))
+		}
+		polls++
+		return modelIDs(t, p.url()) == "one,two"
+	})
 
 	write("two.ts", "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'two', model: \n")
 	waitUntil(t, "the broken edit to be logged", 10*time.Second, func() bool {
