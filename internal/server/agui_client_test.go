@@ -157,7 +157,10 @@ func TestAGUIOfficialClient(t *testing.T) {
 		filepath.Join("agui-client-0059", "package.json"), filepath.Join("@copilotkit", "core", "package.json"))
 
 	for _, c := range []struct{ client, protocolVersion string }{{"1.0.0", "1.0"}, {"0.0.59", ""}} {
-		t.Run(c.client, func(t *testing.T) { runAGUIConformance(t, node, dir, c.client, c.protocolVersion) })
+		t.Run(c.client, func(t *testing.T) {
+			t.Parallel()
+			runAGUIConformance(t, node, dir, c.client, c.protocolVersion)
+		})
 	}
 }
 
