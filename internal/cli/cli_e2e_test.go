@@ -9,10 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/cli"
@@ -24,15 +22,12 @@ var binary string
 
 // TestMain runs the CLI tests against the real command line: the test
 // binary itself, started under the name stackbone (a symlink in a temp
-// folder), runs cli.Execute exactly as cmd/stackbone's main does. This
+// folder), runs cli.Main as cmd/stackbone's main does. This
 // avoids a second build of the whole binary, and the processes can still be
 // killed hard (crash and replica tests).
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "stackbone" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+		cli.Main() // exits
 	}
 	self, err := os.Executable()
 	if err != nil {
