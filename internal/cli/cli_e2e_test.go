@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "link stackbone: %v\n", err)
 		os.Exit(1)
 	}
+	stacktest.SetParallel(4) // the tests wait on stackbone processes
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
