@@ -10,32 +10,39 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/stackbone/stackbone/internal/cli"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
 var binary string
 
-// TestMain builds the real binary once; the CLI tests run it as a user would.
+// TestMain runs the CLI tests against the real command line: the test
+// binary itself, started under the name stackbone (a symlink in a temp
+// folder), runs cli.Main as cmd/stackbone's main does. This
+// avoids a second build of the whole binary, and the processes can still be
+// killed hard (crash and replica tests).
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "stackbone" {
+		cli.Main() // exits
+	}
+	self, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
 	dir, err := os.MkdirTemp("", "stackbone-cli")
 	if err != nil {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "stackbone")
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	cmd := exec.Command("go", "build", "-o", binary, "./cmd/stackbone")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build stackbone: %v\n%s", err, out)
+	if err := os.Symlink(self, binary); err != nil {
+		fmt.Fprintf(os.Stderr, "link stackbone: %v\n", err)
 		os.Exit(1)
 	}
+	stacktest.SetParallel(4) // the tests wait on stackbone processes
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -83,6 +90,7 @@ func pauseRefund(t *testing.T, env *stacktest.Env, sess string) store.Interrupt 
 }
 
 func TestHitlListAndJSON(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	it := pauseRefund(t, env, "cli-list")
 	r := run(t, nil, "hitl", "list", "--url", env.URL)
@@ -102,6 +110,7 @@ func TestHitlListAndJSON(t *testing.T) {
 }
 
 func TestHitlApproveNeedsYesOffTerminal(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	it := pauseRefund(t, env, "cli-yes")
 	r := run(t, nil, "hitl", "approve", it.ID, "--url", env.URL)
@@ -135,6 +144,7 @@ func TestHitlApproveNeedsYesOffTerminal(t *testing.T) {
 }
 
 func TestHitlRejectWithMessageAndEdit(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	it := pauseRefund(t, env, "cli-reject")
 	r := run(t, nil, "hitl", "reject", it.ID, "--message", "not eligible", "--yes", "--url", env.URL)
@@ -166,6 +176,7 @@ func TestHitlRejectWithMessageAndEdit(t *testing.T) {
 }
 
 func TestHitlErrors(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	r := run(t, nil, "hitl", "approve", "int_unknown", "--yes", "--url", env.URL)
 	if r.code == 0 || !strings.Contains(r.stderr, "int_unknown") {
@@ -178,6 +189,7 @@ func TestHitlErrors(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	r := run(t, nil, "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "stackbone ") {
 		t.Fatalf("version: %+v", r)
@@ -188,6 +200,7 @@ func TestVersion(t *testing.T) {
 // reach the server as one path segment, so `threads show` shows that thread
 // (not the list, not "No route") and `hitl approve` asks about that id.
 func TestShowDotIDs(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	for _, id := range []string{".", "..", "a/b"} {
 		body := `{"model":"assistant","messages":[{"role":"user","content":"hello ` + id + `"}]}`
@@ -229,6 +242,7 @@ func TestShowDotIDs(t *testing.T) {
 }
 
 func TestHitlListDecidedShowsAudit(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	// A stateless turn runs the approval-gated call and records it.
 	body := `{"model":"assistant","messages":[{"role":"user","content":"refund it, no session"}]}`

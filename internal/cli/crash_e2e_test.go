@@ -131,6 +131,7 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 // decision and before the resumed turn ends, starts it again, and checks the
 // turn completes and the tool ran once.
 func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
+	t.Parallel()
 	// The tool's side effect is a POST to this counter, keyed by toolCallId.
 	var sideEffects atomic.Int64
 	side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -138,14 +139,15 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 		fmt.Fprint(w, `{"ok":true}`)
 	}))
 	defer side.Close()
-	// A slow upstream: the answer after the tool result takes 1.5 s, the
-	// window in which the process is killed.
+	// The upstream holds the first answer after the tool result until its
+	// caller goes away: the window in which the process is killed.
 	sc := script.MustParse(`[
-	 {"when":{"lastTool":"refund"},"reply":{"text":"Refund finished.","delayMs":1500}},
+	 {"when":{"lastTool":"refund"},"reply":{"text":"Refund finished."}},
 	 {"when":{"lastUser":"refund"},"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"o1","amount":5}}]}},
 	 {"reply":{"text":"echo: {{lastUser}}"}}
 	]`)
 	mock := modeltest.Handler(modeltest.OpenAI, sc)
+	mock.HoldOnce(script.When{LastTool: "refund"})
 	up := httptest.NewServer(mock)
 	defer up.Close()
 

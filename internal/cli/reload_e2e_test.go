@@ -31,6 +31,7 @@ func modelIDs(t *testing.T, url string) string {
 // TestDevReloadsAgents edits agent files under a running `dev` server: a good
 // edit is picked up, a broken one keeps the last good agents and is logged.
 func TestDevReloadsAgents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	agents := filepath.Join(dir, "agents")
 	if err := os.MkdirAll(agents, 0o755); err != nil {
@@ -47,8 +48,17 @@ func TestDevReloadsAgents(t *testing.T) {
 	if got := modelIDs(t, p.url()); got != "one" {
 		t.Fatalf("models %q", got)
 	}
-	write("two.ts", agentFile("two"))
-	waitUntil(t, "the new agent to load", 10*time.Second, func() bool { return modelIDs(t, p.url()) == "one,two" })
+	// The watcher starts just after the listening line, so a first write may
+	// come before it watches: the file is written again every half second
+	// until the agent is served.
+	polls := 0
+	waitUntil(t, "the new agent to load", 10*time.Second, func() bool {
+		if polls%25 == 0 {
+			write("two.ts", agentFile("two"))
+		}
+		polls++
+		return modelIDs(t, p.url()) == "one,two"
+	})
 
 	write("two.ts", "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'two', model: \n")
 	waitUntil(t, "the broken edit to be logged", 10*time.Second, func() bool {
@@ -62,6 +72,7 @@ func TestDevReloadsAgents(t *testing.T) {
 // TestStartNeedsKeysAndReportsBadAgents: start refuses to run without keys,
 // and a syntax error stops the server with file:line:col.
 func TestStartNeedsKeysAndReportsBadAgents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)
@@ -80,6 +91,7 @@ func TestStartNeedsKeysAndReportsBadAgents(t *testing.T) {
 }
 
 func TestStatelessApprovalFlagIsValidated(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)

@@ -90,6 +90,7 @@ func post(t *testing.T, base, key, session, text string) (int, string) {
 // TestReplicasOnPostgres starts the built binary three times on one
 // PostgreSQL database and checks the replicas behave as one server.
 func TestReplicasOnPostgres(t *testing.T) {
+	t.Parallel()
 	dbURL := postgresURL(t)
 	var refunds, weather atomic.Int64
 	side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -103,7 +104,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	defer side.Close()
 	sc := script.MustParse(`[
 	 {"when":{"lastTool":"refund"},"reply":{"text":"Refund finished."}},
-	 {"when":{"lastTool":"get_weather"},"reply":{"text":"Sunny, after a long think.","delayMs":2500}},
+	 {"when":{"lastTool":"get_weather"},"reply":{"text":"Sunny, after a long think."}},
 	 {"when":{"lastUser":"refund"},"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"o1","amount":5}}]}},
 	 {"when":{"lastUser":"weather"},"reply":{"toolCalls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]}},
 	 {"reply":{"text":"echo: {{lastUser}}"}}
@@ -142,7 +143,7 @@ export default defineDeepAgent({
 	}
 	const key = "acme-secret-key"
 	env := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test", "STACKBONE_API_KEYS=acme:" + key,
-		"STACKBONE_LEASE=2s", "STACKBONE_DB=" + dbURL}
+		"STACKBONE_LEASE=1s", "STACKBONE_DB=" + dbURL}
 	args := []string{"start", "--dir", dir, "--addr", "127.0.0.1:0"}
 	a := startServer(t, env, args...)
 	b := startServer(t, env, args...)
@@ -220,7 +221,10 @@ export default defineDeepAgent({
 		t.Fatalf("refund ran %d times", n)
 	}
 
-	// Killing the replica that runs a turn hands it to another.
+	// Killing the replica that runs a turn hands it to another. The model
+	// call after the tool is held until its caller (A) dies.
+	thinking := script.When{LastTool: "get_weather"}
+	mock.HoldOnce(thinking)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -266,6 +270,8 @@ export default defineDeepAgent({
 
 	// A full restart of every replica: a turn cut off mid-way is found and
 	// finished by the first replica that comes back.
+	mock.HoldOnce(thinking)
+	before := mock.Count()
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
@@ -277,7 +283,7 @@ export default defineDeepAgent({
 			resp.Body.Close()
 		}
 	}()
-	waitUntil(t, "B to run the tool", 10*time.Second, func() bool { return weather.Load() == 2 })
+	waitUntil(t, "B to run the tool and call the model", 10*time.Second, func() bool { return weather.Load() == 2 && mock.Count() >= before+2 })
 	b.kill(t)
 	c.kill(t)
 	<-done

@@ -156,11 +156,15 @@ func repoRoot(t *testing.T) string {
 // no warning (beyond, on 1.0, the stripped top-level interrupt extensions),
 // and agree with the server's stored threads.
 func TestAGUIOfficialClient(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeFixture(t, "agui", filepath.Join("@ag-ui", "client", "package.json"),
 		filepath.Join("agui-client-0059", "package.json"), filepath.Join("@copilotkit", "core", "package.json"))
 
 	for _, c := range []struct{ client, protocolVersion string }{{"1.0.0", "1.0"}, {"0.0.59", ""}} {
-		t.Run(c.client, func(t *testing.T) { runAGUIConformance(t, node, dir, c.client, c.protocolVersion) })
+		t.Run(c.client, func(t *testing.T) {
+			t.Parallel()
+			runAGUIConformance(t, node, dir, c.client, c.protocolVersion)
+		})
 	}
 }
 

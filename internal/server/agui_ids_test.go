@@ -17,6 +17,7 @@ import (
 // the OpenAI and Anthropic wires refuse the same id as a session key with
 // the same check.
 func TestAGUIThreadIDsCheckedLikeSessions(t *testing.T) {
+	t.Parallel()
 	drivers := map[string]func(t *testing.T) store.Store{
 		"sqlite":   func(*testing.T) store.Store { return nil },
 		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "agui_ids") },
@@ -92,6 +93,7 @@ func TestAGUIThreadIDsCheckedLikeSessions(t *testing.T) {
 // 413 on the AG-UI route, as on the other wires (not a 200 stream holding a
 // RUN_ERROR), and stores nothing.
 func TestAGUIOverLimitBodyIs413(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{MaxBodyBytes: 2048})
 	body := aguiInput("th-big", "r1", strings.Repeat("x", 4096))
 	s := aguiPost(t, env, "assistant", body)
@@ -123,6 +125,7 @@ func TestAGUIOverLimitBodyIs413(t *testing.T) {
 // 400 for a status that does not exist, like GET /v1/hitl, and still
 // filters by a real one.
 func TestThreadsListRefusesUnknownStatus(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	checkTerminal(t, aguiPost(t, env, "assistant", aguiInput("th-1", "r1", "hi")))
 	for _, path := range []string{"/v1/threads?status=bogus", "/v1/hitl?status=bogus"} {

@@ -224,6 +224,7 @@ func checkTerminal(t *testing.T, s aguiStream) {
 }
 
 func TestAGUIRawTextRun(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	s := aguiPost(t, env, "assistant", aguiInput("th-text", "run-1", "hello there"))
 	checkTerminal(t, s)
@@ -262,6 +263,7 @@ func TestAGUIRawTextRun(t *testing.T) {
 }
 
 func TestAGUIRawServerTool(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	s := aguiPost(t, env, "assistant", aguiInput("th-tool", "run-1", "weather in Paris?"))
 	checkTerminal(t, s)
@@ -311,6 +313,7 @@ func aguiInterrupt(t *testing.T, env *stacktest.Env, thread, text string) (aguiS
 }
 
 func TestAGUIRawInterruptShapes(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	s, it := aguiInterrupt(t, env, "th-refund", "refund my order")
 	types := s.types()
@@ -387,6 +390,7 @@ func checkRunError(t *testing.T, s aguiStream, code string) map[string]any {
 }
 
 func TestAGUIRawErrorsAreRunErrorFirst(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	cases := []struct {
 		name, agent, body, code, msg string
@@ -436,6 +440,7 @@ func TestAGUIRawErrorsAreRunErrorFirst(t *testing.T) {
 }
 
 func TestAGUIRaw401StaysHTTP(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{{Secret: "sk-agui", Tenant: "acme"}}})
 	s := aguiPost(t, env, "assistant", aguiInput("th", "r", "hi"))
 	if s.status != 401 || !strings.Contains(s.body, "invalid_api_key") {
@@ -452,6 +457,7 @@ func TestAGUIRaw401StaysHTTP(t *testing.T) {
 }
 
 func TestAGUIRawResumeApprove(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	paused, it := aguiInterrupt(t, env, "th-approve", "refund my order")
 	callID := paused.first("TOOL_CALL_START")["toolCallId"].(string)
@@ -494,6 +500,7 @@ func TestAGUIRawResumeApprove(t *testing.T) {
 }
 
 func TestAGUIRawInputShapes(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	// Every role, part content, null state and unknown fields are accepted.
 	body := `{"threadId":"th-shapes","runId":"r1","state":null,"protocolVersion":"1.0","somethingNew":{"x":1},
@@ -559,6 +566,7 @@ func aguiJSON(v any) string {
 }
 
 func TestAGUIRawErrorAfterStart(t *testing.T) {
+	t.Parallel()
 	script := `[{"when":{"lastUser":"fail"},"reply":{"error":{"status":400,"message":"bad prompt"}}},{"reply":{"text":"fine"}}]`
 	env := stacktest.New(t, stacktest.Options{Script: script})
 	s := aguiPost(t, env, "assistant", aguiInput("th-fail", "r1", "please fail"))
@@ -578,6 +586,7 @@ func TestAGUIRawErrorAfterStart(t *testing.T) {
 }
 
 func TestAGUIRawSubagent(t *testing.T) {
+	t.Parallel()
 	var rules, defaults []json.RawMessage
 	_ = json.Unmarshal([]byte(aguiSubagentRules), &rules)
 	_ = json.Unmarshal([]byte(stacktest.DefaultScript), &defaults)
@@ -656,6 +665,7 @@ func TestAGUIRawSubagent(t *testing.T) {
 // reloaded page, or a pause made over the OpenAI wire) sends no new input and
 // gets the pending interrupts again; fresh input still gets approval_pending.
 func TestAGUIRawReattachWaitingThread(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	// Pause over the OpenAI wire.
 	r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"please refund"}]}`, "x-stackbone-session", "th-reattach")
@@ -682,6 +692,7 @@ func TestAGUIRawReattachWaitingThread(t *testing.T) {
 // TestAGUIRawStateWithResume: state the client edited while paused is
 // merged when it resumes (editable keys only).
 func TestAGUIRawStateWithResume(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	_, it := aguiInterrupt(t, env, "th-state-resume", "refund my order")
 	resume := fmt.Sprintf(`"resume":[{"interruptId":%q,"status":"resolved","payload":{"approved":true}}]`, it["id"])

@@ -146,6 +146,7 @@ func decodeJSON(t *testing.T, b []byte) any {
 // state, a client that applies the streamed STATE_DELTA patches (RFC 6902)
 // to the run's STATE_SNAPSHOT ends with exactly the state the server stored.
 func TestAGUIStateDeltasReplayToStoredState(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("AGUI_STATE_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)

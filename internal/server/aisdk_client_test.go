@@ -13,6 +13,7 @@ import (
 // answer, and every upstream step must carry the response_format the SDK
 // sent (it was dropped, and the SDK failed with NoObjectGeneratedError).
 func TestVercelAISDKOutputObject(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeFixture(t, "clients", filepath.Join("ai", "package.json"))
 
 	env := stacktest.New(t, stacktest.Options{Script: formatScript})

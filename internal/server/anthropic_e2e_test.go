@@ -93,6 +93,7 @@ func blocksOf(m *ant.Message) string {
 }
 
 func TestAnthropicNonStreamText(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env)
 	msg, err := c.Messages.New(context.Background(), antParams(antUser("hello there")))
@@ -111,6 +112,7 @@ func TestAnthropicNonStreamText(t *testing.T) {
 }
 
 func TestAnthropicStreamAccumulatesToNonStream(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env)
 	for _, prompt := range []string{"stream me please", "what is the weather in Paris?"} {
@@ -129,6 +131,7 @@ func TestAnthropicStreamAccumulatesToNonStream(t *testing.T) {
 }
 
 func TestAnthropicServerToolShowsOnlyText(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	msg := antStream(t, antClient(env), antParams(antUser("what is the weather in Paris?")))
 	if len(toolUses(&msg)) != 0 || msg.StopReason != ant.StopReasonEndTurn {
@@ -150,6 +153,7 @@ func openModalParam() ant.ToolUnionParam {
 }
 
 func TestAnthropicClientToolRoundTripWithSession(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env, antSession("ant-client-tools"))
 	history := []ant.MessageParam{antUser("open the modal")}
@@ -185,6 +189,7 @@ func TestAnthropicClientToolRoundTripWithSession(t *testing.T) {
 // Without a session the client keeps the history: tool_use in the
 // assistant message, tool_result in the next user message.
 func TestAnthropicClientToolStateless(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env)
 	p := antParams(antUser("open the modal"))
@@ -208,6 +213,7 @@ func TestAnthropicClientToolStateless(t *testing.T) {
 }
 
 func TestAnthropicSessionClientResendsEverything(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env, antSession("ant-resend"))
 	var history []ant.MessageParam
@@ -255,6 +261,7 @@ func countHTTP(n *atomic.Int32) antopt.RequestOption {
 }
 
 func TestAnthropicApprovalPauseThen409(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env, antSession("ant-refund"))
 	msg, err := c.Messages.New(context.Background(), antParams(antUser("refund my order please")))
@@ -302,6 +309,7 @@ func TestAnthropicApprovalPauseThen409(t *testing.T) {
 }
 
 func TestAnthropicBehindBothProviders(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []modeltest.Kind{modeltest.OpenAI, modeltest.Anthropic} {
 		t.Run(string(kind), func(t *testing.T) {
 			env := stacktest.New(t, stacktest.Options{Upstream: kind})
@@ -326,6 +334,7 @@ func TestAnthropicBehindBothProviders(t *testing.T) {
 }
 
 func TestAnthropicInStreamError(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: `[{"reply":{"error":{"status":400,"message":"context too long"}}}]`})
 	c := antClient(env)
 	stream := c.Messages.NewStreaming(context.Background(), antParams(antUser("hi")))
@@ -338,6 +347,7 @@ func TestAnthropicInStreamError(t *testing.T) {
 }
 
 func TestAnthropicModelsList(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env)
 	page, err := c.Models.List(context.Background(), ant.ModelListParams{})
@@ -357,6 +367,7 @@ func TestAnthropicModelsList(t *testing.T) {
 }
 
 func TestAnthropicCountTokensSDK(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := antClient(env)
 	res, err := c.Messages.CountTokens(context.Background(), ant.MessageCountTokensParams{

@@ -41,6 +41,7 @@ func antBody(text string, extra string) string {
 var startKeys = stacktest.Options{Mode: config.Start, Keys: []config.Key{{Tenant: "acme", Secret: "acme-secret-1"}}}
 
 func TestAnthropicRawVersionsAndKeys(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, startKeys)
 	for _, h := range []map[string]string{
 		{"x-api-key": "acme-secret-1"}, // SDK 0.x
@@ -153,6 +154,7 @@ func checkBlocks(t *testing.T, fs []sseFrame) []string {
 }
 
 func TestAnthropicRawStreamFrames(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	resp, b := antPost(t, env.URL+"/v1/messages", antBody("weather in Paris?", `,"stream":true`), nil)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -246,6 +248,7 @@ func errorCode(e map[string]any) any {
 }
 
 func TestAnthropicRawErrorEnvelopes(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	url := env.URL + "/v1/messages"
 
@@ -277,6 +280,7 @@ func TestAnthropicRawErrorEnvelopes(t *testing.T) {
 }
 
 func TestAnthropicRaw401InStartMode(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, startKeys)
 	resp, b := antPost(t, env.URL+"/v1/messages", antBody("hi", ""), nil)
 	antErr(t, resp, b, 401, "authentication_error")
@@ -287,6 +291,7 @@ func TestAnthropicRaw401InStartMode(t *testing.T) {
 }
 
 func TestAnthropicRaw413(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{MaxBodyBytes: 2048})
 	resp, b := antPost(t, env.URL+"/v1/messages", antBody(strings.Repeat("x", 4096), ""), nil)
 	if e := antErr(t, resp, b, 413, "request_too_large"); errorCode(e) != "request_too_large" {
@@ -298,6 +303,7 @@ func TestAnthropicRaw413(t *testing.T) {
 }
 
 func TestAnthropicRawCountTokens(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	count := func(body string) int {
 		t.Helper()
@@ -322,6 +328,7 @@ func TestAnthropicRawCountTokens(t *testing.T) {
 
 // An image sent as base64 reaches the model as an image part.
 func TestAnthropicRawImage(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	body := `{"model":"assistant","max_tokens":64,"messages":[{"role":"user","content":[
 	  {"type":"text","text":"describe"},

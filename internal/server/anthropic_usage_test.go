@@ -34,6 +34,7 @@ func reportedInput(t *testing.T, env *stacktest.Env, i int) int64 {
 // (OpenAI) does not hold back streamed text: message_start carries the
 // estimate and message_delta the real figure.
 func TestAnthropicStreamUsageIsTheUpstreams(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []modeltest.Kind{modeltest.Anthropic, modeltest.OpenAI} {
 		t.Run(string(kind), func(t *testing.T) {
 			env := stacktest.New(t, stacktest.Options{Upstream: kind})

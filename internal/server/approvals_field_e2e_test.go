@@ -29,6 +29,7 @@ func decisions(t *testing.T, env *stacktest.Env, status string) []store.Interrup
 // A stateless turn runs an approval-gated tool (the default policy), and
 // the run is in the decisions audit as decidedVia "stateless".
 func TestStatelessApprovalRunIsAudited(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	res, err := client(env).Chat.Completions.New(context.Background(), params(user("refund without session")))
 	if err != nil {
@@ -69,6 +70,7 @@ func TestStatelessApprovalRunIsAudited(t *testing.T) {
 // gets a tool error it can tell the user about, and the refusal is audited.
 // A durable turn still pauses as before.
 func TestStatelessApprovalRefuse(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{StatelessApproval: config.StatelessRefuse})
 	res, err := client(env).Chat.Completions.New(context.Background(), params(user("refund without session")))
 	if err != nil {
@@ -125,6 +127,7 @@ func TestStatelessApprovalRefuse(t *testing.T) {
 // The x-stackbone-client header is a claim: it is recorded as claimedVia,
 // and decidedVia stays what the server can prove.
 func TestDecidedViaClaimIsNotProof(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "claim-1", "refund please")
 	it := pendingOf(t, env, "claim-1")
@@ -155,6 +158,7 @@ func TestDecidedViaClaimIsNotProof(t *testing.T) {
 // Edited arguments with a number no tool can read are a 400 on the HTTP API
 // and a RUN_ERROR on an AG-UI resume; the decision stays pending.
 func TestEditedArgsOutOfRangeNumber(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "huge-1", "refund please")
 	it := pendingOf(t, env, "huge-1")

@@ -14,6 +14,7 @@ import (
 // AG-UI RUN_ERROR invalid_request) in the wire's envelope on SQLite and
 // PostgreSQL alike, never a 500, and stores nothing.
 func TestBadTextIs400OnBothDrivers(t *testing.T) {
+	t.Parallel()
 	drivers := map[string]func(t *testing.T) store.Store{
 		"sqlite":   func(t *testing.T) store.Store { return nil },
 		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "badtext") },

@@ -16,6 +16,7 @@ import (
 // never at error, counted as turn outcome "client_closed" and, when the
 // request had no response yet, as HTTP status 499, never as a 500.
 func TestClientHangUpIsNotAServerError(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: `[{"reply": {"text": "too late", "delayMs": 30000}}]`})
 	for i, stream := range []bool{true, false} {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -105,6 +105,7 @@ func waitIdle(t *testing.T, env *stacktest.Env, thread string) *store.Thread {
 }
 
 func TestApprovalPauseApproveResume(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	tc := pause(t, env, "refund-1", "please refund my order")
 	if tc.Function.Name != "refund" || !strings.Contains(tc.Function.Arguments, "ord_42") {
@@ -190,6 +191,7 @@ func TestApprovalPauseApproveResume(t *testing.T) {
 }
 
 func TestApprovalReject(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "refund-2", "refund please")
 	it := pendingOf(t, env, "refund-2")
@@ -222,6 +224,7 @@ func TestApprovalReject(t *testing.T) {
 }
 
 func TestApprovalEditInvalidThenValid(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "refund-3", "refund it")
 	it := pendingOf(t, env, "refund-3")
@@ -249,6 +252,7 @@ func TestApprovalEditInvalidThenValid(t *testing.T) {
 }
 
 func TestEditNotAllowed(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "del-1", "delete the file")
 	it := pendingOf(t, env, "del-1")
@@ -264,6 +268,7 @@ func TestEditNotAllowed(t *testing.T) {
 func (r apiResp) String() string { return string(r.body) }
 
 func TestConcurrentApprovalsOneWins(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "refund-4", "refund now")
 	it := pendingOf(t, env, "refund-4")
@@ -287,6 +292,7 @@ func TestConcurrentApprovalsOneWins(t *testing.T) {
 }
 
 func TestStatelessTurnRunsApprovalTool(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	res, err := client(env).Chat.Completions.New(context.Background(), params(user("refund without session")))
 	if err != nil {
@@ -301,6 +307,7 @@ func TestStatelessTurnRunsApprovalTool(t *testing.T) {
 }
 
 func TestTwoApprovalsInOneStep(t *testing.T) {
+	t.Parallel()
 	script := `[
 	 {"when":{"afterTool":true},"reply":{"text":"all done: {{toolCount}} results"}},
 	 {"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"a","amount":1}},{"name":"get_weather","arguments":{"city":"Oslo"}},{"name":"refund","arguments":{"orderId":"b","amount":2}}]}}
@@ -341,6 +348,7 @@ func TestTwoApprovalsInOneStep(t *testing.T) {
 }
 
 func TestMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	if h := call(t, "GET", env.URL+"/healthz", ""); h.status != 200 {
 		t.Fatalf("healthz %d", h.status)
@@ -362,6 +370,7 @@ func TestMetricsAndHealth(t *testing.T) {
 // TestResumeKeepsTheTurnsOptions: after a decision, the resumed turn still
 // has the client's system prompt and tools.
 func TestResumeKeepsTheTurnsOptions(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: `[
 	 {"when":{"lastTool":"refund","system":"SYSMARK"},"reply":{"text":"system kept"}},
 	 {"when":{"lastTool":"refund"},"reply":{"text":"system lost"}},
@@ -391,6 +400,7 @@ func TestResumeKeepsTheTurnsOptions(t *testing.T) {
 // TestThreadEventsLiveHaveEveryStoredEventOnce: a live stream of a thread
 // carries each stored event once, in order, with no gap in the ids.
 func TestThreadEventsLiveHaveEveryStoredEventOnce(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`, "x-stackbone-session", "ev")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -401,10 +411,6 @@ func TestThreadEventsLiveHaveEveryStoredEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"weather please"}]}`, "x-stackbone-session", "ev")
-	}()
 	sc := bufio.NewScanner(resp.Body)
 	var ids []int
 	finished := 0
@@ -416,6 +422,18 @@ func TestThreadEventsLiveHaveEveryStoredEventOnce(t *testing.T) {
 		}
 		if strings.Contains(line, `"type":"run_finished"`) {
 			finished++
+			if finished == 1 {
+				// The stored first turn is replayed: the stream is
+				// live now, so the second turn arrives on it live.
+				go func() {
+					req, _ := http.NewRequest("POST", env.URL+"/v1/chat/completions", strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"weather please"}]}`))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("x-stackbone-session", "ev")
+					if resp, err := http.DefaultClient.Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}()
+			}
 		}
 	}
 	if finished != 2 {

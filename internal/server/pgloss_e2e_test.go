@@ -73,6 +73,7 @@ func (p *tcpProxy) setDown(down bool) {
 // fail with a clean 503 in the wire's envelope and nothing is half-written;
 // when it returns the server works again by itself.
 func TestDatabaseLossIs503AndRecovers(t *testing.T) {
+	t.Parallel()
 	u, _ := url.Parse(stacktest.PostgresURL())
 	proxy := newProxy(t, u.Host)
 	u.Host = proxy.ln.Addr().String()

@@ -76,6 +76,7 @@ func sameJSON(t *testing.T, got any, want string) bool {
 // structured-output equivalent (output_config.format). Both stream and
 // non-stream answers parse into the schema's shape.
 func TestResponseFormatJSONSchemaReachesUpstream(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []modeltest.Kind{modeltest.OpenAI, modeltest.Anthropic} {
 		t.Run(string(kind), func(t *testing.T) {
 			env := stacktest.New(t, stacktest.Options{Upstream: kind, Script: formatScript})
@@ -135,6 +136,7 @@ func TestResponseFormatJSONSchemaReachesUpstream(t *testing.T) {
 // upstream; an Anthropic upstream has no such mode, so the model is told in
 // the system prompt (and the answer is checked).
 func TestResponseFormatJSONObject(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []modeltest.Kind{modeltest.OpenAI, modeltest.Anthropic} {
 		t.Run(string(kind), func(t *testing.T) {
 			env := stacktest.New(t, stacktest.Options{Upstream: kind, Script: formatScript})
@@ -165,6 +167,7 @@ func TestResponseFormatJSONObject(t *testing.T) {
 // TestResponseFormatTextIsNoFormat: {"type":"text"} is the default and
 // sends nothing upstream.
 func TestResponseFormatTextIsNoFormat(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	r := call(t, "POST", env.URL+"/v1/chat/completions",
 		`{"model":"assistant","response_format":{"type":"text"},"messages":[{"role":"user","content":"hi"}]}`)
@@ -180,6 +183,7 @@ func TestResponseFormatTextIsNoFormat(t *testing.T) {
 // OpenAI error format naming the parameter; nothing is stored and the model
 // is not called.
 func TestResponseFormatInvalid400(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	cases := []struct{ format, param string }{
 		{`{"type":"xml"}`, "response_format.type"},
@@ -215,6 +219,7 @@ func TestResponseFormatInvalid400(t *testing.T) {
 // the asked JSON: the turn ends with a 502 response_format_mismatch that SDKs
 // are told not to retry.
 func TestResponseFormatMismatchIsAnError(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: formatScript})
 	p := params(user("prose please"))
 	p.ResponseFormat = schemaFormat(t)
@@ -234,6 +239,7 @@ func TestResponseFormatMismatchIsAnError(t *testing.T) {
 // TestResponseFormatSurvivesApprovalResume: a durable turn that pauses on
 // an approval resumes, after the decision, still asking for the format.
 func TestResponseFormatSurvivesApprovalResume(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: `[
 	 {"when":{"lastTool":"refund"},"reply":{"text":"{\"refunded\":true}"}},
 	 {"reply":{"toolCalls":[{"name":"refund","arguments":{"orderId":"o","amount":1}}]}}]`})
@@ -259,6 +265,7 @@ func TestResponseFormatSurvivesApprovalResume(t *testing.T) {
 // as written; the server checks it against the format, so a JSON reply
 // passes and a prose reply is a 502 response_format_mismatch.
 func TestResponseFormatScriptedModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sc := `[{"when":{"lastUser":"prose"},"reply":{"text":"Sunny."}},{"reply":{"text":"{\"city\":\"Paris\",\"temp_c\":21}"}}]`
 	if err := os.WriteFile(filepath.Join(dir, "fmt.script.json"), []byte(sc), 0o644); err != nil {

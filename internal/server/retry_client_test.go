@@ -13,6 +13,7 @@ import (
 // answers 400 after the server tool ran. The SDK tries three times; the
 // tool must run once, and each retry asks the model only for the failed step.
 func TestVercelAISDKRetryRunsToolOnce(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeFixture(t, "clients", filepath.Join("ai", "package.json"))
 	env := stacktest.New(t, stacktest.Options{Script: failAfterToolScript})
 

@@ -61,6 +61,7 @@ func checkContinued(t *testing.T, env *stacktest.Env, from int) {
 // for the completed step again. Another tenant sending the same request is
 // a turn of its own.
 func TestStatelessRetryDoesNotRerunTools(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: failAfterToolScript, Mode: config.Start,
 		Keys: []config.Key{{Tenant: "acme", Secret: "acme-secret-1"}, {Tenant: "beta", Secret: "beta-secret-1"}}})
 	acme := client(env, option.WithAPIKey("acme-secret-1"), option.WithMaxRetries(0))
@@ -118,6 +119,7 @@ func TestStatelessRetryDoesNotRerunTools(t *testing.T) {
 // a new turn, and the key reused for another request is a 400 that runs
 // nothing.
 func TestStatelessRetryIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: failAfterToolScript})
 	c := client(env, option.WithMaxRetries(0))
 	p := params(user("weather in Paris?"))
@@ -176,6 +178,7 @@ func TestStatelessRetryIdempotencyKey(t *testing.T) {
 // TestAnthropicStatelessRetryDoesNotRerunTools is the retry on the
 // Anthropic wire (the official SDK with retries off).
 func TestAnthropicStatelessRetryDoesNotRerunTools(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: failAfterToolScript, Upstream: modeltest.Anthropic})
 	c := antClient(env, antopt.WithMaxRetries(0))
 	p := antParams(antUser("weather in Paris?"))
@@ -204,6 +207,7 @@ func TestAnthropicStatelessRetryDoesNotRerunTools(t *testing.T) {
 // client's retry lands on replica B, which continues from A's journal: the
 // tool does not run on B.
 func TestStatelessRetryOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	stA := stacktest.Postgres(t, "journal")
 	a := stacktest.New(t, stacktest.Options{Store: stA, Script: failAfterToolScript})
 	b := stacktest.New(t, stacktest.Options{Store: stacktest.PostgresReplica(t, stA)})

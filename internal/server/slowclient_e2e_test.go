@@ -47,6 +47,7 @@ func closedByServer(r io.Reader) bool {
 // Content-Length, a chunked body that stalls) is answered 408 once the
 // body timeout passes, and the connection is closed.
 func TestStalledBodyIs408AndClosed(t *testing.T) {
+	t.Parallel()
 	env := slowEnv(t, stacktest.Options{}, 300*time.Millisecond, time.Minute, 0)
 	for name, req := range map[string]string{
 		"short Content-Length": "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":",
@@ -80,6 +81,7 @@ func TestStalledBodyIs408AndClosed(t *testing.T) {
 // answered 401 before its body is read, at once, and its connection closed,
 // however slowly the body arrives.
 func TestUnauthenticatedBodyIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
 	env := slowEnv(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{{Tenant: "acme", Secret: "sk-acme-123"}}},
 		time.Minute, time.Minute, 0)
 	for _, auth := range []string{"", "Authorization: Bearer wrong-key\r\n"} {
@@ -114,6 +116,7 @@ func TestUnauthenticatedBodyIsNotWaitedFor(t *testing.T) {
 // TestIdleKeepAliveIsClosed: a keep-alive connection left idle is closed
 // after the idle timeout.
 func TestIdleKeepAliveIsClosed(t *testing.T) {
+	t.Parallel()
 	env := slowEnv(t, stacktest.Options{}, time.Minute, 300*time.Millisecond, 0)
 	c := dial(t, env)
 	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -135,6 +138,7 @@ func TestIdleKeepAliveIsClosed(t *testing.T) {
 // TestStreamOutlivesBodyTimeout: the body timeout bounds only the body; an
 // answer that streams for longer runs to its end, stateless and durable.
 func TestStreamOutlivesBodyTimeout(t *testing.T) {
+	t.Parallel()
 	env := slowEnv(t, stacktest.Options{Script: `[{"reply": {"text": "one two three four five six seven", "chunkDelayMs": 150}}]`},
 		200*time.Millisecond, time.Minute, 0)
 	for _, session := range []string{"", "long"} {
@@ -155,6 +159,7 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 // connections; one more is answered 503 at once and closed, and a freed
 // slot serves again.
 func TestConnectionCapPerIP(t *testing.T) {
+	t.Parallel()
 	env := slowEnv(t, stacktest.Options{}, time.Minute, time.Minute, 3)
 	held := []net.Conn{dial(t, env), dial(t, env), dial(t, env)}
 	// The held connections are accepted and served.

@@ -93,6 +93,7 @@ func threadMessages(t *testing.T, env *stacktest.Env, thread string) int {
 // field; nothing is stored, a new durable thread is not created, an
 // existing one gets no message, and the model is not called.
 func TestClientToolSchemaMustBeAnObject(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	bad := map[string]string{"string": `"object"`, "number": `5`, "array": `[{"type":"object"}]`, "bool": `true`,
 		"bad schema": `{"type":"object","properties":{"title":{"type":"text"}}}`, "not object type": `{"type":"string"}`}
@@ -171,6 +172,7 @@ func fnTool(name string) openai.ChatCompletionToolUnionParam {
 // the turn is a 400 naming the tool, with nothing stored and no model call.
 // With the built-in turned off, the client's tool of that name works.
 func TestClientToolNamedLikeAgentToolOpenAI(t *testing.T) {
+	t.Parallel()
 	env := toolNameEnv(t)
 	for _, name := range []string{"write_todos", "read_file", "write_file", "edit_file", "ls", "task", "get_weather"} {
 		thread := "clash-openai-" + name
@@ -215,6 +217,7 @@ func TestClientToolNamedLikeAgentToolOpenAI(t *testing.T) {
 }
 
 func TestClientToolNamedLikeAgentToolAnthropic(t *testing.T) {
+	t.Parallel()
 	env := toolNameEnv(t)
 	c := antClient(env, antSession("clash-ant"))
 	p := antParams(antUser("todo please"))
@@ -252,6 +255,7 @@ func TestClientToolNamedLikeAgentToolAnthropic(t *testing.T) {
 }
 
 func TestClientToolNamedLikeAgentToolAGUI(t *testing.T) {
+	t.Parallel()
 	env := toolNameEnv(t)
 	body := aguiInput("clash-agui", "run-1", "todo please",
 		`"tools":[{"name":"open_modal","parameters":{"type":"object"}},{"name":"edit_file","parameters":{"type":"object"}}]`)

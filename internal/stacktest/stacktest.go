@@ -7,10 +7,12 @@ package stacktest
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -331,4 +333,17 @@ func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return string(l.buf)
+}
+
+// SetParallel, called by a TestMain before m.Run, lets up to n parallel
+// tests run at once instead of GOMAXPROCS, unless -test.parallel is given:
+// for packages whose tests mostly wait (on timeouts, streams, child
+// processes) rather than compute.
+func SetParallel(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }

@@ -27,6 +27,7 @@ func startEnv(t *testing.T) *stacktest.Env {
 }
 
 func TestStudioServedOfflineFromTheBinary(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := c.Get(env.URL + "/studio")
@@ -75,6 +76,7 @@ func TestStudioServedOfflineFromTheBinary(t *testing.T) {
 }
 
 func TestDevSessionIsOpen(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	var s studio.SessionInfo
 	r := do(t, "GET", env.URL+"/studio/api/session", "")
@@ -105,6 +107,7 @@ func login(t *testing.T, env *stacktest.Env, key string) (cookie *http.Cookie, i
 }
 
 func TestSignInSetsASignedSessionCookie(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 
 	var s studio.SessionInfo
@@ -165,6 +168,7 @@ func TestSignInSetsASignedSessionCookie(t *testing.T) {
 // CSRF token is refused and changes nothing; with it, the old cookie stops
 // working at once, on this server and on another replica of the same store.
 func TestSignOutNeedsTheTokenAndRevokesTheSession(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 	replica := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme, globx}, Store: env.Store})
 	cookie, info := login(t, env, acme.Secret)
@@ -210,6 +214,7 @@ func TestSignOutNeedsTheTokenAndRevokesTheSession(t *testing.T) {
 }
 
 func TestCookiePostNeedsCSRFToken(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 	pause(t, env, acme.Secret, "csrf-1", "please refund my order")
 	it := onePending(t, env, acme.Secret, "csrf-1")
@@ -239,6 +244,7 @@ func TestCookiePostNeedsCSRFToken(t *testing.T) {
 }
 
 func TestTenantSeesOnlyItsOwnDecisions(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 	pause(t, env, acme.Secret, "acme-thread", "please refund my order")
 	it := onePending(t, env, acme.Secret, "acme-thread")
@@ -256,6 +262,7 @@ func TestTenantSeesOnlyItsOwnDecisions(t *testing.T) {
 }
 
 func TestAgentsAPI(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	r := do(t, "GET", env.URL+"/studio/api/agents", "")
 	var page struct {
@@ -293,6 +300,7 @@ func TestAgentsAPI(t *testing.T) {
 // TestAgentsShowSourcesRelativeToTheProject: the page names an agent's file
 // as the project knows it (agents/refunds.ts), never the host's absolute path.
 func TestAgentsShowSourcesRelativeToTheProject(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme, globx},
 		Agents: func(env *stacktest.Env) []*agent.Spec {
 			specs := stacktest.DefaultAgents(env, "openai/test-model")
@@ -373,6 +381,7 @@ func nextLive(t *testing.T, events <-chan string, want string) []string {
 // TestLiveFeed reads the tenant-wide feed: a pause and a decision made over
 // the API both reach it.
 func TestLiveFeed(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	events := openLive(t, env)
 	nextLive(t, events, `hello {"tenant":"dev"}`)
@@ -391,6 +400,7 @@ func TestLiveFeed(t *testing.T) {
 // over, globex starts a turn of its own, and everything globex's feed carried
 // up to that turn's end must be globex's.
 func TestLiveFeedIsScopedToTheTenant(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 	ca, _ := login(t, env, acme.Secret)
 	cg, _ := login(t, env, globx.Secret)

@@ -27,6 +27,7 @@ func testStudio(t *testing.T, keys ...config.Key) (*Studio, *time.Time) {
 }
 
 func TestSessionTokenExpiresAndResistsForgery(t *testing.T) {
+	t.Parallel()
 	acme := config.Key{Tenant: "acme", Secret: "sk-acme-0123456789"}
 	st, now := testStudio(t, acme)
 	tok, exp := st.Issue("acme")
@@ -80,6 +81,7 @@ func TestSessionTokenExpiresAndResistsForgery(t *testing.T) {
 }
 
 func TestCookieAuthChecksCSRFOnlyForStateChanges(t *testing.T) {
+	t.Parallel()
 	st, _ := testStudio(t, config.Key{Tenant: "acme", Secret: "sk-acme-0123456789"})
 	tok, _ := st.Issue("acme")
 	csrf := st.CSRFToken(tok)
@@ -117,6 +119,7 @@ func TestCookieAuthChecksCSRFOnlyForStateChanges(t *testing.T) {
 }
 
 func TestProjectPathNeverShowsAHostPath(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ dir, file, want string }{
 		{"/srv/app", "/srv/app/agents/refunds.ts", "agents/refunds.ts"},
 		{"/srv/app", "/srv/other/agents/x.ts", "x.ts"},

@@ -16,6 +16,7 @@ import (
 )
 
 func TestInboxApproveRunsToolAndThreadShowsResumedTurn(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "", "refund-b1", "please refund my order")
 	it := onePending(t, env, "", "refund-b1")
@@ -56,6 +57,7 @@ func TestInboxApproveRunsToolAndThreadShowsResumedTurn(t *testing.T) {
 }
 
 func TestInboxRejectWithMessage(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "", "refund-b2", "please refund my order")
 	it := onePending(t, env, "", "refund-b2")
@@ -87,6 +89,7 @@ func TestInboxRejectWithMessage(t *testing.T) {
 }
 
 func TestInboxEditIsCheckedAgainstTheSchemaInThePage(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "", "refund-b3", "please refund my order")
 	it := onePending(t, env, "", "refund-b3")
@@ -129,6 +132,7 @@ func TestInboxEditIsCheckedAgainstTheSchemaInThePage(t *testing.T) {
 }
 
 func TestInboxIsLive(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	p := newPage(t)
 	p.open(env.URL + "/studio/")
@@ -166,6 +170,7 @@ func TestInboxIsLive(t *testing.T) {
 }
 
 func TestSignInRequiredInStartMode(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 	pause(t, env, acme.Secret, "acme-b1", "please refund my order")
 	it := onePending(t, env, acme.Secret, "acme-b1")
@@ -207,6 +212,7 @@ func TestSignInRequiredInStartMode(t *testing.T) {
 }
 
 func TestAgentsPage(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	p := newPage(t)
 	p.open(env.URL + "/studio/#/agents")
@@ -220,6 +226,7 @@ func TestAgentsPage(t *testing.T) {
 }
 
 func TestThreadViewStreamsAndFilters(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	chat(t, env, "draft-b1", "draft something")
 	p := newPage(t)
@@ -244,6 +251,7 @@ func TestThreadViewStreamsAndFilters(t *testing.T) {
 // TestScreenshots writes the README screenshots (docs/studio-*.png). Run it
 // with STACKBONE_SCREENSHOTS=1.
 func TestScreenshots(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("STACKBONE_SCREENSHOTS") != "1" {
 		t.Skip("set STACKBONE_SCREENSHOTS=1 to write docs/studio-*.png")
 	}
@@ -267,7 +275,8 @@ func TestScreenshots(t *testing.T) {
 
 func shot(t *testing.T, p *page, name string) {
 	t.Helper()
-	time.Sleep(300 * time.Millisecond) // let the toast and fonts settle
+	// Fonts loaded and no animation (the toast's) under way.
+	p.waitJS("fonts and animations to settle", `document.fonts.status === 'loaded' && document.getAnimations().every((a) => a.playState !== 'running')`)
 	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
 	defer cancel()
 	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -288,6 +297,7 @@ func shot(t *testing.T, p *page, name string) {
 // thread; the server's policy ran it) live, and an API decision with the
 // client's claim apart from what the server proved.
 func TestInboxHistoryShowsStatelessRunsAndClaims(t *testing.T) {
+	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
 	pause(t, env, "", "hist-1", "please refund my order")
 	it := onePending(t, env, "", "hist-1")

@@ -76,6 +76,14 @@ type Mock struct {
 	reqs       []RecordedRequest
 	failN      int
 	failStatus int
+	hold       *hold
+}
+
+// hold is one armed HoldOnce.
+type hold struct {
+	when script.When
+	gate chan struct{}
+	once sync.Once
 }
 
 // Handler returns a mock upstream speaking kind and answering from s. It
@@ -100,6 +108,21 @@ func (m *Mock) FailNext(n, status int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failN, m.failStatus = n, status
+}
+
+// HoldOnce makes the next request that meets when wait, once recorded
+// (Count and Requests include it), until release is called or its caller
+// goes away (the request's context ends, e.g. the server process calling it
+// was killed). Requests that do not match, and later matching ones, are
+// answered as usual. It is the gate for tests that need a model call under
+// way (a run in progress, a process killed mid-call) without a timed delay.
+// Calling HoldOnce again replaces a hold no request has taken yet.
+func (m *Mock) HoldOnce(when script.When) (release func()) {
+	h := &hold{when: when, gate: make(chan struct{})}
+	m.mu.Lock()
+	m.hold = h
+	m.mu.Unlock()
+	return func() { h.once.Do(func() { close(h.gate) }) }
 }
 
 // Requests returns a copy of every request received so far, in order.
@@ -174,9 +197,21 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec.Status = http.StatusOK
 		}
 	}
+	var gate chan struct{}
+	if h := m.hold; h != nil && !failed && err == nil && h.when.Matches(wr.req) {
+		gate, m.hold = h.gate, nil
+	}
 	rec.Seq = len(m.reqs) + 1
 	m.reqs = append(m.reqs, rec)
 	m.mu.Unlock()
+
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+	}
 
 	switch {
 	case failed:

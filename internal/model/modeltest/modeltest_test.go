@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	antopt "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -221,5 +222,70 @@ func TestRouting(t *testing.T) {
 	}
 	if _, err := modeltest.ParseKind("gemini"); err == nil {
 		t.Error("ParseKind accepted an unknown kind")
+	}
+}
+
+// HoldOnce holds the first matching request (recorded at once) until
+// released, answers others meanwhile, and lets later matching ones through;
+// a held request whose caller goes away ends.
+func TestHoldOnce(t *testing.T) {
+	srv := modeltest.NewOpenAI(t, script.MustParse(toolScript))
+	c := openAIClient(srv)
+	ask := func(ctx context.Context, text string) (string, error) {
+		res, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{
+			Model: "m", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage(text)},
+		})
+		if err != nil {
+			return "", err
+		}
+		return res.Choices[0].Message.Content, nil
+	}
+	release := srv.HoldOnce(script.When{LastUser: "slow"})
+	held := make(chan string, 1)
+	go func() {
+		got, err := ask(context.Background(), "slow one")
+		if err != nil {
+			got = err.Error()
+		}
+		held <- got
+	}()
+	waitCount(t, srv, 1)
+	if got, err := ask(context.Background(), "quick"); err != nil || got != "plain answer" {
+		t.Fatalf("a request that does not match: %q %v", got, err)
+	}
+	select {
+	case got := <-held:
+		t.Fatalf("answered before release: %q", got)
+	default:
+	}
+	release()
+	if got := <-held; got != "plain answer" {
+		t.Fatalf("after release: %q", got)
+	}
+	if got, err := ask(context.Background(), "slow two"); err != nil || got != "plain answer" {
+		t.Fatalf("a later matching request: %q %v", got, err)
+	}
+
+	srv.HoldOnce(script.When{LastUser: "gone"})
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := ask(ctx, "gone")
+		gone <- err
+	}()
+	waitCount(t, srv, 4)
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a held request whose caller left: %v", err)
+	}
+}
+
+// waitCount polls until the mock recorded n requests.
+func waitCount(t *testing.T, srv *modeltest.Server, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); srv.Count() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the mock recorded %d requests, want %d", srv.Count(), n)
+		}
 	}
 }

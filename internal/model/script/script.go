@@ -281,6 +281,10 @@ func inspect(req model.Request) conv {
 	return c
 }
 
+// Matches reports whether req meets the conditions, as a rule's When is
+// checked (a nil When matches every request).
+func (w *When) Matches(req model.Request) bool { return w.matches(inspect(req)) }
+
 func (w *When) matches(c conv) bool {
 	if w == nil {
 		return true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/storetest"
@@ -61,6 +62,19 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
+var dropper struct {
+	once sync.Once
+	pool *pgxpool.Pool
+	err  error
+}
+
+// dropPool is the connection pool the tests drop their schemas through: one
+// for the package, not a new connection per test.
+func dropPool() (*pgxpool.Pool, error) {
+	dropper.once.Do(func() { dropper.pool, dropper.err = pgxpool.New(context.Background(), testURL()) })
+	return dropper.pool, dropper.err
+}
+
 // newSchema returns a fresh schema name, dropped with everything in it when
 // the test ends.
 func newSchema(t testing.TB) string {
@@ -72,13 +86,12 @@ func newSchema(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, testURL())
+		pool, err := dropPool()
 		if err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 			return
 		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})

@@ -52,7 +52,9 @@ import (
 var T0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // Run runs the conformance suite. newStore returns a fresh, empty store for
-// one subtest and registers its cleanup (Close, removing files) with t.
+// one subtest and registers its cleanup (Close, removing files) with t. The
+// subtests run in parallel, so newStore must be safe for concurrent use and
+// its stores independent (a file or schema each).
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -105,6 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tc.fn(t, newStore(t))
 		})
 	}
