@@ -264,17 +264,23 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 `, base, cfg.DB, strings.Join(names, ", "))
 }
 
-// NewStack builds the engine and the HTTP server, with every wire mounted,
-// on the config's clock; the runner reports to the server's metrics.
-func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) (*engine.Runner, *server.Server, error) {
-	metrics := server.NewMetrics(prometheus.NewRegistry(), st)
+// NewRunner builds the engine from the configuration; hooks observe its
+// runs (the server's metrics).
+func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger, hooks engine.Hooks) (*engine.Runner, error) {
 	journalTTL := cfg.RetryWindow
 	if journalTTL == 0 {
 		journalTTL = -1 // no journal
 	}
-	runner, err := engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
-		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: metrics.RunHooks(),
+	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
+		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks,
 		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe})
+}
+
+// NewStack builds the engine and the HTTP server, with every wire mounted,
+// on the config's clock; the runner reports to the server's metrics.
+func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger) (*engine.Runner, *server.Server, error) {
+	metrics := server.NewMetrics(prometheus.NewRegistry(), st)
+	runner, err := NewRunner(cfg, st, reg, models, logger, metrics.RunHooks())
 	if err != nil {
 		return nil, nil, err
 	}
