@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -151,31 +150,7 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 	up := httptest.NewServer(mock)
 	defer up.Close()
 
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	agentTS := fmt.Sprintf(`import { defineDeepAgent, tool } from 'stackbone';
-export default defineDeepAgent({
-  name: 'shop',
-  model: 'openai/test-model',
-  instructions: 'You refund orders.',
-  tools: {
-    refund: tool({
-      description: 'Refund an order',
-      parameters: { type: 'object', properties: { orderId: { type: 'string' }, amount: { type: 'number' } }, required: ['orderId', 'amount'] },
-      needsApproval: true,
-      async execute(args, ctx) {
-        const res = await ctx.fetch(%q + '/refund?key=' + ctx.toolCallId, { method: 'POST', body: JSON.stringify(args) });
-        return { refunded: args.amount, status: res.status };
-      },
-    }),
-  },
-});
-`, side.URL)
-	if err := os.WriteFile(filepath.Join(dir, "agents", "shop.ts"), []byte(agentTS), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := shopDir(t, side.URL)
 	env := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0"}
 

@@ -54,15 +54,11 @@ func (r *Runner) ResumeDecisions(ctx context.Context, in Input, via string, answ
 	if in.ThreadID == "" {
 		return nil, contractError(CodeNeedsThread, "A resume needs a threadId.")
 	}
-	if !r.admit() {
-		return nil, ErrShuttingDown
-	}
-	defer r.wg.Done()
-	x, run, err := r.prepare(&in)
+	x, run, done, err := r.enter(&in)
 	if err != nil {
 		return nil, err
 	}
-	defer r.release(x.spec)
+	defer done()
 	if err := r.startResume(ctx, x.spec, in, via, answers, run); err != nil {
 		return nil, err
 	}

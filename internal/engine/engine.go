@@ -343,16 +343,12 @@ func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
 func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
-	if !r.admit() {
-		return nil, ErrShuttingDown
-	}
-	defer r.wg.Done()
-	x, run, err := r.prepare(&in)
+	x, run, done, err := r.enter(&in)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	spec := x.spec
-	defer r.release(spec)
 	if !x.durable {
 		// A turn of an agent with tools is journaled for client retries;
 		// its digest covers the request as sent (newInput gives ids).
@@ -441,6 +437,20 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	x.run = run
 	r.spawn(nil, spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
+}
+
+// enter admits a turn (ErrShuttingDown once Shutdown began) and prepares
+// it; done ends the admission and releases the agent's spec, once the turn
+// has started its run or failed to.
+func (r *Runner) enter(in *Input) (x *execution, run *Run, done func(), err error) {
+	if !r.admit() {
+		return nil, nil, nil, ErrShuttingDown
+	}
+	if x, run, err = r.prepare(in); err != nil {
+		r.wg.Done()
+		return nil, nil, nil, err
+	}
+	return x, run, func() { r.release(x.spec); r.wg.Done() }, nil
 }
 
 // prepare checks what every turn checks (the agent, client tools, response

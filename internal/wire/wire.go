@@ -7,11 +7,13 @@
 package wire
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // Encoder writes one turn's response in a wire's format. Write encodes an
@@ -65,4 +67,48 @@ type Wire interface {
 	// Routes are the wire's other routes (pattern → handler), served with
 	// the same middleware and error envelope.
 	Routes() map[string]func(w http.ResponseWriter, r *http.Request) error
+}
+
+// Collect is the Encoder of a non-streaming answer: add folds each event
+// of the run in, and Close writes result as one JSON body with status 200,
+// or returns the run's error for the wire's error envelope.
+func Collect[T any](w http.ResponseWriter, add func(event.Event), result func() (T, error)) Encoder {
+	return &collected[T]{w: w, add: add, result: result}
+}
+
+type collected[T any] struct {
+	w      http.ResponseWriter
+	add    func(event.Event)
+	result func() (T, error)
+}
+
+func (c *collected[T]) Write(e event.Event) error { c.add(e); return nil }
+
+func (c *collected[T]) Close(err *apierror.Error) error {
+	if err != nil {
+		return err
+	}
+	res, rerr := c.result()
+	if rerr != nil {
+		return rerr
+	}
+	return httpjson.Write(c.w, http.StatusOK, res)
+}
+
+// Param places an engine input error on a request's own paths for a wire
+// whose engine messages do not match its request messages one to one: a
+// client tool's error at tool(index), a message's tool call id at
+// fmt.Sprintf(toolCallAt, origin[index]), where origin maps each engine
+// message to the request message it came from (-1: none). Other fields
+// keep the engine's name ("").
+func Param(field string, index int, tool func(int) string, origin []int, toolCallAt string) string {
+	switch field {
+	case engine.FieldTools:
+		return tool(index)
+	case engine.FieldToolCallID:
+		if index >= 0 && index < len(origin) && origin[index] >= 0 {
+			return fmt.Sprintf(toolCallAt, origin[index])
+		}
+	}
+	return ""
 }

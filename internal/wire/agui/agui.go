@@ -88,15 +88,7 @@ func (t *turn) Answers() (string, []engine.Answer) { return Via, t.req.answers()
 // messages start with the context text and leave some messages out, so an
 // index maps back through origin).
 func (t *turn) Param(field string, i int) string {
-	switch field {
-	case engine.FieldTools:
-		return t.req.ToolParam(i)
-	case engine.FieldToolCallID:
-		if i >= 0 && i < len(t.req.origin) && t.req.origin[i] >= 0 {
-			return fmt.Sprintf("messages[%d].toolCallId", t.req.origin[i])
-		}
-	}
-	return ""
+	return wire.Param(field, i, t.req.ToolParam, t.req.origin, "messages[%d].toolCallId")
 }
 
 func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {

@@ -7,7 +7,6 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
@@ -83,42 +82,16 @@ func (t *turn) Input() engine.Input { return t.in }
 // starts with the system text and splits a user message's tool results
 // into messages of their own, so a message index maps back through origin.
 func (t *turn) Param(field string, i int) string {
-	switch field {
-	case engine.FieldTools:
-		return t.req.ToolParam(i)
-	case engine.FieldToolCallID:
-		if i >= 0 && i < len(t.req.origin) && t.req.origin[i] >= 0 {
-			return fmt.Sprintf("messages.%d.content", t.req.origin[i])
-		}
-	}
-	return ""
+	return wire.Param(field, i, t.req.ToolParam, t.req.origin, "messages.%d.content")
 }
 
 func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
 	id := t.wr.newID("msg")
 	if !t.req.Stream {
-		return &collector{Collector: NewCollector(id, t.req.Model), w: w}
+		c := NewCollector(id, t.req.Model)
+		return wire.Collect(w, c.Add, c.Result)
 	}
 	return &stream{NewStream(sse.New(w), id, t.req.Model, EstimateTokens(t.req, agentText(t.wr.agents.Get(t.req.Model))...))}
-}
-
-// collector answers a non-streaming turn with one message.
-type collector struct {
-	*Collector
-	w http.ResponseWriter
-}
-
-func (c *collector) Write(e event.Event) error { c.Add(e); return nil }
-
-func (c *collector) Close(err *apierror.Error) error {
-	if err != nil {
-		return err
-	}
-	res, rerr := c.Result()
-	if rerr != nil {
-		return rerr
-	}
-	return httpjson.Write(c.w, http.StatusOK, res)
 }
 
 // stream answers a streaming turn with Messages stream events.

@@ -7,10 +7,8 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/wire"
-	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -74,29 +72,11 @@ func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
 	id := "chatcmpl-" + ids.New("")[1:]
 	created := t.now().Unix()
 	if !t.req.Stream {
-		return &collector{Collector: NewCollector(id, t.req.Model, created), w: w}
+		c := NewCollector(id, t.req.Model, created)
+		return wire.Collect(w, c.Add, c.Result)
 	}
 	sw := sse.New(w)
 	return &stream{Stream: NewStream(sw, id, t.req.Model, created, t.req.StreamOptions != nil && t.req.StreamOptions.IncludeUsage), sw: sw}
-}
-
-// collector answers a non-streaming turn with one completion.
-type collector struct {
-	*Collector
-	w http.ResponseWriter
-}
-
-func (c *collector) Write(e event.Event) error { c.Add(e); return nil }
-
-func (c *collector) Close(err *apierror.Error) error {
-	if err != nil {
-		return err
-	}
-	comp, rerr := c.Result()
-	if rerr != nil {
-		return rerr
-	}
-	return httpjson.Write(c.w, http.StatusOK, comp)
 }
 
 // stream answers a streaming turn with chunks.
