@@ -289,7 +289,7 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 		return nil, nil, err
 	}
 	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, func(prefix string) string { return runner.NewID(prefix) }))
-	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, nil))
+	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
 	if err := studio.Mount(s); err != nil {
 		return nil, nil, err
 	}
