@@ -19,7 +19,6 @@ import (
 
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
-	"github.com/stackbone/stackbone/internal/store"
 )
 
 // proc is a stackbone server running as its own process.
@@ -155,23 +154,8 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0"}
 
 	a := startServer(t, env, args...)
-	body := `{"model":"shop","messages":[{"role":"user","content":"refund order o1"}]}`
-	req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("x-stackbone-session", "crashy")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var page struct {
-		Data []store.Interrupt `json:"data"`
-	}
-	getJSON(t, a.url()+"/v1/hitl", &page)
-	if len(page.Data) != 1 {
-		t.Fatalf("want one pending decision, got %+v", page.Data)
-	}
-	r := run(t, nil, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.url())
+	id := pauseShop(t, a.url(), "crashy")
+	r := run(t, nil, "hitl", "approve", id, "--yes", "--url", a.url())
 	if r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}

@@ -53,6 +53,21 @@ export default defineDeepAgent({
 	return dir
 }
 
+// pauseShop sends the `shop` agent a refund on session and returns the id
+// of the one pending decision it paused on.
+func pauseShop(t *testing.T, base, session string) string {
+	t.Helper()
+	post(t, base, "", session, "refund order o1")
+	var page struct {
+		Data []store.Interrupt `json:"data"`
+	}
+	getJSON(t, base+"/v1/hitl", &page)
+	if len(page.Data) != 1 {
+		t.Fatalf("want one pending decision, got %+v", page.Data)
+	}
+	return page.Data[0].ID
+}
+
 // stop sends SIGTERM and waits for the process to exit, returning its exit
 // code and how long it took.
 func (p *proc) stop(t *testing.T, within time.Duration) (int, time.Duration) {
@@ -121,23 +136,8 @@ func TestSIGTERMDuringRecoveredRunLeavesItResumable(t *testing.T) {
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0", "--shutdown-timeout", "100ms"}
 
 	a := startServer(t, env, args...)
-	body := `{"model":"shop","messages":[{"role":"user","content":"refund order o1"}]}`
-	req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("x-stackbone-session", "recovered")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var page struct {
-		Data []store.Interrupt `json:"data"`
-	}
-	getJSON(t, a.url()+"/v1/hitl", &page)
-	if len(page.Data) != 1 {
-		t.Fatalf("want one pending decision, got %+v", page.Data)
-	}
-	if r := run(t, nil, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.url()); r.code != 0 {
+	id := pauseShop(t, a.url(), "recovered")
+	if r := run(t, nil, "hitl", "approve", id, "--yes", "--url", a.url()); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
 	waitUntil(t, "the tool to run and the model to be called", 10*time.Second, func() bool {
