@@ -516,9 +516,12 @@ func (e JournalEntry) Validate() error {
 	return nil
 }
 
-// Encode encodes a journal entry's messages (one JSON array) and
-// state as stored.
+// Encode validates a journal entry and encodes its messages (one JSON
+// array) and state as stored.
 func (e JournalEntry) Encode() (msgs, state string, err error) {
+	if err := e.Validate(); err != nil {
+		return "", "", err
+	}
 	list := e.Messages
 	if list == nil {
 		list = []message.Message{}

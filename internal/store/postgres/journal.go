@@ -38,9 +38,6 @@ func (s *Store) GetJournal(ctx context.Context, tenant, key string, now time.Tim
 
 // PutJournal creates or replaces a journal entry in one statement.
 func (s *Store) PutJournal(ctx context.Context, e store.JournalEntry) error {
-	if err := e.Validate(); err != nil {
-		return mapErr("put journal", err)
-	}
 	msgs, state, err := e.Encode()
 	if err != nil {
 		return mapErr("put journal", err)
