@@ -17,7 +17,6 @@ import (
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/model/scripted"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/store/sqlite"
 )
 
 // Engine is the agent loop without HTTP: a runner built as the server builds
@@ -56,31 +55,15 @@ func NewEngine(t testing.TB, opts Options) *Engine {
 	if err := cfg.Finish(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	env.Config = &cfg
-	logger := app.Logger(&cfg, env.Logs)
-	st := opts.Store
-	if st == nil {
-		s, err := sqlite.Open(context.Background(), cfg.SQLitePath(), logger)
-		if err != nil {
-			t.Fatalf("open store: %v", err)
-		}
-		st = s
-	}
-	env.Store = st
-	var specs []*agent.Spec
-	if opts.Agents != nil {
-		specs = opts.Agents(env)
-	} else {
-		specs = DefaultAgents(env, "scripted/test-model")
-	}
-	runner, err := app.NewRunner(&cfg, st, agent.NewRegistry(specs...), oneModel{scripted.New(sc)}, logger, engine.Hooks{})
+	logger, specs := env.open(t, &cfg, opts, "scripted/test-model")
+	runner, err := app.NewRunner(&cfg, env.Store, agent.NewRegistry(specs...), oneModel{scripted.New(sc)}, logger, engine.Hooks{})
 	if err != nil {
 		t.Fatalf("build the engine: %v", err)
 	}
 	env.Runner = runner
 	t.Cleanup(func() {
 		env.Runner.Wait()
-		_ = st.Close()
+		_ = env.Store.Close()
 		if t.Failed() {
 			t.Logf("engine log:\n%s", env.Logs.String())
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -243,31 +244,13 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatalf("config: %v", err)
 	}
 	env.Config = &cfg
-	logger := app.Logger(&cfg, env.Logs) // the process logger, redaction included
-
-	st := opts.Store
-	if st == nil {
-		s, err := sqlite.Open(context.Background(), cfg.SQLitePath(), logger)
-		if err != nil {
-			t.Fatalf("open store: %v", err)
-		}
-		st = s
-	}
-	env.Store = st
-
-	ref := string(opts.Upstream) + "/test-model"
-	var specs []*agent.Spec
-	if opts.Agents != nil {
-		specs = opts.Agents(env)
-	} else {
-		specs = DefaultAgents(env, ref)
-	}
+	logger, specs := env.open(t, &cfg, opts, string(opts.Upstream)+"/test-model")
 	models := providers.New(providers.Config{
 		OpenAIBaseURL: up.URL + "/v1", OpenAIKey: cfg.OpenAIKey,
 		AnthropicBaseURL: up.URL, AnthropicKey: cfg.AnthropicKey,
 		Retry: model.RetryPolicy{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond},
 	})
-	runner, srv, err := app.NewStack(&cfg, st, agent.NewRegistry(specs...), models, logger)
+	runner, srv, err := app.NewStack(&cfg, env.Store, agent.NewRegistry(specs...), models, logger)
 	if err != nil {
 		t.Fatalf("build the stack: %v", err)
 	}
@@ -283,7 +266,7 @@ func New(t testing.TB, opts Options) *Env {
 	t.Cleanup(func() {
 		hs.Close()
 		env.Runner.Wait()
-		_ = st.Close()
+		_ = env.Store.Close()
 		if t.Failed() {
 			t.Logf("server log:\n%s", env.Logs.String())
 		}
@@ -346,4 +329,26 @@ func SetParallel(n int) {
 	if !set {
 		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
+}
+
+// open finishes building env on cfg: the process logger (redaction
+// included) writing to env.Logs, the store (opts.Store, or SQLite in
+// cfg.Dir) and the agents (opts.Agents, or the default agents on modelRef).
+func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef string) (*slog.Logger, []*agent.Spec) {
+	t.Helper()
+	env.Config = cfg
+	logger := app.Logger(cfg, env.Logs)
+	st := opts.Store
+	if st == nil {
+		s, err := sqlite.Open(context.Background(), cfg.SQLitePath(), logger)
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		st = s
+	}
+	env.Store = st
+	if opts.Agents != nil {
+		return logger, opts.Agents(env)
+	}
+	return logger, DefaultAgents(env, modelRef)
 }
