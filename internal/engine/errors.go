@@ -3,39 +3,23 @@ package engine
 import (
 	"errors"
 	"fmt"
-
-	"github.com/stackbone/stackbone/internal/store"
 )
 
 // The engine's errors are typed and know no wire: each wire (through
 // internal/apierror, the one mapper at the HTTP edge) renders them in its own
-// envelope and on its own parameter paths. Conditions the store decides keep
-// the store's sentinels, re-exported here for callers of the engine.
-var (
-	// ErrApprovalPending: the thread waits on a human decision and refuses
-	// new input.
-	ErrApprovalPending = store.ErrApprovalPending
-	// ErrRunInProgress: another run holds the thread.
-	ErrRunInProgress = store.ErrRunInProgress
-	// ErrAgentMismatch: the thread belongs to another agent.
-	ErrAgentMismatch = store.ErrAgentMismatch
-	// ErrAlreadyDecided: the decision was made before.
-	ErrAlreadyDecided = store.ErrAlreadyDecided
-	// ErrUnknownAgent is matched by every *UnknownAgentError.
-	ErrUnknownAgent = errors.New("unknown agent")
-	// ErrShuttingDown: the runner is shutting down. Start refuses new turns
-	// with it, and it is the cause of a run stopped when Shutdown's grace
-	// period ended.
-	ErrShuttingDown = errors.New("the server is shutting down")
-)
+// envelope and on its own parameter paths. Conditions the store decides
+// (approval pending, run in progress, agent mismatch, already decided) are
+// the store's sentinels.
+
+// ErrShuttingDown: the runner is shutting down. Start refuses new turns with
+// it, and it is the cause of a run stopped when Shutdown's grace period
+// ended.
+var ErrShuttingDown = errors.New("the server is shutting down")
 
 // UnknownAgentError: no agent has the name a turn asked for.
 type UnknownAgentError struct{ Name string }
 
 func (e *UnknownAgentError) Error() string { return fmt.Sprintf("no agent is named %q", e.Name) }
-
-// Is makes errors.Is(err, ErrUnknownAgent) hold.
-func (e *UnknownAgentError) Is(target error) bool { return target == ErrUnknownAgent }
 
 // UnknownDecisionError: no decision has the id a caller named.
 type UnknownDecisionError struct{ ID string }

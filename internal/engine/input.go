@@ -106,20 +106,6 @@ func (x *execution) restore(raw json.RawMessage) {
 	}
 }
 
-// ToolNameError is the cause of the InputError a turn gets when a client tool has
-// the name of one of the agent's own tools (a built-in that is on, or a
-// server tool): the agent's tool would hide it, so the client would never
-// see its calls. Index is the tool's position in Input.ClientTools.
-type ToolNameError struct {
-	Index   int
-	Name    string
-	Builtin bool
-}
-
-func (e *ToolNameError) Error() string {
-	return fmt.Sprintf("client tool %d (%s) has the name of one of the agent's tools", e.Index, e.Name)
-}
-
 // checkClientTools refuses client tools named like one of the agent's tools.
 func checkClientTools(tools []model.ToolDef, own map[string]bool) error {
 	for i, t := range tools {
@@ -131,8 +117,7 @@ func checkClientTools(tools []model.ToolDef, own map[string]bool) error {
 		if b {
 			msg = fmt.Sprintf("The client tool %q has the name of the agent's built-in tool %q, which would hide it: rename the client tool%s.", t.Name, t.Name, builtinOff(t.Name))
 		}
-		return &InputError{Code: CodeToolNameTaken, Field: FieldTools, Index: i, Reason: msg,
-			Err: &ToolNameError{Index: i, Name: t.Name, Builtin: b}}
+		return &InputError{Code: CodeToolNameTaken, Field: FieldTools, Index: i, Reason: msg}
 	}
 	return nil
 }
