@@ -9,7 +9,9 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/wire"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -38,7 +40,7 @@ func (s *Server) Mount(id Wire, tw wire.Wire) {
 // the caller, then encode its events, with keepalives while it streams.
 // Errors before the first event return to the wire's error mapper.
 func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire) error {
-	body, err := readBody(r)
+	body, err := httpjson.ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -91,8 +93,8 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 		}
 		if in.ThreadID == "" {
 			in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
-			if len(in.IdempotencyKey) > 256 || !utf8.ValidString(in.IdempotencyKey) {
-				return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most 256 bytes.")
+			if len(in.IdempotencyKey) > ids.MaxClientBytes || !utf8.ValidString(in.IdempotencyKey) {
+				return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most %d bytes.", ids.MaxClientBytes)
 			}
 		}
 	}

@@ -150,7 +150,7 @@ func decidedVia(r *http.Request) (proven, claimed string, err error) {
 }
 
 func decodeOptional(r *http.Request, v any) error {
-	body, err := readBody(r)
+	body, err := httpjson.ReadBody(r)
 	if err != nil {
 		return err
 	}

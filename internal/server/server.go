@@ -26,7 +26,6 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 )
 
@@ -359,6 +358,3 @@ func (s *Server) writeError(w *statusWriter, r *http.Request, wire Wire, err err
 		s.Logger.Debug("write error response", "err", werr)
 	}
 }
-
-// readBody reads a request body within the size limit.
-func readBody(r *http.Request) ([]byte, error) { return httpjson.ReadBody(r) }

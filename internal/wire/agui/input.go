@@ -193,11 +193,9 @@ func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
 	}
 	out.State = state
 	for _, t := range in.Tools {
-		params := t.Parameters
-		if isNull(params) {
-			params = nil
-		}
-		out.ClientTools = append(out.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
+		// Decode left each schema as schema.ToolParameters gives it (nil
+		// when absent or null).
+		out.ClientTools = append(out.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	in.origin = in.origin[:0]
 	if ctx := contextPrompt(in.Context); ctx != "" {

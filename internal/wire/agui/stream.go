@@ -267,7 +267,8 @@ func (s *Stream) Write(e event.Event) error {
 		s.done = true
 		fin := runFinished{base: s.stamp("RUN_FINISHED", e.Time), ThreadID: s.threadID, RunID: s.runIDOr(e.RunID), Outcome: outcomeOf(e.Outcome)}
 		if s.preV1 {
-			fin.Outcome = preV1Outcome(fin.Outcome)
+			// A pre-1.0 client rejects the key it does not know.
+			fin.Outcome.PendingToolCallIDs = nil
 		}
 		if e.Usage != nil {
 			u := e.Usage
@@ -328,18 +329,6 @@ func (s *Stream) keepsOrder(msgs []wireMessage) bool {
 		i++
 	}
 	return true
-}
-
-// preV1Outcome is an outcome a pre-1.0 client accepts: success without
-// pendingToolCallIds, or an interrupt.
-func preV1Outcome(o *outcome) *outcome {
-	switch o.Type {
-	case "interrupt":
-		return o
-	case "success":
-		return &outcome{Type: "success"}
-	}
-	return nil
 }
 
 func (s *Stream) runIDOr(id string) string {

@@ -175,16 +175,12 @@ func (s *Stream) start(inputTokens int) error {
 	if inputTokens <= 0 {
 		inputTokens = s.estimate
 	}
-	b, err := json.Marshal(struct {
+	s.started, s.begun = true, true
+	return s.send("message_start", struct {
 		Type    string   `json:"type"`
 		Message Response `json:"message"`
 	}{"message_start", Response{ID: s.id, Type: "message", Role: "assistant", Model: s.model, Content: []ContentBlock{},
 		Usage: Usage{InputTokens: inputTokens}}})
-	if err != nil {
-		return err
-	}
-	s.started, s.begun = true, true
-	return s.out.Event("message_start", b)
 }
 
 // closeText ends the open text block.
@@ -248,12 +244,7 @@ func (s *Stream) fail(e *apierror.Error) error {
 			return err
 		}
 	}
-	obj := ErrorOf(e, "").Error
-	b, err := json.Marshal(streamError{Type: "error", Error: obj})
-	if err != nil {
-		return err
-	}
-	return s.out.Event("error", b)
+	return s.send("error", streamError{Type: "error", Error: ErrorOf(e, "").Error})
 }
 
 // Error writes an in-stream error event (after the 200 was sent) and ends
