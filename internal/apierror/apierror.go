@@ -79,7 +79,7 @@ func Invalid(param, format string, args ...any) *Error {
 // CheckID is the 400 for a client-chosen id (a session key, an AG-UI
 // threadId, runId or interruptId) that ids.CheckClient refuses, naming the
 // parameter; nil when the id is fine. Every wire checks thread ids with it.
-func CheckID(param, id string) *Error {
+func CheckID(param, id string) error {
 	err := ids.CheckClient(id)
 	if err == nil {
 		return nil

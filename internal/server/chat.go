@@ -88,7 +88,7 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 	in.Tenant, in.DecidedBy = p.Tenant, p.Name
 	if tw.SessionHeader() {
 		in.ThreadID = r.Header.Get(SessionHeader)
-		if err := CheckSession(in.ThreadID); err != nil {
+		if err := apierror.CheckID(SessionHeader, in.ThreadID); err != nil {
 			return nil, err
 		}
 		if in.ThreadID == "" {

@@ -19,15 +19,6 @@ import (
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// CheckSession checks a session key (the OpenAI and Anthropic wires) the way
-// every wire checks a thread id (apierror.CheckID).
-func CheckSession(key string) error {
-	if e := apierror.CheckID(SessionHeader, key); e != nil {
-		return e
-	}
-	return nil
-}
-
 // ModelInfo is one agent in GET /v1/models: a superset both the OpenAI and
 // the Anthropic SDKs accept.
 type ModelInfo struct {

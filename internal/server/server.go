@@ -50,10 +50,8 @@ type Server struct {
 	Agents  *agent.Registry
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Clock is the server's clock; Now is its Now, the clock for response
-	// timestamps.
+	// Clock is the server's clock, the clock for response timestamps.
 	Clock clock.Clock
-	Now   func() time.Time
 	// KeepAliveInterval is how often idle streams get a keepalive
 	// (DefaultKeepAliveInterval when zero).
 	KeepAliveInterval time.Duration
@@ -98,13 +96,15 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{Config: cfg.Settings, Runner: cfg.Runner, Store: cfg.Runner.Store, Agents: cfg.Runner.Agents, Logger: logger,
 		Clock: clock.Or(cfg.Clock), Metrics: cfg.Metrics, KeepAliveInterval: cfg.KeepAliveInterval,
 		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError}}
-	s.Now = s.Clock.Now
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics(prometheus.NewRegistry(), cfg.Runner.Store)
 	}
 	s.routes(s.Metrics.reg)
 	return s, nil
 }
+
+// Now is the time on the server's clock.
+func (s *Server) Now() time.Time { return s.Clock.Now() }
 
 // SetErrorWriter installs the error envelope of a wire.
 func (s *Server) SetErrorWriter(w Wire, f ErrorWriter) { s.writers[w] = f }
@@ -121,7 +121,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) routes(reg *prometheus.Registry) {
-	s.Mount(WireOpenAI, openai.NewWire(func() time.Time { return s.Now() }))
+	s.Mount(WireOpenAI, openai.NewWire(s.Now))
 	s.Handle("GET /v1/models", WireOpenAI, true, s.models)
 	s.Handle("GET /v1/models/{id}", WireOpenAI, true, s.model)
 	s.Handle("GET /v1/hitl", WireOpenAI, true, s.listDecisions)

@@ -139,12 +139,7 @@ func (in *RunAgentInput) ToolParam(i int) string {
 // message and tool call ids) or look up (interruptId) unless they pass the
 // check every wire applies to thread ids.
 func (in *RunAgentInput) checkIDs() error {
-	check := func(param, id string) error {
-		if e := apierror.CheckID(param, id); e != nil {
-			return e
-		}
-		return nil
-	}
+	check := apierror.CheckID
 	if err := check("threadId", in.ThreadID); err != nil {
 		return err
 	}
