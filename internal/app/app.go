@@ -172,16 +172,14 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	hs := server.HTTPServer(cfg, srv, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(server.LimitConns(ln, cfg.MaxConnsPerIP, logger)) }()
+	var serveErr error
 	select {
-	case err := <-errc:
-		shutdown(cfg, hs, runner, logger)
-		closeSpecs(reg.List())
-		return err
+	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
 	shutdown(cfg, hs, runner, logger)
 	closeSpecs(reg.List())
-	return nil
+	return serveErr
 }
 
 // shutdown stops the server gracefully: it stops accepting connections and
@@ -288,7 +286,7 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	if err != nil {
 		return nil, nil, err
 	}
-	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, func(prefix string) string { return runner.NewID(prefix) }))
+	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, runner.NewID))
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
 	if err := studio.Mount(s); err != nil {
 		return nil, nil, err

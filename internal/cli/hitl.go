@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,7 +199,7 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 				return enc.Encode(page.Data)
 			}
 			if len(page.Data) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "No %s decisions.\n", or(status, "pending"))
+				fmt.Fprintf(cmd.OutOrStdout(), "No %s decisions.\n", cmp.Or(status, "pending"))
 				return nil
 			}
 			w := newTable(cmd.OutOrStdout())
@@ -328,13 +329,6 @@ func threadCell(id string) string {
 		return "(stateless)"
 	}
 	return truncate(id, 24)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func threadsCmd() *cobra.Command {

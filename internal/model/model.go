@@ -49,6 +49,13 @@ type ResponseFormat struct {
 	Strict      bool            `json:"strict,omitempty"`
 }
 
+// Known reports whether f is one of the two formats (json_object,
+// json_schema): what a provider that honours every format answers from
+// HonoursFormat.
+func (f ResponseFormat) Known() bool {
+	return f.Type == FormatJSONObject || f.Type == FormatJSONSchema
+}
+
 // FormatHonourer is implemented by a provider that can honour response
 // formats. The engine refuses (400) a format for an agent whose provider
 // does not implement it or does not honour that format, before anything is

@@ -51,6 +51,11 @@ func (r *Redactor) String(s string) string {
 	if !r.suspect(s) {
 		return s
 	}
+	return r.replace(s)
+}
+
+// replace redacts s, which suspect flagged.
+func (r *Redactor) replace(s string) string {
 	for _, k := range r.secrets {
 		s = strings.ReplaceAll(s, k, Placeholder)
 	}
@@ -156,26 +161,45 @@ func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
 	return h.next.Enabled(ctx, level)
 }
 
-// Handle redacts the record's message and attributes and passes it on. A
-// record with nothing to redact is passed on unchanged.
+// Handle redacts the record's message and attributes and passes it on, in
+// one pass over the attributes. A record with nothing to redact is passed
+// on unchanged.
 func (h *Handler) Handle(ctx context.Context, rec slog.Record) error {
-	dirty := h.r.suspect(rec.Message)
-	if !dirty {
-		rec.Attrs(func(a slog.Attr) bool {
-			_, dirty = h.attr(a)
-			return !dirty
-		})
-	}
-	if !dirty {
-		return h.next.Handle(ctx, rec)
-	}
-	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	dirtyMsg := h.r.suspect(rec.Message)
+	var out []slog.Attr // every attribute, redacted, once one changed
+	n := 0
 	rec.Attrs(func(a slog.Attr) bool {
-		a, _ = h.attr(a)
-		out.AddAttrs(a)
+		ra, changed := h.attr(a)
+		if changed && out == nil {
+			out = make([]slog.Attr, 0, rec.NumAttrs())
+			rec.Attrs(func(b slog.Attr) bool { // the clean ones before it
+				if len(out) == n {
+					return false
+				}
+				out = append(out, b)
+				return true
+			})
+		}
+		if out != nil {
+			out = append(out, ra)
+		}
+		n++
 		return true
 	})
-	return h.next.Handle(ctx, out)
+	if !dirtyMsg && out == nil {
+		return h.next.Handle(ctx, rec)
+	}
+	msg := rec.Message
+	if dirtyMsg {
+		msg = h.r.replace(msg)
+	}
+	red := slog.NewRecord(rec.Time, rec.Level, msg, rec.PC)
+	if out != nil {
+		red.AddAttrs(out...)
+	} else {
+		rec.Attrs(func(a slog.Attr) bool { red.AddAttrs(a); return true })
+	}
+	return h.next.Handle(ctx, red)
 }
 
 // WithAttrs redacts attrs once and hands them to the wrapped handler.
@@ -206,7 +230,7 @@ func (h *Handler) value(v slog.Value) (slog.Value, bool) {
 	switch v.Kind() {
 	case slog.KindString:
 		if s := v.String(); h.r.suspect(s) {
-			return slog.StringValue(h.r.String(s)), true
+			return slog.StringValue(h.r.replace(s)), true
 		}
 	case slog.KindGroup:
 		as := v.Group()
@@ -239,7 +263,7 @@ func (h *Handler) any(v slog.Value) (slog.Value, bool) {
 		s = x.Error()
 	case json.RawMessage:
 		if h.r.suspect(string(x)) {
-			return slog.AnyValue(json.RawMessage(h.r.String(string(x)))), true
+			return slog.AnyValue(json.RawMessage(h.r.replace(string(x)))), true
 		}
 		return v, false
 	case []byte:
@@ -250,7 +274,7 @@ func (h *Handler) any(v slog.Value) (slog.Value, bool) {
 		s = fmt.Sprintf("%+v", x)
 	}
 	if h.r.suspect(s) {
-		return slog.StringValue(h.r.String(s)), true
+		return slog.StringValue(h.r.replace(s)), true
 	}
 	return v, false
 }

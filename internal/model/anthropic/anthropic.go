@@ -63,7 +63,7 @@ const JSONObjectInstruction = "Answer with a single JSON object and nothing else
 // json_schema as structured output (output_config.format), json_object by
 // instruction (JSONObjectInstruction).
 func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
-	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema
+	return f.Known()
 }
 
 // New returns a Provider for cfg.

@@ -104,7 +104,7 @@ func endpoint(base string) (string, error) {
 // HonoursFormat reports that both response formats pass through as
 // response_format (OpenAI and compatible servers such as Ollama take it).
 func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
-	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema
+	return f.Known()
 }
 
 // Stream runs one step as a streamed chat completion.

@@ -48,7 +48,7 @@ var (
 // returned as written, and the engine checks the final answer against the
 // format (a script that answers prose under a format fails the turn).
 func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
-	return f.Type == model.FormatJSONObject || f.Type == model.FormatJSONSchema
+	return f.Known()
 }
 
 // New returns a provider over a fixed, already parsed script.
