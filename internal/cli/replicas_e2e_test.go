@@ -15,48 +15,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/store/postgres"
 )
 
+// postgresURL is a fresh schema of the test database (dropped when the test
+// ends) as a URL the binary takes: search_path names the schema.
 func postgresURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("STACKBONE_TEST_POSTGRES")
-	if u == "" {
-		u = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	schema := fmt.Sprintf("replicas_%d", time.Now().UnixNano())
-	s, err := postgres.OpenSchema(ctx, u, schema, nil)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at %s: %v", u, err)
-		}
-		t.Skipf("PostgreSQL unreachable at %s: %v", u, err)
-	}
-	_ = s.Close()
-	t.Cleanup(func() { dropSchema(u, schema) })
-	parsed, _ := url.Parse(u)
+	st := stacktest.Postgres(t, "replicas")
+	parsed, _ := url.Parse(stacktest.PostgresURL())
 	q := parsed.Query()
-	q.Set("search_path", schema)
+	q.Set("search_path", st.Schema())
 	parsed.RawQuery = q.Encode()
 	return parsed.String()
-}
-
-func dropSchema(u, schema string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 }
 
 func decodeJSON(t *testing.T, resp *http.Response, v any) {
