@@ -147,7 +147,7 @@ func From(err error) *Error {
 	case errors.As(err, &ud):
 		return New(NotFound, "not_found", ud.Error())
 	case errors.As(err, &fe):
-		return &Error{Status: http.StatusBadGateway, Kind: Upstream, Code: "response_format_mismatch", Message: fe.Error(), NoRetry: true, Err: err}
+		return &Error{Status: http.StatusBadGateway, Kind: Upstream, Code: engine.CodeFormatMismatch, Message: fe.Error(), NoRetry: true, Err: err}
 	case errors.As(err, &me):
 		// The upstream's own text stays in the log: it can carry detail
 		// (keys, prompts) the client must not see.
@@ -187,7 +187,7 @@ func From(err error) *Error {
 		e.Err = err
 		return e
 	case errors.Is(err, engine.ErrShuttingDown):
-		return &Error{Status: 503, Kind: Unavailable, Code: "shutting_down", Message: "The server is shutting down. Try again shortly.", Err: err}
+		return &Error{Status: 503, Kind: Unavailable, Code: engine.CodeShuttingDown, Message: engine.MessageShuttingDown, Err: err}
 	case errors.Is(err, store.ErrUnavailable):
 		return &Error{Status: 503, Kind: Unavailable, Code: "store_unavailable", Message: "The database is unavailable. Try again shortly.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):

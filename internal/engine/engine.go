@@ -512,9 +512,9 @@ func (r *Runner) describe(err error) (code, message string) {
 	case errors.As(err, &ie):
 		return ie.Code, ie.Reason
 	case errors.As(err, &fe):
-		return "response_format_mismatch", fe.Error()
+		return CodeFormatMismatch, fe.Error()
 	case errors.Is(err, ErrShuttingDown):
-		return "shutting_down", "The server is shutting down. Try again shortly."
+		return CodeShuttingDown, MessageShuttingDown
 	}
 	return "internal_error", "Internal server error."
 }

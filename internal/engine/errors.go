@@ -16,6 +16,14 @@ import (
 // ended.
 var ErrShuttingDown = errors.New("the server is shutting down")
 
+// The public code and message of ErrShuttingDown, and the code of a
+// *FormatMismatchError, as every path reports them.
+const (
+	CodeShuttingDown    = "shutting_down"
+	MessageShuttingDown = "The server is shutting down. Try again shortly."
+	CodeFormatMismatch  = "response_format_mismatch"
+)
+
 // UnknownAgentError: no agent has the name a turn asked for.
 type UnknownAgentError struct{ Name string }
 

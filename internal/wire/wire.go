@@ -95,17 +95,20 @@ func (c *collected[T]) Close(err *apierror.Error) error {
 	return httpjson.Write(c.w, http.StatusOK, res)
 }
 
-// Param places an engine input error on a request's own paths for a wire
-// whose engine messages do not match its request messages one to one: a
-// client tool's error at tool(index), a message's tool call id at
-// fmt.Sprintf(toolCallAt, origin[index]), where origin maps each engine
-// message to the request message it came from (-1: none). Other fields
+// Param places an engine input error on a request's own paths: a client
+// tool's error at tool(index), a message's tool call id at
+// fmt.Sprintf(toolCallAt, i), i being the request message the engine
+// message came from: origin[index] (-1: none), or index itself when origin
+// is nil (the engine's messages are the request's, in order). Other fields
 // keep the engine's name ("").
 func Param(field string, index int, tool func(int) string, origin []int, toolCallAt string) string {
 	switch field {
 	case engine.FieldTools:
 		return tool(index)
 	case engine.FieldToolCallID:
+		if origin == nil {
+			return fmt.Sprintf(toolCallAt, index)
+		}
 		if index >= 0 && index < len(origin) && origin[index] >= 0 {
 			return fmt.Sprintf(toolCallAt, origin[index])
 		}

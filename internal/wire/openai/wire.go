@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -59,13 +58,7 @@ func (t *turn) Input() engine.Input { return t.in }
 // Param: Input.Messages and Input.ClientTools are the request's own
 // messages and tools, in order.
 func (t *turn) Param(field string, i int) string {
-	switch field {
-	case engine.FieldTools:
-		return t.req.ToolParam(i)
-	case engine.FieldToolCallID:
-		return fmt.Sprintf("messages[%d].tool_call_id", i)
-	}
-	return ""
+	return wire.Param(field, i, t.req.ToolParam, nil, "messages[%d].tool_call_id")
 }
 
 func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
