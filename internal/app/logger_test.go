@@ -21,7 +21,8 @@ const providerKey = "sk-proj-T3stK3yThatMustN0tLeak42"
 // the placeholder where it was.
 func TestUpstreamEchoingTheKeyIsRedactedInTheLog(t *testing.T) {
 	acme := config.Key{Tenant: "acme", Secret: "acme-secret-key-0123456789"}
-	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme}, ProviderKey: providerKey,
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{acme},
+		Configure: func(c *config.Config) { c.OpenAIKey, c.AnthropicKey = providerKey, providerKey },
 		Script: `[{"reply": {"error": {"status": 401, "message": "Incorrect API key provided: ` + providerKey +
 			` (Authorization: Bearer ` + providerKey + `; caller ` + acme.Secret + `)"}}}]`})
 

@@ -71,7 +71,7 @@ func TestStatelessApprovalRunIsAudited(t *testing.T) {
 // A durable turn still pauses as before.
 func TestStatelessApprovalRefuse(t *testing.T) {
 	t.Parallel()
-	env := stacktest.New(t, stacktest.Options{StatelessApproval: config.StatelessRefuse})
+	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) { c.StatelessApproval = config.StatelessRefuse }})
 	res, err := client(env).Chat.Completions.New(context.Background(), params(user("refund without session")))
 	if err != nil {
 		t.Fatal(err)

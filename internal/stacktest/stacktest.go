@@ -52,11 +52,6 @@ type Options struct {
 	// Configure, when set, adjusts the configuration before it is checked
 	// (e.g. short slow-client timeouts).
 	Configure func(cfg *config.Config)
-	// ProviderKey, when set, is the provider API key (both OpenAI and
-	// Anthropic) the server sends upstream; default sk-test / sk-ant-test.
-	ProviderKey string
-	// StatelessApproval overrides the stateless-approval policy (run).
-	StatelessApproval config.StatelessPolicy
 	// KeepAliveInterval, when set, is how often idle streams get a
 	// keepalive (server.DefaultKeepAliveInterval otherwise).
 	KeepAliveInterval time.Duration
@@ -228,17 +223,11 @@ func New(t testing.TB, opts Options) *Env {
 	cfg.Keys = opts.Keys
 	cfg.LogLevel = "debug"
 	cfg.OpenAIKey, cfg.AnthropicKey = "sk-test", "sk-ant-test"
-	if opts.ProviderKey != "" {
-		cfg.OpenAIKey, cfg.AnthropicKey = opts.ProviderKey, opts.ProviderKey
-	}
 	if opts.MaxBodyBytes > 0 {
 		cfg.MaxBodyBytes = opts.MaxBodyBytes
 	}
 	if opts.Configure != nil {
 		opts.Configure(&cfg)
-	}
-	if opts.StatelessApproval != "" {
-		cfg.StatelessApproval = opts.StatelessApproval
 	}
 	if err := cfg.Finish(); err != nil {
 		t.Fatalf("config: %v", err)
