@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -27,6 +28,10 @@ type Spec struct {
 	EditableState map[string]json.RawMessage
 	// MaxSteps bounds model calls per turn; zero means DefaultMaxSteps.
 	MaxSteps int
+	// ModelTimeouts bound each model call attempt (the agent file's
+	// modelSettings.timeout and .idleTimeout); a zero field means the
+	// server's default (STACKBONE_MODEL_TIMEOUT, STACKBONE_MODEL_IDLE_TIMEOUT).
+	ModelTimeouts model.Timeouts
 	// NoTodos and NoFiles turn off the built-in write_todos and file tools.
 	NoTodos bool
 	NoFiles bool

@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
@@ -46,6 +49,10 @@ type Error struct {
 	Param   string
 	// NoRetry asks clients not to retry (x-should-retry: false).
 	NoRetry bool
+	// RetryAfter, when positive, tells clients a retry is safe and when
+	// (x-should-retry: true, retry-after, retry-after-ms). See
+	// SetRetryHeaders.
+	RetryAfter time.Duration
 	// Details carries structured extra data (e.g. schema errors).
 	Details any
 	// Err is internal detail for logs; never shown to clients.
@@ -124,9 +131,74 @@ func ApprovalPending() *Error {
 	return e
 }
 
+// DefaultRetryAfter is the retry-after of a failure that is safe to retry
+// and names no wait of its own.
+const DefaultRetryAfter = time.Second
+
 // From maps any error to an *Error: typed errors keep their meaning, anything
-// else is a 500 whose detail stays internal.
+// else is a 500 whose detail stays internal. It also decides, in this one
+// place, whether clients may retry (see advise).
 func From(err error) *Error {
+	var rf *engine.RunFailedError
+	if errors.As(err, &rf) {
+		return advise(mapError(rf.Err), rf.WorkDone, !rf.WorkDone)
+	}
+	return advise(mapError(err), false, false)
+}
+
+// advise sets whether a client may retry a failure. A turn that had side
+// effects (a tool ran, or an answer was stored) fails with a 5xx or 429 that
+// carries x-should-retry: false, as a retry could repeat them. A transient
+// failure before any of that (the model upstream unreachable, overloaded,
+// rate limited or timed out; the database unavailable; the server shutting
+// down) carries x-should-retry: true and a retry-after (the upstream's own
+// when it sent one), as does any 5xx of a run that failed before it did
+// anything (safe). Errors that already forbid retries keep NoRetry.
+func advise(e *Error, workDone, safe bool) *Error {
+	transient := e.Status == http.StatusTooManyRequests || e.Status >= 500
+	switch {
+	case e.NoRetry || !transient:
+	case workDone:
+		c := *e
+		c.NoRetry, c.RetryAfter = true, 0
+		return &c
+	case safe || e.Kind == Unavailable || e.Kind == Overloaded || e.Kind == Upstream || e.Kind == RateLimit:
+		if e.RetryAfter <= 0 {
+			c := *e
+			c.RetryAfter = DefaultRetryAfter
+			return &c
+		}
+	}
+	return e
+}
+
+// SetRetryHeaders writes e's retry advice on a response: x-should-retry:
+// false when NoRetry; x-should-retry: true with retry-after (whole seconds,
+// rounded up) and retry-after-ms when RetryAfter is positive. The official
+// SDKs read x-should-retry first, then retry-after-ms, then retry-after.
+func SetRetryHeaders(h http.Header, e *Error) {
+	switch {
+	case e.NoRetry:
+		h.Set("x-should-retry", "false")
+	case e.RetryAfter > 0:
+		h.Set("x-should-retry", "true")
+		h.Set("retry-after", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
+		h.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	}
+}
+
+// leaseWait is the retry-after of a run_in_progress conflict: the time left
+// on the run's lease, rounded up to whole seconds, at least one second.
+func leaseWait(err error) time.Duration {
+	var rip *store.RunInProgressError
+	if !errors.As(err, &rip) || rip.Wait <= 0 {
+		return time.Second
+	}
+	secs := (rip.Wait + time.Second - 1) / time.Second
+	return max(1, secs) * time.Second
+}
+
+func mapError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -153,7 +225,14 @@ func From(err error) *Error {
 		// (keys, prompts) the client must not see.
 		switch {
 		case me.Status == http.StatusTooManyRequests:
-			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests. Try again later.", Err: err}
+			// The upstream's retry-after reaches the client as is.
+			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests. Try again later.",
+				RetryAfter: me.RetryAfter, Err: err}
+		case me.Status == http.StatusGatewayTimeout:
+			// Our own model timeouts (model.ErrCallTimeout,
+			// model.ErrIdleTimeout) and an upstream's 504: Anthropic's
+			// timeout_error, a 5xx every SDK may retry.
+			return &Error{Status: 504, Kind: Upstream, Code: "upstream_timeout", Message: "The model provider did not answer in time.", Err: err}
 		case me.Status == 0:
 			return &Error{Status: 502, Kind: Upstream, Code: "upstream_unreachable", Message: "The model provider could not be reached.", Err: err}
 		case me.Status == http.StatusServiceUnavailable || me.Status == 529:
@@ -167,9 +246,11 @@ func From(err error) *Error {
 	case errors.Is(err, store.ErrApprovalPending):
 		return ApprovalPending()
 	case errors.Is(err, store.ErrRunInProgress):
+		// Clients may retry once the run's lease would lapse: the SDKs
+		// retry a 409 by themselves after retry-after.
 		e := New(Conflict, "run_in_progress", "A run is already in progress on this session. Wait for it to finish before sending a new message.")
 		e.Kind = InvalidRequest
-		e.NoRetry = true
+		e.RetryAfter = leaseWait(err)
 		return e
 	case errors.Is(err, store.ErrAgentMismatch):
 		return Invalid("model", "This session belongs to another agent.")

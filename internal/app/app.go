@@ -270,7 +270,7 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 		journalTTL = -1 // no journal
 	}
 	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
-		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks,
+		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
 		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe})
 }
 

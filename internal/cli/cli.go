@@ -70,7 +70,10 @@ type serverFlags struct {
 	headerTimeout, bodyTimeout, idleTimeout time.Duration
 	// shutdownTimeout is config.Config's ShutdownTimeout.
 	shutdownTimeout time.Duration
-	maxConnsPerIP   int
+	// modelTimeout and modelIdleTimeout are config.Config's ModelTimeout
+	// and ModelIdleTimeout.
+	modelTimeout, modelIdleTimeout time.Duration
+	maxConnsPerIP                  int
 	// statelessApproval is bound on dev and start only.
 	statelessApproval string
 }
@@ -85,6 +88,8 @@ func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
 	cmd.Flags().DurationVar(&f.bodyTimeout, "body-timeout", 0, "time to send a request's body, 408 after (env STACKBONE_BODY_TIMEOUT; default 30s)")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 0, "idle keep-alive connections close after (env STACKBONE_IDLE_TIMEOUT; default 120s)")
 	cmd.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "on SIGTERM, time runs in flight get to finish before they are released for the next start (env STACKBONE_SHUTDOWN_TIMEOUT; default 30s)")
+	cmd.Flags().DurationVar(&f.modelTimeout, "model-timeout", 0, "bound on each attempt of a model call; agents' modelSettings.timeout overrides it (env STACKBONE_MODEL_TIMEOUT; default 10m)")
+	cmd.Flags().DurationVar(&f.modelIdleTimeout, "model-idle-timeout", 0, "bound on the wait for a model answer's first chunk and between chunks; agents' modelSettings.idleTimeout overrides it (env STACKBONE_MODEL_IDLE_TIMEOUT; default 2m)")
 	cmd.Flags().IntVar(&f.maxConnsPerIP, "max-conns-per-ip", 0, "open connections one client address may hold, 0 for no limit (env STACKBONE_MAX_CONNS_PER_IP; default 256)")
 }
 
@@ -109,7 +114,8 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	}
 	for name, d := range map[string][2]*time.Duration{"header-timeout": {&cfg.HeaderTimeout, &f.headerTimeout},
 		"body-timeout": {&cfg.BodyTimeout, &f.bodyTimeout}, "idle-timeout": {&cfg.IdleTimeout, &f.idleTimeout},
-		"shutdown-timeout": {&cfg.ShutdownTimeout, &f.shutdownTimeout}} {
+		"shutdown-timeout": {&cfg.ShutdownTimeout, &f.shutdownTimeout}, "model-timeout": {&cfg.ModelTimeout, &f.modelTimeout},
+		"model-idle-timeout": {&cfg.ModelIdleTimeout, &f.modelIdleTimeout}} {
 		if cmd.Flags().Changed(name) {
 			*d[0] = *d[1]
 		}

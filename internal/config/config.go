@@ -71,6 +71,12 @@ type Config struct {
 	// going then release their threads for the next start or another
 	// replica to resume.
 	ShutdownTimeout time.Duration
+	// ModelTimeout bounds each attempt of a model call
+	// (STACKBONE_MODEL_TIMEOUT, --model-timeout); ModelIdleTimeout bounds
+	// the wait for its first chunk and between chunks
+	// (STACKBONE_MODEL_IDLE_TIMEOUT, --model-idle-timeout). An agent's
+	// modelSettings override both.
+	ModelTimeout, ModelIdleTimeout time.Duration
 	// Watch reloads agents when files under agents/ change.
 	Watch bool
 	// Slow clients: the time to send a request's headers, then its body
@@ -103,7 +109,7 @@ type Config struct {
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
 		ShutdownTimeout: 30 * time.Second, OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, RetryWindow: 10 * time.Minute, StatelessApproval: StatelessRun}
+		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, ModelTimeout: 10 * time.Minute, ModelIdleTimeout: 2 * time.Minute, RetryWindow: 10 * time.Minute, StatelessApproval: StatelessRun}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -142,7 +148,8 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 		c.MaxBodyBytes = n
 	}
 	for name, dst := range map[string]*time.Duration{"STACKBONE_LEASE": &c.Lease, "STACKBONE_HEADER_TIMEOUT": &c.HeaderTimeout,
-		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout, "STACKBONE_SHUTDOWN_TIMEOUT": &c.ShutdownTimeout} {
+		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout, "STACKBONE_SHUTDOWN_TIMEOUT": &c.ShutdownTimeout,
+		"STACKBONE_MODEL_TIMEOUT": &c.ModelTimeout, "STACKBONE_MODEL_IDLE_TIMEOUT": &c.ModelIdleTimeout} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -238,6 +245,9 @@ func (c *Config) Finish() error {
 	}
 	if c.HeaderTimeout <= 0 || c.BodyTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("header, body and idle timeouts (%s, %s, %s) must be positive", c.HeaderTimeout, c.BodyTimeout, c.IdleTimeout))
+	}
+	if c.ModelTimeout <= 0 || c.ModelIdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("model timeout %s and model idle timeout %s must be positive (STACKBONE_MODEL_TIMEOUT, STACKBONE_MODEL_IDLE_TIMEOUT)", c.ModelTimeout, c.ModelIdleTimeout))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %s is negative", c.ShutdownTimeout))

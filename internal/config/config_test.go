@@ -25,8 +25,12 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 	if c.HeaderTimeout != 10*time.Second || c.BodyTimeout != 30*time.Second || c.IdleTimeout != 120*time.Second || c.MaxConnsPerIP != 256 {
 		t.Fatalf("slow-client defaults %+v", c)
 	}
+	if c.ModelTimeout != 10*time.Minute || c.ModelIdleTimeout != 2*time.Minute {
+		t.Fatalf("model timeout defaults %s, %s", c.ModelTimeout, c.ModelIdleTimeout)
+	}
 	env := map[string]string{"STACKBONE_ADDR": "127.0.0.1:9000", "STACKBONE_MAX_BODY_BYTES": "2048", "STACKBONE_API_KEYS": "acme:secret-123456",
-		"STACKBONE_HEADER_TIMEOUT": "2s", "STACKBONE_BODY_TIMEOUT": "3s", "STACKBONE_IDLE_TIMEOUT": "4s", "STACKBONE_MAX_CONNS_PER_IP": "0"}
+		"STACKBONE_HEADER_TIMEOUT": "2s", "STACKBONE_BODY_TIMEOUT": "3s", "STACKBONE_IDLE_TIMEOUT": "4s", "STACKBONE_MAX_CONNS_PER_IP": "0",
+		"STACKBONE_MODEL_TIMEOUT": "90s", "STACKBONE_MODEL_IDLE_TIMEOUT": "15s"}
 	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +40,8 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.MaxBodyBytes != 2048 || c.Keys[0].Tenant != "acme" || c.Addr != "127.0.0.1:0" ||
-		c.HeaderTimeout != 2*time.Second || c.BodyTimeout != 3*time.Second || c.IdleTimeout != 4*time.Second || c.MaxConnsPerIP != 0 {
+		c.HeaderTimeout != 2*time.Second || c.BodyTimeout != 3*time.Second || c.IdleTimeout != 4*time.Second || c.MaxConnsPerIP != 0 ||
+		c.ModelTimeout != 90*time.Second || c.ModelIdleTimeout != 15*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	if c.DB != "sqlite:"+filepath.Join(c.Dir, ".stackbone", "stackbone.db") {
@@ -47,9 +52,11 @@ func TestDefaultsEnvFlagsOrder(t *testing.T) {
 func TestEveryBadValueIsReported(t *testing.T) {
 	c := Defaults(Start)
 	env := map[string]string{"STACKBONE_MAX_BODY_BYTES": "lots", "STACKBONE_LEASE": "soon", "STACKBONE_API_KEYS": "nocolon",
-		"STACKBONE_BODY_TIMEOUT": "slow", "STACKBONE_MAX_CONNS_PER_IP": "many", "STACKBONE_RETRY_WINDOW": "-1m"}
+		"STACKBONE_BODY_TIMEOUT": "slow", "STACKBONE_MAX_CONNS_PER_IP": "many", "STACKBONE_RETRY_WINDOW": "-1m",
+		"STACKBONE_MODEL_TIMEOUT": "long", "STACKBONE_MODEL_IDLE_TIMEOUT": "2"}
 	err := c.FromEnv(func(k string) string { return env[k] })
-	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS", "STACKBONE_BODY_TIMEOUT", "STACKBONE_MAX_CONNS_PER_IP", "STACKBONE_RETRY_WINDOW"} {
+	for _, want := range []string{"STACKBONE_MAX_BODY_BYTES", "STACKBONE_LEASE", "STACKBONE_API_KEYS", "STACKBONE_BODY_TIMEOUT", "STACKBONE_MAX_CONNS_PER_IP",
+		"STACKBONE_RETRY_WINDOW", "STACKBONE_MODEL_TIMEOUT", "STACKBONE_MODEL_IDLE_TIMEOUT"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("env error lacks %s: %v", want, err)
 		}

@@ -54,7 +54,11 @@ type Config struct {
 	// kept for a client retrying the turn (DefaultJournalTTL when zero; a
 	// negative value keeps no journal).
 	JournalTTL time.Duration
-	Hooks      Hooks
+	// ModelTimeouts bound each model call attempt of agents whose
+	// modelSettings set none (zero fields: model.DefaultCallTimeout and
+	// model.DefaultIdleTimeout).
+	ModelTimeouts model.Timeouts
+	Hooks         Hooks
 	// RefuseStateless refuses calls that need approval in a turn without a
 	// session (the stateless-approval policy "refuse"); by default they run.
 	// Either way each such call is recorded in the decisions audit.
@@ -88,7 +92,9 @@ type Runner struct {
 	Lease time.Duration
 	// JournalTTL is Config.JournalTTL.
 	JournalTTL time.Duration
-	Hooks      Hooks
+	// ModelTimeouts is Config.ModelTimeouts with the defaults filled in.
+	ModelTimeouts model.Timeouts
+	Hooks         Hooks
 	// RefuseStateless is Config.RefuseStateless.
 	RefuseStateless bool
 	// Describe gives an error's public code and message for the RunError
@@ -133,7 +139,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger,
 		Now: clock.Or(cfg.Clock).Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
-		Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, Describe: cfg.Describe}
+		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -126,3 +126,18 @@ func (e *FormatMismatchError) Error() string {
 
 // Unwrap returns the validation problem.
 func (e *FormatMismatchError) Unwrap() error { return e.Err }
+
+// RunFailedError is the typed cause a failed run hands its consumer (the
+// RunError event's Err): the failure, and whether the turn had side effects
+// before it (WorkDone: a tool ran, or a model answer or tool result was
+// stored), so that a client retrying the turn could repeat them. The HTTP
+// edge tells clients from it whether a retry is safe (x-should-retry).
+type RunFailedError struct {
+	Err      error
+	WorkDone bool
+}
+
+func (e *RunFailedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the failure.
+func (e *RunFailedError) Unwrap() error { return e.Err }

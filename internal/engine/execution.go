@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
@@ -59,6 +60,18 @@ type execution struct {
 	root     *execution
 	usageMu  sync.Mutex
 	callIDs  sync.Map // tool call ids issued in this run (root only)
+	// worked is set (on the root) once this run had a side effect: a tool
+	// ran, or a model answer or tool result was stored.
+	worked atomic.Bool
+}
+
+// markWorked records that the run had a side effect (RunFailedError.WorkDone).
+func (x *execution) markWorked() {
+	top := x
+	if x.root != nil {
+		top = x.root
+	}
+	top.worked.Store(true)
 }
 
 // view returns the messages of this execution's own conversation.
@@ -317,7 +330,7 @@ func (x *execution) fail(err error) {
 			x.r.Logger.Error("store failed run", "thread", x.threadID, "err", ferr)
 		}
 	}
-	ev.Err = err
+	ev.Err = &RunFailedError{Err: err, WorkDone: x.worked.Load()}
 	x.send(ev)
 }
 
@@ -371,6 +384,9 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 	}
 	if err := x.r.Store.Checkpoint(ctx, c); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if len(c.Messages) > 0 {
+		x.markWorked()
 	}
 	for _, e := range c.Events {
 		x.r.Bus.Publish(x.tenant, x.threadID, e)
@@ -434,7 +450,8 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 // message with the decisions its calls need.
 func (x *execution) step(ctx context.Context) (message.Message, error) {
 	req := model.Request{Model: x.modelName, System: x.system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
-		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature}
+		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature,
+		Timeouts: x.spec.ModelTimeouts.Or(x.r.ModelTimeouts)}
 	if x.scope == "" {
 		// The format is the client's, for the agent's answer; a subagent's
 		// report to its parent is free text.
@@ -890,6 +907,7 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	limit := t.TimeLimit()
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	x.markWorked()
 	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, Agent: x.spec.Name, Args: args, State: x.state})
 	var paused *subagentPaused
 	if errors.As(err, &paused) {

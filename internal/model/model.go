@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -25,6 +26,8 @@ type Request struct {
 	MaxTokens     int
 	StopSequences []string
 	Temperature   *float64
+	// Timeouts bound each attempt of the call (zero fields: no bound).
+	Timeouts Timeouts
 	// ResponseFormat, when set, asks for a JSON answer. It is sent on every
 	// step of a turn, as OpenAI applies it to every call; the model may still
 	// call tools.
@@ -115,7 +118,10 @@ type Error struct {
 	Status int
 	// Message is safe to show to the client.
 	Message string
-	Err     error
+	// RetryAfter is how long the upstream asked to wait before a retry
+	// (its retry-after-ms or retry-after header; 0: none).
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *Error) Error() string {

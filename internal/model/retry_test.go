@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"net/http"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestStreamRetriesOnlyBeforeFirstChunk(t *testing.T) {
 	}
 	calls := 0
 	var got []model.Chunk
-	for c, err := range p.Stream(context.Background(), nil, attempts(&calls, fail(503), fail(429), ok)) {
+	for c, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, fail(503), fail(429), ok)) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +73,7 @@ func TestStreamRetriesOnlyBeforeFirstChunk(t *testing.T) {
 	}
 	calls = 0
 	var last error
-	for _, err := range p.Stream(context.Background(), nil, attempts(&calls, midway)) {
+	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, midway)) {
 		last = err
 	}
 	if calls != 1 || last == nil {
@@ -82,10 +83,122 @@ func TestStreamRetriesOnlyBeforeFirstChunk(t *testing.T) {
 	calls = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, err := range p.Stream(ctx, nil, attempts(&calls, fail(503))) {
+	for _, err := range p.Stream(ctx, nil, model.Timeouts{}, attempts(&calls, fail(503))) {
 		last = err
 	}
 	if calls != 1 {
 		t.Fatalf("retried with a cancelled context: %d attempts", calls)
+	}
+}
+
+// stalled sends one chunk after first (0: none) and then waits for its
+// context, as a provider reading an upstream that stopped sending does.
+func stalled(ctx context.Context, first bool) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		if first && !yield(model.Chunk{Type: model.Text, Text: "hi"}, nil) {
+			return
+		}
+		<-ctx.Done()
+		yield(model.Chunk{}, ctx.Err())
+	}
+}
+
+func TestIdleTimeoutIsRetriedThenA504(t *testing.T) {
+	p := model.RetryPolicy{Attempts: 3, Base: time.Microsecond, Max: time.Microsecond}
+	calls := 0
+	attempt := func(ctx context.Context) iter.Seq2[model.Chunk, error] { calls++; return stalled(ctx, false) }
+	var last error
+	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: 20 * time.Millisecond, Call: time.Hour}, attempt) {
+		last = err
+	}
+	var me *model.Error
+	if calls != 3 || !errors.As(last, &me) || me.Status != 504 || !errors.Is(last, model.ErrIdleTimeout) {
+		t.Fatalf("%d attempts, err %v", calls, last)
+	}
+	// A stall after the first chunk is not retried (the chunk reached the
+	// caller) and is still a 504.
+	calls = 0
+	attempt = func(ctx context.Context) iter.Seq2[model.Chunk, error] { calls++; return stalled(ctx, true) }
+	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: 20 * time.Millisecond}, attempt) {
+		last = err
+	}
+	if calls != 1 || !errors.Is(last, model.ErrIdleTimeout) {
+		t.Fatalf("%d attempts, err %v", calls, last)
+	}
+}
+
+func TestCallTimeoutBoundsAStreamThatKeepsSending(t *testing.T) {
+	p := model.RetryPolicy{Attempts: 1}
+	attempt := func(ctx context.Context) iter.Seq2[model.Chunk, error] {
+		return func(yield func(model.Chunk, error) bool) {
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					yield(model.Chunk{}, ctx.Err())
+					return
+				case <-tick.C:
+					if !yield(model.Chunk{Type: model.Text, Text: "."}, nil) {
+						return
+					}
+				}
+			}
+		}
+	}
+	var last error
+	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: time.Second, Call: 60 * time.Millisecond}, attempt) {
+		last = err
+	}
+	if !errors.Is(last, model.ErrCallTimeout) {
+		t.Fatalf("err %v", last)
+	}
+}
+
+func TestRetryAfterIsHonouredAndBounded(t *testing.T) {
+	p := model.RetryPolicy{Attempts: 3, Base: time.Microsecond, Max: time.Microsecond, MaxRetryAfter: time.Second}
+	limited := func(after time.Duration) func(yield func(model.Chunk, error) bool) {
+		return func(yield func(model.Chunk, error) bool) {
+			yield(model.Chunk{}, &model.Error{Status: 429, RetryAfter: after})
+		}
+	}
+	ok := func(yield func(model.Chunk, error) bool) { yield(model.Chunk{Type: model.Finish}, nil) }
+	calls := 0
+	start := time.Now()
+	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, limited(80*time.Millisecond), ok)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 2 || time.Since(start) < 80*time.Millisecond {
+		t.Fatalf("%d attempts after %s; want the retry after the upstream's 80ms", calls, time.Since(start))
+	}
+	// Longer than MaxRetryAfter: no retry, the 429 (with its wait) returns.
+	calls = 0
+	var last error
+	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, limited(time.Hour), ok)) {
+		last = err
+	}
+	var me *model.Error
+	if calls != 1 || !errors.As(last, &me) || me.RetryAfter != time.Hour {
+		t.Fatalf("%d attempts, err %v", calls, last)
+	}
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{"Retry-After": {"7"}}, 7 * time.Second},
+		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"7"}}, 250 * time.Millisecond},
+		{http.Header{"Retry-After": {now.Add(3 * time.Second).Format(http.TimeFormat)}}, 3 * time.Second},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{nil, 0},
+	} {
+		if got := model.RetryAfter(c.h, now); got != c.want {
+			t.Errorf("%v: %s, want %s", c.h, got, c.want)
+		}
 	}
 }

@@ -28,6 +28,24 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 )
 
+// RunInProgressError is the ErrRunInProgress Admit returns: Wait is how long
+// the run's lease still holds the thread at the time of the check (0 when
+// unknown, e.g. a resume about to run), so a client can be told when to
+// try again.
+type RunInProgressError struct {
+	ThreadID string
+	Wait     time.Duration
+	// Why says why the thread is busy.
+	Why string
+}
+
+func (e *RunInProgressError) Error() string {
+	return fmt.Sprintf("thread %q: %s%s", e.ThreadID, e.Why, ErrRunInProgress)
+}
+
+// Is makes a *RunInProgressError match ErrRunInProgress.
+func (e *RunInProgressError) Is(target error) bool { return target == ErrRunInProgress }
+
 // ThreadStatus is where a thread is in its life.
 type ThreadStatus string
 
@@ -62,11 +80,11 @@ func Admit(th *Thread, agent string, now time.Time) error {
 	case Waiting:
 		return fmt.Errorf("thread %q: %w", th.ID, ErrApprovalPending)
 	case Queued:
-		return fmt.Errorf("thread %q: its decisions are made and the resume is about to run: %w", th.ID, ErrRunInProgress)
+		return &RunInProgressError{ThreadID: th.ID, Why: "its decisions are made and the resume is about to run: "}
 	case Running:
 		// At the stored (microsecond) precision, as Claim compares.
-		if !th.LeaseUntil.IsZero() && !now.Truncate(time.Microsecond).After(th.LeaseUntil) {
-			return fmt.Errorf("thread %q: %w", th.ID, ErrRunInProgress)
+		if at := now.Truncate(time.Microsecond); !th.LeaseUntil.IsZero() && !at.After(th.LeaseUntil) {
+			return &RunInProgressError{ThreadID: th.ID, Wait: th.LeaseUntil.Sub(at)}
 		}
 	}
 	return nil

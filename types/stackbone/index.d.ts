@@ -166,10 +166,33 @@ export interface DeepAgentConfig {
   editableState?: Record<string, Schema>;
   /** Bounds model calls per turn (default 25). */
   maxSteps?: number;
+  /** Settings of this agent's model calls. */
+  modelSettings?: ModelSettings;
   /** `false` turns off the built-in write_todos tool. */
   todos?: boolean;
   /** `false` turns off the built-in file tools (ls, read_file, write_file, edit_file). */
   files?: boolean;
+}
+
+/**
+ * A duration: a number of milliseconds, or a string such as `"90s"`, `"2m"`,
+ * `"1m30s"` or `"500ms"` (units ms, s, m, h).
+ */
+export type Duration = number | string;
+
+/** Settings of an agent's model calls. */
+export interface ModelSettings {
+  /**
+   * Bounds each attempt of a model call (default: the server's
+   * STACKBONE_MODEL_TIMEOUT, 10m). A timed-out attempt is retried like an
+   * upstream 5xx, then the turn fails with a 504 `upstream_timeout`.
+   */
+  timeout?: Duration;
+  /**
+   * Bounds the wait for the first chunk of a model answer and between two
+   * chunks (default: the server's STACKBONE_MODEL_IDLE_TIMEOUT, 2m).
+   */
+  idleTimeout?: Duration;
 }
 
 /** Defines a deep agent; export it as the file's default export. */

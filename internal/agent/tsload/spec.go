@@ -9,6 +9,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -21,16 +22,20 @@ type location struct {
 
 // description is the JSON projection prelude.js register() returns.
 type description struct {
-	Name          string                     `json:"name"`
-	Model         string                     `json:"model"`
-	Instructions  string                     `json:"instructions"`
-	MaxSteps      int                        `json:"maxSteps"`
-	NoTodos       bool                       `json:"noTodos"`
-	NoFiles       bool                       `json:"noFiles"`
-	EditableState map[string]json.RawMessage `json:"editableState"`
-	Tools         []toolDescription          `json:"tools"`
-	Subagents     []agent.Subagent           `json:"subagents"`
-	Loc           *location                  `json:"loc"`
+	Name         string `json:"name"`
+	Model        string `json:"model"`
+	Instructions string `json:"instructions"`
+	MaxSteps     int    `json:"maxSteps"`
+	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
+	// .idleTimeout in milliseconds (0: the server's default).
+	ModelTimeoutMs     int64                      `json:"modelTimeoutMs"`
+	ModelIdleTimeoutMs int64                      `json:"modelIdleTimeoutMs"`
+	NoTodos            bool                       `json:"noTodos"`
+	NoFiles            bool                       `json:"noFiles"`
+	EditableState      map[string]json.RawMessage `json:"editableState"`
+	Tools              []toolDescription          `json:"tools"`
+	Subagents          []agent.Subagent           `json:"subagents"`
+	Loc                *location                  `json:"loc"`
 }
 
 type toolDescription struct {
@@ -77,11 +82,13 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		Subagents:     d.Subagents,
 		EditableState: d.EditableState,
 		MaxSteps:      d.MaxSteps,
-		NoTodos:       d.NoTodos,
-		NoFiles:       d.NoFiles,
-		Dir:           root,
-		Source:        b.abs,
-		Close:         a.pool.close,
+		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
+			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},
+		NoTodos: d.NoTodos,
+		NoFiles: d.NoFiles,
+		Dir:     root,
+		Source:  b.abs,
+		Close:   a.pool.close,
 	}
 	if spec.EditableState == nil {
 		spec.EditableState = map[string]json.RawMessage{}

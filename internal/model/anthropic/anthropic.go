@@ -97,7 +97,7 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 	if err != nil {
 		return func(yield func(model.Chunk, error) bool) { yield(model.Chunk{}, err) }
 	}
-	return p.cfg.Retry.Stream(ctx, p.log, func(ctx context.Context) iter.Seq2[model.Chunk, error] {
+	return p.cfg.Retry.Stream(ctx, p.log, req.Timeouts, func(ctx context.Context) iter.Seq2[model.Chunk, error] {
 		return p.attempt(ctx, params)
 	})
 }
@@ -184,16 +184,20 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 	}
 }
 
-func statusOf(err error) (int, string, bool) {
+func statusOf(err error) (int, string, http.Header, bool) {
 	var apiErr *ant.Error
 	if !errors.As(err, &apiErr) {
-		return 0, "", false
+		return 0, "", nil, false
 	}
 	msg := apiErr.Message
 	if msg == "" {
 		msg = http.StatusText(apiErr.StatusCode)
 	}
-	return apiErr.StatusCode, msg, true
+	var h http.Header
+	if apiErr.Response != nil {
+		h = apiErr.Response.Header
+	}
+	return apiErr.StatusCode, msg, h, true
 }
 
 func stopReason(r ant.StopReason, hadCalls bool) event.StopReason {

@@ -76,7 +76,9 @@ type Mock struct {
 	reqs       []RecordedRequest
 	failN      int
 	failStatus int
+	failHeader http.Header
 	hold       *hold
+	stall      *hold
 }
 
 // hold is one armed HoldOnce.
@@ -104,10 +106,34 @@ func (m *Mock) SetScript(s *script.Script) {
 
 // FailNext makes the next n requests fail with status (e.g. 503 or 429) and
 // the provider's error envelope, before the script is consulted.
-func (m *Mock) FailNext(n, status int) {
+func (m *Mock) FailNext(n, status int) { m.FailNextWith(n, status, nil) }
+
+// FailNextWith is FailNext with response headers on each failure (e.g.
+// retry-after on a 429).
+func (m *Mock) FailNextWith(n, status int, h http.Header) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.failN, m.failStatus = n, status
+	m.failN, m.failStatus, m.failHeader = n, status, h
+}
+
+// Stall makes every request that meets when, until release is called,
+// answer 200 with a stream's headers and then send nothing: an upstream
+// that accepted the call and stalls. A stalled request ends when its caller
+// goes away; after release, stalled and later requests are answered as
+// usual.
+func (m *Mock) Stall(when script.When) (release func()) {
+	h := &hold{when: when, gate: make(chan struct{})}
+	m.mu.Lock()
+	m.stall = h
+	m.mu.Unlock()
+	return func() {
+		h.once.Do(func() { close(h.gate) })
+		m.mu.Lock()
+		if m.stall == h {
+			m.stall = nil
+		}
+		m.mu.Unlock()
+	}
 }
 
 // HoldOnce makes the next request that meets when wait, once recorded
@@ -197,14 +223,28 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec.Status = http.StatusOK
 		}
 	}
-	var gate chan struct{}
+	var gate, stall chan struct{}
 	if h := m.hold; h != nil && !failed && err == nil && h.when.Matches(wr.req) {
 		gate, m.hold = h.gate, nil
 	}
+	if h := m.stall; h != nil && !failed && err == nil && h.when.Matches(wr.req) {
+		stall = h.gate
+	}
+	failHeader := m.failHeader
 	rec.Seq = len(m.reqs) + 1
 	m.reqs = append(m.reqs, rec)
 	m.mu.Unlock()
 
+	if stall != nil {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if gate != nil {
 		select {
 		case <-gate:
@@ -215,6 +255,9 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case failed:
+		for k, v := range failHeader {
+			w.Header()[k] = v
+		}
 		m.writeError(w, rec.Status, fmt.Sprintf("mock upstream: injected failure (%d)", rec.Status))
 		return
 	case err != nil:

@@ -28,6 +28,7 @@ var errLineTooLong = errors.New("server-sent event line too long")
 type apiError struct {
 	Status  int
 	Message string
+	Header  http.Header
 }
 
 func (e *apiError) Error() string {
@@ -38,12 +39,12 @@ func (e *apiError) Error() string {
 }
 
 // statusOf recognises an apiError for upstream.MapError.
-func statusOf(err error) (int, string, bool) {
+func statusOf(err error) (int, string, http.Header, bool) {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return ae.Status, ae.Message, true
+		return ae.Status, ae.Message, ae.Header, true
 	}
-	return 0, "", false
+	return 0, "", nil, false
 }
 
 // readAPIError reads a non-2xx answer: the message of its error envelope
@@ -57,7 +58,7 @@ func readAPIError(resp *http.Response) error {
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return &apiError{Status: resp.StatusCode, Message: msg}
+	return &apiError{Status: resp.StatusCode, Message: msg, Header: resp.Header}
 }
 
 // envelopeMessage returns the message of an OpenAI error envelope, "" if

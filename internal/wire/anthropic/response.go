@@ -229,8 +229,6 @@ func ErrorType(e *apierror.Error) string {
 // WriteError writes an error response in Anthropic's envelope, with the
 // request id the server middleware put in the request-id header.
 func WriteError(w http.ResponseWriter, e *apierror.Error) error {
-	if e.NoRetry {
-		w.Header().Set("x-should-retry", "false")
-	}
+	apierror.SetRetryHeaders(w.Header(), e)
 	return httpjson.Write(w, e.Status, ErrorOf(e, w.Header().Get("request-id")))
 }

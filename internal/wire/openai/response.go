@@ -185,8 +185,6 @@ func errorType(e *apierror.Error) string {
 
 // WriteError writes an error response in OpenAI's envelope.
 func WriteError(w http.ResponseWriter, e *apierror.Error) error {
-	if e.NoRetry {
-		w.Header().Set("x-should-retry", "false")
-	}
+	apierror.SetRetryHeaders(w.Header(), e)
 	return httpjson.Write(w, e.Status, ErrorOf(e))
 }

@@ -9,7 +9,9 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'todos', 'files'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files'];
+  const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout'];
+  const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'execute'];
   const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions'];
   const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools'];
@@ -126,6 +128,31 @@
     }
   }
 
+  // durationMs reads a duration: a number of milliseconds or a string such
+  // as "90s", "1m30s" or "500ms". It returns a positive whole number of
+  // milliseconds, or fails naming the field.
+  function durationMs(v, field, loc) {
+    let ms = NaN;
+    if (typeof v === 'number') {
+      ms = v;
+    } else if (typeof v === 'string' && /^(\d+(\.\d+)?(ms|h|m|s))+$/.test(v)) {
+      ms = 0;
+      for (const [, n, , unit] of v.matchAll(/(\d+(\.\d+)?)(ms|h|m|s)/g)) ms += Number(n) * DURATION_UNITS[unit];
+    }
+    if (!Number.isFinite(ms) || ms < 1) {
+      fail(`${field} must be a positive number of milliseconds or a duration string such as "90s" or "2m", got ${str(v)}`, loc);
+    }
+    return Math.round(ms);
+  }
+
+  function checkModelSettings(ms, what, loc) {
+    if (!isPlain(ms)) fail(`${what}: modelSettings must be an object`, loc);
+    unknownKeys(ms, MODEL_SETTINGS_KEYS, `${what}: modelSettings`, loc);
+    for (const k of MODEL_SETTINGS_KEYS) {
+      if (ms[k] !== undefined) durationMs(ms[k], `${what}: modelSettings.${k}`, loc);
+    }
+  }
+
   function checkModel(m, what, loc) {
     if (typeof m !== 'string' || !MODEL_RE.test(m)) {
       fail(`${what}: model must be a "provider/model" string such as "openai/gpt-4o-mini", got ${str(m)}`, loc);
@@ -151,6 +178,7 @@
     if (cfg.maxSteps !== undefined && !(Number.isInteger(cfg.maxSteps) && cfg.maxSteps > 0)) {
       fail(`${what}: maxSteps must be a positive integer`, loc);
     }
+    if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     const tools = cfg.tools === undefined ? {} : cfg.tools;
     if (!isPlain(tools)) fail(`${what}: tools must be an object mapping tool names to tool({...})`, loc);
     for (const [name, t] of Object.entries(tools)) {
@@ -237,6 +265,8 @@
       model: cfg.model,
       instructions: cfg.instructions || '',
       maxSteps: cfg.maxSteps || 0,
+      modelTimeoutMs: 0,
+      modelIdleTimeoutMs: 0,
       noTodos: cfg.todos === false,
       noFiles: cfg.files === false,
       editableState: {},
@@ -244,6 +274,9 @@
       subagents: [],
       loc,
     };
+    const ms = cfg.modelSettings || {};
+    if (ms.timeout !== undefined) out.modelTimeoutMs = durationMs(ms.timeout, `${what}: modelSettings.timeout`, loc);
+    if (ms.idleTimeout !== undefined) out.modelIdleTimeoutMs = durationMs(ms.idleTimeout, `${what}: modelSettings.idleTimeout`, loc);
     for (const [k, s] of Object.entries(cfg.editableState || {})) {
       out.editableState[k] = toJSONSchema(s, undefined, `${what}: editableState.${k}`, loc);
     }
