@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,9 +59,26 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) error {
 	return httpjson.Write(w, http.StatusOK, modelInfo(name))
 }
 
+// HealthPingTimeout bounds /healthz's database ping, so a load balancer gets
+// a 503 within a second from a server whose database stopped answering,
+// not a timeout.
+const HealthPingTimeout = 800 * time.Millisecond
+
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	if err := s.Store.Ping(r.Context()); err != nil {
-		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	ctx, cancel := context.WithTimeout(r.Context(), HealthPingTimeout)
+	defer cancel()
+	// A driver that does not heed its context (a connection stuck in a
+	// write) still cannot hold the answer past the deadline.
+	done := make(chan error, 1)
+	go func() { done <- s.Store.Ping(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: ping: %v", store.ErrUnavailable, err)
 	}
 	return httpjson.Write(w, http.StatusOK, map[string]any{"status": "ok", "agents": len(s.Agents.List())})
 }

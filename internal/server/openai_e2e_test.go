@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -272,7 +273,8 @@ func TestRunInProgress409(t *testing.T) {
 	// The first run's model call is held until the refused call is checked.
 	release := env.Upstream.HoldOnce(script.When{LastUser: "slow"})
 	defer release()
-	c := client(env, session("busy"), option.WithMaxRetries(2))
+	// No SDK retry: a 409 carries retry-after (TestRunInProgressRetryAfter).
+	c := client(env, session("busy"), option.WithMaxRetries(0))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -286,8 +288,8 @@ func TestRunInProgress409(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || apiErr.Code != "run_in_progress" {
 		t.Fatalf("want 409 run_in_progress, got %v", err)
 	}
-	if h := apiErr.Response.Header.Get("x-should-retry"); h != "false" {
-		t.Fatalf("x-should-retry = %q", h)
+	if ra, _ := strconv.Atoi(apiErr.Response.Header.Get("retry-after")); ra < 1 || ra > 30 {
+		t.Fatalf("retry-after %q: want the lease left, 1-30 s", apiErr.Response.Header.Get("retry-after"))
 	}
 	release()
 	wg.Wait()

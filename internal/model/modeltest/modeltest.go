@@ -118,9 +118,9 @@ func (m *Mock) FailNextWith(n, status int, h http.Header) {
 
 // Stall makes every request that meets when, until release is called,
 // answer 200 with a stream's headers and then send nothing: an upstream
-// that accepted the call and stalls. A stalled request ends when its caller
-// goes away; after release, stalled and later requests are answered as
-// usual.
+// that accepted the call and stalls. A stalled request ends, with nothing
+// more, when its caller goes away or at release; later requests are then
+// answered as usual.
 func (m *Mock) Stall(when script.When) (release func()) {
 	h := &hold{when: when, gate: make(chan struct{})}
 	m.mu.Lock()
@@ -242,8 +242,8 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-stall:
 		case <-r.Context().Done():
-			return
 		}
+		return
 	}
 	if gate != nil {
 		select {
