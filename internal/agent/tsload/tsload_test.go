@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -221,6 +222,12 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:3:11: tool(): needsApproval.allowedDecisions: unknown decision "maybe" (allowed: approve, reject, edit)`},
 		{"unknown subagent tool", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x',\n  subagents: [{ name: 's', description: 'd', instructions: 'i', tools: ['nope'] }] });\n",
 			`agents/a.ts:2:32: agent "a": subagents[0] (s): unknown tool "nope"`},
+		{"bad model timeout", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { timeout: '10 minutes' } });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings.timeout must be a positive number of milliseconds or a duration string such as "90s" or "2m", got "10 minutes"`},
+		{"zero idle timeout", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { idleTimeout: 0 } });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings.idleTimeout must be a positive number`},
+		{"unknown model setting", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { temperature: 1 } as any });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings: unknown field "temperature" (allowed: timeout, idleTimeout)`},
 		{"no default export", head + "export const x = defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
 			"agents/a.ts: no default export"},
 		{"throw at top level", head + "function f(): never {\n  throw new TypeError('bad setup');\n}\nf();\nexport default defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
@@ -238,6 +245,20 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("not a *LoadError for agents/a.ts: %#v", err)
 			}
 		})
+	}
+}
+
+func TestModelSettingsTimeouts(t *testing.T) {
+	for src, want := range map[string]model.Timeouts{
+		"{ timeout: '1m30s', idleTimeout: 45000 }": {Call: 90 * time.Second, Idle: 45 * time.Second},
+		"{ idleTimeout: '500ms' }":                 {Idle: 500 * time.Millisecond},
+		"{}":                                       {},
+	} {
+		s := loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+			"export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: " + src + " });\n"}, Options{})
+		if s.ModelTimeouts != want {
+			t.Errorf("modelSettings %s: %+v, want %+v", src, s.ModelTimeouts, want)
+		}
 	}
 }
 
