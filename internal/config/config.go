@@ -64,7 +64,12 @@ type Config struct {
 	LogLevel string
 	// LogFormat is text or json (STACKBONE_LOG_FORMAT).
 	LogFormat string
-	// Lease is how long a run holds its thread between checkpoints.
+	// Lease is how long a run holds its thread between checkpoints
+	// (STACKBONE_LEASE, default 15 s as engine.DefaultLease). A running run
+	// renews it every third of it, so a live run survives two missed
+	// renewals (10 s of database trouble), and the thread of a replica that
+	// died is free again within 15 s (its 409s carry retry-after with the
+	// time left).
 	Lease time.Duration
 	// ShutdownTimeout is how long a stopping server lets runs in flight
 	// finish (--shutdown-timeout, STACKBONE_SHUTDOWN_TIMEOUT); runs still
@@ -107,7 +112,7 @@ type Config struct {
 
 // Defaults returns the configuration of a mode before env and flags.
 func Defaults(mode Mode) Config {
-	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 30 * time.Second,
+	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 15 * time.Second,
 		ShutdownTimeout: 30 * time.Second, OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, ModelTimeout: 10 * time.Minute, ModelIdleTimeout: 2 * time.Minute, RetryWindow: 10 * time.Minute, StatelessApproval: StatelessRun}
 	switch mode {

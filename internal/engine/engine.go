@@ -48,7 +48,7 @@ type Config struct {
 	// Owner names this process in leases (a generated id when empty).
 	Owner string
 	// Lease is how long a run holds its thread without a checkpoint
-	// (30 s when zero).
+	// (DefaultLease when zero).
 	Lease time.Duration
 	// JournalTTL is how long a stateless turn's completed tool steps are
 	// kept for a client retrying the turn (DefaultJournalTTL when zero; a
@@ -119,6 +119,10 @@ type Runner struct {
 	toolsets sync.Map // *agent.Spec → *toolset
 }
 
+// DefaultLease is Config.Lease when zero: a run renews its lease every
+// third of it while a step runs.
+const DefaultLease = 15 * time.Second
+
 // New validates cfg and builds a Runner.
 func New(cfg Config) (*Runner, error) {
 	var missing []string
@@ -150,7 +154,7 @@ func New(cfg Config) (*Runner, error) {
 		r.Owner = ids.New("node")
 	}
 	if r.Lease == 0 {
-		r.Lease = 30 * time.Second
+		r.Lease = DefaultLease
 	}
 	if r.Bus == nil {
 		r.Bus = bus.New()
