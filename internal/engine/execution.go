@@ -66,12 +66,14 @@ type execution struct {
 }
 
 // markWorked records that the run had a side effect (RunFailedError.WorkDone).
-func (x *execution) markWorked() {
-	top := x
+func (x *execution) markWorked() { x.top().worked.Store(true) }
+
+// top is the run's root execution (x itself unless x is a subagent's).
+func (x *execution) top() *execution {
 	if x.root != nil {
-		top = x.root
+		return x.root
 	}
-	top.worked.Store(true)
+	return x
 }
 
 // view returns the messages of this execution's own conversation.
@@ -330,7 +332,7 @@ func (x *execution) fail(err error) {
 			x.r.Logger.Error("store failed run", "thread", x.threadID, "err", ferr)
 		}
 	}
-	ev.Err = &RunFailedError{Err: err, WorkDone: x.worked.Load()}
+	ev.Err = &RunFailedError{Err: err, WorkDone: x.top().worked.Load()}
 	x.send(ev)
 }
 

@@ -2,23 +2,44 @@ package server_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
 
-// tcpProxy forwards to PostgreSQL and can drop every connection on demand.
+// tcpProxy forwards to PostgreSQL and can drop every connection on demand,
+// or black-hole them (stalled: bytes are read and dropped, connections stay
+// open, as on a network that loses packets).
 type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	down   bool
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	conns   []net.Conn
+	down    bool
+	stalled atomic.Bool
+}
+
+// pipe copies src to dst, dropping what it reads while the proxy is stalled.
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.stalled.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func newProxy(t *testing.T, target string) *tcpProxy {
@@ -52,8 +73,8 @@ func (p *tcpProxy) serve() {
 		}
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
-		go func() { _, _ = io.Copy(c, up); c.Close() }()
+		go p.pipe(up, c)
+		go p.pipe(c, up)
 	}
 }
 
@@ -119,4 +140,30 @@ func TestDatabaseLossIs503AndRecovers(t *testing.T) {
 	if strings.Join(texts, "|") != "hello|echo: hello|back|echo: back" {
 		t.Fatalf("the thread after the loss: %q", texts)
 	}
+}
+
+// TestHealthzWhenPostgresDropsPackets: with the database's packets dropped
+// (connections open, no answer), /healthz answers 503 within a second, so a
+// load balancer sees the replica down instead of a timeout; it is 200 again
+// once the packets flow.
+func TestHealthzWhenPostgresDropsPackets(t *testing.T) {
+	t.Parallel()
+	u, _ := url.Parse(stacktest.PostgresURL())
+	proxy := newProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st := stacktest.PostgresAt(t, u.String(), "blackhole")
+	env := stacktest.New(t, stacktest.Options{Store: st})
+	if h := call(t, "GET", env.URL+"/healthz", ""); h.status != 200 {
+		t.Fatalf("healthy: %d %s", h.status, h.body)
+	}
+	proxy.stalled.Store(true)
+	start := time.Now()
+	h := call(t, "GET", env.URL+"/healthz", "")
+	if took := time.Since(start); h.status != 503 || took > time.Second {
+		t.Fatalf("packets dropped: %d after %s %s", h.status, took, h.body)
+	}
+	proxy.stalled.Store(false)
+	proxy.setDown(true) // the stalled connections are lost; new ones work
+	proxy.setDown(false)
+	stacktest.WaitFor(t, "healthz to recover", func() bool { return call(t, "GET", env.URL+"/healthz", "").status == 200 })
 }
