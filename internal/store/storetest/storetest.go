@@ -396,6 +396,11 @@ func testBeginRunInProgress(t *testing.T, s store.Store) {
 			Owner: "other", Now: now, LeaseUntil: now.Add(time.Minute), Input: []message.Message{userMsg("m2", "again")},
 			State: json.RawMessage(`{"k":1}`), Events: []event.Event{{Type: event.RunStarted}}})
 		wantErr(t, fmt.Sprintf("BeginRun at %v under a lease until %v", now, at(time.Minute)), err, store.ErrRunInProgress)
+		// The refusal says how long the lease still holds (a 409's retry-after).
+		var rip *store.RunInProgressError
+		if !errors.As(err, &rip) || rip.Wait != at(time.Minute).Sub(now) {
+			t.Fatalf("BeginRun at %v: want a *RunInProgressError waiting %v, got %#v", now, at(time.Minute).Sub(now), err)
+		}
 	}
 	th := getThread(t, s, "a", "t")
 	if th.RunID != "r1" || th.LeaseOwner != "owner-r1" || th.Status != store.Running {
