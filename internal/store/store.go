@@ -140,7 +140,10 @@ type Interrupt struct {
 
 // Decision is a human's answer to an interrupt, kept for audit.
 type Decision struct {
-	Approved bool `json:"approved"`
+	// Kind is retry or skip for an in-doubt call (status approved or
+	// rejected); empty for an approval.
+	Kind     string `json:"decision,omitempty"`
+	Approved bool   `json:"approved"`
 	// EditedArgs replaces the call's arguments when set.
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
 	Message    string          `json:"message,omitempty"`

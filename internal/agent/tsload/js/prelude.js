@@ -10,7 +10,7 @@
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
   const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'todos', 'files'];
-  const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'execute'];
+  const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
   const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions'];
   const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools'];
   const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -102,6 +102,9 @@
     if (t.jsonSchema !== undefined && !isPlain(t.jsonSchema)) fail(`${what}: jsonSchema must be an object`, loc);
     if (t.timeoutMs !== undefined && !(typeof t.timeoutMs === 'number' && t.timeoutMs > 0 && isFinite(t.timeoutMs))) {
       fail(`${what}: timeoutMs must be a positive number of milliseconds`, loc);
+    }
+    if (t.idempotent !== undefined && typeof t.idempotent !== 'boolean') {
+      fail(`${what}: idempotent must be true or false`, loc);
     }
     const na = t.needsApproval;
     if (na !== undefined && typeof na !== 'boolean' && !isFn(na)) {
@@ -287,6 +290,7 @@
         parameters: params,
         approval,
         timeoutMs: t.timeoutMs || 0,
+        idempotent: t.idempotent === true,
         loc: tloc,
       });
     }
@@ -371,6 +375,7 @@
       state,
       threadId: meta.threadId,
       toolCallId: meta.toolCallId,
+      idempotencyKey: meta.idempotencyKey,
       agent: meta.agent,
       signal,
     };
