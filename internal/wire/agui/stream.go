@@ -505,7 +505,7 @@ func interruptOf(it event.InterruptInfo) interrupt {
 	// the 1.0 client strips the top-level ones (with a warning), and
 	// metadata is the one place both 0.0.x and 1.0 clients keep silently.
 	meta := map[string]any{"tool": it.Tool, "allowedDecisions": out.AllowedDecisions}
-	if it.Reason != "" {
+	if it.Reason == store.ReasonInDoubt {
 		meta["reason"] = it.Reason
 	}
 	if it.Description != "" {
