@@ -656,8 +656,8 @@ var inDoubtSchema = json.RawMessage(`{"type":"object","properties":{"decision":{
 // run and left no result: retry it or skip it.
 func (x *execution) inDoubt(c message.ToolCall, args json.RawMessage) store.Interrupt {
 	shown := string(args)
-	if len(shown) > 200 {
-		shown = shown[:200] + "…"
+	if r := []rune(shown); len(r) > 200 {
+		shown = string(r[:200]) + "…"
 	}
 	return store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
 		ToolCallID: c.ID, Tool: c.Name, Args: args, Reason: store.ReasonInDoubt, Status: store.Pending, CreatedAt: x.r.Now(),
@@ -798,13 +798,13 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 	var stopOn []message.ToolCall
 	var doubts []store.Interrupt
 	var marks []string
-	type run struct {
+	type job struct {
 		i    int
 		c    message.ToolCall
 		t    *tool.Tool
 		args json.RawMessage
 	}
-	var runs []run
+	var jobs []job
 	once := map[string]bool{}
 	for i, c := range pending {
 		t := x.tools[c.Name]
@@ -836,9 +836,15 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		if started[c.ID] {
 			// Started by a run that ended without its result: it may have
 			// run. Not run again without a human.
-			prior, approved := decided[c.ID]
-			if approved && prior.Decision != nil && len(prior.Decision.EditedArgs) > 0 {
-				args = prior.Decision.EditedArgs
+			// With the arguments it ran with: those of an earlier in-doubt
+			// retry, or the edited ones of its approval.
+			if prior, ok := decided[c.ID]; ok {
+				switch {
+				case prior.Reason == store.ReasonInDoubt:
+					args = prior.Args
+				case prior.Decision != nil && len(prior.Decision.EditedArgs) > 0:
+					args = prior.Decision.EditedArgs
+				}
 			}
 			it := x.inDoubt(c, args)
 			doubts = append(doubts, it)
@@ -878,7 +884,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		if x.durable && !t.Idempotent {
 			marks = append(marks, c.ID)
 		}
-		runs = append(runs, run{i, c, t, args})
+		jobs = append(jobs, job{i, c, t, args})
 	}
 	// One write before the batch runs: the in-doubt decisions found, and
 	// the started markers of the calls about to run that are not
@@ -893,11 +899,11 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		}
 	}
 	var wg sync.WaitGroup
-	for _, rn := range runs {
+	for _, j := range jobs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[rn.i] = x.execTool(ctx, rn.t, rn.c, rn.args)
+			results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
 		}()
 	}
 	wg.Wait()

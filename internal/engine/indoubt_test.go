@@ -57,18 +57,25 @@ func (c *caller) lastSeen() string {
 }
 
 // sideEffect is a tool's side effect, counted with the idempotency keys it
-// was given. Its first call hangs, deaf to cancellation, until the test
-// ends: the process "crashed" after the effect and before the checkpoint.
+// was given. Its first hangs calls hang, deaf to cancellation, until the
+// test ends: the process "crashed" after the effect and before the
+// checkpoint.
 type sideEffect struct {
 	mu      sync.Mutex
 	keys    []string
+	hangs   int
 	entered chan struct{}
 	hang    chan struct{}
+	once    sync.Once
 }
 
 func newSideEffect(t *testing.T) *sideEffect {
-	return &sideEffect{entered: make(chan struct{}, 8), hang: make(chan struct{})}
+	return &sideEffect{hangs: 1, entered: make(chan struct{}, 8), hang: make(chan struct{})}
 }
+
+// free lets the hung calls return; register it (t.Cleanup) after each
+// runner whose Wait it must precede.
+func (s *sideEffect) free() { s.once.Do(func() { close(s.hang) }) }
 
 func (s *sideEffect) tool(name string, idempotent bool, approval *tool.Approval) *tool.Tool {
 	return &tool.Tool{Name: name, Idempotent: idempotent, Approval: approval,
@@ -76,10 +83,10 @@ func (s *sideEffect) tool(name string, idempotent bool, approval *tool.Approval)
 		Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 			s.mu.Lock()
 			s.keys = append(s.keys, c.IdempotencyKey)
-			first := len(s.keys) == 1
+			hang := len(s.keys) <= s.hangs
 			s.mu.Unlock()
 			s.entered <- struct{}{}
-			if first {
+			if hang {
 				<-s.hang
 			}
 			return tool.Result{Content: "refunded"}, nil
@@ -98,7 +105,7 @@ func (s *sideEffect) calls() []string {
 func crashMidTool(t *testing.T, b *lifetimeBundle, m *caller, fx *sideEffect, decide func(a *engine.Runner)) *engine.Runner {
 	t.Helper()
 	a := b.runner(t, "node-a", m)
-	t.Cleanup(func() { close(fx.hang) }) // before A is waited for
+	t.Cleanup(fx.free) // before A is waited for
 	if decide == nil {
 		startTurn(t, a, "t1")
 	} else {
@@ -268,6 +275,51 @@ func TestApprovedCallInDoubtAfterCrash(t *testing.T) {
 		}
 		if got := m.lastSeen(); got != "Checked the ledger: it went out." {
 			t.Fatalf("the model saw %q, want the reviewer's message", got)
+		}
+	})
+}
+
+// TestRetriedCallInDoubtAgain: a retried in-doubt call that is cut off by
+// another crash is in doubt again (a new decision for the same call, with
+// the arguments it ran with), not run a third time.
+func TestRetriedCallInDoubtAgain(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		fx := newSideEffect(t)
+		fx.hangs = 2
+		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+		other := crashMidTool(t, b, m, fx, nil)
+		t.Cleanup(fx.free) // before B is waited for
+		first := pendingOf(t, b)
+		if len(first) != 1 {
+			t.Fatalf("pending: %+v", first)
+		}
+		if _, err := other.Decide(t.Context(), "acme", first[0].ID, engine.Decision{Kind: tool.Retry, Via: "api"}); err != nil {
+			t.Fatal(err)
+		}
+		<-fx.entered // the retry hangs: B "crashes" too
+		b.clk.Advance(2 * time.Hour)
+		third := b.runner(t, "node-c", m)
+		t.Cleanup(fx.free)
+		if n, err := third.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
+			t.Fatalf("Recover after B's lease lapsed: %d, %v", n, err)
+		}
+		third.Wait()
+		again := pendingOf(t, b)
+		if len(again) != 1 || again[0].ID == first[0].ID || again[0].Reason != store.ReasonInDoubt ||
+			again[0].ToolCallID != "call_0" || string(again[0].Args) != `{"orderId":"A1"}` {
+			t.Fatalf("after the retry crashed: %+v", again)
+		}
+		if n := len(fx.calls()); n != 2 {
+			t.Fatalf("refund ran %d times, want 2 (the first attempt and the retry)", n)
+		}
+		decideAndWait(t, third, again[0].ID, engine.Decision{Kind: tool.Skip, Via: "api"})
+		if n := len(fx.calls()); n != 2 {
+			t.Fatalf("skip ran the refund: %d", n)
+		}
+		if th, _ := b.thread(t, "t1"); th.Status != store.Idle {
+			t.Fatalf("thread: %+v", th)
 		}
 	})
 }
