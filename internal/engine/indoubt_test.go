@@ -4,17 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -332,5 +336,40 @@ func TestIdempotencyKeyPerThread(t *testing.T) {
 	if k != engine.IdempotencyKey("acme", "t1", "call_0") || k == engine.IdempotencyKey("acme", "t2", "call_0") ||
 		k == engine.IdempotencyKey("other", "t1", "call_0") || k == engine.IdempotencyKey("acme", "t1", "call_1") {
 		t.Fatal("the idempotency key must be stable per call and differ between calls, threads and tenants")
+	}
+}
+
+// BenchmarkDurableToolTurn measures a durable turn with one tool call on
+// SQLite, with and without the started marker (a non-idempotent tool
+// writes one before it runs; an idempotent one does not).
+func BenchmarkDurableToolTurn(b *testing.B) {
+	for _, idem := range []bool{false, true} {
+		b.Run(map[bool]string{false: "marker", true: "idempotent"}[idem], func(b *testing.B) {
+			s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "stackbone.db"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			spec := &agent.Spec{Name: "helper", Model: "scripted/helper", Instructions: "Help.", Tools: []*tool.Tool{{
+				Name: "refund", Idempotent: idem, Execute: func(context.Context, tool.Call) (tool.Result, error) {
+					return tool.Result{Content: "ok"}, nil
+				}}}}
+			r, err := engine.New(engine.Config{Store: s, Agents: agent.NewRegistry(spec),
+				Models: fixed{&caller{name: "refund", id: "call_0", args: `{}`}}, Lease: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Wait()
+			b.ResetTimer()
+			for i := range b.N {
+				run, err := r.Start(context.Background(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: fmt.Sprintf("t%d", i),
+					Messages: []message.Message{{Role: message.User, Content: "go"}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range run.Events() {
+				}
+			}
+		})
 	}
 }
