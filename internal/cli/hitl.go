@@ -206,14 +206,25 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 			if status != "" && status != string(store.Pending) {
 				fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tSTATUS\tAUDIT\tAGE")
 				for _, it := range page.Data {
+					st := string(it.Status)
+					if it.Decision != nil && it.Decision.Kind != "" {
+						st += " (" + clean(it.Decision.Kind) + ")"
+					}
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), threadCell(it.ThreadID), clean(it.Tool),
-						it.Status, audit(it.Decision), age(it.CreatedAt))
+						st, audit(it.Decision), age(it.CreatedAt))
 				}
 				return w.Flush()
 			}
-			fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tDESCRIPTION\tAGE")
+			fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tREASON\tDESCRIPTION\tAGE")
 			for _, it := range page.Data {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), truncate(it.ThreadID, 24), clean(it.Tool), truncate(it.Description, 48), age(it.CreatedAt))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), truncate(it.ThreadID, 24), clean(it.Tool),
+					clean(cmp.Or(it.Reason, store.ReasonApproval)), truncate(it.Description, 48), age(it.CreatedAt))
+			}
+			for _, it := range page.Data {
+				if it.Reason == store.ReasonInDoubt {
+					fmt.Fprintln(cmd.OutOrStdout(), "Calls in doubt may already have run before a crash: decide them with `stackbone hitl retry <id>` or `stackbone hitl skip <id>`.")
+					break
+				}
 			}
 			return w.Flush()
 		},
@@ -262,7 +273,37 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 	reject.Flags().StringVar(&msg, "message", "", "a message for the model")
 	reject.Flags().BoolVar(&yesReject, "yes", false, "do not ask for confirmation")
 
-	cmd.AddCommand(list, approve, reject)
+	var yesRetry bool
+	retry := &cobra.Command{
+		Use:   "retry <id>",
+		Short: "Run an in-doubt tool call again (it may already have run before a crash)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			return decideCmd(cmd, &c, stdin, args[0], "retry", map[string]any{}, yesRetry)
+		},
+	}
+	retry.Flags().BoolVar(&yesRetry, "yes", false, "do not ask for confirmation")
+
+	var skipMsg string
+	var yesSkip bool
+	skip := &cobra.Command{
+		Use:   "skip <id>",
+		Short: "Do not run an in-doubt tool call again; the model is told its outcome is unknown (or --message)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			body := map[string]any{}
+			if skipMsg != "" {
+				body["message"] = skipMsg
+			}
+			return decideCmd(cmd, &c, stdin, args[0], "skip", body, yesSkip)
+		},
+	}
+	skip.Flags().StringVar(&skipMsg, "message", "", "the call's result for the model (what you know of its outcome)")
+	skip.Flags().BoolVar(&yesSkip, "yes", false, "do not ask for confirmation")
+
+	cmd.AddCommand(list, approve, reject, retry, skip)
 	return cmd
 }
 
@@ -302,7 +343,7 @@ func decideCmd(cmd *cobra.Command, c *client, stdin io.Reader, id, verb string, 
 	if err := c.do("POST", "/v1/hitl/"+seg+"/"+verb, body, &it); err != nil {
 		return err
 	}
-	past := map[string]string{"approve": "Approved", "reject": "Rejected"}[verb]
+	past := map[string]string{"approve": "Approved", "reject": "Rejected", "retry": "Retrying", "skip": "Skipped"}[verb]
 	fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s on thread %s; %s).\n", past, clean(it.ID), clean(it.Tool), clean(it.ThreadID), audit(it.Decision))
 	return nil
 }

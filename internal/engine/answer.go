@@ -12,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // FilterState keeps the keys of a client's state the agent lists as
@@ -133,8 +134,8 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			continue
 		}
 		fresh++
-		res, err := r.Store.Decide(ctx, in.Tenant, p.it.ID, store.Decision{Approved: p.decision.Approved, EditedArgs: p.decision.EditedArgs,
-			Message: p.decision.Message, Via: p.decision.Via, By: p.decision.By, At: r.Now()})
+		res, err := r.Store.Decide(ctx, in.Tenant, p.it.ID, store.Decision{Kind: storedKind(p.decision), Approved: p.decision.Approved,
+			EditedArgs: p.decision.EditedArgs, Message: p.decision.Message, Via: p.decision.Via, By: p.decision.By, At: r.Now()})
 		if err != nil {
 			return err
 		}
@@ -248,6 +249,9 @@ func (x *execution) replay(out *event.Outcome) {
 // payload against the interrupt's responseSchema and what it allows.
 func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error) {
 	if e.Cancelled {
+		if it.Reason == store.ReasonInDoubt {
+			return Decision{Kind: tool.Skip}, nil
+		}
 		return Decision{Approved: false, Message: "The client cancelled the interrupt."}, nil
 	}
 	payload := bytes.TrimSpace(e.Payload)
@@ -258,6 +262,7 @@ func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error)
 		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q does not match its responseSchema: %v", it.ID, err)
 	}
 	var p struct {
+		Decision   string          `json:"decision"`
 		Approved   *bool           `json:"approved"`
 		EditedArgs json.RawMessage `json:"editedArgs"`
 		Message    string          `json:"message"`
@@ -265,11 +270,13 @@ func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error)
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q is not an object.", it.ID)
 	}
-	d := Decision{EditedArgs: p.EditedArgs, Message: p.Message}
+	d := Decision{Kind: tool.Decision(p.Decision), EditedArgs: p.EditedArgs, Message: p.Message}
 	if string(bytes.TrimSpace(d.EditedArgs)) == "null" {
 		d.EditedArgs = nil
 	}
 	switch {
+	case d.Kind != "":
+		// checkDecision checks it against the allowed decisions.
 	case len(d.EditedArgs) > 0:
 		d.Approved = p.Approved == nil || *p.Approved
 		if !d.Approved {
@@ -278,7 +285,7 @@ func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error)
 	case p.Approved != nil:
 		d.Approved = *p.Approved
 	default:
-		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q needs approved or editedArgs.", it.ID)
+		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q needs decision, approved or editedArgs.", it.ID)
 	}
 	if err := r.checkDecision(it, &d); err != nil {
 		var ie *InputError
@@ -292,11 +299,22 @@ func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error)
 
 // sameDecision reports whether d repeats the decision already stored.
 func sameDecision(it *store.Interrupt, d Decision) bool {
-	if it.Decision == nil || it.Decision.Approved != d.Approved {
+	if it.Decision == nil || it.Decision.Approved != d.Approved || it.Decision.Kind != storedKind(d) {
 		return false
 	}
 	if len(d.EditedArgs) == 0 && len(it.Decision.EditedArgs) == 0 {
 		return true
 	}
 	return jsonEqual(d.EditedArgs, it.Decision.EditedArgs)
+}
+
+// storedKind is the kind of a decision as its audit record keeps it: retry
+// or skip (an in-doubt call); approvals are told by approved and
+// editedArgs.
+func storedKind(d Decision) string {
+	switch d.Kind {
+	case tool.Retry, tool.Skip:
+		return string(d.Kind)
+	}
+	return ""
 }

@@ -71,6 +71,9 @@ const (
 	// FieldEditedArgs and FieldApproved are a Decision's fields.
 	FieldEditedArgs = "editedArgs"
 	FieldApproved   = "approved"
+	// FieldDecision is a Decision's Kind (retry or skip of an in-doubt
+	// call).
+	FieldDecision = "decision"
 )
 
 // InputError is a turn's or a decision's input the engine refuses; nothing

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -624,7 +626,7 @@ func (x *execution) approvalFor(ctx context.Context, c message.ToolCall) (*store
 		}
 	}
 	it := &store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
-		ToolCallID: c.ID, Tool: t.Name, Args: args, Status: store.Pending, CreatedAt: x.r.Now()}
+		ToolCallID: c.ID, Tool: t.Name, Args: args, Reason: store.ReasonApproval, Status: store.Pending, CreatedAt: x.r.Now()}
 	if t.Approval.Description != nil {
 		d, err := t.Approval.Description(ctx, args)
 		if err != nil {
@@ -658,6 +660,54 @@ func ResponseSchema(t *tool.Tool) json.RawMessage {
 	}
 	return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":` + string(params) +
 		`},"anyOf":[{"required":["approved"]},{"required":["editedArgs"]}]}`)
+}
+
+// SkippedResult is the tool result the model gets for an in-doubt call a
+// human skipped without writing a message.
+const SkippedResult = "The outcome of this call is unknown: it may or may not have run before the server stopped, " +
+	"and it was not run again (a human chose skip). Do not assume it succeeded or failed; tell the user if it matters."
+
+// inDoubtSchema is the response schema of an in-doubt decision.
+var inDoubtSchema = json.RawMessage(`{"type":"object","properties":{"decision":{"type":"string","enum":["retry","skip"]},` +
+	`"message":{"type":"string"}},"required":["decision"]}`)
+
+// inDoubt is the pending decision for a call that started in an earlier
+// run and left no result: retry it or skip it.
+func (x *execution) inDoubt(c message.ToolCall, args json.RawMessage) store.Interrupt {
+	shown := string(args)
+	if r := []rune(shown); len(r) > 200 {
+		shown = string(r[:200]) + "…"
+	}
+	return store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
+		ToolCallID: c.ID, Tool: c.Name, Args: args, Reason: store.ReasonInDoubt, Status: store.Pending, CreatedAt: x.r.Now(),
+		Description: fmt.Sprintf("This call may already have run: %s(%s) started before the server stopped and left no result. "+
+			"Retry runs it again (with the same idempotency key); skip tells the model its outcome is unknown.", c.Name, shown),
+		AllowedDecisions: []string{string(tool.Retry), string(tool.Skip)}, ResponseSchema: inDoubtSchema}
+}
+
+// IdempotencyKey is the key of a tool call, the same for every attempt of
+// it: a digest of the tenant, the thread (for a turn without one, scope:
+// its journal key or run) and the call id, so a model repeating an id such
+// as "call_0" in another thread gets another key.
+func IdempotencyKey(tenant, thread, toolCallID string) string {
+	h := sha256.Sum256([]byte(tenant + "\x00" + thread + "\x00" + toolCallID))
+	return "sbk_" + hex.EncodeToString(h[:16])
+}
+
+// idempotencyKey is IdempotencyKey for a call of this execution.
+func (x *execution) idempotencyKey(c message.ToolCall) string {
+	scope := x.threadID
+	if !x.durable {
+		top := x
+		if x.root != nil {
+			top = x.root
+		}
+		scope = "run:" + top.runID
+		if top.journal != nil {
+			scope = "turn:" + top.journal.key
+		}
+	}
+	return IdempotencyKey(x.tenant, scope, c.ID)
 }
 
 // StatelessRefusal is the tool error the model gets for a call that needs
@@ -715,20 +765,29 @@ type callResult struct {
 // server tools (concurrently, results kept in call order), decided calls, and
 // stops on calls that wait for a human or for the client.
 func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*event.Outcome, error) {
+	// decided holds each call's latest interrupt; started the calls of a
+	// non-idempotent tool that an earlier run started and left without a
+	// result (in doubt). Calls this execution's last step made need no read.
 	var decided map[string]store.Interrupt
+	var started map[string]bool
 	if x.durable {
 		decided = map[string]store.Interrupt{}
-		idsNeeded := make([]string, 0, len(pending))
+		var idsNeeded, maybeStarted []string
 		for _, c := range pending {
-			if t := x.tools[c.Name]; t != nil && t.Approval != nil {
-				if it, ok := x.asked[c.ID]; ok {
-					// Asked by this execution's last step: as it was stored.
-					if it != nil {
-						decided[c.ID] = *it
-					}
-					continue
+			t := x.tools[c.Name]
+			if t == nil {
+				continue
+			}
+			if it, ok := x.asked[c.ID]; ok {
+				// Asked by this execution's last step: as it was stored.
+				if it != nil {
+					decided[c.ID] = *it
 				}
-				idsNeeded = append(idsNeeded, c.ID)
+				continue
+			}
+			idsNeeded = append(idsNeeded, c.ID)
+			if !t.Idempotent {
+				maybeStarted = append(maybeStarted, c.ID)
 			}
 		}
 		if len(idsNeeded) > 0 {
@@ -737,14 +796,34 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				return nil, err
 			}
 			for _, it := range its {
-				decided[it.ToolCallID] = it
+				// A call approved and then in doubt has two: the latest
+				// counts.
+				if prev, ok := decided[it.ToolCallID]; !ok || !it.CreatedAt.Before(prev.CreatedAt) {
+					decided[it.ToolCallID] = it
+				}
+			}
+			ids, err := x.r.Store.StartedCalls(ctx, x.tenant, x.threadID, maybeStarted)
+			if err != nil {
+				return nil, err
+			}
+			started = make(map[string]bool, len(ids))
+			for _, id := range ids {
+				started[id] = true
 			}
 		}
 	}
 	results := make([]*callResult, len(pending))
 	var waiting []event.InterruptInfo
 	var stopOn []message.ToolCall
-	var wg sync.WaitGroup
+	var doubts []store.Interrupt
+	var marks []string
+	type job struct {
+		i    int
+		c    message.ToolCall
+		t    *tool.Tool
+		args json.RawMessage
+	}
+	var jobs []job
 	once := map[string]bool{}
 	for i, c := range pending {
 		t := x.tools[c.Name]
@@ -773,30 +852,78 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				continue
 			}
 		}
+		if started[c.ID] {
+			// Started by a run that ended without its result: it may have
+			// run. Not run again without a human.
+			// With the arguments it ran with: those of an earlier in-doubt
+			// retry, or the edited ones of its approval.
+			if prior, ok := decided[c.ID]; ok {
+				switch {
+				case prior.Reason == store.ReasonInDoubt:
+					args = prior.Args
+				case prior.Decision != nil && len(prior.Decision.EditedArgs) > 0:
+					args = prior.Decision.EditedArgs
+				}
+			}
+			it := x.inDoubt(c, args)
+			doubts = append(doubts, it)
+			waiting = append(waiting, interruptInfo(it))
+			stopOn = append(stopOn, c)
+			continue
+		}
 		if it, ok := decided[c.ID]; ok {
-			switch it.Status {
-			case store.Pending:
+			switch {
+			case it.Status == store.Pending:
 				waiting = append(waiting, interruptInfo(it))
 				stopOn = append(stopOn, c)
 				continue
-			case store.Rejected:
+			case it.Reason == store.ReasonInDoubt && it.Status == store.Rejected:
+				text, isErr := SkippedResult, true
+				if it.Decision != nil && it.Decision.Message != "" {
+					text, isErr = it.Decision.Message, false
+				}
+				results[i] = &callResult{msg: x.toolMessage(c, text, isErr)}
+				continue
+			case it.Reason == store.ReasonInDoubt:
+				// Retried: the arguments it ran with, again.
+				args = it.Args
+			case it.Status == store.Rejected:
 				text := "The user rejected this tool call."
 				if it.Decision != nil && it.Decision.Message != "" {
 					text += " Reviewer's message: " + it.Decision.Message
 				}
 				results[i] = &callResult{msg: x.toolMessage(c, text, true)}
 				continue
-			case store.Approved:
+			case it.Status == store.Approved:
 				if it.Decision != nil && len(it.Decision.EditedArgs) > 0 {
 					args = it.Decision.EditedArgs
 				}
 			}
 		}
+		if x.durable && !t.Idempotent {
+			marks = append(marks, c.ID)
+		}
+		jobs = append(jobs, job{i, c, t, args})
+	}
+	// One write before the batch runs: the in-doubt decisions found, and
+	// the started markers of the calls about to run that are not
+	// idempotent (an idempotent one is simply run again after a crash).
+	if len(doubts) > 0 || len(marks) > 0 {
+		if err := x.checkpoint(ctx, store.Checkpoint{Interrupts: doubts, Started: marks}); err != nil {
+			return nil, err
+		}
+		for _, it := range doubts {
+			x.r.Logger.Warn("tool call in doubt: it started before the run stopped and left no result; waiting for retry or skip",
+				"thread", x.threadID, "tool", it.Tool, "toolCallId", it.ToolCallID, "interrupt", it.ID)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
 		wg.Add(1)
-		go func(i int, c message.ToolCall, t *tool.Tool, args json.RawMessage) {
+		go func() {
 			defer wg.Done()
-			results[i] = x.execTool(ctx, t, c, args)
-		}(i, c, t, args)
+			results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
+		}()
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -881,7 +1008,7 @@ func (x *execution) lastAssistantID() string {
 
 func interruptInfo(it store.Interrupt) event.InterruptInfo {
 	return event.InterruptInfo{ID: it.ID, ToolCallID: it.ToolCallID, Tool: it.Tool, Description: it.Description,
-		AllowedDecisions: it.AllowedDecisions, ResponseSchema: it.ResponseSchema, Subagent: it.Subagent}
+		AllowedDecisions: it.AllowedDecisions, ResponseSchema: it.ResponseSchema, Subagent: it.Subagent, Reason: it.Reason}
 }
 
 func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) message.Message {
@@ -910,7 +1037,7 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	x.markWorked()
-	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, Agent: x.spec.Name, Args: args, State: x.state})
+	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, IdempotencyKey: x.idempotencyKey(c), Agent: x.spec.Name, Args: args, State: x.state})
 	var paused *subagentPaused
 	if errors.As(err, &paused) {
 		return &callResult{paused: paused.outcome, state: paused.state}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
@@ -15,6 +16,11 @@ import (
 
 // Decision is a human's answer to a pending tool call.
 type Decision struct {
+	// Kind names the decision (approve, reject, edit, retry, skip); empty
+	// means approve or reject as Approved says (edit with EditedArgs). It
+	// must be one of the interrupt's allowed decisions: retry and skip are
+	// those of an in-doubt call, which approve and reject do not answer.
+	Kind     tool.Decision
 	Approved bool
 	// EditedArgs replaces the call's arguments (implies approval).
 	EditedArgs json.RawMessage
@@ -44,13 +50,13 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 	if err := r.checkDecision(it, &d); err != nil {
 		return nil, err
 	}
-	res, err := r.Store.Decide(ctx, tenant, id, store.Decision{Approved: d.Approved, EditedArgs: d.EditedArgs, Message: d.Message,
+	res, err := r.Store.Decide(ctx, tenant, id, store.Decision{Kind: storedKind(d), Approved: d.Approved, EditedArgs: d.EditedArgs, Message: d.Message,
 		Via: d.Via, ClaimedVia: d.ClaimedVia, By: d.By, At: r.Now()})
 	if err != nil {
 		return nil, err
 	}
 	r.decided(tenant, res.Interrupt)
-	r.Logger.Info("decision recorded", "interrupt", id, "thread", it.ThreadID, "approved", d.Approved, "via", d.Via, "claimedVia", d.ClaimedVia, "by", d.By)
+	r.Logger.Info("decision recorded", "interrupt", id, "thread", it.ThreadID, "reason", it.Reason, "approved", d.Approved, "via", d.Via, "claimedVia", d.ClaimedVia, "by", d.By)
 	if res.Queued {
 		r.resumeAsync(tenant, it.ThreadID)
 	}
@@ -67,8 +73,40 @@ func (r *Runner) decided(tenant string, it *store.Interrupt) {
 		ToolCallID: it.ToolCallID, ToolName: it.Tool, Status: string(it.Status), Time: r.Now().UnixMilli()})
 }
 
-// checkDecision validates a decision against what the pause allows.
+// checkDecision validates a decision against what the pause allows and
+// sets d.Approved from its kind (retry approves an in-doubt call, skip
+// rejects it).
 func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
+	if it.Reason == store.ReasonInDoubt || d.Kind == tool.Retry || d.Kind == tool.Skip {
+		kind := d.Kind
+		switch {
+		case kind != "":
+		case len(d.EditedArgs) > 0:
+			kind = tool.Edit
+		case d.Approved:
+			kind = tool.Approve
+		default:
+			kind = tool.Reject
+		}
+		if !contains(it.AllowedDecisions, string(kind)) {
+			return inputError(FieldDecision, "The decision %q is not allowed for this call (allowed: %s).", kind,
+				strings.Join(it.AllowedDecisions, ", "))
+		}
+		if len(d.EditedArgs) > 0 {
+			return inputError(FieldEditedArgs, "An in-doubt call cannot be edited (allowed: %s).", strings.Join(it.AllowedDecisions, ", "))
+		}
+		d.Kind, d.Approved = kind, kind == tool.Retry
+		return nil
+	}
+	switch d.Kind {
+	case "":
+	case tool.Approve, tool.Edit:
+		d.Approved = true
+	case tool.Reject:
+		d.Approved, d.EditedArgs = false, nil
+	default:
+		return inputError(FieldDecision, "Unknown decision %q.", d.Kind)
+	}
 	if len(d.EditedArgs) > 0 {
 		if !contains(it.AllowedDecisions, string(tool.Edit)) {
 			return inputError(FieldEditedArgs, "Editing the arguments is not allowed for this decision (allowed: %v).", it.AllowedDecisions)

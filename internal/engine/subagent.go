@@ -95,6 +95,9 @@ func (r *Runner) taskTool(spec *agent.Spec) *tool.Tool {
 		Parameters: json.RawMessage(`{"type":"object","properties":{"description":{"type":"string","minLength":1},` +
 			`"subagent_type":{"type":"string","enum":` + string(enum) + `}},"required":["description","subagent_type"]}`),
 		Timeout: taskTimeout,
+		// Running task again continues the subagent's stored conversation;
+		// the subagent's own tool calls carry their own started markers.
+		Idempotent: true,
 		Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 			parent, _ := ctx.Value(execKey{}).(*execution)
 			if parent == nil {

@@ -145,6 +145,9 @@ type InterruptInfo struct {
 	AllowedDecisions []string        `json:"allowedDecisions"`
 	ResponseSchema   json.RawMessage `json:"responseSchema"`
 	Subagent         string          `json:"subagent,omitempty"`
+	// Reason is approval or in_doubt (a call that may already have run
+	// before a crash: retry or skip); see store.Interrupt.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Usage counts tokens.

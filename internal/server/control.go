@@ -16,6 +16,7 @@ import (
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
@@ -198,6 +199,30 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
 		return apierror.Invalid("message", "The message is longer than 4000 bytes.")
 	}
 	return s.decide(w, r, engine.Decision{Approved: false, Message: body.Message})
+}
+
+// retry runs an in-doubt call again (a call that may already have run
+// before a crash); no body.
+func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeOptional(r, &struct{}{}); err != nil {
+		return err
+	}
+	return s.decide(w, r, engine.Decision{Kind: tool.Retry})
+}
+
+// skip does not run an in-doubt call again; the model gets the message as
+// the call's result, or a result saying the outcome is unknown.
+func (s *Server) skip(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Message string `json:"message"`
+	}
+	if err := decodeOptional(r, &body); err != nil {
+		return err
+	}
+	if len(body.Message) > 4000 {
+		return apierror.Invalid("message", "The message is longer than 4000 bytes.")
+	}
+	return s.decide(w, r, engine.Decision{Kind: tool.Skip, Message: body.Message})
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, d engine.Decision) error {

@@ -128,6 +128,8 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/hitl/{id}", WireOpenAI, true, s.getDecision)
 	s.Handle("POST /v1/hitl/{id}/approve", WireOpenAI, true, s.approve)
 	s.Handle("POST /v1/hitl/{id}/reject", WireOpenAI, true, s.reject)
+	s.Handle("POST /v1/hitl/{id}/retry", WireOpenAI, true, s.retry)
+	s.Handle("POST /v1/hitl/{id}/skip", WireOpenAI, true, s.skip)
 	s.Handle("GET /v1/threads", WireOpenAI, true, s.listThreads)
 	s.Handle("GET /v1/threads/{id}", WireOpenAI, true, s.getThread)
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)

@@ -252,6 +252,13 @@ func EncodeInterrupts(c Checkpoint, now func() time.Time) ([]EncodedInterrupt, e
 			return nil, err
 		}
 		in.Description = CleanText(in.Description)
+		switch in.Reason {
+		case "":
+			in.Reason = ReasonApproval
+		case ReasonApproval, ReasonInDoubt:
+		default:
+			return nil, fmt.Errorf("%w: interrupt %s: unknown reason %q", ErrInvalid, in.ID, in.Reason)
+		}
 		r := EncodedInterrupt{In: in, Args: "{}"}
 		if err := checkJSONText("interrupt "+in.ID, "args", in.Args); err != nil {
 			return nil, err
@@ -390,6 +397,23 @@ func (c Claim) Validate() error {
 	return nil
 }
 
+// Unmarked returns the tool calls whose started markers c deletes: those
+// of its tool results and of its in-doubt interrupts.
+func (c Checkpoint) Unmarked() []string {
+	var ids []string
+	for _, m := range c.Messages {
+		if m.Role == message.Tool && m.ToolCallID != "" {
+			ids = append(ids, m.ToolCallID)
+		}
+	}
+	for _, in := range c.Interrupts {
+		if in.Reason == ReasonInDoubt {
+			ids = append(ids, in.ToolCallID)
+		}
+	}
+	return ids
+}
+
 // Validate checks the fields every driver needs.
 func (c Checkpoint) Validate() error {
 	if err := required("Checkpoint", "Tenant", c.Tenant, "ThreadID", c.ThreadID, "RunID", c.RunID); err != nil {
@@ -401,6 +425,14 @@ func (c Checkpoint) Validate() error {
 	for _, in := range c.Interrupts {
 		if in.ID == "" {
 			return fmt.Errorf("%w: Checkpoint: an interrupt has no id", ErrInvalid)
+		}
+	}
+	if err := CheckCallInterrupts(c.Tenant, c.ThreadID, c.Started); err != nil {
+		return err
+	}
+	for _, id := range c.Started {
+		if id == "" {
+			return fmt.Errorf("%w: Checkpoint: a started call has no id", ErrInvalid)
 		}
 	}
 	if len(c.State) > 0 {

@@ -122,6 +122,16 @@ const (
 	Rejected InterruptStatus = "rejected"
 )
 
+// Why a decision is asked (Interrupt.Reason).
+const (
+	// ReasonApproval: the tool needs a human's approval before it runs.
+	ReasonApproval = "approval"
+	// ReasonInDoubt: the call started before a crash and left no result,
+	// so it may already have run; the human picks retry (run it again,
+	// status approved) or skip (do not, status rejected).
+	ReasonInDoubt = "in_doubt"
+)
+
 // Interrupt is a tool call waiting on (or decided by) a human.
 type Interrupt struct {
 	ID         string          `json:"id"`
@@ -132,6 +142,9 @@ type Interrupt struct {
 	ToolCallID string          `json:"toolCallId"`
 	Tool       string          `json:"tool"`
 	Args       json.RawMessage `json:"args"`
+	// Reason is ReasonApproval (the default when stored empty) or
+	// ReasonInDoubt.
+	Reason string `json:"reason"`
 	// Description is omitted when the pause has none.
 	Description      string          `json:"description,omitempty"`
 	AllowedDecisions []string        `json:"allowedDecisions"`
@@ -145,7 +158,10 @@ type Interrupt struct {
 
 // Decision is a human's answer to an interrupt, kept for audit.
 type Decision struct {
-	Approved bool `json:"approved"`
+	// Kind is retry or skip for an in-doubt call (status approved or
+	// rejected); empty for an approval.
+	Kind     string `json:"decision,omitempty"`
+	Approved bool   `json:"approved"`
 	// EditedArgs replaces the call's arguments when set.
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
 	Message    string          `json:"message,omitempty"`
@@ -223,6 +239,12 @@ type Checkpoint struct {
 	State json.RawMessage
 	// Interrupts are created as pending.
 	Interrupts []Interrupt
+	// Started are tool calls about to run: each gets a started marker
+	// (replacing one it had), so that after a crash a call with a marker
+	// and no result is known to be in doubt. The marker of a call is
+	// deleted by the checkpoint that stores its tool result (a Messages
+	// entry with its ToolCallID) or an in-doubt interrupt for it.
+	Started []string
 	// Events are appended to the thread's log.
 	Events []event.Event
 	// LeaseUntil renews the lease when non-zero.
@@ -327,6 +349,9 @@ type Store interface {
 	// CallInterrupts returns the interrupts (any status) of the given tool
 	// calls of a thread.
 	CallInterrupts(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]Interrupt, error)
+	// StartedCalls returns those of the given tool calls of a thread that
+	// have a started marker (Checkpoint.Started), in no particular order.
+	StartedCalls(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]string, error)
 	// Decide is one conditional update: ErrAlreadyDecided if it was not
 	// pending, ErrNotFound if unknown. When it was the last pending interrupt
 	// of a Waiting thread, the thread becomes Queued in the same transaction.

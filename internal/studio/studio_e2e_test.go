@@ -326,3 +326,92 @@ func TestInboxHistoryShowsStatelessRunsAndClaims(t *testing.T) {
 		t.Fatal("the newest decision is not first")
 	}
 }
+
+// doubt leaves an approved refund of session in doubt as a crash does: a
+// process (here the test, through the store) claimed the decided thread,
+// marked the call started and died without its result; the server's
+// recovery then finds the call in doubt. It returns the in-doubt decision.
+func doubt(t *testing.T, env *stacktest.Env, session string) store.Interrupt {
+	t.Helper()
+	pause(t, env, "", session, "please refund my order")
+	it := onePending(t, env, "", session)
+	ctx := t.Context()
+	if _, err := env.Store.Decide(ctx, "dev", it.ID, store.Decision{Approved: true, Via: "api", By: "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := env.Store.Claim(ctx, store.Claim{Tenant: "dev", ThreadID: session, RunID: "run_dead", Owner: "dead",
+		Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Store.Checkpoint(ctx, store.Checkpoint{Tenant: "dev", ThreadID: session, RunID: "run_dead",
+		Started: []string{it.ToolCallID}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Runner.Recover(ctx, now.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var got store.Interrupt
+	stacktest.WaitFor(t, "the call of "+session+" to be in doubt", func() bool {
+		p := pending(t, env, "", session)
+		if len(p) == 1 && p[0].Reason == store.ReasonInDoubt {
+			got = p[0]
+			return true
+		}
+		return false
+	})
+	return got
+}
+
+// TestInboxInDoubtRetryAndSkip: a call that may already have run before a
+// crash shows in the inbox with its reason and Retry / Skip instead of
+// Approve / Reject; Retry runs it again, Skip (with a message) does not,
+// and the message is the call's result.
+func TestInboxInDoubtRetryAndSkip(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	skipIt := doubt(t, env, "doubt-s1")
+	retryIt := doubt(t, env, "doubt-s2")
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/inbox")
+	for _, it := range []store.Interrupt{skipIt, retryIt} {
+		p.waitText(card(it.ID)+" .meta", "in doubt")
+		p.waitText(card(it.ID)+" .desc", "This call may already have run: refund(")
+		for _, gone := range []string{"approve", "reject", "edit"} {
+			if eval[bool](p, `!!document.querySelector(`+js(card(it.ID)+` button[data-action="`+gone+`"]`)+`)`) {
+				t.Fatalf("an in-doubt call offers %s", gone)
+			}
+		}
+	}
+	p.waitText("#inbox-count", "2")
+
+	p.click(card(skipIt.ID) + ` button[data-action="skip"]`)
+	p.do(chromedp.SendKeys(chromedp.CSS(card(skipIt.ID)+` textarea[name="message"]`), "Checked the bank: it went out."))
+	p.click(card(skipIt.ID) + ` button[data-action="confirm-skip"]`)
+	waitIdle(t, env, "dev", "doubt-s1")
+	p.waitJS("the skipped card to leave the inbox", `!document.querySelector(`+js(card(skipIt.ID))+`)`)
+	if n := env.Calls.Get("refund"); n != 0 {
+		t.Fatalf("skip ran the refund (%d calls)", n)
+	}
+	if d := decision(t, env, "dev", skipIt.ID); d.Status != store.Rejected || d.Decision.Kind != "skip" || d.Decision.ClaimedVia != "studio" {
+		t.Fatalf("skip decision %+v %+v", d, d.Decision)
+	}
+	msgs, _ := env.Store.Messages(context.Background(), "dev", "doubt-s1")
+	found := false
+	for _, m := range msgs {
+		found = found || (m.ToolCallID == skipIt.ToolCallID && m.Content == "Checked the bank: it went out.")
+	}
+	if !found {
+		t.Fatal("the reviewer's message is not the skipped call's result")
+	}
+
+	p.click(card(retryIt.ID) + ` button[data-action="retry"]`)
+	waitIdle(t, env, "dev", "doubt-s2")
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("retry ran the refund %d times, want 1", n)
+	}
+	p.waitText("#inbox-empty:not([hidden])", "No pending decisions")
+	p.waitText(`.history-item[data-id="`+retryIt.ID+`"]`, "retried")
+	p.waitText(`.history-item[data-id="`+skipIt.ID+`"]`, "skipped")
+}

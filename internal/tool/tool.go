@@ -18,6 +18,11 @@ const (
 	Approve Decision = "approve"
 	Reject  Decision = "reject"
 	Edit    Decision = "edit"
+	// Retry runs an in-doubt call again (with the same idempotency key).
+	Retry Decision = "retry"
+	// Skip does not run an in-doubt call again; the model is told its
+	// outcome is unknown (or given the reviewer's message).
+	Skip Decision = "skip"
 )
 
 // DefaultTimeout bounds one tool call unless the tool sets its own.
@@ -36,6 +41,11 @@ type Tool struct {
 	Timeout time.Duration
 	// OncePerStep refuses a second call of the tool within one model step.
 	OncePerStep bool
+	// Idempotent says running a call twice has the effect of running it
+	// once (given Call.IdempotencyKey). Such a call is run again after a
+	// crash that left it without a result; any other call that started and
+	// left no result is in doubt and waits for a human (retry or skip).
+	Idempotent bool
 	// Execute runs the tool. Arguments were validated against Parameters
 	// before it is called. A returned error becomes a tool error the model
 	// sees, carrying the error's message.
@@ -65,6 +75,11 @@ func (a *Approval) Allowed() []Decision {
 type Call struct {
 	ThreadID   string
 	ToolCallID string
+	// IdempotencyKey is the same for every attempt of this call (a retry,
+	// a run after a crash) and differs between calls, threads and tenants,
+	// even when a model repeats a call id: pass it to a side effect's API
+	// so a second attempt is recognised there.
+	IdempotencyKey string
 	// Agent is the name of the agent (or subagent) calling the tool.
 	Agent string
 	Args  json.RawMessage

@@ -110,8 +110,15 @@ export interface ToolContext<State extends Record<string, any> = Record<string, 
   state: State;
   /** The thread (session) id; empty in a stateless turn. */
   readonly threadId: string;
-  /** The model's id for this call; use it as an idempotency key. */
+  /** The model's id for this call (unique within the thread). */
   readonly toolCallId: string;
+  /**
+   * The same for every attempt of this call (a retry, a run after a crash) and
+   * different for every other call, even in another thread with the same
+   * toolCallId: send it to a side effect's API (an `Idempotency-Key` header)
+   * so a second attempt is recognised there.
+   */
+  readonly idempotencyKey: string;
   /** The name of the agent (or subagent) calling the tool. */
   readonly agent: string;
   readonly signal: CallSignal;
@@ -129,6 +136,13 @@ export interface ToolDef<S extends Schema = JSONSchema, A = InferArgs<S>> {
   needsApproval?: NeedsApproval<A>;
   /** The call's time limit in milliseconds (default 60000). */
   timeoutMs?: number;
+  /**
+   * Running a call twice has the effect of running it once (given
+   * `ctx.idempotencyKey`). After a crash that left a call without a result, an
+   * idempotent tool is run again with the same key; any other call is "in
+   * doubt" and waits for a human to retry or skip it. Default false.
+   */
+  idempotent?: boolean;
   /**
    * Runs the tool. A returned string is the result as is; anything else is
    * sent to the model as JSON. A thrown error's message becomes the tool error.

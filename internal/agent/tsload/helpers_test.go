@@ -119,7 +119,7 @@ func mustTool(t testing.TB, s *agent.Spec, name string) *tool.Tool {
 func run(t testing.TB, s *agent.Spec, name, args string) (tool.Result, error) {
 	t.Helper()
 	return mustTool(t, s, name).Execute(context.Background(), tool.Call{
-		ThreadID: "th_1", ToolCallID: "call_1", Agent: s.Name, Args: json.RawMessage(args),
+		ThreadID: "th_1", ToolCallID: "call_1", IdempotencyKey: "sbk_1", Agent: s.Name, Args: json.RawMessage(args),
 	})
 }
 

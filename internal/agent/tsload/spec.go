@@ -48,8 +48,9 @@ type toolDescription struct {
 		DescriptionFn    bool     `json:"descriptionFn"`
 		AllowedDecisions []string `json:"allowedDecisions"`
 	} `json:"approval"`
-	TimeoutMs float64   `json:"timeoutMs"`
-	Loc       *location `json:"loc"`
+	TimeoutMs  float64   `json:"timeoutMs"`
+	Idempotent bool      `json:"idempotent"`
+	Loc        *location `json:"loc"`
 }
 
 // locErr returns a *LoadError at the defineDeepAgent call site.
@@ -113,6 +114,7 @@ func (a *jsAgent) tool(td toolDescription) *tool.Tool {
 		Description: td.Description,
 		Parameters:  td.Parameters,
 		Timeout:     time.Duration(td.TimeoutMs * float64(time.Millisecond)),
+		Idempotent:  td.Idempotent,
 	}
 	name := td.Name
 	t.Execute = func(ctx context.Context, call tool.Call) (tool.Result, error) {
@@ -183,6 +185,7 @@ func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (to
 		meta := r.vm.NewObject()
 		_ = meta.Set("threadId", call.ThreadID)
 		_ = meta.Set("toolCallId", call.ToolCallID)
+		_ = meta.Set("idempotencyKey", call.IdempotencyKey)
 		_ = meta.Set("agent", call.Agent)
 		return r.call(goja.Undefined(), r.vm.ToValue(t.Name), r.vm.ToValue(string(call.Args)),
 			r.vm.ToValue(string(call.State)), meta)

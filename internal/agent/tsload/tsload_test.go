@@ -51,12 +51,13 @@ export default defineDeepAgent({
       async execute({ orderId, amount }: { orderId: string; amount: number }, ctx) {
         const pretty = new Ledger('USD').add({ amount });
         return { refunded: amount, pretty, orderId, level: amount > 100 ? Level.High : Level.Low,
-                 thread: ctx.threadId, call: ctx.toolCallId, agent: ctx.agent, aborted: ctx.signal.aborted };
+                 thread: ctx.threadId, call: ctx.toolCallId, key: ctx.idempotencyKey, agent: ctx.agent, aborted: ctx.signal.aborted };
       },
     }),
     echo: tool({
       description: 'Echo text back',
       parameters: { type: 'object', properties: { text: { type: 'string' } } },
+      idempotent: true,
       execute: ({ text }) => text,
     }),
     nothing: { execute() {} },
@@ -123,7 +124,7 @@ func TestLoadValidAgentWithRelativeImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	jsonEqual(t, res.Content, `{"refunded":19.99,"pretty":"$19.99","orderId":"o1","level":1,
-		"thread":"th_1","call":"call_1","agent":"refunds","aborted":false}`)
+		"thread":"th_1","call":"call_1","key":"sbk_1","agent":"refunds","aborted":false}`)
 	if res.State != nil {
 		t.Fatalf("state changed: %s", res.State)
 	}
@@ -135,6 +136,9 @@ func TestLoadValidAgentWithRelativeImport(t *testing.T) {
 	}
 	if mustTool(t, s, "echo").Approval != nil {
 		t.Fatal("echo must not need approval")
+	}
+	if !mustTool(t, s, "echo").Idempotent || refund.Idempotent {
+		t.Fatal("idempotent: true makes a tool idempotent; a tool without it is not")
 	}
 }
 
@@ -220,6 +224,8 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:2:32: agent "a": tools must be an object mapping tool names to tool({...})`},
 		{"bad decision", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ needsApproval: { allowedDecisions: ['maybe'] } as any, execute() {} }),\n} });\n",
 			`agents/a.ts:3:11: tool(): needsApproval.allowedDecisions: unknown decision "maybe" (allowed: approve, reject, edit)`},
+		{"idempotent not a boolean", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ idempotent: 'yes', execute() {} } as any),\n} });\n",
+			`agents/a.ts:3:11: tool(): idempotent must be true or false`},
 		{"unknown subagent tool", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x',\n  subagents: [{ name: 's', description: 'd', instructions: 'i', tools: ['nope'] }] });\n",
 			`agents/a.ts:2:32: agent "a": subagents[0] (s): unknown tool "nope"`},
 		{"bad model timeout", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { timeout: '10 minutes' } });\n",

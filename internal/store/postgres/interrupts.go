@@ -14,7 +14,7 @@ import (
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision`
+	response_schema, subagent, status, created_at, decision, reason`
 
 func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 	var (
@@ -24,7 +24,7 @@ func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 		created time.Time
 	)
 	dest := append([]any{&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
-		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision}, extra...)
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -41,14 +41,14 @@ func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 // interruptRows are a checkpoint's interrupts encoded as one array per
 // column, inserted with unnest.
 type interruptRows struct {
-	id, runID, agent, call, tool, args, desc, allowed, schema, subagent []string
-	created                                                             []time.Time
+	id, runID, agent, call, tool, args, desc, allowed, schema, subagent, reason []string
+	created                                                                     []time.Time
 }
 
 // args returns the arrays in the order checkpointSQL binds them.
 func (r *interruptRows) params() []any {
 	return []any{nonNil(r.id), nonNil(r.runID), nonNil(r.agent), nonNil(r.call), nonNil(r.tool), nonNil(r.args),
-		nonNil(r.desc), nonNil(r.allowed), nonNil(r.schema), nonNil(r.subagent), nonNilTimes(r.created)}
+		nonNil(r.desc), nonNil(r.allowed), nonNil(r.schema), nonNil(r.subagent), nonNilTimes(r.created), nonNil(r.reason)}
 }
 
 func nonNilTimes(t []time.Time) []time.Time {
@@ -79,6 +79,7 @@ func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows,
 		r.schema = append(r.schema, e.Schema)
 		r.subagent = append(r.subagent, e.In.Subagent)
 		r.created = append(r.created, e.CreatedAt)
+		r.reason = append(r.reason, e.In.Reason)
 	}
 	return r, nil
 }
@@ -137,6 +138,27 @@ func (s *Store) CallInterrupts(ctx context.Context, tenant, threadID string, too
 	return s.queryInterrupts(ctx, "call interrupts", `SELECT `+interruptCols+` FROM interrupts
 		WHERE tenant = $1 AND thread_id = $2 AND tool_call_id = ANY($3::text[])
 		ORDER BY created_at, id`, tenant, threadID, toolCallIDs)
+}
+
+// StartedCalls returns those of the given tool calls of a thread that have
+// a started marker.
+func (s *Store) StartedCalls(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]string, error) {
+	if len(toolCallIDs) == 0 {
+		return nil, nil
+	}
+	if err := store.CheckCallInterrupts(tenant, threadID, toolCallIDs); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT tool_call_id FROM tool_starts
+		WHERE tenant = $1 AND thread_id = $2 AND tool_call_id = ANY($3::text[])`, tenant, threadID, toolCallIDs)
+	if err != nil {
+		return nil, mapErr("started calls", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, mapErr("started calls", err)
+	}
+	return out, nil
 }
 
 func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...any) ([]store.Interrupt, error) {
@@ -245,8 +267,8 @@ func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
 		schema = &r.Schema
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json)`,
+		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16)`,
 		r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-		r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt, string(dj))
+		r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt, string(dj), r.In.Reason)
 	return mapErr("record decided", err)
 }

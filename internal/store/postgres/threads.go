@@ -291,10 +291,17 @@ const checkpointSQL = `WITH t AS (
 ), i AS (
 	INSERT INTO interrupts (` + interruptCols + `)
 	SELECT x.id, $1::text, $2::text, x.run_id, coalesce(nullif(x.agent, ''), t.agent), x.call, x.tool, $6::integer, x.args::json,
-		nullif(x.descr, ''), x.allowed::json, nullif(x.rschema, '')::json, x.subagent, 'pending', x.created, NULL
+		nullif(x.descr, ''), x.allowed::json, nullif(x.rschema, '')::json, x.subagent, 'pending', x.created, NULL, x.reason
 	FROM t, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-		$16::text[], $17::text[], $18::text[], $19::timestamptz[])
-		AS x(id, run_id, agent, call, tool, args, descr, allowed, rschema, subagent, created)
+		$16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::text[])
+		AS x(id, run_id, agent, call, tool, args, descr, allowed, rschema, subagent, created, reason)
+), u AS (
+	DELETE FROM tool_starts ts USING t
+	WHERE ts.tenant = $1 AND ts.thread_id = $2 AND ts.tool_call_id = ANY($21::text[])
+), st AS (
+	INSERT INTO tool_starts (tenant, thread_id, tool_call_id, run_id, started_at)
+	SELECT $1::text, $2::text, x, $3::text, $23::timestamptz FROM t, unnest($22::text[]) AS x
+	ON CONFLICT (tenant, thread_id, tool_call_id) DO UPDATE SET run_id = excluded.run_id, started_at = excluded.started_at
 )
 SELECT event_seq FROM t`
 
@@ -310,6 +317,7 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	}
 	args := append([]any{c.Tenant, c.ThreadID, c.RunID, store.StateArg(c.State), timeArg(c.LeaseUntil), store.FormatVersion,
 		nonNil(msgs), nonNil(evs)}, ins.params()...)
+	args = append(args, nonNil(c.Unmarked()), nonNil(c.Started), s.now())
 	var evSeq int64
 	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -11,7 +11,7 @@ import (
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision`
+	response_schema, subagent, status, created_at, decision, reason`
 
 func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 	var (
@@ -21,7 +21,7 @@ func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 		created sql.NullInt64
 	)
 	if err := sc.Scan(&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
-		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision); err != nil {
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason); err != nil {
 		return nil, err
 	}
 	if err := c.Decode(&in); err != nil {
@@ -48,9 +48,9 @@ func insertInterrupts(ctx context.Context, tx *wtx, agent string, rows []store.E
 			schema = r.Schema
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, ?)`,
 			r.In.ID, r.In.Tenant, r.In.ThreadID, r.In.RunID, a, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro()); err != nil {
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro(), r.In.Reason); err != nil {
 			return fmt.Errorf("interrupt %s: %w", r.In.ID, err)
 		}
 	}
@@ -117,6 +117,61 @@ func (s *Store) CallInterrupts(ctx context.Context, tenant, threadID string, too
 	return s.queryInterrupts(ctx, "call interrupts", `SELECT `+interruptCols+` FROM interrupts
 		WHERE tenant = ? AND thread_id = ? AND tool_call_id IN (`+marks+`)
 		ORDER BY created_at, id`, args...)
+}
+
+// StartedCalls returns those of the given tool calls of a thread that have
+// a started marker.
+func (s *Store) StartedCalls(ctx context.Context, tenant, threadID string, toolCallIDs []string) ([]string, error) {
+	if len(toolCallIDs) == 0 {
+		return nil, nil
+	}
+	if err := store.CheckCallInterrupts(tenant, threadID, toolCallIDs); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	args := make([]any, 0, len(toolCallIDs)+2)
+	args = append(args, tenant, threadID)
+	for _, id := range toolCallIDs {
+		args = append(args, id)
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(toolCallIDs)), ", ")
+	rows, err := s.rc.QueryContext(ctx, `SELECT tool_call_id FROM tool_starts
+		WHERE tenant = ? AND thread_id = ? AND tool_call_id IN (`+marks+`)`, args...)
+	if err != nil {
+		return nil, mapErr("started calls", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapErr("started calls", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("started calls", err)
+	}
+	return out, nil
+}
+
+// markStarts writes the started markers of c.Started and deletes those of
+// the calls c settles (Checkpoint.Unmarked).
+func markStarts(ctx context.Context, tx *wtx, c store.Checkpoint, now int64) error {
+	for _, id := range c.Unmarked() {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_starts WHERE tenant = ? AND thread_id = ? AND tool_call_id = ?`,
+			c.Tenant, c.ThreadID, id); err != nil {
+			return fmt.Errorf("clear started marker %s: %w", id, err)
+		}
+	}
+	for _, id := range c.Started {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tool_starts (tenant, thread_id, tool_call_id, run_id, started_at)
+			VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (tenant, thread_id, tool_call_id) DO UPDATE SET run_id = excluded.run_id, started_at = excluded.started_at`,
+			c.Tenant, c.ThreadID, id, c.RunID, now); err != nil {
+			return fmt.Errorf("started marker %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...any) ([]store.Interrupt, error) {
@@ -211,9 +266,9 @@ func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
 	}
 	return s.write(ctx, "record decided", func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-			r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt.UnixMicro(), string(dj))
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt.UnixMicro(), string(dj), r.In.Reason)
 		return err
 	})
 }

@@ -304,6 +304,9 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 		if err := s.appendRows(ctx, tx, c.Tenant, c.ThreadID, msgs, msgSeq, evs, evSeq); err != nil {
 			return err
 		}
+		if err := markStarts(ctx, tx, c, s.now().UnixMicro()); err != nil {
+			return err
+		}
 		return insertInterrupts(ctx, tx, agent, ins)
 	})
 	if err != nil {

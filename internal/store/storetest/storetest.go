@@ -34,11 +34,13 @@
 package storetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +93,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Decide/WhileRunning", testDecideWhileRunning},
 		{"ListInterrupts", testListInterrupts},
 		{"CallInterrupts", testCallInterrupts},
+		{"CallInterrupts/InDoubtAfterApproval", testInDoubtAfterApproval},
+		{"StartedMarkers", testStartedMarkers},
 		{"RecordDecided", testRecordDecided},
 		{"Events", testEvents},
 		{"TenantIsolation", testTenantIsolation},
@@ -810,7 +814,8 @@ func sameInterrupt(t *testing.T, what string, got, want *store.Interrupt) {
 	t.Helper()
 	if got.ID != want.ID || got.Tenant != want.Tenant || got.ThreadID != want.ThreadID || got.RunID != want.RunID ||
 		got.Agent != want.Agent || got.ToolCallID != want.ToolCallID || got.Tool != want.Tool ||
-		got.Description != want.Description || got.Subagent != want.Subagent || got.Status != want.Status {
+		got.Description != want.Description || got.Subagent != want.Subagent || got.Status != want.Status ||
+		got.Reason != cmp.Or(want.Reason, store.ReasonApproval) {
 		t.Fatalf("%s:\n got  %+v\n want %+v", what, got, want)
 	}
 	sameJSON(t, what+" args", got.Args, want.Args)
@@ -1240,6 +1245,106 @@ func testCallInterrupts(t *testing.T, s store.Store) {
 	if ins[0].Status != store.Approved || ins[0].Decision == nil || !ins[0].Decision.Approved {
 		t.Fatalf("decided call interrupt: %+v", ins[0])
 	}
+}
+
+// testInDoubtAfterApproval: a call that was approved, started and crashed
+// gets a second interrupt (reason in_doubt) for the same tool call; both
+// are kept, the in-doubt one with its reason, and deciding it queues the
+// thread like any decision.
+func testInDoubtAfterApproval(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", at(time.Second)))
+	decide(t, s, "a", "int_1", true, at(2*time.Second))
+	if _, err := s.Claim(ctx, store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "o", Now: at(3 * time.Second),
+		LeaseUntil: at(time.Hour)}); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	doubt := store.Interrupt{ID: "int_2", ToolCallID: "call_1", Tool: "refund", Args: json.RawMessage(`{"orderId":"A1"}`),
+		Reason: store.ReasonInDoubt, Description: "This call may already have run: refund",
+		AllowedDecisions: []string{"retry", "skip"}, CreatedAt: at(4 * time.Second)}
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r2", Interrupts: []store.Interrupt{doubt}})
+	finish(t, s, "a", "t", "r2", store.Waiting, at(5*time.Second))
+	if th := getThread(t, s, "a", "t"); th.Status != store.Waiting {
+		t.Fatalf("thread with an in-doubt call is %s, want waiting", th.Status)
+	}
+	ins, err := s.CallInterrupts(ctx, "a", "t", []string{"call_1"})
+	if err != nil {
+		t.Fatalf("CallInterrupts: %v", err)
+	}
+	got := interruptIDs(ins)
+	slices.Sort(got)
+	sameStrings(t, "both interrupts of the call", got, []string{"int_1", "int_2"})
+	want := doubt
+	want.Tenant, want.ThreadID, want.RunID, want.Agent, want.Status = "a", "t", "r2", "x", store.Pending
+	sameInterrupt(t, "in-doubt interrupt", getInterrupt(t, s, "a", "int_2"), &want)
+	if got := getInterrupt(t, s, "a", "int_1"); got.Reason != store.ReasonApproval {
+		t.Fatalf("an approval's reason is %q, want approval", got.Reason)
+	}
+	b, err := json.Marshal(getInterrupt(t, s, "a", "int_2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"reason":"in_doubt"`) {
+		t.Fatalf("the JSON of an in-doubt interrupt lacks its reason: %s", b)
+	}
+	pending, err := s.ListInterrupts(ctx, "a", store.InterruptFilter{ThreadID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameStrings(t, "pending", interruptIDs(pending), []string{"int_2"})
+	if res := decide(t, s, "a", "int_2", false, at(6*time.Second)); !res.Queued || res.Interrupt.Reason != store.ReasonInDoubt {
+		t.Fatalf("deciding the in-doubt call: %+v", res)
+	}
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r2",
+		Interrupts: []store.Interrupt{{ID: "int_3", ToolCallID: "call_1", Tool: "refund", Reason: "maybe"}}})
+	wantErr(t, "an unknown reason", err, store.ErrInvalid)
+}
+
+// testStartedMarkers: Checkpoint.Started marks calls started under the
+// run's lease; the checkpoint storing a call's tool result, or an in-doubt
+// interrupt for it, deletes its marker; markers are per thread and tenant.
+func testStartedMarkers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	started := func(tenant, thread string, ids ...string) []string {
+		t.Helper()
+		got, err := s.StartedCalls(ctx, tenant, thread, ids)
+		if err != nil {
+			t.Fatalf("StartedCalls: %v", err)
+		}
+		slices.Sort(got)
+		return got
+	}
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "refund"))
+	begin(t, s, "a", "u", "x", "r1", T0, userMsg("m1", "refund"))
+	sameStrings(t, "before any start", started("a", "t", "call_1"), nil)
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Started: []string{"call_1", "call_2", "call_3"}})
+	sameStrings(t, "after the start", started("a", "t", "call_1", "call_2", "call_3", "call_9"), []string{"call_1", "call_2", "call_3"})
+	sameStrings(t, "another thread", started("a", "u", "call_1", "call_2"), nil)
+	sameStrings(t, "another tenant", started("b", "t", "call_1"), nil)
+	sameStrings(t, "no ids", started("a", "t"), nil)
+
+	// Marking again (a retry) is not an error.
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Started: []string{"call_1"}})
+	// A result settles call_1; an in-doubt interrupt call_2; an approval
+	// leaves call_3 alone.
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		Messages: []message.Message{{ID: "m2", Role: message.Tool, ToolCallID: "call_1", ToolName: "refund", Content: "ok"}}})
+	sameStrings(t, "after call_1's result", started("a", "t", "call_1", "call_2", "call_3"), []string{"call_2", "call_3"})
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Interrupts: []store.Interrupt{
+		{ID: "int_d", ToolCallID: "call_2", Tool: "refund", Reason: store.ReasonInDoubt, AllowedDecisions: []string{"retry", "skip"}},
+		{ID: "int_a", ToolCallID: "call_3", Tool: "refund", AllowedDecisions: []string{"approve", "reject"}}}})
+	sameStrings(t, "after call_2's in-doubt interrupt", started("a", "t", "call_1", "call_2", "call_3"), []string{"call_3"})
+
+	// A run that lost its lease marks nothing.
+	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
+	err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Started: []string{"call_7"}})
+	wantErr(t, "marking after the run ended", err, store.ErrLeaseLost)
+	sameStrings(t, "a lost run's marker", started("a", "t", "call_7"), nil)
+	// The marker survives the run: it is what the next run sees.
+	sameStrings(t, "after the run ended", started("a", "t", "call_3"), []string{"call_3"})
+
+	err = s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Started: []string{""}})
+	wantErr(t, "an empty call id", err, store.ErrInvalid)
 }
 
 func testEvents(t *testing.T, s store.Store) {

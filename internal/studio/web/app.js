@@ -301,6 +301,10 @@ function setCount(n) {
 // called after the server accepted a decision.
 function decisionCard(it, { showThread = true, onDecided } = {}) {
   const allowed = new Set(it.allowedDecisions || []);
+  // An in-doubt call started before the server stopped and left no result:
+  // it may already have run. Retry runs it again; skip tells the agent the
+  // outcome is unknown (or what the reviewer writes).
+  const inDoubt = it.reason === 'in_doubt';
   const idp = `d-${it.id}`;
   const error = h('div', { class: 'error', role: 'alert', hidden: true });
   const showError = (lines) => {
@@ -315,9 +319,10 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     for (const b of card.querySelectorAll('button')) b.disabled = true;
     card.setAttribute('aria-busy', 'true');
     try {
-      await api('POST', `/v1/hitl/${encodeURIComponent(it.id)}/${kind === 'reject' ? 'reject' : 'approve'}`, body);
+      const route = { reject: 'reject', retry: 'retry', skip: 'skip' }[kind] || 'approve';
+      await api('POST', `/v1/hitl/${encodeURIComponent(it.id)}/${route}`, body);
       card.classList.add('decided');
-      const verb = kind === 'reject' ? 'Rejected' : kind === 'edit' ? 'Approved with edits' : 'Approved';
+      const verb = { reject: 'Rejected', edit: 'Approved with edits', retry: 'Retrying', skip: 'Skipped' }[kind] || 'Approved';
       announce(`${verb}: ${it.tool} on thread ${it.threadId}.`);
       // Keep keyboard focus in the list: the next decision, else the heading.
       const next = card.nextElementSibling?.querySelector('button') || card.previousElementSibling?.querySelector('button');
@@ -338,18 +343,22 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
   };
 
   // Reject, with an optional message.
+  // (For an in-doubt call the same form skips it: the message becomes the
+  // call's result.)
   const message = h('textarea', { id: `${idp}-msg`, name: 'message', rows: '2', maxlength: '4000',
-    placeholder: 'Tell the agent why (optional)' });
-  const rejectForm = h('form', { class: 'panel reject-form', hidden: true, 'aria-label': `Reject ${it.tool}` },
-    h('label', { for: `${idp}-msg` }, 'Message to the agent (optional)'),
+    placeholder: inDoubt ? 'What you know of its outcome (optional)' : 'Tell the agent why (optional)' });
+  const rejectForm = h('form', { class: 'panel reject-form', hidden: true, 'aria-label': `${inDoubt ? 'Skip' : 'Reject'} ${it.tool}` },
+    h('label', { for: `${idp}-msg` }, inDoubt ? 'Result for the agent (optional; default: the outcome is unknown)' : 'Message to the agent (optional)'),
     message,
     h('div', { class: 'row' },
-      h('button', { type: 'submit', class: 'danger', 'data-action': 'confirm-reject' }, 'Reject call'),
+      inDoubt
+        ? h('button', { type: 'submit', class: 'danger', 'data-action': 'confirm-skip' }, 'Skip call')
+        : h('button', { type: 'submit', class: 'danger', 'data-action': 'confirm-reject' }, 'Reject call'),
       h('button', { type: 'button', class: 'ghost', onclick: () => closePanels(true) }, 'Cancel')));
   rejectForm.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const msg = message.value.trim();
-    decide('reject', msg ? { message: msg } : {}, ev.submitter);
+    decide(inDoubt ? 'skip' : 'reject', msg ? { message: msg } : {}, ev.submitter);
   });
 
   // Edit: a JSON textarea checked against the tool's schema before sending.
@@ -404,6 +413,16 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     if (open) focusEl.focus();
   };
 
+  if (allowed.has('retry')) {
+    buttons.push(h('button', { type: 'button', class: 'primary', 'data-action': 'retry',
+      onclick: (ev) => { closePanels(false); decide('retry', {}, ev.currentTarget); } }, 'Retry'));
+  }
+  if (allowed.has('skip')) {
+    const b = h('button', { type: 'button', class: 'danger-outline', 'data-action': 'skip', 'aria-expanded': 'false',
+      'aria-controls': `${idp}-reject` }, 'Skip…');
+    b.addEventListener('click', () => toggle(rejectForm, b, message));
+    buttons.push(b);
+  }
   if (allowed.has('approve')) {
     buttons.push(h('button', { type: 'button', class: 'primary', 'data-action': 'approve',
       onclick: (ev) => { closePanels(false); decide('approve', {}, ev.currentTarget); } }, 'Approve'));
@@ -425,6 +444,7 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
   const meta = h('p', { class: 'meta' },
     h('span', { class: 'badge agent' }, it.agent),
     it.subagent ? h('span', { class: 'badge' }, `subagent ${it.subagent}`) : null,
+    inDoubt ? h('span', { class: 'badge reason-in-doubt', 'data-reason': 'in_doubt' }, 'in doubt: may already have run') : null,
     showThread ? h('span', {}, 'thread ', h('a', { href: threadHref(it.threadId), class: 'thread-link' }, it.threadId)) : null,
     h('span', {}, 'asked ', timeEl(it.createdAt)));
 
@@ -483,7 +503,8 @@ const byDecided = (a, b) => new Date(b.decision?.decidedAt || b.createdAt) - new
 function historyItem(it) {
   const d = it.decision || {};
   const stateless = d.decidedVia === 'stateless';
-  const verdict = it.status === 'approved' ? (stateless ? 'ran' : 'approved') : (stateless ? 'refused' : 'rejected');
+  const verdict = d.decision === 'retry' ? 'retried' : d.decision === 'skip' ? 'skipped'
+    : it.status === 'approved' ? (stateless ? 'ran' : 'approved') : (stateless ? 'refused' : 'rejected');
   return h('li', { class: `history-item${stateless ? ' stateless' : ''}`, 'data-id': it.id, 'data-via': d.decidedVia || '' },
     h('p', {},
       h('code', {}, it.tool), ' ',

@@ -87,6 +87,9 @@ func Todos() *tool.Tool {
 			`"properties":{"content":{"type":"string","minLength":1},"status":{"type":"string","enum":["pending","in_progress","completed"]}},` +
 			`"required":["content","status"]}}},"required":["todos"]}`),
 		OncePerStep: true,
+		// A pure state change, stored together with its result: safe to
+		// run again after a crash.
+		Idempotent: true,
 		Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 			var args struct {
 				Todos []Todo `json:"todos"`
@@ -129,6 +132,7 @@ func Files(now func() time.Time) []*tool.Tool {
 	return []*tool.Tool{
 		{
 			Name:        Ls,
+			Idempotent:  true, // reads or changes state only, stored with the result
 			Description: "List the files in the virtual file system under a folder (default /).",
 			Parameters:  schema(`{"type":"object","properties":{"path":{"type":"string"}}}`),
 			Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
@@ -168,6 +172,7 @@ func Files(now func() time.Time) []*tool.Tool {
 		},
 		{
 			Name:        ReadFile,
+			Idempotent:  true, // reads or changes state only, stored with the result
 			Description: "Read a file of the virtual file system, with line numbers. offset is the first line (0-based), limit the number of lines (default 200).",
 			Parameters: schema(`{"type":"object","properties":{"file_path":{"type":"string"},"offset":{"type":"integer","minimum":0},` +
 				`"limit":{"type":"integer","minimum":1}},"required":["file_path"]}`),
@@ -205,6 +210,7 @@ func Files(now func() time.Time) []*tool.Tool {
 		},
 		{
 			Name:        WriteFile,
+			Idempotent:  true, // reads or changes state only, stored with the result
 			Description: "Write a file of the virtual file system (creates or replaces it). Paths are absolute.",
 			Parameters:  schema(`{"type":"object","properties":{"file_path":{"type":"string"},"content":{"type":"string"}},"required":["file_path","content"]}`),
 			Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
@@ -236,6 +242,7 @@ func Files(now func() time.Time) []*tool.Tool {
 		},
 		{
 			Name:        EditFile,
+			Idempotent:  true, // reads or changes state only, stored with the result
 			Description: "Replace old_string with new_string in a file. old_string must occur exactly once unless replace_all is true.",
 			Parameters: schema(`{"type":"object","properties":{"file_path":{"type":"string"},"old_string":{"type":"string","minLength":1},` +
 				`"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["file_path","old_string","new_string"]}`),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -486,7 +487,13 @@ func outcomeOf(o *event.Outcome) *outcome {
 }
 
 func interruptOf(it event.InterruptInfo) interrupt {
-	out := interrupt{ID: it.ID, Reason: "tool_call", ToolCallID: it.ToolCallID, Description: it.Description,
+	// An in-doubt call (it may already have run before a crash) keeps its
+	// reason, an open string in AG-UI; an approval is a "tool_call".
+	reason := "tool_call"
+	if it.Reason == store.ReasonInDoubt {
+		reason = store.ReasonInDoubt
+	}
+	out := interrupt{ID: it.ID, Reason: reason, ToolCallID: it.ToolCallID, Description: it.Description,
 		Message: it.Description, AllowedDecisions: it.AllowedDecisions}
 	if out.AllowedDecisions == nil {
 		out.AllowedDecisions = []string{}
@@ -498,6 +505,9 @@ func interruptOf(it event.InterruptInfo) interrupt {
 	// the 1.0 client strips the top-level ones (with a warning), and
 	// metadata is the one place both 0.0.x and 1.0 clients keep silently.
 	meta := map[string]any{"tool": it.Tool, "allowedDecisions": out.AllowedDecisions}
+	if it.Reason == store.ReasonInDoubt {
+		meta["reason"] = it.Reason
+	}
 	if it.Description != "" {
 		meta["description"] = it.Description
 	}

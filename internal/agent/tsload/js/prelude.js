@@ -12,7 +12,7 @@
   const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files'];
   const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
-  const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'execute'];
+  const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
   const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions'];
   const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools'];
   const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -104,6 +104,9 @@
     if (t.jsonSchema !== undefined && !isPlain(t.jsonSchema)) fail(`${what}: jsonSchema must be an object`, loc);
     if (t.timeoutMs !== undefined && !(typeof t.timeoutMs === 'number' && t.timeoutMs > 0 && isFinite(t.timeoutMs))) {
       fail(`${what}: timeoutMs must be a positive number of milliseconds`, loc);
+    }
+    if (t.idempotent !== undefined && typeof t.idempotent !== 'boolean') {
+      fail(`${what}: idempotent must be true or false`, loc);
     }
     const na = t.needsApproval;
     if (na !== undefined && typeof na !== 'boolean' && !isFn(na)) {
@@ -320,6 +323,7 @@
         parameters: params,
         approval,
         timeoutMs: t.timeoutMs || 0,
+        idempotent: t.idempotent === true,
         loc: tloc,
       });
     }
@@ -404,6 +408,7 @@
       state,
       threadId: meta.threadId,
       toolCallId: meta.toolCallId,
+      idempotencyKey: meta.idempotencyKey,
       agent: meta.agent,
       signal,
     };
