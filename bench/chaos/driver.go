@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,9 @@ type turn struct {
 	acked bool
 	// attempts is how many requests the client sent for it.
 	attempts int
-	// last is the last failure (status or error) when not acked.
-	last string
+	// last is the last failure (status or error) when not acked, and
+	// why its short form ("409 run_in_progress", "connection error").
+	last, why string
 }
 
 // retryCause names why a client retried.
@@ -116,7 +118,7 @@ func (d *driver) send(ctx context.Context, rng *rand.Rand, t *turn) {
 				t.last = "stopped"
 				return
 			}
-			cause, retry, t.last = causeConn, true, err.Error()
+			cause, retry, t.last, t.why = causeConn, true, err.Error(), string(causeConn)
 		} else {
 			b, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -129,16 +131,22 @@ func (d *driver) send(ctx context.Context, rng *rand.Rand, t *turn) {
 			}
 			switch {
 			case rerr != nil:
-				cause, retry, t.last = causeConn, true, rerr.Error()
+				cause, retry, t.last, t.why = causeConn, true, rerr.Error(), string(causeConn)
 			case resp.StatusCode == http.StatusOK:
 				if json.Unmarshal(b, &out) == nil && len(out.Choices) > 0 && out.Choices[0].Message.Content == want {
 					t.acked = true
 					return
 				}
-				t.last = "200 without the turn's answer: " + trim(b)
+				t.last, t.why = "200 without the turn's answer: "+trim(b), "200 without the answer"
 				return
 			default:
-				t.last = fmt.Sprintf("%d %s", resp.StatusCode, trim(b))
+				var e struct {
+					Error struct {
+						Code string `json:"code"`
+					} `json:"error"`
+				}
+				_ = json.Unmarshal(b, &e)
+				t.last, t.why = fmt.Sprintf("%d %s", resp.StatusCode, trim(b)), strings.TrimSpace(fmt.Sprintf("%d %s", resp.StatusCode, e.Error.Code))
 				switch s := resp.StatusCode; {
 				case s == 408:
 					cause, retry = causeTimeout, true

@@ -37,6 +37,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -140,7 +141,7 @@ func main() {
 	flag.DurationVar(&o.lease, "lease", 2*time.Second, "STACKBONE_LEASE of the servers")
 	flag.StringVar(&o.store, "store", "sqlite", "sqlite (one server) or postgres (-replicas servers on one schema)")
 	flag.IntVar(&o.replicas, "replicas", 3, "servers sharing the PostgreSQL schema (-store postgres)")
-	flag.StringVar(&o.postgresURL, "postgres", cmpOr(os.Getenv("STACKBONE_TEST_POSTGRES"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (a fresh schema is made and dropped)")
+	flag.StringVar(&o.postgresURL, "postgres", cmp.Or(os.Getenv("STACKBONE_TEST_POSTGRES"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (a fresh schema is made and dropped)")
 	flag.IntVar(&o.maxRetries, "max-retries", 5, "client retries per turn (the official SDKs default to 2)")
 	flag.BoolVar(&o.idempotencyKey, "idempotency-key", false, "send one Idempotency-Key per turn (stable across its retries)")
 	flag.DurationVar(&o.requestTimeout, "request-timeout", 60*time.Second, "client timeout of one request")
@@ -176,13 +177,6 @@ func main() {
 	if !rep.ok() {
 		os.Exit(1)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // run sets everything up, drives the turns under kills, lets recovery

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
@@ -19,6 +20,7 @@ type report struct {
 	wall       time.Duration
 
 	turns, acked, gaveUp, threads int
+	gaveUpBy                      map[string]int // last failure of the turns given up on
 	attempts                      int
 	retries                       map[retryCause]int
 
@@ -46,6 +48,7 @@ type report struct {
 func (r *report) check(d *driver, threads map[string]*threadView, effects []effect, reqs []modeltest.RecordedRequest) {
 	r.retries = d.retries
 	r.turns, r.threads = len(d.turns), len(threads)
+	r.gaveUpBy = map[string]int{}
 	example := func(format string, args ...any) {
 		if len(r.examples) < 8 {
 			r.examples = append(r.examples, fmt.Sprintf(format, args...))
@@ -57,6 +60,7 @@ func (r *report) check(d *driver, threads map[string]*threadView, effects []effe
 			r.acked++
 		} else {
 			r.gaveUp++
+			r.gaveUpBy[t.why]++
 		}
 	}
 
@@ -251,7 +255,7 @@ func (r *report) write(w io.Writer) {
 	rows := [][2]string{
 		{"turns sent", fmt.Sprint(r.turns)},
 		{"turns acknowledged (200 with the answer)", fmt.Sprint(r.acked)},
-		{"turns the client gave up on", fmt.Sprint(r.gaveUp)},
+		{"turns the client gave up on (last answer)", fmt.Sprintf("%d (%s)", r.gaveUp, counts(r.gaveUpBy))},
 		{"threads", fmt.Sprint(r.threads)},
 		{"kills (SIGKILL)", fmt.Sprint(r.kills)},
 		{"client retries", fmt.Sprintf("%d (%s)", retries, strings.Join(causes, ", "))},
@@ -291,4 +295,23 @@ func (r *report) write(w io.Writer) {
 			fmt.Fprintln(w, "- "+e)
 		}
 	}
+}
+
+// counts renders a tally as "3 409 run_in_progress, 1 connection error",
+// largest first.
+func counts(m map[string]int) string {
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	for k, n := range m {
+		all = append(all, kv{k, n})
+	}
+	slices.SortFunc(all, func(a, b kv) int { return cmp.Or(b.n-a.n, strings.Compare(a.k, b.k)) })
+	var out []string
+	for _, x := range all {
+		out = append(out, fmt.Sprintf("%d %s", x.n, x.k))
+	}
+	return strings.Join(out, ", ")
 }
