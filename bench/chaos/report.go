@@ -252,20 +252,24 @@ func (r *report) write(w io.Writer) {
 	for _, n := range r.retries {
 		retries += n
 	}
+	retryRow := fmt.Sprint(retries)
+	if len(causes) > 0 {
+		retryRow += " (" + strings.Join(causes, ", ") + ")"
+	}
 	rows := [][2]string{
 		{"turns sent", fmt.Sprint(r.turns)},
 		{"turns acknowledged (200 with the answer)", fmt.Sprint(r.acked)},
-		{"turns the client gave up on (last answer)", fmt.Sprintf("%d (%s)", r.gaveUp, counts(r.gaveUpBy))},
+		{"turns the client gave up on (last answer)", withCounts(r.gaveUp, r.gaveUpBy)},
 		{"threads", fmt.Sprint(r.threads)},
 		{"kills (SIGKILL)", fmt.Sprint(r.kills)},
-		{"client retries", fmt.Sprintf("%d (%s)", retries, strings.Join(causes, ", "))},
+		{"client retries", retryRow},
 		{"side effects", fmt.Sprint(r.effects)},
 		{"double side effects (same call)", fmt.Sprint(r.doubleEffects)},
 		{"idempotent repeats with one key (allowed)", fmt.Sprint(r.idemRepeats)},
 		{"idempotent repeats without one key", fmt.Sprint(r.keyMismatch)},
 		{"turns whose side effect ran under 2+ calls", fmt.Sprint(r.doubleTurnCalls)},
 		{"double stored turns", fmt.Sprint(r.doubleStored)},
-		{"double answers (of which after one stored user message)", fmt.Sprintf("%d (%d)", r.doubleAnswers, r.answersPerUser)},
+		{"double answers (of which two answers follow one stored user message)", fmt.Sprintf("%d (%d)", r.doubleAnswers, r.answersPerUser)},
 		{"acknowledged turns lost", fmt.Sprint(r.lostAcked)},
 		{"in-doubt decisions pending", fmt.Sprint(r.inDoubt)},
 		{"other decisions pending", fmt.Sprint(r.otherPending)},
@@ -295,6 +299,14 @@ func (r *report) write(w io.Writer) {
 			fmt.Fprintln(w, "- "+e)
 		}
 	}
+}
+
+// withCounts renders n and, when there are any, its tally.
+func withCounts(n int, m map[string]int) string {
+	if len(m) == 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d (%s)", n, counts(m))
 }
 
 // counts renders a tally as "3 409 run_in_progress, 1 connection error",
