@@ -54,6 +54,8 @@ type driver struct {
 	turns   []*turn
 	threads []string
 	retries map[retryCause]int
+	// approvals counts decisions the clients made.
+	approvals int
 }
 
 // drive runs o.concurrency clients until o.turns turns were sent or ctx
@@ -77,7 +79,10 @@ func (d *driver) drive(ctx context.Context, seed uint64) {
 						return
 					}
 					verb := "refund"
-					if rng.IntN(2) == 0 {
+					switch x := rng.Float64(); {
+					case x < d.o.approvalShare:
+						verb = "payout"
+					case x < (1+d.o.approvalShare)/2:
 						verb = "reserve"
 					}
 					t := &turn{thread: thread, text: fmt.Sprintf("%s %s-t%d", verb, thread, k)}
@@ -132,6 +137,10 @@ func (d *driver) send(ctx context.Context, rng *rand.Rand, t *turn) {
 			switch {
 			case rerr != nil:
 				cause, retry, t.last, t.why = causeConn, true, rerr.Error(), string(causeConn)
+			case resp.StatusCode == http.StatusOK && t.approval():
+				// Paused for the payout's approval: a human approves it.
+				d.approve(ctx, rng, t)
+				return
 			case resp.StatusCode == http.StatusOK:
 				if json.Unmarshal(b, &out) == nil && len(out.Choices) > 0 && out.Choices[0].Message.Content == want {
 					t.acked = true
@@ -225,9 +234,86 @@ type threadView struct {
 		ToolCalls []json.RawMessage `json:"toolCalls"`
 	} `json:"messages"`
 	Pending []struct {
+		ID         string `json:"id"`
+		Tool       string `json:"tool"`
 		ToolCallID string `json:"toolCallId"`
 		Reason     string `json:"reason"`
 	} `json:"pending"`
+}
+
+// approval reports whether the turn's tool needs a human's approval.
+func (t *turn) approval() bool { return strings.HasPrefix(t.text, "payout ") }
+
+// approveWithin bounds how long a client waits for an approved turn's
+// answer.
+const approveWithin = 30 * time.Second
+
+// approve plays the human and the client of a paused payout turn: it
+// approves the turn's pending approval (through any server, as often as it
+// finds one pending) and waits for the turn's answer. A decision in doubt
+// (reason in_doubt) is left for the report.
+func (d *driver) approve(ctx context.Context, rng *rand.Rand, t *turn) {
+	deadline := time.Now().Add(approveWithin)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		node := rng.IntN(len(d.c.nodes))
+		d.serving.Store(t.thread, node)
+		th, err := d.thread(ctx, node, t.thread)
+		if err == nil && th != nil {
+			if stored(th, t.text) {
+				t.acked = true
+				return
+			}
+			for _, p := range th.Pending {
+				if p.Reason == "in_doubt" {
+					t.why = "in_doubt decision"
+					return
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.c.url(node)+"/v1/hitl/"+p.ID+"/approve", nil)
+				req.Header.Set("Authorization", "Bearer "+apiKey)
+				if resp, err := d.http.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						d.mu.Lock()
+						d.approvals++
+						d.mu.Unlock()
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.why = "no answer after approval"
+}
+
+// thread reads one thread through server node; nil when it does not exist.
+func (d *driver) thread(ctx context.Context, node int, id string) (*threadView, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.c.url(node)+"/v1/threads/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read thread %s: %w", id, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return nil, nil
+	case http.StatusOK:
+	default:
+		return nil, fmt.Errorf("read thread %s: %d %s", id, resp.StatusCode, trim(b))
+	}
+	v := &threadView{}
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("thread %s: %w", id, err)
+	}
+	return v, nil
 }
 
 // settle waits, at most limit, until no thread is running or queued, and
@@ -257,27 +343,12 @@ func (d *driver) fetchAll(ctx context.Context) (map[string]*threadView, int, err
 	views := map[string]*threadView{}
 	busy := 0
 	for _, id := range d.threads {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.c.url(0)+"/v1/threads/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-		resp, err := d.http.Do(req)
-		if err != nil {
-			return nil, 0, fmt.Errorf("read thread %s: %w", id, err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		v, err := d.thread(ctx, 0, id)
 		if err != nil {
 			return nil, 0, err
 		}
-		switch resp.StatusCode {
-		case http.StatusNotFound:
+		if v == nil {
 			continue
-		case http.StatusOK:
-		default:
-			return nil, 0, fmt.Errorf("read thread %s: %d %s", id, resp.StatusCode, trim(b))
-		}
-		v := &threadView{}
-		if err := json.Unmarshal(b, v); err != nil {
-			return nil, 0, fmt.Errorf("thread %s: %w", id, err)
 		}
 		views[id] = v
 		if v.Status == "running" || v.Status == "queued" {

@@ -19,9 +19,11 @@
 //
 // It starts, in-process, the mock OpenAI upstream (modeltest) and the
 // ledger, writes a project with one TypeScript agent, `chaos`, whose tools
-// `refund` (not idempotent) and `reserve` (idempotent: true when the build
-// knows the option) POST their side effect to the ledger carrying
-// ctx.toolCallId and ctx.idempotencyKey, and runs the built binary
+// `refund` (not idempotent), `reserve` (idempotent: true when the build
+// knows the option) and `payout` (needs approval, which the client gives
+// through POST /v1/hitl/{id}/approve, then waits for the answer) POST their
+// side effect to the ledger carrying ctx.toolCallId and
+// ctx.idempotencyKey, and runs the built binary
 // (`stackbone start`) on SQLite, or with -store postgres on -replicas
 // processes sharing one fresh schema. Clients behave like the official
 // SDKs: they retry connection errors, 408, 409, 429 and 5xx with
@@ -69,8 +71,10 @@ import (
 const chaosScript = `[
  {"when": {"lastTool": "refund"}, "reply": {"text": "Done: {{lastUser}}"}},
  {"when": {"lastTool": "reserve"}, "reply": {"text": "Done: {{lastUser}}"}},
+ {"when": {"lastTool": "payout"}, "reply": {"text": "Done: {{lastUser}}"}},
  {"when": {"lastUser": "refund"}, "reply": {"toolCalls": [{"name": "refund", "arguments": {"turn": "{{lastUser}}"}}]}},
  {"when": {"lastUser": "reserve"}, "reply": {"toolCalls": [{"name": "reserve", "arguments": {"turn": "{{lastUser}}"}}]}},
+ {"when": {"lastUser": "payout"}, "reply": {"toolCalls": [{"name": "payout", "arguments": {"turn": "{{lastUser}}"}}]}},
  {"reply": {"text": "Done: {{lastUser}}"}}
 ]`
 
@@ -103,6 +107,12 @@ export default defineDeepAgent({
       parameters: { type: 'object', properties: { turn: { type: 'string' } }, required: ['turn'] },%[2]s
       async execute({ turn }: { turn: string }, ctx: any) { return effect('reserve', turn, ctx); },
     }),
+    payout: tool({
+      description: 'Pay out money (needs approval, not idempotent)',
+      parameters: { type: 'object', properties: { turn: { type: 'string' } }, required: ['turn'] },
+      needsApproval: true,
+      async execute({ turn }: { turn: string }, ctx: any) { return effect('payout', turn, ctx); },
+    }),
   },
 });
 `
@@ -122,6 +132,7 @@ type options struct {
 	postgresURL                   string
 	maxRetries                    int
 	idempotencyKey                bool
+	approvalShare                 float64
 	requestTimeout                time.Duration
 	seed                          uint64
 	bin                           string
@@ -143,6 +154,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 3, "servers sharing the PostgreSQL schema (-store postgres)")
 	flag.StringVar(&o.postgresURL, "postgres", cmp.Or(os.Getenv("STACKBONE_TEST_POSTGRES"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (a fresh schema is made and dropped)")
 	flag.IntVar(&o.maxRetries, "max-retries", 5, "client retries per turn (the official SDKs default to 2)")
+	flag.Float64Var(&o.approvalShare, "approvals", 0.2, "share of turns whose tool (payout) needs an approval, which the client gives through the API")
 	flag.BoolVar(&o.idempotencyKey, "idempotency-key", false, "send one Idempotency-Key per turn (stable across its retries)")
 	flag.DurationVar(&o.requestTimeout, "request-timeout", 60*time.Second, "client timeout of one request")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")

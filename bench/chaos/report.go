@@ -21,7 +21,7 @@ type report struct {
 
 	turns, acked, gaveUp, threads int
 	gaveUpBy                      map[string]int // last failure of the turns given up on
-	attempts                      int
+	attempts, approvals           int
 	retries                       map[retryCause]int
 
 	effects         int // side effects the ledger saw
@@ -46,7 +46,7 @@ type report struct {
 // check derives the figures from what the clients saw, the stored threads,
 // the ledger and the model's request log.
 func (r *report) check(d *driver, threads map[string]*threadView, effects []effect, reqs []modeltest.RecordedRequest) {
-	r.retries = d.retries
+	r.retries, r.approvals = d.retries, d.approvals
 	r.turns, r.threads = len(d.turns), len(threads)
 	r.gaveUpBy = map[string]int{}
 	example := func(format string, args ...any) {
@@ -258,10 +258,11 @@ func (r *report) write(w io.Writer) {
 	}
 	rows := [][2]string{
 		{"turns sent", fmt.Sprint(r.turns)},
-		{"turns acknowledged (200 with the answer)", fmt.Sprint(r.acked)},
+		{"turns acknowledged (the client got the answer)", fmt.Sprint(r.acked)},
 		{"turns the client gave up on (last answer)", withCounts(r.gaveUp, r.gaveUpBy)},
 		{"threads", fmt.Sprint(r.threads)},
 		{"kills (SIGKILL)", fmt.Sprint(r.kills)},
+		{"approvals given (payout turns)", fmt.Sprint(r.approvals)},
 		{"client retries", retryRow},
 		{"side effects", fmt.Sprint(r.effects)},
 		{"double side effects (same call)", fmt.Sprint(r.doubleEffects)},
