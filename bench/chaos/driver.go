@@ -357,3 +357,36 @@ func (d *driver) fetchAll(ctx context.Context) (map[string]*threadView, int, err
 	}
 	return views, busy, nil
 }
+
+// probe sends one more turn ("probe <thread>", answered without a tool) to
+// every thread that is not waiting on a decision, as a client coming back
+// would, and returns the turns refused even after the client's retries:
+// a thread that answers 409 forever is stuck too.
+func (d *driver) probe(ctx context.Context, threads map[string]*threadView, seed uint64) []*turn {
+	ids := make(chan string)
+	var mu sync.Mutex
+	var refused []*turn
+	var wg sync.WaitGroup
+	for w := range d.o.concurrency {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		wg.Go(func() {
+			for id := range ids {
+				t := &turn{thread: id, text: "probe " + id}
+				d.send(ctx, rng, t)
+				if !t.acked {
+					mu.Lock()
+					refused = append(refused, t)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for id, th := range threads {
+		if th.Status != "waiting" {
+			ids <- id
+		}
+	}
+	close(ids)
+	wg.Wait()
+	return refused
+}

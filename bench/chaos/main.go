@@ -12,7 +12,8 @@
 //   - no user message is stored twice for one turn;
 //   - no turn is answered twice (at most one final answer per user turn);
 //   - every acknowledged turn (200 with its answer) is stored, answered;
-//   - no thread is stuck (running or queued with nobody finishing it).
+//   - no thread is stuck: none is left running or queued, and every thread
+//     not waiting on a decision takes one more turn (no 409 forever).
 //
 // Pending in_doubt decisions are counted: they are the correct outcome for
 // a call that is not idempotent and may already have run.
@@ -283,6 +284,12 @@ func run(ctx context.Context, o options, logger *slog.Logger) (*report, error) {
 		return nil, err
 	}
 	rep.check(d, threads, led.entries(), mock.Requests())
+	rep.refused = d.probe(ctx, threads, rng.Uint64())
+	for _, t := range rep.refused {
+		if len(rep.examples) < 10 {
+			rep.examples = append(rep.examples, fmt.Sprintf("thread %s refuses a new turn: %s", t.thread, t.last))
+		}
+	}
 	rep.wall = time.Since(start)
 	return rep, nil
 }

@@ -24,19 +24,20 @@ type report struct {
 	attempts, approvals           int
 	retries                       map[retryCause]int
 
-	effects         int // side effects the ledger saw
-	doubleEffects   int // non-idempotent calls whose effect happened more than once
-	keyMismatch     int // idempotent calls repeated without one stable key
-	idemRepeats     int // idempotent calls repeated with their key (allowed)
-	doubleTurnCalls int // turns whose side effect ran under more than one call
-	doubleStored    int // turns whose user message is stored more than once
-	doubleAnswers   int // turns answered more than once
-	answersPerUser  int // of which: two answers after one stored user message
-	lostAcked       int // acknowledged turns not stored with their answer
-	inDoubt         int // pending decisions with reason in_doubt
-	otherPending    int // other pending decisions
-	stuck           int // threads still running or queued after settling
-	failedThreads   int // threads whose last run failed
+	effects         int     // side effects the ledger saw
+	doubleEffects   int     // non-idempotent calls whose effect happened more than once
+	keyMismatch     int     // idempotent calls repeated without one stable key
+	idemRepeats     int     // idempotent calls repeated with their key (allowed)
+	doubleTurnCalls int     // turns whose side effect ran under more than one call
+	doubleStored    int     // turns whose user message is stored more than once
+	doubleAnswers   int     // turns answered more than once
+	answersPerUser  int     // of which: two answers after one stored user message
+	lostAcked       int     // acknowledged turns not stored with their answer
+	inDoubt         int     // pending decisions with reason in_doubt
+	otherPending    int     // other pending decisions
+	stuck           int     // threads still running or queued after settling
+	refused         []*turn // probe turns refused by threads not waiting on a decision
+	failedThreads   int     // threads whose last run failed
 	modelCalls      int
 	extraModelCalls int // model calls beyond the 2 a turn needs
 
@@ -210,6 +211,7 @@ func (r *report) invariants() []invariant {
 		{"no turn answered twice", r.doubleAnswers},
 		{"every acknowledged turn is stored with its answer", r.lostAcked},
 		{"no thread stuck (running or queued after settling)", r.stuck},
+		{"every thread not waiting on a decision takes a new turn (no 409 forever)", len(r.refused)},
 	}
 }
 
@@ -275,7 +277,7 @@ func (r *report) write(w io.Writer) {
 		{"in-doubt decisions pending", fmt.Sprint(r.inDoubt)},
 		{"other decisions pending", fmt.Sprint(r.otherPending)},
 		{"threads whose last run failed", fmt.Sprint(r.failedThreads)},
-		{"stuck threads", fmt.Sprint(r.stuck)},
+		{"stuck threads (still running or queued; refusing a new turn)", fmt.Sprintf("%d; %d", r.stuck, len(r.refused))},
 		{"model calls (beyond 2 per turn)", fmt.Sprintf("%d (%d)", r.modelCalls, r.extraModelCalls)},
 		{"wall time", r.wall.Round(100 * time.Millisecond).String()},
 	}
