@@ -43,7 +43,6 @@ const (
 type driver struct {
 	o    options
 	c    *cluster
-	led  *ledger
 	http *http.Client
 
 	// serving maps a thread to the server its current request went to
@@ -120,7 +119,7 @@ func (d *driver) send(ctx context.Context, rng *rand.Rand, t *turn) {
 		retry := false
 		if err != nil {
 			if ctx.Err() != nil {
-				t.last = "stopped"
+				t.last, t.why = "stopped", "stopped at -duration"
 				return
 			}
 			cause, retry, t.last, t.why = causeConn, true, err.Error(), string(causeConn)
@@ -190,7 +189,7 @@ func (d *driver) send(ctx context.Context, rng *rand.Rand, t *turn) {
 		}
 		select {
 		case <-ctx.Done():
-			t.last = "stopped"
+			t.last, t.why = "stopped", "stopped at -duration"
 			return
 		case <-time.After(wait):
 		}

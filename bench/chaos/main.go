@@ -261,7 +261,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) (*report, error) {
 	}
 	defer c.stopAll()
 
-	d := &driver{o: o, c: c, led: led, http: &http.Client{Timeout: o.requestTimeout,
+	d := &driver{o: o, c: c, http: &http.Client{Timeout: o.requestTimeout,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 2 * o.concurrency}}}
 	driveCtx, stopDrive := context.WithTimeout(ctx, o.duration)
 	killerDone := make(chan struct{})
@@ -453,7 +453,7 @@ func (c *cluster) killer(ctx context.Context, o options, rng *rand.Rand, led *le
 		victim := rng.IntN(len(c.nodes))
 		if rng.IntN(2) == 0 {
 			select {
-			case thread := <-led.notify(ctx):
+			case thread := <-led.wake:
 				if i, ok := d.serving.Load(thread); ok {
 					victim = i.(int)
 				}
@@ -498,10 +498,6 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = io.WriteString(w, `{"ok":true}`)
 }
-
-// notify is the channel on which the next effect's thread arrives (when
-// someone waits for it).
-func (l *ledger) notify(context.Context) <-chan string { return l.wake }
 
 func (l *ledger) entries() []effect {
 	l.mu.Lock()
