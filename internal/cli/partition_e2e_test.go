@@ -18,10 +18,10 @@ import (
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
 
-// ledger is the side-effect server of a refund tool: it records every call
+// heldLedger is the side-effect server of a refund tool: it records every call
 // it receives by the toolCallId the tool sends, and holds the first one
 // until released (the window in which the test partitions the caller).
-type ledger struct {
+type heldLedger struct {
 	mu      sync.Mutex
 	calls   map[string]int
 	arrived chan struct{} // closed when the first call arrives
@@ -31,13 +31,13 @@ type ledger struct {
 }
 
 // free answers the held first call.
-func (l *ledger) free() { l.once.Do(func() { close(l.release) }) }
+func (l *heldLedger) free() { l.once.Do(func() { close(l.release) }) }
 
-func newLedger() *ledger {
-	return &ledger{calls: map[string]int{}, arrived: make(chan struct{}), release: make(chan struct{})}
+func newHeldLedger() *heldLedger {
+	return &heldLedger{calls: map[string]int{}, arrived: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (l *heldLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	l.calls[r.URL.Query().Get("call")]++
 	hold := !l.first
@@ -54,7 +54,7 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, `{"ok":true}`)
 }
 
-func (l *ledger) snapshot() map[string]int {
+func (l *heldLedger) snapshot() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[string]int{}
@@ -82,7 +82,7 @@ func TestPartitionedReplicaDoesNotRepeatATool(t *testing.T) {
 	viaProxy := *direct
 	viaProxy.Host = px.Addr()
 
-	led := newLedger()
+	led := newHeldLedger()
 	side := httptest.NewServer(led)
 	defer side.Close()
 	defer led.free() // never leave A's call held
