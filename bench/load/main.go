@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stackbone/stackbone/bench/internal/benchproc"
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
 )
@@ -157,31 +158,32 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 	}
 	bin := o.bin
 	if bin == "" {
-		if bin, err = build(ctx, tmp, logger); err != nil {
+		if bin, err = benchproc.Build(ctx, tmp, logger); err != nil {
 			return err
 		}
 	}
-	srv, err := startServer(ctx, bin, tmp, up.url+"/v1", logger)
+	srv, err := benchproc.Start(ctx, bin, []string{"dev", "--dir", tmp, "--addr", "127.0.0.1:0"},
+		[]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench"}, logger)
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 
 	rep := report{opts: o}
-	if rep.rssIdle, err = rss(srv.pid()); err != nil {
+	if rep.rssIdle, err = benchproc.RSS(srv.PID()); err != nil {
 		return err
 	}
 	c := &client{http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * o.concurrency}}}
 	// One probe turn of each kind checks the setup and records the exact
 	// upstream requests Stackbone makes, which the floors replay.
 	mock := up.reset()
-	if err := c.chat(ctx, srv.url, "probe-text", textTurn, textAnswer); err != nil {
+	if err := c.chat(ctx, srv.URL, "probe-text", textTurn, textAnswer); err != nil {
 		return err
 	}
-	if err := c.chat(ctx, srv.url, "probe-tool", toolTurn, toolAnswer); err != nil {
+	if err := c.chat(ctx, srv.URL, "probe-tool", toolTurn, toolAnswer); err != nil {
 		return err
 	}
-	if err := c.stored(ctx, srv.url, "probe-tool", toolAnswer); err != nil {
+	if err := c.stored(ctx, srv.URL, "probe-tool", toolAnswer); err != nil {
 		return err
 	}
 	reqs := mock.Requests()
@@ -194,7 +196,7 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 	var seq atomic.Int64
 	durable := func(text, want string) func(context.Context) error {
 		return func(ctx context.Context) error {
-			return c.chat(ctx, srv.url, fmt.Sprintf("bench-%d", seq.Add(1)), text, want)
+			return c.chat(ctx, srv.URL, fmt.Sprintf("bench-%d", seq.Add(1)), text, want)
 		}
 	}
 	floor := func(bodies [][]byte) func(context.Context) error {
@@ -208,7 +210,7 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		{key: "b", name: "(b) durable 2-step tool turn", conc: 1, turns: o.turns, calls: 2, server: true, turn: durable(toolTurn, toolAnswer)},
 		{key: "c", name: fmt.Sprintf("(c) durable tool turn at concurrency %d", o.concurrency), conc: o.concurrency, dur: o.duration, calls: 2, server: true, turn: durable(toolTurn, toolAnswer)},
 		{key: "d", name: "(d) stateless text turn", conc: 1, turns: o.turns, calls: 1, server: true, turn: func(ctx context.Context) error {
-			return c.chat(ctx, srv.url, "", textTurn, textAnswer)
+			return c.chat(ctx, srv.URL, "", textTurn, textAnswer)
 		}},
 	}
 	for _, sc := range all {
@@ -216,13 +218,13 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 			continue
 		}
 		logger.Info("scenario", "key", sc.key, "name", sc.name)
-		r, err := sc.measure(ctx, o.warmup, srv.pid(), up)
+		r, err := sc.measure(ctx, o.warmup, srv.PID(), up)
 		if err != nil {
-			return fmt.Errorf("scenario %s: %w\nserver log tail:\n%s", sc.key, err, srv.logTail())
+			return fmt.Errorf("scenario %s: %w\nserver log tail:\n%s", sc.key, err, srv.LogTail())
 		}
 		rep.results = append(rep.results, r)
 		if sc.key == "c" {
-			if rep.rssAfterC, err = rss(srv.pid()); err != nil {
+			if rep.rssAfterC, err = benchproc.RSS(srv.PID()); err != nil {
 				return err
 			}
 		}
@@ -368,7 +370,7 @@ func (sc *scenario) measure(ctx context.Context, warmup, pid int, up *upstream) 
 	if _, err := sc.drive(ctx, warmup, 0); err != nil {
 		return result{}, fmt.Errorf("warm-up: %w", err)
 	}
-	cpu0, err := cpuTime(pid)
+	cpu0, err := benchproc.CPUTime(pid)
 	if err != nil {
 		return result{}, err
 	}
@@ -378,7 +380,7 @@ func (sc *scenario) measure(ctx context.Context, warmup, pid int, up *upstream) 
 	if err != nil {
 		return result{}, err
 	}
-	cpu1, err := cpuTime(pid)
+	cpu1, err := benchproc.CPUTime(pid)
 	if err != nil {
 		return result{}, err
 	}

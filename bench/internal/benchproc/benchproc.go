@@ -1,4 +1,7 @@
-package main
+// Package benchproc builds and runs the stackbone binary for the commands in
+// bench/: a server process whose log is drained, whose address is read from
+// its startup line, and which can be stopped, killed hard and measured.
+package benchproc
 
 import (
 	"bufio"
@@ -14,11 +17,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
-// build compiles ./cmd/stackbone of the enclosing module into dir.
-func build(ctx context.Context, dir string, logger *slog.Logger) (string, error) {
+// Build compiles ./cmd/stackbone of the enclosing module into dir and
+// returns the binary's path.
+func Build(ctx context.Context, dir string, logger *slog.Logger) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return "", fmt.Errorf("find the module root (run from the stackbone module): %v", err)
@@ -33,13 +38,15 @@ func build(ctx context.Context, dir string, logger *slog.Logger) (string, error)
 	return bin, nil
 }
 
-// errNoAddr is returned when the server exits before it logs its address.
-var errNoAddr = errors.New("stackbone exited before listening")
+// ErrNoAddr is returned when the server exits before it logs its address.
+var ErrNoAddr = errors.New("stackbone exited before listening")
 
-// server is the stackbone process under test.
-type server struct {
+// Server is a stackbone process.
+type Server struct {
+	// URL is the server's base URL (http://host:port, no /v1).
+	URL string
+
 	cmd  *exec.Cmd
-	url  string
 	mu   sync.Mutex
 	tail []string // the last log lines, for error reports
 	done chan struct{}
@@ -48,17 +55,21 @@ type server struct {
 // addrRe finds the bound address in the server's startup log line.
 var addrRe = regexp.MustCompile(`msg="stackbone listening" addr=(\S+)`)
 
-// startServer runs `bin dev --dir dir --addr 127.0.0.1:0` with the OpenAI
-// provider pointed at openaiURL and waits until it logs its address. Its
-// log is drained for as long as it runs (a full pipe would stall it).
-func startServer(ctx context.Context, bin, dir, openaiURL string, logger *slog.Logger) (*server, error) {
-	cmd := exec.Command(bin, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+// tailLines is how many log lines a Server keeps.
+const tailLines = 40
+
+// Start runs `bin args…` with this process's environment minus every
+// STACKBONE_* and OPENAI_* variable, plus env, and waits until it logs its
+// address. Its log is drained for as long as it runs (a full pipe would
+// stall it).
+func Start(ctx context.Context, bin string, args, env []string, logger *slog.Logger) (*Server, error) {
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "STACKBONE_") && !strings.HasPrefix(kv, "OPENAI_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "OPENAI_BASE_URL="+openaiURL, "OPENAI_API_KEY=sk-bench")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -67,7 +78,7 @@ func startServer(ctx context.Context, bin, dir, openaiURL string, logger *slog.L
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
+	s := &Server{cmd: cmd, done: make(chan struct{})}
 	found := make(chan string, 1)
 	go func() {
 		defer close(s.done)
@@ -75,7 +86,7 @@ func startServer(ctx context.Context, bin, dir, openaiURL string, logger *slog.L
 		for sc.Scan() {
 			line := sc.Text()
 			s.mu.Lock()
-			s.tail = append(s.tail[max(len(s.tail)-29, 0):], line)
+			s.tail = append(s.tail[max(len(s.tail)-tailLines+1, 0):], line)
 			s.mu.Unlock()
 			if m := addrRe.FindStringSubmatch(line); m != nil {
 				select {
@@ -87,31 +98,32 @@ func startServer(ctx context.Context, bin, dir, openaiURL string, logger *slog.L
 	}()
 	select {
 	case addr := <-found:
-		s.url = "http://" + addr
-		logger.Info("stackbone started", "pid", cmd.Process.Pid, "url", s.url)
+		s.URL = "http://" + addr
+		logger.Debug("stackbone started", "pid", cmd.Process.Pid, "url", s.URL)
 		return s, nil
 	case <-s.done:
-		err = errNoAddr
+		err = ErrNoAddr
 	case <-time.After(60 * time.Second):
 		err = fmt.Errorf("stackbone did not log its address within 60s")
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	s.stop()
-	return nil, fmt.Errorf("%w\n%s", err, s.logTail())
+	s.Kill()
+	return nil, fmt.Errorf("%w\n%s", err, s.LogTail())
 }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+// PID is the server's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
-// logTail returns the server's last log lines.
-func (s *server) logTail() string {
+// LogTail returns the server's last log lines.
+func (s *Server) LogTail() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return strings.Join(s.tail, "\n")
 }
 
-// stop asks the server to shut down and kills it after 5 s.
-func (s *server) stop() {
+// Stop asks the server to shut down and kills it after 5 s.
+func (s *Server) Stop() {
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-s.done:
@@ -121,12 +133,19 @@ func (s *server) stop() {
 	_ = s.cmd.Wait()
 }
 
+// Kill stops the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	_ = s.cmd.Wait()
+}
+
 // clockTick is USER_HZ, the unit of the times in /proc/PID/stat (100 on
 // every Linux architecture Go supports).
 const clockTick = 10 * time.Millisecond
 
-// cpuTime returns the user+system CPU time process pid has used.
-func cpuTime(pid int) (time.Duration, error) {
+// CPUTime returns the user+system CPU time process pid has used.
+func CPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -145,8 +164,8 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(u+s) * clockTick, nil
 }
 
-// rss returns the resident set size (VmRSS) of process pid in bytes.
-func rss(pid int) (int64, error) {
+// RSS returns the resident set size (VmRSS) of process pid in bytes.
+func RSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
