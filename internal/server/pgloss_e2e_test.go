@@ -2,93 +2,13 @@ package server_test
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
-
-// tcpProxy forwards to PostgreSQL and can drop every connection on demand,
-// or black-hole them (stalled: bytes are read and dropped, connections stay
-// open, as on a network that loses packets).
-type tcpProxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	conns   []net.Conn
-	down    bool
-	stalled atomic.Bool
-}
-
-// pipe copies src to dst, dropping what it reads while the proxy is stalled.
-func (p *tcpProxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.stalled.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func newProxy(t *testing.T, target string) *tcpProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.setDown(true) })
-	return p
-}
-
-func (p *tcpProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.down {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-func (p *tcpProxy) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-	if down {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
 
 // TestDatabaseLossIs503AndRecovers: with PostgreSQL unreachable, requests
 // fail with a clean 503 in the wire's envelope and nothing is half-written;
@@ -96,8 +16,8 @@ func (p *tcpProxy) setDown(down bool) {
 func TestDatabaseLossIs503AndRecovers(t *testing.T) {
 	t.Parallel()
 	u, _ := url.Parse(stacktest.PostgresURL())
-	proxy := newProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
+	proxy := stacktest.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
 	q := u.Query()
 	q.Set("connect_timeout", "2")
 	u.RawQuery = q.Encode()
@@ -109,7 +29,7 @@ func TestDatabaseLossIs503AndRecovers(t *testing.T) {
 		t.Fatalf("before the loss: %d %s", r.status, r.body)
 	}
 
-	proxy.setDown(true)
+	proxy.Refuse()
 	r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"lost"}]}`, "x-stackbone-session", "loss")
 	if r.status != 503 || !strings.Contains(string(r.body), `"code":"store_unavailable"`) {
 		t.Fatalf("during the loss: %d %s", r.status, r.body)
@@ -122,7 +42,7 @@ func TestDatabaseLossIs503AndRecovers(t *testing.T) {
 		t.Fatalf("anthropic wire during the loss: %d %s", ar.status, ar.body)
 	}
 
-	proxy.setDown(false)
+	proxy.Heal()
 	stacktest.WaitFor(t, "the server to recover", func() bool {
 		return call(t, "GET", env.URL+"/healthz", "").status == 200
 	})
@@ -149,21 +69,20 @@ func TestDatabaseLossIs503AndRecovers(t *testing.T) {
 func TestHealthzWhenPostgresDropsPackets(t *testing.T) {
 	t.Parallel()
 	u, _ := url.Parse(stacktest.PostgresURL())
-	proxy := newProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
+	proxy := stacktest.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
 	st := stacktest.PostgresAt(t, u.String(), "blackhole")
 	env := stacktest.New(t, stacktest.Options{Store: st})
 	if h := call(t, "GET", env.URL+"/healthz", ""); h.status != 200 {
 		t.Fatalf("healthy: %d %s", h.status, h.body)
 	}
-	proxy.stalled.Store(true)
+	proxy.Partition()
 	start := time.Now()
 	h := call(t, "GET", env.URL+"/healthz", "")
 	if took := time.Since(start); h.status != 503 || took > time.Second {
 		t.Fatalf("packets dropped: %d after %s %s", h.status, took, h.body)
 	}
-	proxy.stalled.Store(false)
-	proxy.setDown(true) // the stalled connections are lost; new ones work
-	proxy.setDown(false)
+	proxy.Drop() // the stalled connections are lost; new ones work
+	proxy.Heal()
 	stacktest.WaitFor(t, "healthz to recover", func() bool { return call(t, "GET", env.URL+"/healthz", "").status == 200 })
 }

@@ -14,6 +14,7 @@ import (
 //	px.Partition() // packets are dropped: nothing arrives, nothing is closed
 //	px.Heal()      // what was held is delivered, traffic flows again
 //	px.Drop()      // every open connection is reset (new ones still work)
+//	px.Refuse()    // the server is gone: connections reset, new ones refused until Heal
 //
 // A partition behaves like a network dropping packets, not like a refused
 // connection: bytes in flight and new connections are held (the peers see a
@@ -27,6 +28,8 @@ type Proxy struct {
 	healed  chan struct{} // closed while traffic flows
 	conns   map[net.Conn]struct{}
 	closed  bool
+	// refusing: new connections are closed at once (Refuse, until Heal).
+	refusing bool
 	stopped chan struct{} // closed by Close
 }
 
@@ -60,11 +63,12 @@ func (p *Proxy) Partition() {
 	}
 }
 
-// Heal ends a partition: what was held is delivered, in order, and traffic
-// flows again.
+// Heal ends a partition or a Refuse: what was held is delivered, in order,
+// and traffic flows again.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refusing = false
 	select {
 	case <-p.healed:
 	default:
@@ -81,6 +85,15 @@ func (p *Proxy) Drop() {
 		_ = c.Close()
 		delete(p.conns, c)
 	}
+}
+
+// Refuse makes the target look gone: every open connection is closed and
+// new ones are closed as soon as they are accepted, until Heal.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	p.refusing = true
+	p.mu.Unlock()
+	p.Drop()
 }
 
 // Close stops listening and closes every connection.
@@ -115,7 +128,7 @@ func (p *Proxy) flowing() bool {
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.refusing {
 		_ = c.Close()
 		return false
 	}
