@@ -24,13 +24,13 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu      sync.Mutex
-	healed  chan struct{} // closed while traffic flows
-	conns   map[net.Conn]struct{}
-	closed  bool
+	mu     sync.Mutex
+	healed chan struct{} // closed while traffic flows
+	conns  map[net.Conn]struct{}
+	closed bool
 	// refusing: new connections are closed at once (Refuse, until Heal).
 	refusing bool
-	stopped chan struct{} // closed by Close
+	stopped  chan struct{} // closed by Close
 }
 
 // NewProxy listens on a loopback port and forwards every connection to
