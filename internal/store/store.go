@@ -93,7 +93,7 @@ type Thread struct {
 	// Turn is the last turn BeginRun began on the thread.
 	Turn      Turn      `json:"-"`
 	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Turn identifies a thread's last turn (the last BeginRun), so a client's
