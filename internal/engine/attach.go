@@ -24,8 +24,9 @@ import (
 // A request is a retry of the thread's last turn when it carries that
 // turn's Idempotency-Key, or, without a key, when it sends the same input
 // (the messages after its last assistant message, ids included when the
-// client gives ids) while the turn still runs or within the retry window
-// (JournalTTL) after the thread last changed. A retry of a turn that failed
+// client gives ids) or, naming its messages, only messages the thread holds,
+// while the turn still runs or within the retry window (JournalTTL) after
+// the thread last changed. A retry of a turn that failed
 // runs it again instead (without storing its input twice).
 
 // turnInputDigest digests what makes a durable turn the one it is: the agent,
@@ -72,10 +73,32 @@ func idempotencyKeyDigest(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// bringsNothing reports whether a client that names its messages (AG-UI)
+// sent only messages the thread holds: running the agent again with nothing
+// new, as an app does to retry a run whose stream failed.
+func bringsNothing(stored, sent []message.Message) bool {
+	known := make(map[string]bool, len(stored))
+	for _, m := range stored {
+		known[m.ID] = true
+	}
+	n := 0
+	for _, m := range sent {
+		if m.Role == message.System {
+			continue
+		}
+		if m.ID == "" || !known[m.ID] {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
 // retries reports whether a durable turn is a retry of the thread's last
-// turn that must attach to it; a known Idempotency-Key sent with another
-// request is an error.
-func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn) (bool, error) {
+// turn that must attach to it: same key, or (without a key) same input or
+// nothing new. A known Idempotency-Key sent with another request is an
+// error.
+func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (bool, error) {
 	if th == nil || th.Agent != agentName || th.Turn.Seq == 0 {
 		return false, nil
 	}
@@ -90,7 +113,7 @@ func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn) (b
 		}
 		return th.Status != store.Failed, nil
 	}
-	if turn.Digest == "" || turn.Digest != th.Turn.Digest {
+	if !nothingNew && (turn.Digest == "" || turn.Digest != th.Turn.Digest) {
 		return false, nil
 	}
 	switch th.Status {

@@ -392,7 +392,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return run, nil
 		}
 	}
-	if retry, rerr := r.retries(th, spec.Name, turn); rerr != nil {
+	if retry, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages)); rerr != nil {
 		return nil, rerr
 	} else if retry {
 		r.attach(in, th, run)
@@ -425,7 +425,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another attempt of this turn may have begun it since the read.
 		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
-			if retry, rerr := r.retries(th, spec.Name, turn); rerr != nil {
+			if retry, rerr := r.retries(th, spec.Name, turn, false); rerr != nil {
 				return nil, rerr
 			} else if retry {
 				r.attach(in, th, run)
@@ -554,9 +554,9 @@ func honours(p model.Provider, ref string, f *model.ResponseFormat) error {
 }
 
 // load returns a thread (nil for a new one) and its stored messages,
-// checking it belongs to agentName and accepts input. A thread that does
-// not is returned with the admission error (and no messages), so a retry of
-// its turn in flight can still attach to it.
+// checking it belongs to agentName and accepts input. A thread of the agent
+// that does not is returned with the admission error (and its messages), so
+// a retry of its turn in flight can still attach to it.
 func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (*store.Thread, []message.Message, error) {
 	th, err := r.Store.GetThread(ctx, tenant, threadID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -565,11 +565,15 @@ func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := store.Admit(th, agentName, r.Now()); err != nil {
-		return th, nil, err
+	admitErr := store.Admit(th, agentName, r.Now())
+	if errors.Is(admitErr, store.ErrAgentMismatch) {
+		return th, nil, admitErr
 	}
 	msgs, err := r.Store.Messages(ctx, tenant, threadID)
-	return th, msgs, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return th, msgs, admitErr
 }
 
 // repeatsTail reports whether msgs repeat the user messages that end stored

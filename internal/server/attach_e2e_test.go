@@ -3,21 +3,28 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/store/sqlite"
 )
 
 // dropFirst is a proxy in front of the server that loses the answer of the
@@ -58,7 +65,6 @@ func dropFirst(t *testing.T, backend string, ready func(done <-chan struct{})) (
 	t.Cleanup(srv.Close)
 	return srv.URL, attempts
 }
-
 
 // users counts a thread's stored user messages.
 func users(t *testing.T, env *stacktest.Env, thread string) int {
@@ -192,5 +198,69 @@ func TestSessionIdempotencyKey(t *testing.T) {
 	r = call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", "keyed", "Idempotency-Key", "k2")
 	if r.status != 200 || users(t, env, "keyed") != 2 || env.Upstream.Count() != 2 {
 		t.Fatalf("the same text with a new key: %d, %d user messages", r.status, users(t, env, "keyed"))
+	}
+}
+
+// endFails is a store whose first n FinishRun calls fail: a run's answer is
+// stored but its end is not (a full disk, or a process killed between the
+// two), and neither is its failure.
+type endFails struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *endFails) FinishRun(ctx context.Context, f store.FinishRun) error {
+	if s.n.Add(-1) >= 0 {
+		return errors.New("disk full")
+	}
+	return s.Store.FinishRun(ctx, f)
+}
+
+// TestAGUIRetryAfterCrashGetsStoredAnswer: the official @ag-ui/client sends
+// a message; the run stores its answer but cannot store its end, so the
+// client gets RUN_ERROR and the thread stays held by a run no one drives.
+// The app retries the run (same threadId, same messages, nothing new): the
+// retry waits for the lapsed run to be taken over, which only ends it, and
+// gets the stored answer as events, instead of RUN_ERROR "no new message".
+// The model is asked once; the message is stored once.
+func TestAGUIRetryAfterCrashGetsStoredAnswer(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeFixture(t, "agui", filepath.Join("@ag-ui", "client", "package.json"))
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stackbone.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := &endFails{Store: st}
+	broken.n.Store(2) // the run's end, then its failure
+	env := stacktest.New(t, stacktest.Options{Store: broken, Configure: func(cfg *config.Config) { cfg.Lease = time.Second }})
+	var out struct {
+		FirstError  string   `json:"firstError"`
+		FirstEvents []string `json:"firstEvents"`
+		RetryError  string   `json:"retryError"`
+		Events      []string `json:"events"`
+		Messages    []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := runNodeScript(t, node, dir, "retry.mjs", &out, env.URL, "agui-crash"); err != nil {
+		t.Fatal(err)
+	}
+	if (out.FirstError == "" && !slices.Contains(out.FirstEvents, "RUN_ERROR")) || out.RetryError != "" {
+		t.Fatalf("first run must fail, the retry succeed: %+v", out)
+	}
+	last := out.Messages[len(out.Messages)-1]
+	if last.Role != "assistant" || last.Content != "echo: hello" || !slices.Contains(out.Events, "TEXT_MESSAGE_CONTENT") ||
+		out.Events[len(out.Events)-1] != "RUN_FINISHED" {
+		t.Fatalf("the retry's answer: %+v", out)
+	}
+	if n := env.Upstream.Count(); n != 1 {
+		t.Fatalf("%d model calls, want 1", n)
+	}
+	if n := users(t, env, "agui-crash"); n != 1 {
+		t.Fatalf("the user message was stored %d times", n)
+	}
+	if th := env.Thread(t, "dev", "agui-crash"); th.Status != store.Idle {
+		t.Fatalf("thread after the retry: %+v", th)
 	}
 }
