@@ -264,3 +264,28 @@ func TestAGUIRetryAfterCrashGetsStoredAnswer(t *testing.T) {
 		t.Fatalf("thread after the retry: %+v", th)
 	}
 }
+
+// TestAnthropicRetryAttaches: on the Anthropic wire too a retried session
+// turn (the same body again, streamed or not) is answered from the first
+// attempt, in the wire's format, with one model call per tool step and the
+// tool run once.
+func TestAnthropicRetryAttaches(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	h := map[string]string{"x-stackbone-session": "ant-retry"}
+	resp, first := antPost(t, env.URL+"/v1/messages", antBody("weather in Paris?", ""), h)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, first)
+	}
+	resp, again := antPost(t, env.URL+"/v1/messages", antBody("weather in Paris?", ""), h)
+	if resp.StatusCode != 200 || !strings.Contains(string(again), "Tool said:") || !strings.Contains(string(again), `"type":"message"`) {
+		t.Fatalf("retry: %d %s", resp.StatusCode, again)
+	}
+	resp, streamed := antPost(t, env.URL+"/v1/messages", antBody("weather in Paris?", `,"stream":true`), h)
+	if resp.StatusCode != 200 || !strings.Contains(string(streamed), "event: message_stop") || !strings.Contains(string(streamed), "Tool said:") {
+		t.Fatalf("streamed retry: %d %s", resp.StatusCode, streamed)
+	}
+	if env.Calls.Get("get_weather") != 1 || env.Upstream.Count() != 2 || users(t, env, "ant-retry") != 1 {
+		t.Fatalf("tool runs %d, model calls %d, user messages %d", env.Calls.Get("get_weather"), env.Upstream.Count(), users(t, env, "ant-retry"))
+	}
+}
