@@ -91,11 +91,26 @@ func (f *failover) serve(c net.Conn) {
 // default retries, sends a session turn; the server process is killed -9
 // while the turn's model call is under way, and another process starts on
 // the same data. The SDK's retry reaches the new process, which recovers
-// the turn and answers the retry from it: the user message is stored once
+// the turn and answers the retry from it (SQLite, and PostgreSQL where the
+// new process is a replica that takes the run over when the dead one's lease
+// lapses): the user message is stored once
 // and the model asked twice (the killed call and the recovered one), not
 // once more for the retry.
 func TestOpenAISDKRetryAcrossKilledServer(t *testing.T) {
 	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testRetryAcrossKill(t, nil)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		// Replicas share the database: the new process waits for the dead
+		// one's lease to lapse (1 s here) before taking its run over.
+		testRetryAcrossKill(t, []string{"STACKBONE_DB=" + postgresURL(t), "STACKBONE_LEASE=1s"})
+	})
+}
+
+func testRetryAcrossKill(t *testing.T, extraEnv []string) {
 	sc := script.MustParse(`[{"reply":{"text":"echo: {{lastUser}}"}}]`)
 	mock := modeltest.Handler(modeltest.OpenAI, sc)
 	mock.HoldOnce(script.When{LastUser: "hello"})
@@ -103,7 +118,7 @@ func TestOpenAISDKRetryAcrossKilledServer(t *testing.T) {
 	defer up.Close()
 
 	dir := shopDir(t, up.URL)
-	env := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}
+	env := append([]string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}, extraEnv...)
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0"}
 	a := startServer(t, env, args...)
 	lb := newFailover(t)
