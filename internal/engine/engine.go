@@ -50,9 +50,12 @@ type Config struct {
 	// Lease is how long a run holds its thread without a checkpoint
 	// (DefaultLease when zero).
 	Lease time.Duration
-	// JournalTTL is how long a stateless turn's completed tool steps are
-	// kept for a client retrying the turn (DefaultJournalTTL when zero; a
-	// negative value keeps no journal).
+	// JournalTTL is the retry window: how long a stateless turn's completed
+	// tool steps are kept for a client retrying the turn, and how long after
+	// a durable turn a request repeating its input (without an
+	// Idempotency-Key) is taken as a retry of it (DefaultJournalTTL when
+	// zero; a negative value keeps no journal and recognises no retry by
+	// its content).
 	JournalTTL time.Duration
 	// ModelTimeouts bound each model call attempt of agents whose
 	// modelSettings set none (zero fields: model.DefaultCallTimeout and
@@ -388,7 +391,8 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return run, nil
 	}
 
-	stored, existed, failed, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
+	turn := store.Turn{Key: idempotencyKeyDigest(in.IdempotencyKey), Digest: turnInputDigest(in)}
+	th, stored, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
 	if errors.Is(err, store.ErrApprovalPending) && in.Resync {
 		ok, rerr := r.reattach(ctx, spec, in, run)
 		if rerr != nil {
@@ -398,9 +402,16 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return run, nil
 		}
 	}
+	if retry, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages)); rerr != nil {
+		return nil, rerr
+	} else if retry {
+		r.attach(in, th, run)
+		return run, nil
+	}
 	if err != nil {
 		return nil, err
 	}
+	existed, failed := th != nil, th != nil && th.Status == store.Failed
 	run.Existed = existed
 	newMsgs, err := x.newInput(stored, in.Messages)
 	if err != nil {
@@ -416,11 +427,22 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	now := r.Now()
 	// The store writes the event's sequence number back into this slice.
 	startedEvs := []event.Event{{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: x.runID, Time: now.UnixMilli()}}
-	th, err := r.Store.BeginRun(ctx, store.BeginRun{
+	begun, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
-		Known: len(stored),
+		Known: len(stored), Turn: turn,
 	})
+	if errors.Is(err, store.ErrRunInProgress) {
+		// Another attempt of this turn may have begun it since the read.
+		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
+			if retry, rerr := r.retries(th, spec.Name, turn, false); rerr != nil {
+				return nil, rerr
+			} else if retry {
+				r.attach(in, th, run)
+				return run, nil
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -428,12 +450,12 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	// The conversation as of the lease: what was read, then what BeginRun
 	// read after it (a turn that ended between the first read and BeginRun
 	// is part of it) and the new input.
-	x.msgs = append(stored[:len(stored):len(stored)], th.Messages...)
-	x.state = th.State
+	x.msgs = append(stored[:len(stored):len(stored)], begun.Messages...)
+	x.state = begun.State
 	if len(in.State) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so
 		// no other run's change is lost.
-		merged, err := mergeState(th.State, in.State)
+		merged, err := mergeState(begun.State, in.State)
 		if err == nil {
 			err = x.checkpoint(ctx, store.Checkpoint{State: merged})
 		}
@@ -541,21 +563,27 @@ func honours(p model.Provider, ref string, f *model.ResponseFormat) error {
 	return inputError(FieldResponseFormat, "The agent's model `%s` cannot answer in response_format `%s`.", ref, f.Type)
 }
 
-// load returns a thread's stored messages, checking it belongs to agentName
-// and accepts input; failed reports that its last run ended in an error.
-func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (msgs []message.Message, existed, failed bool, err error) {
+// load returns a thread (nil for a new one) and its stored messages,
+// checking it belongs to agentName and accepts input. A thread of the agent
+// that does not is returned with the admission error (and its messages), so
+// a retry of its turn in flight can still attach to it.
+func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (*store.Thread, []message.Message, error) {
 	th, err := r.Store.GetThread(ctx, tenant, threadID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, false, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, false, false, err
+		return nil, nil, err
 	}
-	if err := store.Admit(th, agentName, r.Now()); err != nil {
-		return nil, true, false, err
+	admitErr := store.Admit(th, agentName, r.Now())
+	if errors.Is(admitErr, store.ErrAgentMismatch) {
+		return th, nil, admitErr
 	}
-	msgs, err = r.Store.Messages(ctx, tenant, threadID)
-	return msgs, true, th.Status == store.Failed, err
+	msgs, err := r.Store.Messages(ctx, tenant, threadID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return th, msgs, admitErr
 }
 
 // repeatsTail reports whether msgs repeat the user messages that end stored

@@ -49,6 +49,9 @@ type execution struct {
 	// priorSteps counts the model steps an earlier attempt recorded.
 	journal    *journal
 	priorSteps int
+	// answered marks a recovered run whose stored conversation already
+	// ends with its answer: the loop ends it without a model call.
+	answered bool
 	// asked holds, by call id, the pending decision this execution's last
 	// step stored for each of its calls (nil: the call needs none), so the
 	// calls run without reading back what was just written.
@@ -427,6 +430,10 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 	stopBeat := x.heartbeat(ctx)
 	defer stopBeat()
 	steps := x.priorSteps
+	if x.answered {
+		x.stop = event.StopEnd
+		return &event.Outcome{Type: event.Success, Stop: event.StopEnd}, nil
+	}
 	for {
 		if pending := message.PendingCalls(x.view()); len(pending) > 0 {
 			out, err := x.runCalls(ctx, pending)

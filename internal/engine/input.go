@@ -17,8 +17,9 @@ type Input struct {
 	ThreadID string
 	// RunID is used when set (AG-UI sends one); otherwise generated.
 	RunID string
-	// IdempotencyKey, sent by the client, names a stateless turn for its
-	// retries instead of the request's digest.
+	// IdempotencyKey, sent by the client, names a turn for its retries: a
+	// stateless turn's instead of the request's digest; on a durable thread,
+	// a request with the key of the thread's last turn is a retry of it.
 	IdempotencyKey string
 	// Messages are the conversation messages the client sent (only new ones,
 	// or the whole history). System messages are not stored; they join the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -226,9 +227,23 @@ func (r *Runner) claimAndContinue(ctx context.Context, tenant, threadID string, 
 		}
 		return err
 	}
-	r.Logger.Info("continuing run", "thread", threadID, "run", x.runID, "agent", x.spec.Name)
+	// A run whose answer is stored but whose end is not (its process died
+	// between the two, or the end could not be written) only ends: its
+	// answer must not be asked for again.
+	x.answered = answered(x.view())
+	r.Logger.Info("continuing run", "thread", threadID, "run", x.runID, "agent", x.spec.Name, "answered", x.answered)
 	x.drive(ctx, &started)
 	return nil
+}
+
+// answered reports whether a conversation ends with a complete answer: an
+// assistant message with no tool calls.
+func answered(msgs []message.Message) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	last := msgs[len(msgs)-1]
+	return last.Role == message.Assistant && len(last.ToolCalls) == 0
 }
 
 // claim takes a thread whose run must continue and prepares the execution

@@ -18,8 +18,10 @@ import (
 // SessionHeader makes a turn durable in the named thread.
 const SessionHeader = "x-stackbone-session"
 
-// IdempotencyKeyHeader names a stateless turn for its retries: a retry with
-// the same key continues the turn from its recorded tool steps.
+// IdempotencyKeyHeader names a turn for its retries: a retry of a stateless
+// turn with the same key continues it from its recorded tool steps; on a
+// session, a request with the key of the thread's last turn attaches to that
+// turn (its answer, or the attempt still running) instead of starting another.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
 // DefaultKeepAliveInterval is how often idle streams get a keepalive unless
@@ -80,7 +82,7 @@ func (s *Server) encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
 
 // startTurn starts a turn for the caller: the tenant from its key and, on
 // wires that take them from headers, the durable thread from the
-// x-stackbone-session header (none: stateless) and a stateless turn's
+// x-stackbone-session header (none: stateless) and the turn's
 // Idempotency-Key.
 func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.Run, error) {
 	in := t.Input()
@@ -91,11 +93,9 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 		if err := apierror.CheckID(SessionHeader, in.ThreadID); err != nil {
 			return nil, err
 		}
-		if in.ThreadID == "" {
-			in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
-			if len(in.IdempotencyKey) > ids.MaxClientBytes || !utf8.ValidString(in.IdempotencyKey) {
-				return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most %d bytes.", ids.MaxClientBytes)
-			}
+		in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
+		if len(in.IdempotencyKey) > ids.MaxClientBytes || !utf8.ValidString(in.IdempotencyKey) {
+			return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most %d bytes.", ids.MaxClientBytes)
 		}
 	}
 	if rs, ok := t.(wire.Resumer); ok {

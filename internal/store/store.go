@@ -107,9 +107,24 @@ type Thread struct {
 	// (client system prompt, client tools, limits), so a resume after a
 	// decision or a crash continues the turn as the client asked. Opaque
 	// JSON to the store ("{}" when none).
-	Options   json.RawMessage `json:"-"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
+	Options json.RawMessage `json:"-"`
+	// Turn is the last turn BeginRun began on the thread.
+	Turn      Turn      `json:"-"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Turn identifies a thread's last turn (the last BeginRun), so a client's
+// retry of it can be recognised and attached to it.
+type Turn struct {
+	// Seq is the sequence number of the turn's first event (its
+	// RunStarted): the events from it on are the turn's, then later runs'
+	// (a recovery, a resume). BeginRun sets it; 0 means none is recorded.
+	Seq int64
+	// Key is a digest of the client's Idempotency-Key ("" when none).
+	Key string
+	// Digest is a digest of the turn's input as the client sent it.
+	Digest string
 }
 
 // InterruptStatus is the state of a pending decision.
@@ -200,6 +215,9 @@ type BeginRun struct {
 	Options json.RawMessage
 	// Events are appended to the thread's log in the same transaction.
 	Events []event.Event
+	// Turn is recorded as the thread's last turn (its Seq is set by the
+	// store: the sequence number of the first of Events).
+	Turn Turn
 	// Known is how many of the thread's messages the caller holds already
 	// (a conversation it read before; messages are only ever appended):
 	// Begun.Messages starts after them.

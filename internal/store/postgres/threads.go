@@ -15,7 +15,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest`
 
 // messagesSQL reads a thread's messages after the first $3, in order.
 const messagesSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
@@ -31,7 +31,7 @@ func scanThread(row pgx.Row, extra ...any) (*store.Thread, error) {
 		created, updated time.Time
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
-		&t.LastError, &t.LeaseOwner, &lease, &created, &updated, &options}, extra...)
+		&t.LastError, &t.LeaseOwner, &lease, &created, &updated, &options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -175,12 +175,13 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 		// A concurrent creator of the same thread makes this insert wait for
 		// its commit, then do nothing.
 		th, err = scanThread(tx.QueryRow(ctx, `INSERT INTO threads
-				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options)
-			VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json)
+				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
+				 turn_seq, turn_key, turn_digest)
+			VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14)
 			ON CONFLICT (tenant, id) DO NOTHING
 			RETURNING `+threadCols+`, message_seq, event_seq`,
 			b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, b.LeaseUntil, b.Now,
-			len(msgs), len(evs), store.OptionsArg(b.Options)), &msgSeq, &evSeq)
+			len(msgs), len(evs), store.OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest), &msgSeq, &evSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			existed = true
 			th, err = s.retakeThread(ctx, tx, b, state, len(msgs), len(evs), &msgSeq, &evSeq)
@@ -234,10 +235,12 @@ func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, s
 	return scanThread(tx.QueryRow(ctx, `UPDATE threads SET
 			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',
 			state = coalesce($7::json, state), v = $8,
-			message_seq = message_seq + $9, event_seq = event_seq + $10, options = $11::json
+			message_seq = message_seq + $9, event_seq = event_seq + $10, options = $11::json,
+			turn_seq = event_seq + 1, turn_key = $12, turn_digest = $13
 		WHERE tenant = $1 AND id = $2
 		RETURNING `+threadCols+`, message_seq, event_seq`,
-		b.Tenant, b.ThreadID, b.RunID, b.Owner, b.LeaseUntil, b.Now, state, store.FormatVersion, nMsgs, nEvs, store.OptionsArg(b.Options)),
+		b.Tenant, b.ThreadID, b.RunID, b.Owner, b.LeaseUntil, b.Now, state, store.FormatVersion, nMsgs, nEvs, store.OptionsArg(b.Options),
+		b.Turn.Key, b.Turn.Digest),
 		msgSeq, evSeq)
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest`
 
 // Hot-path statements (prepared once through the writer's statement cache).
 const (
@@ -43,7 +43,7 @@ func scanThread(sc scanner, extra ...any) (*store.Thread, error) {
 		lease, created, updated sql.NullInt64
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
-		&t.LastError, &t.LeaseOwner, &lease, &created, &updated, &options}, extra...)
+		&t.LastError, &t.LeaseOwner, &lease, &created, &updated, &options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -197,11 +197,12 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 				state = store.EmptyState
 			}
 			row = tx.QueryRowContext(ctx, `INSERT INTO threads
-				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options)
-				VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
+				 turn_seq, turn_key, turn_digest)
+				VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 				RETURNING `+threadCols+`, message_seq, event_seq`,
 				b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, micros(b.LeaseUntil),
-				now, now, len(msgs), len(evs), store.OptionsArg(b.Options))
+				now, now, len(msgs), len(evs), store.OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest)
 		case err != nil:
 			return err
 		default:
@@ -212,11 +213,12 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 			row = tx.QueryRowContext(ctx, `UPDATE threads SET
 					status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
 					state = coalesce(?, state), v = ?, options = ?,
-					message_seq = message_seq + ?, event_seq = event_seq + ?
+					message_seq = message_seq + ?, event_seq = event_seq + ?,
+					turn_seq = event_seq + 1, turn_key = ?, turn_digest = ?
 				WHERE tenant = ? AND id = ?
 				RETURNING `+threadCols+`, message_seq, event_seq`,
 				b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion, store.OptionsArg(b.Options),
-				len(msgs), len(evs), b.Tenant, b.ThreadID)
+				len(msgs), len(evs), b.Turn.Key, b.Turn.Digest, b.Tenant, b.ThreadID)
 		}
 		th, err = scanThread(row, &msgSeq, &evSeq)
 		if err != nil {

@@ -15,6 +15,9 @@
 //     Checkpoint and FinishRun on one are ErrNotFound, not ErrLeaseLost;
 //   - BeginRun, Checkpoint and FinishRun write each stored event's Seq (and
 //     empty ThreadID/RunID) back into the caller's Events slice;
+//   - BeginRun records its Turn as the thread's last, with Seq the sequence
+//     number of the first of its Events; Claim, Checkpoint and FinishRun
+//     keep it;
 //   - a new run (BeginRun, Claim) clears LastError; FinishRun keeps RunID
 //     and clears the lease;
 //   - FinishRun with Waiting when no decision is pending any more (all were
@@ -66,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"UnknownThread", testUnknownThread},
 		{"BeginRun/CreatesThread", testBeginRunCreates},
 		{"BeginRun/State", testBeginRunState},
+		{"BeginRun/LastTurn", testBeginRunLastTurn},
 		{"BeginRun/AgentMismatch", testBeginRunAgentMismatch},
 		{"BeginRun/RunInProgress", testBeginRunInProgress},
 		{"BeginRun/TakesOverExpiredLease", testBeginRunTakesOver},
@@ -376,6 +380,39 @@ func testBeginRunState(t *testing.T, s store.Store) {
 	}
 	sameJSON(t, "replaced state (returned)", th.State, `{"files":{"a.txt":"hi"}}`)
 	sameJSON(t, "replaced state (stored)", getThread(t, s, "a", "t").State, `{"files":{"a.txt":"hi"}}`)
+}
+
+func testBeginRunLastTurn(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	start := func(run string, now time.Time, turn store.Turn) {
+		t.Helper()
+		evs := []event.Event{{Type: event.RunStarted}}
+		_, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: run, Now: now,
+			LeaseUntil: now.Add(time.Minute), Events: evs, Turn: turn, Input: []message.Message{userMsg("m-"+run, "hi")}})
+		if err != nil {
+			t.Fatalf("BeginRun %s: %v", run, err)
+		}
+		if got := getThread(t, s, "a", "t").Turn; got != (store.Turn{Seq: evs[0].Seq, Key: turn.Key, Digest: turn.Digest}) {
+			t.Fatalf("turn after BeginRun %s: %+v (its RunStarted has seq %d)", run, got, evs[0].Seq)
+		}
+	}
+	start("r1", T0, store.Turn{Key: "k1", Digest: "d1"})
+	want := getThread(t, s, "a", "t").Turn
+	if want.Seq != 1 {
+		t.Fatalf("first turn of a thread: %+v", want)
+	}
+	if err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1",
+		Events: []event.Event{{Type: event.TextEnd, Content: "answer"}}}); err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	finish(t, s, "a", "t", "r1", store.Idle, at(time.Second))
+	if got := getThread(t, s, "a", "t").Turn; got != want {
+		t.Fatalf("turn after Checkpoint and FinishRun: %+v, want %+v", got, want)
+	}
+	start("r2", at(2*time.Second), store.Turn{Digest: "d2"})
+	if got := getThread(t, s, "a", "t").Turn; got.Seq != 3 {
+		t.Fatalf("second turn begins after the first's two events: %+v", got)
+	}
 }
 
 func testBeginRunAgentMismatch(t *testing.T, s store.Store) {

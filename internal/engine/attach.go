@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// A client retries a durable turn when its first attempt's answer did not
+// reach it (a 502, a dropped connection, a server killed mid-turn): the
+// official SDKs do it by themselves. Such a retry attaches to the attempt
+// instead of storing its input again and running another: it gets the
+// attempt's events from the thread's log, then follows them live until the
+// attempt's end, and so the attempt's answer.
+//
+// A request is a retry of the thread's last turn when it carries that
+// turn's Idempotency-Key, or, without a key, when it sends the same input
+// (the messages after its last assistant message, ids included when the
+// client gives ids) or, naming its messages, only messages the thread holds,
+// while the turn still runs or within the retry window (JournalTTL) after
+// the thread last changed. A retry of a turn that failed
+// runs it again instead (without storing its input twice).
+
+// turnInputDigest digests what makes a durable turn the one it is: the agent,
+// the input the client sent after its last assistant message (with the ids
+// it gave, so an AG-UI client's new message with the same text is a new
+// turn), and the options that shape the answer. "" when there is no input.
+func turnInputDigest(in Input) string {
+	var tail []message.Message
+	for _, m := range in.Messages {
+		switch m.Role {
+		case message.System:
+		case message.Assistant:
+			tail = tail[:0]
+		default:
+			tail = append(tail, m)
+		}
+	}
+	if len(tail) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(struct {
+		Agent         string                `json:"agent"`
+		Input         []message.Message     `json:"input"`
+		ClientTools   []model.ToolDef       `json:"clientTools,omitempty"`
+		ToolChoice    string                `json:"toolChoice,omitempty"`
+		MaxTokens     int                   `json:"maxTokens,omitempty"`
+		StopSequences []string              `json:"stopSequences,omitempty"`
+		Temperature   *float64              `json:"temperature,omitempty"`
+		Format        *model.ResponseFormat `json:"responseFormat,omitempty"`
+	}{in.Agent, tail, in.ClientTools, in.ToolChoice, in.MaxTokens, in.StopSequences, in.Temperature, in.ResponseFormat})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// idempotencyKeyDigest is what a thread stores of a client's key.
+func idempotencyKeyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// bringsNothing reports whether a client that names its messages (AG-UI)
+// sent only messages the thread holds: running the agent again with nothing
+// new, as an app does to retry a run whose stream failed.
+func bringsNothing(stored, sent []message.Message) bool {
+	known := make(map[string]bool, len(stored))
+	for _, m := range stored {
+		known[m.ID] = true
+	}
+	n := 0
+	for _, m := range sent {
+		if m.Role == message.System {
+			continue
+		}
+		if m.ID == "" || !known[m.ID] {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// retries reports whether a durable turn is a retry of the thread's last
+// turn that must attach to it: same key, or (without a key) same input or
+// nothing new. A known Idempotency-Key sent with another request is an
+// error.
+func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (bool, error) {
+	if th == nil || th.Agent != agentName || th.Turn.Seq == 0 {
+		return false, nil
+	}
+	if turn.Key != "" {
+		if turn.Key != th.Turn.Key {
+			return false, nil // a new key: a new turn, whatever its text
+		}
+		if turn.Digest != th.Turn.Digest {
+			e := inputError(FieldIdempotencyKey, "This Idempotency-Key was used for the thread's last turn with a different request; send a new key for a new request.")
+			e.Code = CodeIdempotencyKeyReused
+			return false, e
+		}
+		return th.Status != store.Failed, nil
+	}
+	if !nothingNew && (turn.Digest == "" || turn.Digest != th.Turn.Digest) {
+		return false, nil
+	}
+	switch th.Status {
+	case store.Running, store.Queued:
+		return true, nil // the attempt is still going (or its process died)
+	case store.Idle, store.Waiting:
+		return r.JournalTTL > 0 && !r.Now().After(th.UpdatedAt.Add(r.JournalTTL)), nil
+	}
+	return false, nil // failed: the retry runs the turn again
+}
+
+// attach answers a retry with the thread's last turn: its stored events,
+// then its live ones until its end. A turn whose process died (its lease
+// lapsed) is taken over first, so the retry gets the recovered answer.
+func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
+	run.Existed = true
+	r.Logger.Info("retried turn attaches to its first attempt", "agent", in.Agent, "thread", in.ThreadID, "run", th.RunID)
+	r.resumeLapsed(th)
+	r.spawn(nil, nil, func(ctx context.Context) {
+		defer close(run.events)
+		r.follow(ctx, in, th.Turn.Seq, run)
+	})
+}
+
+// resumeLapsed resumes a thread whose run's process died (Running with its
+// lease lapsed): a retry must not wait for a run no one drives.
+func (r *Runner) resumeLapsed(th *store.Thread) {
+	if th.Status == store.Running && (th.LeaseUntil.IsZero() || r.Now().After(th.LeaseUntil)) {
+		r.resumeAsync(th.Tenant, th.ID)
+	}
+}
+
+// follow sends run's consumer the thread's events from seq from on, in their
+// live form, until the first terminal event: from the store, then as the
+// bus announces new stored ones (live-only deltas are skipped: the stored
+// text_end holds the text). It reads the store again now and then, so a run
+// on another replica whose bus does not reach this one, or one whose
+// process died, is followed (and taken over) all the same.
+func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
+	sub := r.Bus.Subscribe(in.Tenant, in.ThreadID)
+	defer sub.Close()
+	poll := time.NewTicker(r.Lease / 3)
+	defer poll.Stop()
+	send := func(e event.Event) bool {
+		select {
+		case run.events <- e:
+			return true
+		case <-run.gone:
+			return false
+		}
+	}
+	fail := func(err error) {
+		code, msg := r.describe(err)
+		send(event.Event{Type: event.RunError, ThreadID: in.ThreadID, RunID: run.ID, Code: code, Message: msg,
+			Time: r.Now().UnixMilli(), Err: err})
+	}
+	after, started := from-1, false
+	for {
+		evs, err := r.Store.Events(ctx, in.Tenant, in.ThreadID, after, store.MaxLimit)
+		if err != nil {
+			fail(err)
+			return
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Type == event.RunStarted {
+				if started {
+					continue // a recovery's or a resume's start: the same turn goes on
+				}
+				started = true
+				if !send(e) || !r.snapshot(ctx, in, e, event.StateSnapshot, send) {
+					return
+				}
+				continue
+			}
+			if e.Type == event.RunFinished || e.Type == event.RunError {
+				if r.snapshot(ctx, in, e, event.MessagesSnapshot, send) {
+					send(e)
+				}
+				return
+			}
+			for _, le := range liveForm(e) {
+				if !send(le) {
+					return
+				}
+			}
+		}
+		if len(evs) == store.MaxLimit {
+			continue
+		}
+		for wait := true; wait; {
+			select {
+			case <-run.gone:
+				return
+			case <-ctx.Done():
+				fail(context.Cause(ctx))
+				return
+			case <-sub.Dropped:
+				wait = false
+			case e := <-sub.C:
+				wait = e.Seq <= after
+			case <-poll.C:
+				th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
+				if err != nil {
+					continue
+				}
+				r.resumeLapsed(th)
+				if th.Status != store.Running && th.Status != store.Queued {
+					// Ended: its terminal event is stored, unless the run
+					// was ended without one (an agent no longer loaded).
+					if evs, err := r.Store.Events(ctx, in.Tenant, in.ThreadID, after, 1); err == nil && len(evs) == 0 {
+						fail(errors.New("the retried turn ended without an answer"))
+						return
+					}
+				}
+				wait = false
+			}
+		}
+	}
+}
+
+// snapshot sends, to a client that rebuilds its view from the stream
+// (AG-UI), the thread's state after the turn's start and its whole
+// conversation before the turn's end, as a run of its own would.
+func (r *Runner) snapshot(ctx context.Context, in Input, at event.Event, typ event.Type, send func(event.Event) bool) bool {
+	if !in.Resync {
+		return true
+	}
+	e := event.Event{Type: typ, ThreadID: at.ThreadID, RunID: at.RunID, Time: at.Time}
+	switch typ {
+	case event.StateSnapshot:
+		th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
+		if err != nil {
+			return true
+		}
+		e.Snapshot = th.State
+	default:
+		msgs, err := r.Store.Messages(ctx, in.Tenant, in.ThreadID)
+		if err != nil {
+			return true
+		}
+		e.Messages = msgs
+	}
+	return send(e)
+}
+
+// liveForm gives a stored event as the events a run's consumer receives
+// live: a stored text_end (holding the text) as start, delta, end; a stored
+// tool_call_end (holding the arguments) as start, arguments, end.
+func liveForm(e event.Event) []event.Event {
+	switch e.Type {
+	case event.TextEnd:
+		if e.Content == "" {
+			return []event.Event{e}
+		}
+		start, delta, end := e, e, e
+		start.Type, start.Content, start.Seq = event.TextStart, "", 0
+		delta.Type, delta.Content, delta.Delta, delta.Seq = event.TextDelta, "", e.Content, 0
+		return []event.Event{start, delta, end}
+	case event.ToolCallEnd:
+		start, args, end := e, e, e
+		start.Type, start.Arguments, start.Seq = event.ToolCallStart, "", 0
+		args.Type, args.Arguments, args.Delta, args.Seq = event.ToolCallArgs, "", e.Arguments, 0
+		return []event.Event{start, args, end}
+	}
+	return []event.Event{e}
+}
