@@ -164,15 +164,21 @@ func (u Usage) Add(o Usage) Usage {
 // WaitingNote is the short assistant text the chat wires (OpenAI, Anthropic)
 // add to a turn that paused for a human decision, so a client that does not
 // own the pending tool call still has something to show ("Waiting for
-// approval: Refund order ord_1 for 5"). ok is false for any other outcome.
+// approval: Refund order ord_1 for 5"; "Waiting for a decision: …" when a
+// call is in doubt after a crash). ok is false for any other outcome.
 // The note is part of the answer on those wires only: it is not stored, and
 // AG-UI shows the interrupt itself.
 func WaitingNote(o *Outcome) (text string, ok bool) {
 	if o == nil || o.Type != Interrupt || len(o.Interrupts) == 0 {
 		return "", false
 	}
-	var b []byte
-	b = append(b, "Waiting for approval: "...)
+	head := "Waiting for approval: "
+	for _, in := range o.Interrupts {
+		if in.Reason != "" && in.Reason != "approval" {
+			head = "Waiting for a decision: "
+		}
+	}
+	b := []byte(head)
 	for i, in := range o.Interrupts {
 		if i > 0 {
 			b = append(b, "; "...)
