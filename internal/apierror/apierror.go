@@ -208,7 +208,10 @@ func mapError(err error) *Error {
 	var ua *engine.UnknownAgentError
 	var ud *engine.UnknownDecisionError
 	var fe *engine.FormatMismatchError
+	var sf *engine.StoredFailure
 	switch {
+	case errors.As(err, &sf):
+		return storedFailure(sf)
 	case errors.As(err, &ie):
 		return &Error{Status: http.StatusBadRequest, Kind: InvalidRequest, Code: ie.Code, Message: ie.Reason,
 			Param: ie.Field, Details: ie.Details, Err: ie.Err}
@@ -226,21 +229,21 @@ func mapError(err error) *Error {
 		switch {
 		case me.Status == http.StatusTooManyRequests:
 			// The upstream's retry-after reaches the client as is.
-			return &Error{Status: 429, Kind: RateLimit, Code: "upstream_rate_limited", Message: "The model provider is rate limiting requests. Try again later.",
+			return &Error{Status: 429, Kind: RateLimit, Code: codeUpstreamRateLimited, Message: "The model provider is rate limiting requests. Try again later.",
 				RetryAfter: me.RetryAfter, Err: err}
 		case me.Status == http.StatusGatewayTimeout:
 			// Our own model timeouts (model.ErrCallTimeout,
 			// model.ErrIdleTimeout) and an upstream's 504: Anthropic's
 			// timeout_error, a 5xx every SDK may retry.
-			return &Error{Status: 504, Kind: Upstream, Code: "upstream_timeout", Message: "The model provider did not answer in time.", Err: err}
+			return &Error{Status: 504, Kind: Upstream, Code: codeUpstreamTimeout, Message: "The model provider did not answer in time.", Err: err}
 		case me.Status == 0:
-			return &Error{Status: 502, Kind: Upstream, Code: "upstream_unreachable", Message: "The model provider could not be reached.", Err: err}
+			return &Error{Status: 502, Kind: Upstream, Code: codeUpstreamUnreachable, Message: "The model provider could not be reached.", Err: err}
 		case me.Status == http.StatusServiceUnavailable || me.Status == 529:
-			return &Error{Status: 529, Kind: Overloaded, Code: "upstream_overloaded", Message: "The model provider is overloaded. Try again shortly.", Err: err}
+			return &Error{Status: 529, Kind: Overloaded, Code: codeUpstreamOverloaded, Message: "The model provider is overloaded. Try again shortly.", Err: err}
 		default:
 			// A 4xx from the provider will fail again: tell SDKs not to retry.
 			noRetry := me.Status >= 400 && me.Status < 500 && me.Status != http.StatusRequestTimeout
-			return &Error{Status: 502, Kind: Upstream, Code: "upstream_error", NoRetry: noRetry,
+			return &Error{Status: 502, Kind: Upstream, Code: codeUpstreamError, NoRetry: noRetry,
 				Message: fmt.Sprintf("The model provider returned an error (status %d).", me.Status), Err: err}
 		}
 	case errors.Is(err, store.ErrApprovalPending):
@@ -270,7 +273,7 @@ func mapError(err error) *Error {
 	case errors.Is(err, engine.ErrShuttingDown):
 		return &Error{Status: 503, Kind: Unavailable, Code: engine.CodeShuttingDown, Message: engine.MessageShuttingDown, Err: err}
 	case errors.Is(err, store.ErrUnavailable):
-		return &Error{Status: 503, Kind: Unavailable, Code: "store_unavailable", Message: "The database is unavailable. Try again shortly.", Err: err}
+		return &Error{Status: 503, Kind: Unavailable, Code: codeStoreUnavailable, Message: "The database is unavailable. Try again shortly.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: 504, Kind: Internal, Code: "timeout", Message: "The request timed out.", Err: err}
 	}
@@ -314,11 +317,42 @@ func OfRunError(e event.Event) *Error {
 	if e.Err != nil {
 		return From(e.Err)
 	}
-	return New(Internal, e.Code, e.Message)
+	return From(&engine.StoredFailure{Code: e.Code, Message: e.Message})
 }
 
 // IncompleteRun is the error of a run whose events ended without a
 // terminal event.
 func IncompleteRun() *Error {
-	return New(Internal, "incomplete_run", "The run ended without an answer.")
+	return New(Internal, engine.CodeIncompleteRun, engine.MessageIncompleteRun)
 }
+
+// storedFailure maps a failure known only by its stored code (a retry that
+// attached to the failed run) to the status and kind the live failure had.
+func storedFailure(f *engine.StoredFailure) *Error {
+	e := &Error{Status: 500, Kind: Internal, Code: f.Code, Message: f.Message, Err: f}
+	switch f.Code {
+	case codeUpstreamRateLimited:
+		e.Status, e.Kind = 429, RateLimit
+	case codeUpstreamTimeout:
+		e.Status, e.Kind = 504, Upstream
+	case codeUpstreamUnreachable, codeUpstreamError:
+		e.Status, e.Kind = 502, Upstream
+	case codeUpstreamOverloaded:
+		e.Status, e.Kind = 529, Overloaded
+	case engine.CodeFormatMismatch:
+		e.Status, e.Kind, e.NoRetry = 502, Upstream, true
+	case engine.CodeShuttingDown, codeStoreUnavailable:
+		e.Status, e.Kind = 503, Unavailable
+	}
+	return e
+}
+
+// The public codes of upstream and store failures.
+const (
+	codeUpstreamRateLimited = "upstream_rate_limited"
+	codeUpstreamTimeout     = "upstream_timeout"
+	codeUpstreamUnreachable = "upstream_unreachable"
+	codeUpstreamOverloaded  = "upstream_overloaded"
+	codeUpstreamError       = "upstream_error"
+	codeStoreUnavailable    = "store_unavailable"
+)

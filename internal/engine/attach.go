@@ -2,15 +2,11 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
-	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -23,54 +19,27 @@ import (
 //
 // A request is a retry of the thread's last turn when it carries that
 // turn's Idempotency-Key, or, without a key, when it sends the same input
-// (the messages after its last assistant message, ids included when the
-// client gives ids) or, naming its messages, only messages the thread holds,
+// (the request as sent, ids included when the client gives ids) or, naming
+// its messages, only messages the thread holds,
 // while the turn still runs or within the retry window (JournalTTL) after
 // the thread last changed. A retry of a turn that failed
 // runs it again instead (without storing its input twice).
 
-// turnInputDigest digests what makes a durable turn the one it is: the agent,
-// the input the client sent after its last assistant message (with the ids
-// it gave, so an AG-UI client's new message with the same text is a new
-// turn), and the options that shape the answer. "" when there is no input.
-func turnInputDigest(in Input) string {
-	var tail []message.Message
+// sessionTurn is what a durable turn records of itself to recognise its
+// retries: a digest of its Idempotency-Key, and of the request as sent
+// (turnDigest: an SDK's retry sends the same bytes; a client sending its
+// whole history and the same reply again later does not), or no request
+// digest when it brings no input.
+func sessionTurn(in Input) (store.Turn, error) {
+	t := store.Turn{Key: keyDigest(in.IdempotencyKey)}
 	for _, m := range in.Messages {
-		switch m.Role {
-		case message.System:
-		case message.Assistant:
-			tail = tail[:0]
-		default:
-			tail = append(tail, m)
+		if m.Role != message.System {
+			d, err := turnDigest(in)
+			t.Digest = d
+			return t, err
 		}
 	}
-	if len(tail) == 0 {
-		return ""
-	}
-	b, err := json.Marshal(struct {
-		Agent         string                `json:"agent"`
-		Input         []message.Message     `json:"input"`
-		ClientTools   []model.ToolDef       `json:"clientTools,omitempty"`
-		ToolChoice    string                `json:"toolChoice,omitempty"`
-		MaxTokens     int                   `json:"maxTokens,omitempty"`
-		StopSequences []string              `json:"stopSequences,omitempty"`
-		Temperature   *float64              `json:"temperature,omitempty"`
-		Format        *model.ResponseFormat `json:"responseFormat,omitempty"`
-	}{in.Agent, tail, in.ClientTools, in.ToolChoice, in.MaxTokens, in.StopSequences, in.Temperature, in.ResponseFormat})
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// idempotencyKeyDigest is what a thread stores of a client's key.
-func idempotencyKeyDigest(key string) string {
-	if key == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	return t, nil
 }
 
 // bringsNothing reports whether a client that names its messages (AG-UI)
@@ -92,6 +61,17 @@ func bringsNothing(stored, sent []message.Message) bool {
 		n++
 	}
 	return n > 0
+}
+
+// changesState reports whether seeding keys (the client's editable state)
+// would change the thread's state: a run that brings only new state is a
+// new run, not a retry.
+func changesState(th *store.Thread, keys map[string]json.RawMessage) bool {
+	if th == nil || len(keys) == 0 {
+		return false
+	}
+	merged, err := mergeState(th.State, keys)
+	return err != nil || !jsonEqual(merged, th.State)
 }
 
 // retries reports whether a durable turn is a retry of the thread's last
@@ -170,7 +150,9 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 		send(event.Event{Type: event.RunError, ThreadID: in.ThreadID, RunID: run.ID, Code: code, Message: msg,
 			Time: r.Now().UnixMilli(), Err: err})
 	}
-	after, started := from-1, false
+	// worked: the turn stored a model step or a tool result, so a failure
+	// after it is not safe to retry.
+	after, started, worked := from-1, false, false
 	for {
 		evs, err := r.Store.Events(ctx, in.Tenant, in.ThreadID, after, store.MaxLimit)
 		if err != nil {
@@ -188,6 +170,12 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 					return
 				}
 				continue
+			}
+			switch e.Type {
+			case event.TextEnd, event.ToolCallEnd, event.ToolResult:
+				worked = true
+			case event.RunError:
+				e.Err = &RunFailedError{Err: &StoredFailure{Code: e.Code, Message: e.Message}, WorkDone: worked}
 			}
 			if e.Type == event.RunFinished || e.Type == event.RunError {
 				if r.snapshot(ctx, in, e, event.MessagesSnapshot, send) {
@@ -225,7 +213,7 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 					// Ended: its terminal event is stored, unless the run
 					// was ended without one (an agent no longer loaded).
 					if evs, err := r.Store.Events(ctx, in.Tenant, in.ThreadID, after, 1); err == nil && len(evs) == 0 {
-						fail(errors.New("the retried turn ended without an answer"))
+						fail(&RunFailedError{Err: &StoredFailure{Code: CodeIncompleteRun, Message: MessageIncompleteRun}, WorkDone: worked})
 						return
 					}
 				}

@@ -42,8 +42,14 @@ func (diskFull) FinishRun(context.Context, store.FinishRun) error {
 // events (up to the terminal one) or Start's error.
 func turn(t *testing.T, r *engine.Runner, text, key string) ([]event.Event, error) {
 	t.Helper()
+	return turnOf(t, r, key, message.Message{Role: message.User, Content: text})
+}
+
+// turnOf is turn with the messages a client sends (its whole history, say).
+func turnOf(t *testing.T, r *engine.Runner, key string, msgs ...message.Message) ([]event.Event, error) {
+	t.Helper()
 	run, err := r.Start(context.Background(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
-		IdempotencyKey: key, Messages: []message.Message{{Role: message.User, Content: text}}})
+		IdempotencyKey: key, Messages: msgs})
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +184,64 @@ func TestRetryAttachesToFinishedTurn(t *testing.T) {
 		var ie *engine.InputError
 		if !errors.As(err, &ie) || ie.Code != engine.CodeIdempotencyKeyReused {
 			t.Fatalf("the last turn's key with another request: %v", err)
+		}
+	})
+}
+
+// TestSameReplyWithHistoryIsANewTurn: a client that sends its whole history
+// and gives the same short reply twice in a row ("ok", then "ok" to the
+// answer) sends a longer request the second time: a new turn, stored and
+// answered, not a retry of the first.
+func TestSameReplyWithHistoryIsANewTurn(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		m := &counting{text: "Shall I go on?"}
+		r := b.runner(t, "node-a", m)
+		ok := message.Message{Role: message.User, Content: "ok"}
+		if _, err := turnOf(t, r, "", ok); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := turnOf(t, r, "", ok, message.Message{Role: message.Assistant, Content: "Shall I go on?"}, ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, end := answer(evs); end != event.RunFinished {
+			t.Fatalf("second ok: %v", evs)
+		}
+		if users, answers := b.counts(t); m.calls.Load() != 2 || users != 2 || answers != 2 {
+			t.Fatalf("the second ok: %d model calls, %d user messages, %d answers; want 2 of each", m.calls.Load(), users, answers)
+		}
+	})
+}
+
+// TestRetryOfFailedAttemptCarriesItsCause: a retry attached to an attempt
+// that then fails gets the failure as the attempt stored it (its code),
+// typed, with whether the turn had done work, so the HTTP edge can tell
+// the client whether retrying again is safe.
+func TestRetryOfFailedAttemptCarriesItsCause(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		g := newGated("")
+		g.fail = &model.Error{Status: 500, Message: "upstream broke"}
+		r := b.runner(t, "node-a", g)
+		startTurn(t, r, "t1")
+		<-g.entered
+		// Start returns once the retry is attached: the attempt fails after.
+		retry, err := r.Start(context.Background(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+			Messages: []message.Message{{Role: message.User, Content: "hello"}}})
+		if err != nil {
+			t.Fatalf("retry while the attempt runs: %v", err)
+		}
+		close(g.release)
+		var evs []event.Event
+		for e := range retry.Events() {
+			evs = append(evs, e)
+		}
+		last := evs[len(evs)-1]
+		var rf *engine.RunFailedError
+		var sf *engine.StoredFailure
+		if last.Type != event.RunError || !errors.As(last.Err, &rf) || !errors.As(rf.Err, &sf) || sf.Code != last.Code || rf.WorkDone {
+			t.Fatalf("the retry's end: %+v (cause %#v)", last, last.Err)
 		}
 	})
 }

@@ -391,7 +391,10 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 		return run, nil
 	}
 
-	turn := store.Turn{Key: idempotencyKeyDigest(in.IdempotencyKey), Digest: turnInputDigest(in)}
+	turn, err := sessionTurn(in)
+	if err != nil {
+		return nil, err
+	}
 	th, stored, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
 	if errors.Is(err, store.ErrApprovalPending) && in.Resync {
 		ok, rerr := r.reattach(ctx, spec, in, run)
@@ -402,7 +405,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return run, nil
 		}
 	}
-	if retry, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages)); rerr != nil {
+	if retry, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State)); rerr != nil {
 		return nil, rerr
 	} else if retry {
 		r.attach(in, th, run)

@@ -142,5 +142,21 @@ type RunFailedError struct {
 
 func (e *RunFailedError) Error() string { return e.Err.Error() }
 
+// StoredFailure is a run's failure as its stored RunError event tells it:
+// the public code and message, all a retry that attached to the run (and so
+// read its end from the thread's log) knows of the cause.
+type StoredFailure struct {
+	Code    string
+	Message string
+}
+
+func (e *StoredFailure) Error() string { return e.Code + ": " + e.Message }
+
+// The failure of a run that ended without a terminal event.
+const (
+	CodeIncompleteRun    = "incomplete_run"
+	MessageIncompleteRun = "The run ended without an answer."
+)
+
 // Unwrap returns the failure.
 func (e *RunFailedError) Unwrap() error { return e.Err }

@@ -279,7 +279,11 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		outcome = OutcomeShutdown
 		x.release()
 		code, msg := x.r.describe(ErrShuttingDown)
-		x.send(x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg, Err: ErrShuttingDown}))
+		// A session's retry attaches to the released run and gets its
+		// recovered answer; a stateless retry after a side effect could
+		// repeat it.
+		cause := &RunFailedError{Err: ErrShuttingDown, WorkDone: !x.durable && x.top().worked.Load()}
+		x.send(x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg, Err: cause}))
 	case err != nil && !x.durable && ctx.Err() != nil:
 		// A stateless run lives in its request: the client hung up. A
 		// normal event, not a server error.

@@ -37,18 +37,19 @@ type journal struct {
 }
 
 // turnDigest is the digest of what defines a turn: agent, messages as sent,
-// client tools and options. It is computed before the request's messages
-// are given ids.
+// client tools and options (the response format included). It is computed
+// before the request's messages are given ids.
 func turnDigest(in Input) (string, error) {
 	b, err := json.Marshal(struct {
-		Agent         string            `json:"agent"`
-		Messages      []message.Message `json:"messages"`
-		ClientTools   []model.ToolDef   `json:"clientTools,omitempty"`
-		ToolChoice    string            `json:"toolChoice,omitempty"`
-		MaxTokens     int               `json:"maxTokens,omitempty"`
-		StopSequences []string          `json:"stopSequences,omitempty"`
-		Temperature   *float64          `json:"temperature,omitempty"`
-	}{in.Agent, in.Messages, in.ClientTools, in.ToolChoice, in.MaxTokens, in.StopSequences, in.Temperature})
+		Agent         string                `json:"agent"`
+		Messages      []message.Message     `json:"messages"`
+		ClientTools   []model.ToolDef       `json:"clientTools,omitempty"`
+		ToolChoice    string                `json:"toolChoice,omitempty"`
+		MaxTokens     int                   `json:"maxTokens,omitempty"`
+		StopSequences []string              `json:"stopSequences,omitempty"`
+		Temperature   *float64              `json:"temperature,omitempty"`
+		Format        *model.ResponseFormat `json:"responseFormat,omitempty"`
+	}{in.Agent, in.Messages, in.ClientTools, in.ToolChoice, in.MaxTokens, in.StopSequences, in.Temperature, in.ResponseFormat})
 	if err != nil {
 		return "", fmt.Errorf("digest the turn: %w", err)
 	}
@@ -62,8 +63,17 @@ func journalKey(in Input, digest string) string {
 	if in.IdempotencyKey == "" {
 		return "req:" + digest
 	}
-	sum := sha256.Sum256([]byte(in.IdempotencyKey))
-	return "key:" + hex.EncodeToString(sum[:])
+	return "key:" + keyDigest(in.IdempotencyKey)
+}
+
+// keyDigest is what the store keeps of a client's Idempotency-Key ("" for
+// none): its SHA-256.
+func keyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
 
 // openJournal looks up what an earlier attempt of this stateless turn

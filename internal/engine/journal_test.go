@@ -6,6 +6,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // TestTurnDigestCoversTheTurn: every part of a request that changes what
@@ -55,5 +56,27 @@ func TestTurnDigestCoversTheTurn(t *testing.T) {
 	}
 	if journalKey(Input{IdempotencyKey: "k1"}, want) != journalKey(Input{IdempotencyKey: "k1"}, "other") {
 		t.Error("with an Idempotency-Key the key alone names the entry")
+	}
+}
+
+// TestChangesState: an AG-UI run again with nothing new is a retry only when
+// the state it seeds is what the thread holds already.
+func TestChangesState(t *testing.T) {
+	th := &store.Thread{State: json.RawMessage(`{"draft":"a","todos":[]}`)}
+	for _, c := range []struct {
+		keys map[string]json.RawMessage
+		want bool
+	}{
+		{nil, false},
+		{map[string]json.RawMessage{"draft": json.RawMessage(`"a"`)}, false},
+		{map[string]json.RawMessage{"draft": json.RawMessage(`"b"`)}, true},
+		{map[string]json.RawMessage{"other": json.RawMessage(`1`)}, true},
+	} {
+		if got := changesState(th, c.keys); got != c.want {
+			t.Errorf("changesState(%v) = %v, want %v", c.keys, got, c.want)
+		}
+	}
+	if changesState(nil, map[string]json.RawMessage{"draft": json.RawMessage(`"b"`)}) {
+		t.Error("a new thread has no state to change")
 	}
 }

@@ -25,12 +25,14 @@ import (
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // gated is a model that answers text once released, and reports each call
-// on entered. It ignores cancellation when deaf (a process that hangs).
+// on entered. It ignores cancellation when deaf (a process that hangs);
+// with fail set it fails once released instead of answering.
 type gated struct {
 	text    string
 	entered chan struct{}
 	release chan struct{}
 	deaf    bool
+	fail    error
 }
 
 func newGated(text string) *gated {
@@ -49,6 +51,10 @@ func (g *gated) Stream(ctx context.Context, req model.Request) iter.Seq2[model.C
 				yield(model.Chunk{}, ctx.Err())
 				return
 			}
+		}
+		if g.fail != nil {
+			yield(model.Chunk{}, g.fail)
+			return
 		}
 		if yield(model.Chunk{Type: model.Text, Text: g.text}, nil) {
 			yield(model.Chunk{Type: model.Finish, Stop: event.StopEnd}, nil)
