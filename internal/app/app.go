@@ -122,13 +122,19 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
+	// The engine and the server use the wrapped store; the bridge needs
+	// the driver itself.
+	used := st
+	if cfg.WrapStore != nil {
+		used = cfg.WrapStore(st)
+	}
 	models := Models(cfg, logger)
 	specs, err := LoadAgents(ctx, cfg, models, logger)
 	if err != nil {
 		return err
 	}
 	reg := agent.NewRegistry(specs...)
-	runner, srv, err := NewStack(cfg, st, reg, models, logger)
+	runner, srv, err := NewStack(cfg, used, reg, models, logger)
 	if err != nil {
 		closeSpecs(specs)
 		return err

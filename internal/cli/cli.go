@@ -20,9 +20,10 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// Execute runs the command line and returns the process exit code.
-func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot(stdin, stdout, stderr)
+// Execute runs the command line with opts and returns the process exit
+// code.
+func Execute(ctx context.Context, opts Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(opts, stdin)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -38,14 +39,14 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return 0
 }
 
-func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+func newRoot(opts Options, stdin io.Reader) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "stackbone",
 		Short:         "Host TypeScript agents over the OpenAI, Anthropic and AG-UI wires",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(config.Dev), serveCmd(config.Start), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd())
+	root.AddCommand(serveCmd(config.Dev, opts), serveCmd(config.Start, opts), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd())
 	return root
 }
 
@@ -132,7 +133,7 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	return &cfg, nil
 }
 
-func serveCmd(mode config.Mode) *cobra.Command {
+func serveCmd(mode config.Mode, opts Options) *cobra.Command {
 	var f serverFlags
 	short := "Run the development server: loopback, no key needed, reloads agents"
 	if mode == config.Start {
@@ -147,6 +148,7 @@ func serveCmd(mode config.Mode) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.WrapStore = opts.WrapStore
 			logger := app.Logger(cfg, cmd.ErrOrStderr())
 			return app.Serve(cmd.Context(), cfg, logger, cmd.OutOrStdout())
 		},

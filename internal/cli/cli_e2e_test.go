@@ -22,12 +22,13 @@ var binary string
 
 // TestMain runs the CLI tests against the real command line: the test
 // binary itself, started under the name stackbone (a symlink in a temp
-// folder), runs cli.Main as cmd/stackbone's main does. This
+// folder), runs cli.MainWith, as cmd/stackbone runs cli.Main. This
 // avoids a second build of the whole binary, and the processes can still be
-// killed hard (crash and replica tests).
+// killed hard (crash and replica tests), or kill themselves at a chosen
+// store write (killBeforeFinish).
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "stackbone" {
-		cli.Main() // exits
+		cli.MainWith(cli.Options{WrapStore: killBeforeFinish(os.Getenv(killBeforeFinishEnv))}) // exits
 	}
 	self, err := os.Executable()
 	if err != nil {

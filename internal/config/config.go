@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/clock"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // Mode is how the server runs.
@@ -102,6 +103,11 @@ type Config struct {
 	// Clock is the time seam every part of the server reads (the real
 	// clock when nil). It is not a setting: tests set it.
 	Clock clock.Clock
+	// WrapStore, when set, wraps the store the server opens before the
+	// engine and the HTTP server use it (the replicas' bridge keeps the
+	// driver itself). It is not a setting: the CLI tests set it, through
+	// cli.MainWith, to fail the store at a chosen write.
+	WrapStore func(store.Store) store.Store
 
 	OpenAIBaseURL    string
 	OpenAIKey        string
