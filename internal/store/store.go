@@ -328,6 +328,31 @@ type JournalEntry struct {
 	ExpiresAt time.Time
 }
 
+// Response is a response of the Responses wire (POST /v1/responses) with
+// store: true: a turn of a durable thread, from the turn's first stored
+// event on. Its output is read from the thread's events, from Seq up to the
+// next response's Seq, so the store keeps only where it begins and what the
+// wire needs to render it again.
+type Response struct {
+	ID       string
+	Tenant   string
+	ThreadID string
+	// Seq is the stored sequence number of the turn's first event (its
+	// run_started); unique within the thread.
+	Seq int64
+	// PreviousID is the response this one continued ("" for the first of a
+	// chain, or one that named its thread directly).
+	PreviousID string
+	// Background is true for a response created with background: true.
+	Background bool
+	// Cancelled is set once the response was cancelled.
+	Cancelled bool
+	// Request is the wire's own record of the request (model, instructions,
+	// input items, metadata, …), opaque to the store.
+	Request json.RawMessage
+	CreatedAt time.Time
+}
+
 // DecideResult is the outcome of a successful decision.
 type DecideResult struct {
 	Interrupt *Interrupt
@@ -402,6 +427,23 @@ type Store interface {
 	// SweepJournal deletes the entries (of every tenant) that expired at or
 	// before now and returns how many it deleted.
 	SweepJournal(ctx context.Context, now time.Time) (int, error)
+
+	// PutResponse stores r, unless its thread already has a response at
+	// r.Seq (a retried request attached to that turn): then it returns the
+	// stored one and false. A foreign or unknown thread is ErrNotFound.
+	PutResponse(ctx context.Context, r Response) (*Response, bool, error)
+	// GetResponse returns ErrNotFound for an unknown, deleted or foreign
+	// response.
+	GetResponse(ctx context.Context, tenant, id string) (*Response, error)
+	// NextResponse returns the thread's first response (deleted ones
+	// included) with Seq > seq, or ErrNotFound when there is none.
+	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*Response, error)
+	// CancelResponse marks a response cancelled (ErrNotFound as GetResponse).
+	CancelResponse(ctx context.Context, tenant, id string) error
+	// DeleteResponse deletes a response: GetResponse no longer finds it
+	// (ErrNotFound as GetResponse); the thread keeps its messages and
+	// NextResponse still sees it, so its neighbours keep their bounds.
+	DeleteResponse(ctx context.Context, tenant, id string) error
 
 	// Ping checks the database answers.
 	Ping(ctx context.Context) error
