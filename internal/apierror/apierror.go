@@ -270,6 +270,8 @@ func mapError(err error) *Error {
 		e := Invalid("", "The request holds a value that cannot be stored: ids, names, filters and JSON must be valid UTF-8 without NUL bytes.")
 		e.Err = err
 		return e
+	case errors.Is(err, engine.ErrCancelled):
+		return &Error{Status: 409, Kind: Conflict, Code: engine.CodeCancelled, Message: engine.MessageCancelled, Err: err}
 	case errors.Is(err, engine.ErrShuttingDown):
 		return &Error{Status: 503, Kind: Unavailable, Code: engine.CodeShuttingDown, Message: engine.MessageShuttingDown, Err: err}
 	case errors.Is(err, store.ErrUnavailable):

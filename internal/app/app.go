@@ -32,6 +32,7 @@ import (
 	"github.com/stackbone/stackbone/internal/studio"
 	"github.com/stackbone/stackbone/internal/wire/agui"
 	"github.com/stackbone/stackbone/internal/wire/anthropic"
+	"github.com/stackbone/stackbone/internal/wire/responses"
 )
 
 // Version is the build's version, set with -ldflags.
@@ -258,6 +259,7 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
   OpenAI wire      POST %[1]s/v1/chat/completions
   Anthropic wire   POST %[1]s/v1/messages
   AG-UI            POST %[1]s/v1/agents/{agent}/agui
+  Responses wire   POST %[1]s/v1/responses
   Decisions        GET  %[1]s/v1/hitl
   Threads          GET  %[1]s/v1/threads
   Studio           %[1]s/studio/
@@ -294,6 +296,12 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	}
 	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, runner.NewID))
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
+	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.Encode, Now: s.Now, NewID: runner.NewID,
+		Tenant: func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant }})
+	if err != nil {
+		return nil, nil, err
+	}
+	s.Mount(server.WireResponses, rw)
 	if err := studio.Mount(s); err != nil {
 		return nil, nil, err
 	}

@@ -118,6 +118,28 @@ func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
 	})
 }
 
+// Follow streams a durable thread's events from seq from on (in their live
+// form, as attach does) until the first terminal event: a client coming back
+// to a turn it started, such as the Responses wire's resumed stream. A
+// thread that is unknown to the tenant is store.ErrNotFound.
+func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64) (*Run, error) {
+	th, err := r.Store.GetThread(ctx, tenant, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if !r.admit() {
+		return nil, ErrShuttingDown
+	}
+	defer r.wg.Done()
+	run := &Run{ID: th.RunID, ThreadID: threadID, Existed: true, events: make(chan event.Event, 64), gone: make(chan struct{})}
+	r.resumeLapsed(th)
+	r.spawn(nil, nil, func(ctx context.Context) {
+		defer close(run.events)
+		r.follow(ctx, Input{Tenant: tenant, ThreadID: threadID}, from, run)
+	})
+	return run, nil
+}
+
 // resumeLapsed resumes a thread whose run's process died (Running with its
 // lease lapsed): a retry must not wait for a run no one drives.
 func (r *Runner) resumeLapsed(th *store.Thread) {
@@ -183,7 +205,7 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 				}
 				return
 			}
-			for _, le := range liveForm(e) {
+			for _, le := range event.LiveForm(e) {
 				if !send(le) {
 					return
 				}
@@ -246,26 +268,4 @@ func (r *Runner) snapshot(ctx context.Context, in Input, at event.Event, typ eve
 		e.Messages = msgs
 	}
 	return send(e)
-}
-
-// liveForm gives a stored event as the events a run's consumer receives
-// live: a stored text_end (holding the text) as start, delta, end; a stored
-// tool_call_end (holding the arguments) as start, arguments, end.
-func liveForm(e event.Event) []event.Event {
-	switch e.Type {
-	case event.TextEnd:
-		if e.Content == "" {
-			return []event.Event{e}
-		}
-		start, delta, end := e, e, e
-		start.Type, start.Content, start.Seq = event.TextStart, "", 0
-		delta.Type, delta.Content, delta.Delta, delta.Seq = event.TextDelta, "", e.Content, 0
-		return []event.Event{start, delta, end}
-	case event.ToolCallEnd:
-		start, args, end := e, e, e
-		start.Type, start.Arguments, start.Seq = event.ToolCallStart, "", 0
-		args.Type, args.Arguments, args.Delta, args.Seq = event.ToolCallArgs, "", e.Arguments, 0
-		return []event.Event{start, args, end}
-	}
-	return []event.Event{e}
 }

@@ -118,6 +118,10 @@ type Runner struct {
 	inflight map[*agent.Spec]int
 	retired  map[*agent.Spec]bool
 
+	// cancels holds the cancel of each durable run this runner drives, by
+	// tenant and thread (Cancel).
+	cancels map[[2]string]context.CancelCauseFunc
+
 	builtins sync.Map // *agent.Spec → []*tool.Tool
 	toolsets sync.Map // *agent.Spec → *toolset
 }
@@ -216,6 +220,38 @@ func (r *Runner) background(fn func(ctx context.Context)) bool {
 	defer r.wg.Done()
 	r.spawn(nil, nil, fn)
 	return true
+}
+
+// Cancel stops the durable run this runner drives on a thread: it ends
+// failed, with ErrCancelled. A thread with no run here (idle, or driven by
+// another replica) is left as it is.
+func (r *Runner) Cancel(_ context.Context, tenant, threadID string) error {
+	r.mu.Lock()
+	cancel := r.cancels[[2]string{tenant, threadID}]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(ErrCancelled)
+	}
+	return nil
+}
+
+// cancellable makes ctx cancellable by Cancel for a durable run's thread;
+// done forgets it.
+func (r *Runner) cancellable(ctx context.Context, tenant, threadID string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	key := [2]string{tenant, threadID}
+	r.mu.Lock()
+	if r.cancels == nil {
+		r.cancels = map[[2]string]context.CancelCauseFunc{}
+	}
+	r.cancels[key] = cancel
+	r.mu.Unlock()
+	return ctx, func() {
+		r.mu.Lock()
+		delete(r.cancels, key)
+		r.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // Wait blocks until every background run ends.
@@ -351,6 +387,10 @@ func (run *Run) Events() iter.Seq[event.Event] {
 }
 
 func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
+
+// Detach lets a run go on without a consumer (a background run): a durable
+// run is stored as it goes; a stateless one is cancelled.
+func (run *Run) Detach() { run.detach() }
 
 // Start validates a turn and, for a durable one, takes the thread's lease and
 // stores the new input. Errors are returned before any event: unknown agent,
@@ -550,6 +590,8 @@ func (r *Runner) describe(err error) (code, message string) {
 		return CodeFormatMismatch, fe.Error()
 	case errors.Is(err, ErrShuttingDown):
 		return CodeShuttingDown, MessageShuttingDown
+	case errors.Is(err, ErrCancelled):
+		return CodeCancelled, MessageCancelled
 	}
 	return "internal_error", "Internal server error."
 }

@@ -16,6 +16,16 @@ import (
 // ended.
 var ErrShuttingDown = errors.New("the server is shutting down")
 
+// ErrCancelled is the cause of a run a client cancelled (Runner.Cancel): it
+// ends failed with CodeCancelled.
+var ErrCancelled = errors.New("the run was cancelled")
+
+// The public code and message of a cancelled run.
+const (
+	CodeCancelled    = "cancelled"
+	MessageCancelled = "The run was cancelled."
+)
+
 // The public code and message of ErrShuttingDown, and the code of a
 // *FormatMismatchError, as every path reports them.
 const (

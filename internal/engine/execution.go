@@ -268,6 +268,11 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		}
 	}
 	x.replayJournal()
+	if x.durable {
+		var done func()
+		ctx, done = x.r.cancellable(ctx, x.tenant, x.threadID)
+		defer done()
+	}
 	out, err := x.loop(ctx)
 	x.settleJournal() // before the client can see the end and retry
 	var outcome string
@@ -284,6 +289,9 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		// repeat it.
 		cause := &RunFailedError{Err: ErrShuttingDown, WorkDone: !x.durable && x.top().worked.Load()}
 		x.send(x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg, Err: cause}))
+	case err != nil && errors.Is(context.Cause(ctx), ErrCancelled):
+		outcome = CodeCancelled
+		x.fail(ErrCancelled)
 	case err != nil && !x.durable && ctx.Err() != nil:
 		// A stateless run lives in its request: the client hung up. A
 		// normal event, not a server error.

@@ -54,13 +54,13 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire)
 	if err != nil {
 		return apierror.At(err, t.Param)
 	}
-	return s.encode(t.Encoder(w, run), run.Events())
+	return s.Encode(t.Encoder(w, run), run.Events())
 }
 
-// encode writes a run's events with enc, with keepalives while it streams,
+// Encode writes a run's events with enc, with keepalives while it streams,
 // and ends the response: a run whose events end without a terminal event
 // is reported as incomplete on every wire.
-func (s *Server) encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
+func (s *Server) Encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
 	if p, ok := enc.(wire.Pinger); ok {
 		stop := s.KeepAlive(func() { _ = p.Ping() })
 		defer stop()
@@ -96,6 +96,12 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 		in.IdempotencyKey = r.Header.Get(IdempotencyKeyHeader)
 		if len(in.IdempotencyKey) > ids.MaxClientBytes || !utf8.ValidString(in.IdempotencyKey) {
 			return nil, apierror.Invalid(IdempotencyKeyHeader, "The Idempotency-Key must be valid UTF-8 of at most %d bytes.", ids.MaxClientBytes)
+		}
+	}
+	if p, ok := t.(wire.Preparer); ok {
+		var err error
+		if in, err = p.Prepare(r.Context(), in); err != nil {
+			return nil, err
 		}
 	}
 	if rs, ok := t.(wire.Resumer); ok {

@@ -37,6 +37,7 @@ const (
 	WireOpenAI Wire = iota
 	WireAnthropic
 	WireAGUI
+	WireResponses
 )
 
 // ErrorWriter writes an error response in a wire's envelope.

@@ -580,3 +580,19 @@ func DecodeJournal(e *JournalEntry, v int, msgs, state []byte) error {
 	e.State = json.RawMessage(state)
 	return nil
 }
+
+// CheckResponse returns ErrInvalid for a response no driver stores: no id,
+// tenant or thread, a sequence number below 1, text that is not valid
+// UTF-8, or a request that is not JSON.
+func CheckResponse(r Response) error {
+	if r.ID == "" || r.Tenant == "" || r.ThreadID == "" || r.Seq < 1 {
+		return fmt.Errorf("%w: put response: id, tenant, thread and a sequence number of at least 1 are required", ErrInvalid)
+	}
+	if err := CheckText("put response", "id", r.ID, "tenant", r.Tenant, "threadID", r.ThreadID, "previousID", r.PreviousID); err != nil {
+		return err
+	}
+	if !json.Valid(r.Request) {
+		return fmt.Errorf("%w: put response: the request record is not JSON", ErrInvalid)
+	}
+	return checkJSONText("put response", "request", r.Request)
+}

@@ -349,7 +349,7 @@ type Response struct {
 	Cancelled bool
 	// Request is the wire's own record of the request (model, instructions,
 	// input items, metadata, …), opaque to the store.
-	Request json.RawMessage
+	Request   json.RawMessage
 	CreatedAt time.Time
 }
 
@@ -440,6 +440,10 @@ type Store interface {
 	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*Response, error)
 	// CancelResponse marks a response cancelled (ErrNotFound as GetResponse).
 	CancelResponse(ctx context.Context, tenant, id string) error
+	// GetMessage returns the tenant's stored message with the given id (in
+	// any thread), or ErrNotFound: what a Responses client's item_reference
+	// to an earlier output message names.
+	GetMessage(ctx context.Context, tenant, id string) (*message.Message, error)
 	// DeleteResponse deletes a response: GetResponse no longer finds it
 	// (ErrNotFound as GetResponse); the thread keeps its messages and
 	// NextResponse still sees it, so its neighbours keep their bounds.

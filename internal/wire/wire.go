@@ -7,6 +7,7 @@
 package wire
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -49,6 +50,15 @@ type Turn interface {
 // when Answers is not empty the turn resumes the thread's run with them.
 type Resumer interface {
 	Answers() (via string, answers []engine.Answer)
+}
+
+// Preparer is a Turn that finishes its input once the caller is known: the
+// server calls Prepare with the tenant, the caller and (on wires whose
+// SessionHeader is true) the header's thread and key filled in, and starts
+// the run with what it returns. The Responses wire resolves the thread a
+// previous_response_id continues here.
+type Preparer interface {
+	Prepare(ctx context.Context, in engine.Input) (engine.Input, error)
 }
 
 // Wire is what a wire package implements for the server, which mounts

@@ -199,19 +199,27 @@ func responseFormat(raw json.RawMessage) (*model.ResponseFormat, error) {
 	if b := bytes.TrimSpace(rf.JSONSchema); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &js) != nil {
 		return nil, apierror.Invalid("response_format.json_schema", "A json_schema response format needs `json_schema`: an object with `name` and `schema`.")
 	}
-	if s := bytes.TrimSpace(js.Schema); len(s) == 0 || s[0] != '{' {
-		return nil, apierror.Invalid("response_format.json_schema.schema", "`response_format.json_schema.schema` must be a JSON Schema object.")
+	return JSONSchemaFormat("response_format.json_schema", js.Name, js.Description, js.Schema, js.Strict)
+}
+
+// JSONSchemaFormat checks a json_schema output format (param is where its
+// fields sit in the request: response_format.json_schema on Chat
+// Completions, text.format on Responses): a schema that compiles, and a
+// name OpenAI accepts (a missing one becomes "response").
+func JSONSchemaFormat(param, name, description string, sch json.RawMessage, strict *bool) (*model.ResponseFormat, error) {
+	if s := bytes.TrimSpace(sch); len(s) == 0 || s[0] != '{' {
+		return nil, apierror.Invalid(param+".schema", "`%s.schema` must be a JSON Schema object.", param)
 	}
-	if js.Name == "" {
-		js.Name = "response"
-	} else if !schemaName.MatchString(js.Name) {
-		return nil, apierror.Invalid("response_format.json_schema.name", "`response_format.json_schema.name` must be 1 to 64 letters, digits, underscores or dashes.")
+	if name == "" {
+		name = "response"
+	} else if !schemaName.MatchString(name) {
+		return nil, apierror.Invalid(param+".name", "`%s.name` must be 1 to 64 letters, digits, underscores or dashes.", param)
 	}
-	if _, err := schema.Compile(js.Schema); err != nil {
-		return nil, apierror.Invalid("response_format.json_schema.schema", "`response_format.json_schema.schema` is not a valid JSON Schema: %v", err)
+	if _, err := schema.Compile(sch); err != nil {
+		return nil, apierror.Invalid(param+".schema", "`%s.schema` is not a valid JSON Schema: %v", param, err)
 	}
-	return &model.ResponseFormat{Type: model.FormatJSONSchema, Name: js.Name, Description: js.Description,
-		Schema: bytes.TrimSpace(js.Schema), Strict: js.Strict != nil && *js.Strict}, nil
+	return &model.ResponseFormat{Type: model.FormatJSONSchema, Name: name, Description: description,
+		Schema: bytes.TrimSpace(sch), Strict: strict != nil && *strict}, nil
 }
 
 func (m Message) canonical(i int) (message.Message, error) {
@@ -272,14 +280,14 @@ func content(raw json.RawMessage, param string) (string, []message.Part, error) 
 			if p.ImageURL == nil {
 				continue
 			}
-			parts = append(parts, imagePart(p.ImageURL.URL))
+			parts = append(parts, ImagePart(p.ImageURL.URL))
 		}
 	}
 	return b.String(), parts, nil
 }
 
-// imagePart splits a data: URL into media type and data.
-func imagePart(url string) message.Part {
+// ImagePart splits a data: URL into media type and data.
+func ImagePart(url string) message.Part {
 	if rest, ok := strings.CutPrefix(url, "data:"); ok {
 		if meta, data, ok := strings.Cut(rest, ","); ok {
 			return message.Part{Type: "image", MediaType: strings.TrimSuffix(meta, ";base64"), Data: data}

@@ -1,0 +1,530 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/wire"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
+	"github.com/stackbone/stackbone/internal/wire/openai"
+	"github.com/stackbone/stackbone/internal/wire/sse"
+)
+
+// Store is what the wire keeps and reads: its response records and the
+// threads' stored events.
+type Store interface {
+	PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error)
+	GetResponse(ctx context.Context, tenant, id string) (*store.Response, error)
+	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error)
+	CancelResponse(ctx context.Context, tenant, id string) error
+	DeleteResponse(ctx context.Context, tenant, id string) error
+	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
+	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
+}
+
+// Runner is the engine as the wire's other routes use it.
+type Runner interface {
+	// Follow streams a thread's events from a sequence number on.
+	Follow(ctx context.Context, tenant, threadID string, from int64) (*engine.Run, error)
+	// Cancel stops the thread's running turn.
+	Cancel(ctx context.Context, tenant, threadID string) error
+}
+
+// Config is what the wire needs from the server it is mounted on.
+type Config struct {
+	Store  Store
+	Runner Runner
+	// Tenant is the caller's tenant (the server authenticated it).
+	Tenant func(ctx context.Context) string
+	// Encode writes a run's events with an encoder, with the server's
+	// keepalives: the same loop as every turn's.
+	Encode func(enc wire.Encoder, events iter.Seq[event.Event]) error
+	Now    func() time.Time
+	NewID  ids.Generator
+}
+
+// Wire is the Responses wire.
+type Wire struct{ c Config }
+
+var _ wire.Wire = (*Wire)(nil)
+
+// New makes the wire.
+func New(c Config) (*Wire, error) {
+	if c.Store == nil || c.Runner == nil || c.Tenant == nil || c.Encode == nil {
+		return nil, errors.New("responses: Store, Runner, Tenant and Encode are required")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = ids.New
+	}
+	return &Wire{c: c}, nil
+}
+
+// TurnRoute is the Responses route.
+func (*Wire) TurnRoute() string { return "POST /v1/responses" }
+
+// SessionHeader: x-stackbone-session names the thread here too (as does
+// conversation, or the thread of previous_response_id), and
+// Idempotency-Key names a turn for its retries.
+func (*Wire) SessionHeader() bool { return true }
+
+// WriteError writes an error in OpenAI's envelope.
+func (*Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error {
+	return openai.WriteError(w, e)
+}
+
+// Routes read, stream again, cancel and delete stored responses.
+func (wr *Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error {
+	return map[string]func(http.ResponseWriter, *http.Request) error{
+		"GET /v1/responses/{id}":             wr.get,
+		"DELETE /v1/responses/{id}":          wr.delete,
+		"POST /v1/responses/{id}/cancel":     wr.cancel,
+		"GET /v1/responses/{id}/input_items": wr.inputItems,
+	}
+}
+
+// record is what a stored response keeps of its request: the response's
+// fields that echo it, and its input items.
+type record struct {
+	Head  Response `json:"head"`
+	Input []Item   `json:"input"`
+}
+
+// DecodeTurn reads a Responses request.
+func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
+	req, err := Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	items, err := req.Items(wr.c.NewID)
+	if err != nil {
+		return nil, err
+	}
+	in, origin, err := req.input(items)
+	if err != nil {
+		return nil, err
+	}
+	return &turn{wr: wr, req: req, in: in, origin: origin, items: items, head: wr.head(req)}, nil
+}
+
+// head is the response as the request shapes it, before any output.
+func (wr *Wire) head(req *Request) Response {
+	r := Response{Object: "response", CreatedAt: wr.c.Now().Unix(), Status: StatusInProgress, Background: req.Background,
+		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: req.Model, Output: []OutputItem{},
+		ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls, Store: req.Stored(),
+		Temperature: req.Temperature, TopP: req.TopP, Truncation: "disabled", Tools: req.Tools, Metadata: req.Metadata,
+		ToolChoice: json.RawMessage(`"auto"`), Text: TextConfig{Format: json.RawMessage(`{"type":"text"}`)}}
+	if r.Tools == nil {
+		r.Tools = []Tool{}
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		r.ToolChoice = req.ToolChoice
+	}
+	if req.Text != nil && len(req.Text.Format) > 0 && string(req.Text.Format) != "null" {
+		r.Text.Format = req.Text.Format
+	}
+	if req.PreviousResponseID != "" {
+		r.PreviousResponseID = &req.PreviousResponseID
+	}
+	return r
+}
+
+type turn struct {
+	wr     *Wire
+	req    *Request
+	in     engine.Input
+	origin []int
+	items  []Item
+	head   Response
+	tenant string
+}
+
+func (t *turn) Input() engine.Input { return t.in }
+
+// Param places an engine input error on the request's own paths.
+func (t *turn) Param(field string, i int) string {
+	return wire.Param(field, i, func(i int) string { return fmt.Sprintf("tools[%d].name", i) }, t.origin, "input[%d].call_id")
+}
+
+// Prepare resolves the turn's thread: store: false is stateless;
+// previous_response_id continues that response's thread (the caller's
+// own); conversation or x-stackbone-session names one; else a new chain
+// starts a new thread.
+func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, error) {
+	t.tenant = in.Tenant
+	header := in.ThreadID
+	if !t.req.Stored() {
+		if header != "" {
+			return in, apierror.Invalid("store", "`store: false` asks for a turn that is not kept; drop it, or the x-stackbone-session header.")
+		}
+		if t.req.PreviousResponseID != "" {
+			return in, apierror.Invalid("previous_response_id", "`previous_response_id` continues a stored conversation: it needs `store: true`.")
+		}
+		return in, nil
+	}
+	thread, err := t.req.ConversationID()
+	if err != nil {
+		return in, err
+	}
+	if prev := t.req.PreviousResponseID; prev != "" {
+		rec, err := t.wr.c.Store.GetResponse(ctx, in.Tenant, prev)
+		if errors.Is(err, store.ErrNotFound) {
+			e := apierror.New(apierror.NotFound, "previous_response_not_found", fmt.Sprintf("Previous response with id '%s' not found.", prev))
+			e.Param = "previous_response_id"
+			return in, e
+		}
+		if err != nil {
+			return in, err
+		}
+		if err := t.latest(ctx, rec); err != nil {
+			return in, err
+		}
+		thread = rec.ThreadID
+	}
+	switch {
+	case thread != "" && header != "" && thread != header:
+		return in, apierror.Invalid(SessionHeaderName, "The x-stackbone-session header names another conversation than the request's body.")
+	case thread == "":
+		thread = header
+	}
+	if thread == "" {
+		thread = t.wr.c.NewID("conv")
+	}
+	in.ThreadID = thread
+	t.head.Conversation = &Conversation{ID: thread}
+	return in, nil
+}
+
+// SessionHeaderName is the header that names a durable thread.
+const SessionHeaderName = "x-stackbone-session"
+
+// latest checks that prev is its thread's latest response, or the one
+// before a turn this request may retry: a chain continues from its end.
+func (t *turn) latest(ctx context.Context, prev *store.Response) error {
+	next, err := t.wr.c.Store.NextResponse(ctx, t.tenant, prev.ThreadID, prev.Seq)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	th, err := t.wr.c.Store.GetThread(ctx, t.tenant, prev.ThreadID)
+	if err != nil {
+		return err
+	}
+	if th.Turn.Seq == next.Seq {
+		return nil // the engine tells a retry of that turn from a new one
+	}
+	e := apierror.New(apierror.Conflict, "previous_response_not_latest",
+		fmt.Sprintf("Response '%s' is not the latest of its conversation: continue from its latest response (branching a conversation is not supported).", prev.ID))
+	e.Param = "previous_response_id"
+	return e
+}
+
+// Encoder answers the turn: a stream of events, a background response at
+// once, or one response object.
+func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
+	var sw *sse.Writer
+	var sink Sink
+	if t.req.Stream {
+		sw = sse.New(w)
+		sink = sw.Event
+	}
+	f := newFold(t.head, sink, -1)
+	f.start = t.start
+	switch {
+	case t.req.Stream:
+		return &stream{fold: f, sw: sw}
+	case t.req.Background:
+		return &background{fold: f, w: w, run: run}
+	}
+	return wire.Collect(w, func(e event.Event) { _ = f.Write(e) }, func() (*Response, error) {
+		if f.err != nil {
+			return nil, f.err
+		}
+		if !f.ended {
+			return nil, apierror.IncompleteRun()
+		}
+		r := f.snapshot()
+		return &r, nil
+	})
+}
+
+// start names the response at its turn's first event: a stored response
+// gets its record (a retry attached to the turn gets the record of its
+// first attempt); a stateless one a fresh id.
+func (t *turn) start(seq int64) (string, error) {
+	if !t.req.Stored() || seq == 0 {
+		return t.wr.c.NewID("resp"), nil
+	}
+	head := t.head
+	head.Status, head.Output = "", nil
+	rec, err := json.Marshal(record{Head: head, Input: t.items})
+	if err != nil {
+		return "", err
+	}
+	r, _, err := t.wr.c.Store.PutResponse(context.WithoutCancel(context.Background()), store.Response{ID: t.wr.c.NewID("resp"),
+		Tenant: t.tenant, ThreadID: t.in.ThreadID, Seq: seq, PreviousID: t.req.PreviousResponseID, Background: t.req.Background,
+		Request: rec, CreatedAt: time.Unix(t.head.CreatedAt, 0)})
+	if err != nil {
+		return "", err
+	}
+	if r.Request != nil {
+		var stored record
+		if json.Unmarshal(r.Request, &stored) == nil {
+			t.head.CreatedAt = stored.Head.CreatedAt
+		}
+	}
+	return r.ID, nil
+}
+
+// stream answers with server-sent events.
+type stream struct {
+	fold *fold
+	sw   *sse.Writer
+}
+
+func (s *stream) Write(e event.Event) error { return s.fold.Write(e) }
+
+func (s *stream) Close(err *apierror.Error) error {
+	if err != nil && !s.fold.ended {
+		_ = s.fold.Write(event.Event{Type: event.RunError, Code: err.Code, Message: err.Message})
+	}
+	return nil
+}
+
+func (s *stream) Ping() error { return s.sw.Comment("keepalive") }
+
+// errDetached ends a background response's request once it is answered;
+// its run goes on.
+var errDetached = errors.New("responses: background response answered")
+
+// background answers at once with the response in progress; the run goes
+// on without the client.
+type background struct {
+	fold *fold
+	w    http.ResponseWriter
+	run  *engine.Run
+}
+
+func (b *background) Write(e event.Event) error {
+	if err := b.fold.Write(e); err != nil {
+		return err
+	}
+	if e.Type != event.RunStarted && !b.fold.ended {
+		return nil
+	}
+	r := b.fold.snapshot()
+	if err := httpjson.Write(b.w, http.StatusOK, &r); err != nil {
+		return err
+	}
+	return errDetached
+}
+
+func (b *background) Close(err *apierror.Error) error {
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// load reads a stored response's record.
+func (wr *Wire) load(r *http.Request) (*store.Response, record, error) {
+	var rec record
+	sr, err := wr.c.Store.GetResponse(r.Context(), wr.c.Tenant(r.Context()), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, rec, notFound(r.PathValue("id"))
+	}
+	if err != nil {
+		return nil, rec, err
+	}
+	if err := json.Unmarshal(sr.Request, &rec); err != nil {
+		return nil, rec, fmt.Errorf("responses: record of %s: %w", sr.ID, err)
+	}
+	rec.Head.ID, rec.Head.Object = sr.ID, "response"
+	rec.Head.Conversation = &Conversation{ID: sr.ThreadID}
+	return sr, rec, nil
+}
+
+func notFound(id string) error {
+	e := apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("Response with id '%s' not found.", id))
+	return e
+}
+
+// get returns a stored response as it stands (?stream=true: its events
+// again, from starting_after on, then live until it ends).
+func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
+	sr, rec, err := wr.load(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	if s := q.Get("stream"); s == "true" {
+		after := int64(-1)
+		if v := q.Get("starting_after"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return apierror.Invalid("starting_after", "`starting_after` must be a sequence number (an integer ≥ 0).")
+			}
+			after = n
+		}
+		run, err := wr.c.Runner.Follow(r.Context(), sr.Tenant, sr.ThreadID, sr.Seq)
+		if err != nil {
+			return err
+		}
+		sw := sse.New(w)
+		f := newFold(rec.Head, sw.Event, after)
+		return wr.c.Encode(&stream{fold: f, sw: sw}, run.Events())
+	}
+	resp, err := wr.current(r.Context(), sr, rec)
+	if err != nil {
+		return err
+	}
+	return httpjson.Write(w, http.StatusOK, resp)
+}
+
+// current folds a stored response's events, from its turn's first to the
+// next response's, into the response as it stands now.
+func (wr *Wire) current(ctx context.Context, sr *store.Response, rec record) (*Response, error) {
+	end := int64(-1)
+	if next, err := wr.c.Store.NextResponse(ctx, sr.Tenant, sr.ThreadID, sr.Seq); err == nil {
+		end = next.Seq
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	f := newFold(rec.Head, nil, -1)
+	after := sr.Seq - 1
+	for {
+		evs, err := wr.c.Store.Events(ctx, sr.Tenant, sr.ThreadID, after, store.MaxLimit)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			if end >= 0 && e.Seq >= end {
+				evs = nil
+				break
+			}
+			after = e.Seq
+			for _, le := range event.LiveForm(e) {
+				_ = f.Write(le)
+			}
+		}
+		if len(evs) < store.MaxLimit {
+			break
+		}
+	}
+	resp := f.snapshot()
+	switch {
+	case sr.Cancelled && !f.ended:
+		resp.Status = StatusCancelled
+	case !f.started:
+		resp.Status = StatusQueued
+	}
+	return &resp, nil
+}
+
+// delete deletes a stored response (its conversation keeps its messages).
+func (wr *Wire) delete(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	err := wr.c.Store.DeleteResponse(r.Context(), wr.c.Tenant(r.Context()), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	return httpjson.Write(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+// cancel stops a background response that is still running.
+func (wr *Wire) cancel(w http.ResponseWriter, r *http.Request) error {
+	sr, rec, err := wr.load(r)
+	if err != nil {
+		return err
+	}
+	if !sr.Background {
+		return apierror.Invalid("", "Only background responses can be cancelled.")
+	}
+	resp, err := wr.current(r.Context(), sr, rec)
+	if err != nil {
+		return err
+	}
+	if resp.Status == StatusInProgress || resp.Status == StatusQueued {
+		if err := wr.c.Store.CancelResponse(r.Context(), sr.Tenant, sr.ID); err != nil {
+			return err
+		}
+		if err := wr.c.Runner.Cancel(r.Context(), sr.Tenant, sr.ThreadID); err != nil {
+			return err
+		}
+		sr.Cancelled = true
+		if resp, err = wr.current(r.Context(), sr, rec); err != nil {
+			return err
+		}
+	}
+	return httpjson.Write(w, http.StatusOK, resp)
+}
+
+// inputItems lists a stored response's input items: newest first unless
+// order=asc, limit 1–100 (20), after an item id.
+func (wr *Wire) inputItems(w http.ResponseWriter, r *http.Request) error {
+	_, rec, err := wr.load(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return apierror.Invalid("limit", "`limit` must be an integer from 1 to 100.")
+		}
+		limit = n
+	}
+	items := append([]Item(nil), rec.Input...)
+	switch q.Get("order") {
+	case "", "desc":
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	case "asc":
+	default:
+		return apierror.Invalid("order", "`order` must be asc or desc.")
+	}
+	if after := q.Get("after"); after != "" {
+		found := false
+		for i, it := range items {
+			if it.ID == after {
+				items, found = items[i+1:], true
+				break
+			}
+		}
+		if !found {
+			return apierror.Invalid("after", "No input item of this response has id %q.", after)
+		}
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	list := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(items) > 0 {
+		list["first_id"], list["last_id"] = items[0].ID, items[len(items)-1].ID
+	}
+	return httpjson.Write(w, http.StatusOK, list)
+}
