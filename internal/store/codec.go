@@ -580,3 +580,48 @@ func DecodeJournal(e *JournalEntry, v int, msgs, state []byte) error {
 	e.State = json.RawMessage(state)
 	return nil
 }
+
+// CheckResponse checks the tenant and id naming a stored response (or the
+// tenant and thread of NextResponse): both are required, and hold no NUL
+// byte or invalid UTF-8.
+func CheckResponse(op, tenant, id string) error {
+	if err := required(op, "tenant", tenant, "id", id); err != nil {
+		return err
+	}
+	return CheckText(op, "tenant", tenant, "id", id)
+}
+
+// Validate checks a response before PutResponse stores it: it needs an ID,
+// a Tenant, a ThreadID and a Seq above zero; its text holds no NUL byte or
+// invalid UTF-8, and its Request, when set, is JSON.
+func (r Response) Validate() error {
+	const op = "PutResponse"
+	if err := required(op, "ID", r.ID, "Tenant", r.Tenant, "ThreadID", r.ThreadID); err != nil {
+		return err
+	}
+	if r.Seq <= 0 {
+		return fmt.Errorf("%w: %s: Seq must be above zero, not %d", ErrInvalid, op, r.Seq)
+	}
+	if err := CheckText(op, "ID", r.ID, "Tenant", r.Tenant, "ThreadID", r.ThreadID, "PreviousID", r.PreviousID); err != nil {
+		return err
+	}
+	if len(r.Request) > 0 {
+		if !json.Valid(r.Request) {
+			return fmt.Errorf("%w: %s: Request is not JSON", ErrInvalid, op)
+		}
+		return checkJSONText(op, "Request", r.Request)
+	}
+	return nil
+}
+
+// Encode validates a response and returns its Request as stored: "{}" when
+// empty.
+func (r Response) Encode() (request string, err error) {
+	if err := r.Validate(); err != nil {
+		return "", err
+	}
+	if len(r.Request) == 0 {
+		return EmptyState, nil
+	}
+	return string(r.Request), nil
+}

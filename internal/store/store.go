@@ -349,7 +349,7 @@ type Response struct {
 	Cancelled bool
 	// Request is the wire's own record of the request (model, instructions,
 	// input items, metadata, …), opaque to the store.
-	Request json.RawMessage
+	Request   json.RawMessage
 	CreatedAt time.Time
 }
 
