@@ -581,18 +581,47 @@ func DecodeJournal(e *JournalEntry, v int, msgs, state []byte) error {
 	return nil
 }
 
-// CheckResponse returns ErrInvalid for a response no driver stores: no id,
-// tenant or thread, a sequence number below 1, text that is not valid
-// UTF-8, or a request that is not JSON.
-func CheckResponse(r Response) error {
-	if r.ID == "" || r.Tenant == "" || r.ThreadID == "" || r.Seq < 1 {
-		return fmt.Errorf("%w: put response: id, tenant, thread and a sequence number of at least 1 are required", ErrInvalid)
-	}
-	if err := CheckText("put response", "id", r.ID, "tenant", r.Tenant, "threadID", r.ThreadID, "previousID", r.PreviousID); err != nil {
+// CheckResponse checks the tenant and id naming a stored response (or the
+// tenant and thread of NextResponse): both are required, and hold no NUL
+// byte or invalid UTF-8.
+func CheckResponse(op, tenant, id string) error {
+	if err := required(op, "tenant", tenant, "id", id); err != nil {
 		return err
 	}
-	if !json.Valid(r.Request) {
-		return fmt.Errorf("%w: put response: the request record is not JSON", ErrInvalid)
+	return CheckText(op, "tenant", tenant, "id", id)
+}
+
+// Validate checks a response before PutResponse stores it: it needs an ID,
+// a Tenant, a ThreadID and a Seq above zero; its text holds no NUL byte or
+// invalid UTF-8, and its Request, when set, is JSON.
+func (r Response) Validate() error {
+	const op = "PutResponse"
+	if err := required(op, "ID", r.ID, "Tenant", r.Tenant, "ThreadID", r.ThreadID); err != nil {
+		return err
 	}
-	return checkJSONText("put response", "request", r.Request)
+	if r.Seq <= 0 {
+		return fmt.Errorf("%w: %s: Seq must be above zero, not %d", ErrInvalid, op, r.Seq)
+	}
+	if err := CheckText(op, "ID", r.ID, "Tenant", r.Tenant, "ThreadID", r.ThreadID, "PreviousID", r.PreviousID); err != nil {
+		return err
+	}
+	if len(r.Request) > 0 {
+		if !json.Valid(r.Request) {
+			return fmt.Errorf("%w: %s: Request is not JSON", ErrInvalid, op)
+		}
+		return checkJSONText(op, "Request", r.Request)
+	}
+	return nil
+}
+
+// Encode validates a response and returns its Request as stored: "{}" when
+// empty.
+func (r Response) Encode() (request string, err error) {
+	if err := r.Validate(); err != nil {
+		return "", err
+	}
+	if len(r.Request) == 0 {
+		return EmptyState, nil
+	}
+	return string(r.Request), nil
 }

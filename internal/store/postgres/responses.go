@@ -2,74 +2,92 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-const responseCols = `id, tenant, thread_id, seq, previous_id, background, cancelled, request, created_at`
+const responseCols = `tenant, id, thread_id, seq, previous_id, background, cancelled, request, created_at`
 
+// scanResponse scans responseCols.
 func scanResponse(row pgx.Row) (*store.Response, error) {
 	var (
 		r       store.Response
-		req     []byte
+		request []byte
 		created time.Time
 	)
-	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Seq, &r.PreviousID, &r.Background, &r.Cancelled, &req, &created); err != nil {
+	if err := row.Scan(&r.Tenant, &r.ID, &r.ThreadID, &r.Seq, &r.PreviousID, &r.Background, &r.Cancelled,
+		&request, &created); err != nil {
 		return nil, err
 	}
-	r.Request, r.CreatedAt = req, created.UTC()
+	r.Request = json.RawMessage(request)
+	r.CreatedAt = created.UTC()
 	return &r, nil
 }
 
-// PutResponse stores a response unless its thread has one at its seq.
+// PutResponse stores r, unless its thread already has a response at r.Seq:
+// then it returns the stored one and false. A zero CreatedAt is now.
 func (s *Store) PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error) {
-	if err := store.CheckResponse(r); err != nil {
-		return nil, false, fmt.Errorf("postgres: %w", err)
+	request, err := r.Encode()
+	if err != nil {
+		return nil, false, mapErr("put response", err)
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
 	}
 	var (
 		out     *store.Response
 		created bool
 	)
-	err := s.tx(ctx, "put response", func(tx pgx.Tx) error {
+	err = s.tx(ctx, "put response", func(tx pgx.Tx) error {
 		if err := s.threadExists(ctx, tx, r.Tenant, r.ThreadID); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO responses (`+responseCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-			ON CONFLICT (tenant, thread_id, seq) DO NOTHING`,
-			r.ID, r.Tenant, r.ThreadID, r.Seq, r.PreviousID, r.Background, r.Cancelled, string(r.Request), r.CreatedAt)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 {
+		// Either conflict does nothing: a response already at the seq (a
+		// retry, returned below; a concurrent insert is waited for) or a
+		// taken id (refused).
+		var err error
+		out, err = scanResponse(tx.QueryRow(ctx, `INSERT INTO responses
+				(tenant, id, thread_id, seq, previous_id, background, request, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT DO NOTHING
+			RETURNING `+responseCols,
+			r.Tenant, r.ID, r.ThreadID, r.Seq, r.PreviousID, r.Background, request, r.CreatedAt))
+		if err == nil {
 			created = true
-			cp := r
-			out = &cp
 			return nil
 		}
-		out, err = scanResponse(tx.QueryRow(ctx, `SELECT `+responseCols+` FROM responses WHERE tenant = $1 AND thread_id = $2 AND seq = $3`,
-			r.Tenant, r.ThreadID, r.Seq))
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		out, err = scanResponse(tx.QueryRow(ctx, `SELECT `+responseCols+` FROM responses
+			WHERE tenant = $1 AND thread_id = $2 AND seq = $3`, r.Tenant, r.ThreadID, r.Seq))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: PutResponse: id %q is taken by another response", store.ErrInvalid, r.ID)
+		}
 		return err
 	})
 	if err != nil {
-		return nil, false, mapErr("put response", err)
+		return nil, false, err
 	}
 	return out, created, nil
 }
 
-// GetResponse returns a response that is not deleted.
+// GetResponse returns the tenant's response, or store.ErrNotFound when it
+// is unknown or deleted.
 func (s *Store) GetResponse(ctx context.Context, tenant, id string) (*store.Response, error) {
-	if err := store.CheckText("get response", "tenant", tenant, "id", id); err != nil {
+	if err := store.CheckResponse("GetResponse", tenant, id); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	r, err := scanResponse(s.pool.QueryRow(ctx, `SELECT `+responseCols+` FROM responses WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id))
+	r, err := scanResponse(s.pool.QueryRow(ctx, `SELECT `+responseCols+` FROM responses
+		WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("postgres: response %q: %w", id, store.ErrNotFound)
+		return nil, fmt.Errorf("postgres: get response %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, mapErr("get response", err)
@@ -77,15 +95,16 @@ func (s *Store) GetResponse(ctx context.Context, tenant, id string) (*store.Resp
 	return r, nil
 }
 
-// NextResponse returns the thread's first response after seq.
+// NextResponse returns the thread's first response (deleted ones included)
+// with Seq > seq, or store.ErrNotFound.
 func (s *Store) NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error) {
-	if err := store.CheckText("next response", "tenant", tenant, "threadID", threadID); err != nil {
+	if err := store.CheckResponse("NextResponse", tenant, threadID); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	r, err := scanResponse(s.pool.QueryRow(ctx, `SELECT `+responseCols+` FROM responses
 		WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq LIMIT 1`, tenant, threadID, seq))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("postgres: no response after %d in thread %q: %w", seq, threadID, store.ErrNotFound)
+		return nil, fmt.Errorf("postgres: next response of thread %q after %d: %w", threadID, seq, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, mapErr("next response", err)
@@ -93,46 +112,31 @@ func (s *Store) NextResponse(ctx context.Context, tenant, threadID string, seq i
 	return r, nil
 }
 
-// CancelResponse marks a response cancelled.
+// CancelResponse marks a response cancelled (store.ErrNotFound as
+// GetResponse).
 func (s *Store) CancelResponse(ctx context.Context, tenant, id string) error {
-	return s.markResponse(ctx, "cancel response", `UPDATE responses SET cancelled = true WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id)
+	return s.markResponse(ctx, "cancel response", "CancelResponse",
+		`UPDATE responses SET cancelled = true WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id)
 }
 
-// DeleteResponse hides a response from reads.
+// DeleteResponse hides a response from GetResponse (store.ErrNotFound as
+// GetResponse); NextResponse still sees it.
 func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) error {
-	return s.markResponse(ctx, "delete response", `UPDATE responses SET deleted = true WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id)
+	return s.markResponse(ctx, "delete response", "DeleteResponse",
+		`UPDATE responses SET deleted = true WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id)
 }
 
-func (s *Store) markResponse(ctx context.Context, op, q, tenant, id string) error {
-	if err := store.CheckText(op, "tenant", tenant, "id", id); err != nil {
+// markResponse runs an update of one undeleted response.
+func (s *Store) markResponse(ctx context.Context, op, method, query, tenant, id string) error {
+	if err := store.CheckResponse(method, tenant, id); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	tag, err := s.pool.Exec(ctx, q, tenant, id)
+	tag, err := s.pool.Exec(ctx, query, tenant, id)
 	if err != nil {
 		return mapErr(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: response %q: %w", id, store.ErrNotFound)
+		return fmt.Errorf("postgres: %s %q: %w", op, id, store.ErrNotFound)
 	}
 	return nil
-}
-
-// GetMessage returns the tenant's message with the given id.
-func (s *Store) GetMessage(ctx context.Context, tenant, id string) (*message.Message, error) {
-	if err := store.CheckText("get message", "tenant", tenant, "id", id); err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT v, json FROM messages WHERE tenant = $1 AND json->>'id' = $2 LIMIT 1`, tenant, id)
-	if err != nil {
-		return nil, mapErr("get message", err)
-	}
-	defer rows.Close()
-	msgs, err := store.ScanMessages(rows)
-	if err != nil {
-		return nil, mapErr("get message", err)
-	}
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("postgres: message %q: %w", id, store.ErrNotFound)
-	}
-	return &msgs[0], nil
 }

@@ -3,71 +3,96 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-const responseCols = `id, tenant, thread_id, seq, previous_id, background, cancelled, request, created_at`
+const responseCols = `tenant, id, thread_id, seq, previous_id, background, cancelled, request, created_at`
 
-func scanResponse(row interface{ Scan(...any) error }) (*store.Response, error) {
+// Response statements (prepared once through the statement caches).
+const (
+	// insResponseSQL does nothing on either conflict: a response already at
+	// the seq (a retry, returned by PutResponse) or a taken id (refused).
+	insResponseSQL = `INSERT INTO responses (tenant, id, thread_id, seq, previous_id, background, request, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING
+		RETURNING ` + responseCols
+	responseAtSQL   = `SELECT ` + responseCols + ` FROM responses WHERE tenant = ? AND thread_id = ? AND seq = ?`
+	getResponseSQL  = `SELECT ` + responseCols + ` FROM responses WHERE tenant = ? AND id = ? AND deleted = 0`
+	nextResponseSQL = `SELECT ` + responseCols + ` FROM responses
+		WHERE tenant = ? AND thread_id = ? AND seq > ? ORDER BY seq LIMIT 1`
+	cancelResponseSQL = `UPDATE responses SET cancelled = 1 WHERE tenant = ? AND id = ? AND deleted = 0`
+	deleteResponseSQL = `UPDATE responses SET deleted = 1 WHERE tenant = ? AND id = ? AND deleted = 0`
+)
+
+// scanResponse scans responseCols.
+func scanResponse(sc scanner) (*store.Response, error) {
 	var (
 		r       store.Response
-		req     []byte
+		request []byte
 		created sql.NullInt64
 	)
-	if err := row.Scan(&r.ID, &r.Tenant, &r.ThreadID, &r.Seq, &r.PreviousID, &r.Background, &r.Cancelled, &req, &created); err != nil {
+	if err := sc.Scan(&r.Tenant, &r.ID, &r.ThreadID, &r.Seq, &r.PreviousID, &r.Background, &r.Cancelled,
+		&request, &created); err != nil {
 		return nil, err
 	}
-	r.Request, r.CreatedAt = req, fromMicros(created)
+	r.Request = json.RawMessage(request)
+	r.CreatedAt = fromMicros(created)
 	return &r, nil
 }
 
-// PutResponse stores a response unless its thread has one at its seq.
+// PutResponse stores r, unless its thread already has a response at r.Seq:
+// then it returns the stored one and false. A zero CreatedAt is now.
 func (s *Store) PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error) {
-	if err := store.CheckResponse(r); err != nil {
-		return nil, false, fmt.Errorf("sqlite: %w", err)
+	request, err := r.Encode()
+	if err != nil {
+		return nil, false, mapErr("put response", err)
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
 	}
 	var (
 		out     *store.Response
 		created bool
 	)
-	err := s.write(ctx, "put response", func(tx *wtx) error {
+	err = s.write(ctx, "put response", func(tx *wtx) error {
 		if err := s.threadExists(ctx, tx, r.Tenant, r.ThreadID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (tenant, thread_id, seq) DO NOTHING`,
-			r.ID, r.Tenant, r.ThreadID, r.Seq, r.PreviousID, r.Background, r.Cancelled, string(r.Request), r.CreatedAt.UnixMicro())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		var err error
+		out, err = scanResponse(tx.QueryRowContext(ctx, insResponseSQL, r.Tenant, r.ID, r.ThreadID, r.Seq,
+			r.PreviousID, r.Background, request, r.CreatedAt.UnixMicro()))
+		if err == nil {
 			created = true
-			cp := r
-			out = &cp
 			return nil
 		}
-		out, err = scanResponse(tx.QueryRowContext(ctx, `SELECT `+responseCols+` FROM responses WHERE tenant = ? AND thread_id = ? AND seq = ?`,
-			r.Tenant, r.ThreadID, r.Seq))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		out, err = scanResponse(tx.QueryRowContext(ctx, responseAtSQL, r.Tenant, r.ThreadID, r.Seq))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: PutResponse: id %q is taken by another response", store.ErrInvalid, r.ID)
+		}
 		return err
 	})
 	if err != nil {
-		return nil, false, mapErr("put response", err)
+		return nil, false, err
 	}
 	return out, created, nil
 }
 
-// GetResponse returns a response that is not deleted.
+// GetResponse returns the tenant's response, or store.ErrNotFound when it
+// is unknown or deleted.
 func (s *Store) GetResponse(ctx context.Context, tenant, id string) (*store.Response, error) {
-	if err := store.CheckText("get response", "tenant", tenant, "id", id); err != nil {
+	if err := store.CheckResponse("GetResponse", tenant, id); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	r, err := scanResponse(s.rc.QueryRowContext(ctx, `SELECT `+responseCols+` FROM responses WHERE tenant = ? AND id = ? AND deleted = 0`, tenant, id))
+	r, err := scanResponse(s.rc.QueryRowContext(ctx, getResponseSQL, tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlite: response %q: %w", id, store.ErrNotFound)
+		return nil, fmt.Errorf("sqlite: get response %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, mapErr("get response", err)
@@ -75,15 +100,15 @@ func (s *Store) GetResponse(ctx context.Context, tenant, id string) (*store.Resp
 	return r, nil
 }
 
-// NextResponse returns the thread's first response after seq.
+// NextResponse returns the thread's first response (deleted ones included)
+// with Seq > seq, or store.ErrNotFound.
 func (s *Store) NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error) {
-	if err := store.CheckText("next response", "tenant", tenant, "threadID", threadID); err != nil {
+	if err := store.CheckResponse("NextResponse", tenant, threadID); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	r, err := scanResponse(s.rc.QueryRowContext(ctx, `SELECT `+responseCols+` FROM responses
-		WHERE tenant = ? AND thread_id = ? AND seq > ? ORDER BY seq LIMIT 1`, tenant, threadID, seq))
+	r, err := scanResponse(s.rc.QueryRowContext(ctx, nextResponseSQL, tenant, threadID, seq))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlite: no response after %d in thread %q: %w", seq, threadID, store.ErrNotFound)
+		return nil, fmt.Errorf("sqlite: next response of thread %q after %d: %w", threadID, seq, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, mapErr("next response", err)
@@ -91,48 +116,35 @@ func (s *Store) NextResponse(ctx context.Context, tenant, threadID string, seq i
 	return r, nil
 }
 
-// CancelResponse marks a response cancelled.
+// CancelResponse marks a response cancelled (store.ErrNotFound as
+// GetResponse).
 func (s *Store) CancelResponse(ctx context.Context, tenant, id string) error {
-	return s.markResponse(ctx, "cancel response", `UPDATE responses SET cancelled = 1 WHERE tenant = ? AND id = ? AND deleted = 0`, tenant, id)
+	return s.markResponse(ctx, "cancel response", "CancelResponse", cancelResponseSQL, tenant, id)
 }
 
-// DeleteResponse hides a response from reads.
+// DeleteResponse hides a response from GetResponse (store.ErrNotFound as
+// GetResponse); NextResponse still sees it.
 func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) error {
-	return s.markResponse(ctx, "delete response", `UPDATE responses SET deleted = 1 WHERE tenant = ? AND id = ? AND deleted = 0`, tenant, id)
+	return s.markResponse(ctx, "delete response", "DeleteResponse", deleteResponseSQL, tenant, id)
 }
 
-func (s *Store) markResponse(ctx context.Context, op, q, tenant, id string) error {
-	if err := store.CheckText(op, "tenant", tenant, "id", id); err != nil {
+// markResponse runs an update of one undeleted response.
+func (s *Store) markResponse(ctx context.Context, op, method, query, tenant, id string) error {
+	if err := store.CheckResponse(method, tenant, id); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	return s.write(ctx, op, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, q, tenant, id)
+		res, err := tx.ExecContext(ctx, query, tenant, id)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
 			return fmt.Errorf("response %q: %w", id, store.ErrNotFound)
 		}
 		return nil
 	})
-}
-
-// GetMessage returns the tenant's message with the given id.
-func (s *Store) GetMessage(ctx context.Context, tenant, id string) (*message.Message, error) {
-	if err := store.CheckText("get message", "tenant", tenant, "id", id); err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
-	}
-	rows, err := s.rc.QueryContext(ctx, `SELECT v, json FROM messages WHERE tenant = ? AND json_extract(json, '$.id') = ? LIMIT 1`, tenant, id)
-	if err != nil {
-		return nil, mapErr("get message", err)
-	}
-	defer rows.Close()
-	msgs, err := store.ScanMessages(rows)
-	if err != nil {
-		return nil, mapErr("get message", err)
-	}
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("sqlite: message %q: %w", id, store.ErrNotFound)
-	}
-	return &msgs[0], nil
 }

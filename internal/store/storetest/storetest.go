@@ -34,6 +34,10 @@
 //     once now reaches it.
 //   - a record of RecordDecided (no thread) is listed and read like any
 //     decided interrupt, and deciding it again is ErrAlreadyDecided.
+//   - PutResponse stores an empty Request as "{}"; an id the tenant already
+//     gave a response at another thread or seq is ErrInvalid; cancelling a
+//     cancelled response succeeds again; a response is on one thread, so
+//     NextResponse never returns another thread's.
 package storetest
 
 import (
@@ -112,6 +116,13 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Journal/ExpiryAndSweep", testJournalSweep},
 		{"Journal/TenantIsolation", testJournalTenants},
 		{"Journal/Invalid", testJournalInvalid},
+		{"Responses/RoundTrip", testResponsesRoundTrip},
+		{"Responses/RetryReturnsExisting", testResponsesRetry},
+		{"Responses/TenantIsolation", testResponsesTenants},
+		{"Responses/NextAndDelete", testResponsesNextAndDelete},
+		{"Responses/Cancel", testResponsesCancel},
+		{"Responses/Invalid", testResponsesInvalid},
+		{"Responses/ConcurrentRetries", testResponsesConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1926,5 +1937,286 @@ func testRecordDecided(t *testing.T, s store.Store) {
 	wantErr(t, "a record without a decision", s.RecordDecided(ctx, bad), store.ErrInvalid)
 	if _, err := s.GetInterrupt(ctx, "a", "int_bad1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an invalid record was stored: %v", err)
+	}
+}
+
+// ---- responses ----
+
+func putResponse(t *testing.T, s store.Store, r store.Response) (*store.Response, bool) {
+	t.Helper()
+	got, created, err := s.PutResponse(t.Context(), r)
+	if err != nil {
+		t.Fatalf("PutResponse %s/%s: %v", r.Tenant, r.ID, err)
+	}
+	return got, created
+}
+
+func getResponse(t *testing.T, s store.Store, tenant, id string) *store.Response {
+	t.Helper()
+	r, err := s.GetResponse(t.Context(), tenant, id)
+	if err != nil {
+		t.Fatalf("GetResponse %s/%s: %v", tenant, id, err)
+	}
+	return r
+}
+
+// nextID returns the id of NextResponse, or "" when it is ErrNotFound.
+func nextID(t *testing.T, s store.Store, tenant, thread string, seq int64) string {
+	t.Helper()
+	r, err := s.NextResponse(t.Context(), tenant, thread, seq)
+	if errors.Is(err, store.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("NextResponse %s/%s after %d: %v", tenant, thread, seq, err)
+	}
+	return r.ID
+}
+
+// sameResponse compares every field of two responses.
+func sameResponse(t *testing.T, what string, got *store.Response, want store.Response) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: nil response", what)
+	}
+	g, w := *got, want
+	sameJSON(t, what+": request", g.Request, w.Request)
+	sameTime(t, what+": created", g.CreatedAt, w.CreatedAt)
+	g.Request, w.Request, g.CreatedAt, w.CreatedAt = nil, nil, time.Time{}, time.Time{}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s:\n got  %+v\n want %+v", what, g, w)
+	}
+}
+
+func response(tenant, id, thread string, seq int64, created time.Time) store.Response {
+	return store.Response{ID: id, Tenant: tenant, ThreadID: thread, Seq: seq,
+		Request: json.RawMessage(`{"model":"m","input":"` + id + `"}`), CreatedAt: created}
+}
+
+func testResponsesRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th := begin(t, s, "a", "x", "support", "r1", T0, userMsg("m1", "hi"))
+	first := store.Response{ID: "resp_1", Tenant: "a", ThreadID: "x", Seq: th.Turn.Seq, Background: true,
+		Request:   json.RawMessage(`{"model":"m","instructions":"be brief","input":[{"role":"user","content":"hi \u0000 é"}],"metadata":{"k":"v"}}`),
+		CreatedAt: at(time.Second)}
+	got, created := putResponse(t, s, first)
+	if !created {
+		t.Fatalf("PutResponse of a new response: created = false")
+	}
+	sameResponse(t, "PutResponse", got, first)
+	sameResponse(t, "GetResponse", getResponse(t, s, "a", "resp_1"), first)
+
+	second := store.Response{ID: "resp_2", Tenant: "a", ThreadID: "x", Seq: th.Turn.Seq + 4, PreviousID: "resp_1",
+		CreatedAt: at(time.Minute)}
+	putResponse(t, s, second)
+	second.Request = json.RawMessage(`{}`) // an empty request is stored as {}
+	sameResponse(t, "response without a request", getResponse(t, s, "a", "resp_2"), second)
+
+	_, err := s.GetResponse(ctx, "a", "resp_none")
+	wantErr(t, "GetResponse of an unknown id", err, store.ErrNotFound)
+}
+
+func testResponsesRetry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "x", "support", "r1", T0)
+	begin(t, s, "a", "y", "support", "r2", T0)
+	orig := response("a", "resp_1", "x", 3, at(time.Second))
+	putResponse(t, s, orig)
+
+	// A retry attached to the turn at seq 3 gets the stored response, whatever
+	// id and request it brought.
+	retry := response("a", "resp_retry", "x", 3, at(time.Minute))
+	retry.Background, retry.PreviousID = true, "resp_0"
+	got, created := putResponse(t, s, retry)
+	if created {
+		t.Fatalf("PutResponse at a taken seq: created = true")
+	}
+	sameResponse(t, "response of the retry", got, orig)
+	sameResponse(t, "stored response after the retry", getResponse(t, s, "a", "resp_1"), orig)
+	_, err := s.GetResponse(ctx, "a", "resp_retry")
+	wantErr(t, "GetResponse of the retry's own id", err, store.ErrNotFound)
+	got, created = putResponse(t, s, orig)
+	if created {
+		t.Fatalf("PutResponse of the same response again: created = true")
+	}
+	sameResponse(t, "same response again", got, orig)
+
+	// The seq is unique within a thread, not across threads.
+	other := response("a", "resp_y", "y", 3, at(time.Second))
+	if got, created := putResponse(t, s, other); !created {
+		t.Fatalf("PutResponse at seq 3 of another thread: created = false, got %+v", got)
+	}
+	// An id already given to another response is refused.
+	_, _, err = s.PutResponse(ctx, response("a", "resp_1", "x", 9, at(time.Minute)))
+	wantErr(t, "PutResponse with a taken id", err, store.ErrInvalid)
+	if id := nextID(t, s, "a", "x", 3); id != "" {
+		t.Fatalf("the refused response was stored: NextResponse after 3 = %q", id)
+	}
+}
+
+func testResponsesTenants(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "x", "support", "ra", T0)
+	begin(t, s, "b", "z", "support", "rb", T0)
+	orig := response("a", "resp_1", "x", 1, at(time.Second))
+	putResponse(t, s, orig)
+
+	_, err := s.GetResponse(ctx, "b", "resp_1")
+	wantErr(t, "GetResponse by b", err, store.ErrNotFound)
+	wantErr(t, "CancelResponse by b", s.CancelResponse(ctx, "b", "resp_1"), store.ErrNotFound)
+	wantErr(t, "DeleteResponse by b", s.DeleteResponse(ctx, "b", "resp_1"), store.ErrNotFound)
+	_, err = s.NextResponse(ctx, "b", "x", 0)
+	wantErr(t, "NextResponse by b on a's thread", err, store.ErrNotFound)
+	_, _, err = s.PutResponse(ctx, response("b", "resp_b", "x", 2, at(time.Second)))
+	wantErr(t, "PutResponse by b on a's thread", err, store.ErrNotFound)
+	_, _, err = s.PutResponse(ctx, response("a", "resp_u", "unknown", 1, at(time.Second)))
+	wantErr(t, "PutResponse on an unknown thread", err, store.ErrNotFound)
+	if id := nextID(t, s, "a", "x", 1); id != "" {
+		t.Fatalf("b's response was stored on a's thread: %q", id)
+	}
+	sameResponse(t, "a's response after b's calls", getResponse(t, s, "a", "resp_1"), orig)
+
+	// b may use the same id on its own thread.
+	mine := response("b", "resp_1", "z", 1, at(time.Minute))
+	putResponse(t, s, mine)
+	sameResponse(t, "b's resp_1", getResponse(t, s, "b", "resp_1"), mine)
+	sameResponse(t, "a's resp_1", getResponse(t, s, "a", "resp_1"), orig)
+}
+
+func testResponsesNextAndDelete(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "x", "support", "r1", T0, userMsg("m1", "hi"))
+	begin(t, s, "a", "y", "support", "r2", T0)
+	for _, r := range []store.Response{
+		response("a", "resp_3", "x", 9, at(3*time.Second)), // out of order
+		response("a", "resp_1", "x", 1, at(time.Second)),
+		response("a", "resp_2", "x", 4, at(2*time.Second)),
+		response("a", "resp_y", "y", 2, at(time.Second)),
+	} {
+		putResponse(t, s, r)
+	}
+	for seq, want := range map[int64]string{0: "resp_1", 1: "resp_2", 3: "resp_2", 4: "resp_3", 8: "resp_3", 9: ""} {
+		if got := nextID(t, s, "a", "x", seq); got != want {
+			t.Fatalf("NextResponse after %d: %q, want %q", seq, got, want)
+		}
+	}
+	sameResponse(t, "NextResponse", func() *store.Response {
+		r, err := s.NextResponse(ctx, "a", "x", 1)
+		if err != nil {
+			t.Fatalf("NextResponse: %v", err)
+		}
+		return r
+	}(), response("a", "resp_2", "x", 4, at(2*time.Second)))
+
+	if err := s.DeleteResponse(ctx, "a", "resp_2"); err != nil {
+		t.Fatalf("DeleteResponse: %v", err)
+	}
+	_, err := s.GetResponse(ctx, "a", "resp_2")
+	wantErr(t, "GetResponse of a deleted response", err, store.ErrNotFound)
+	wantErr(t, "DeleteResponse again", s.DeleteResponse(ctx, "a", "resp_2"), store.ErrNotFound)
+	wantErr(t, "CancelResponse of a deleted response", s.CancelResponse(ctx, "a", "resp_2"), store.ErrNotFound)
+	wantErr(t, "DeleteResponse of an unknown id", s.DeleteResponse(ctx, "a", "resp_none"), store.ErrNotFound)
+	// The deleted response still bounds its neighbours, and the thread keeps
+	// its messages.
+	if got := nextID(t, s, "a", "x", 1); got != "resp_2" {
+		t.Fatalf("NextResponse after 1 once resp_2 is deleted: %q, want resp_2", got)
+	}
+	sameStrings(t, "messages after a delete", msgIDs(messages(t, s, "a", "x")), []string{"m1"})
+	getResponse(t, s, "a", "resp_1")
+	getResponse(t, s, "a", "resp_3")
+	// A retry at the deleted response's seq does not store another.
+	if _, created := putResponse(t, s, response("a", "resp_again", "x", 4, at(time.Minute))); created {
+		t.Fatalf("PutResponse at a deleted response's seq: created = true")
+	}
+}
+
+func testResponsesCancel(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "x", "support", "r1", T0)
+	r := response("a", "resp_1", "x", 1, at(time.Second))
+	r.Background = true
+	putResponse(t, s, r)
+	putResponse(t, s, response("a", "resp_2", "x", 5, at(2*time.Second)))
+
+	if err := s.CancelResponse(ctx, "a", "resp_1"); err != nil {
+		t.Fatalf("CancelResponse: %v", err)
+	}
+	r.Cancelled = true
+	sameResponse(t, "cancelled response", getResponse(t, s, "a", "resp_1"), r)
+	if err := s.CancelResponse(ctx, "a", "resp_1"); err != nil {
+		t.Fatalf("CancelResponse again: %v", err)
+	}
+	if got := getResponse(t, s, "a", "resp_2"); got.Cancelled {
+		t.Fatalf("cancelling resp_1 cancelled resp_2: %+v", got)
+	}
+	got, created := putResponse(t, s, response("a", "resp_retry", "x", 1, at(time.Minute)))
+	if created || !got.Cancelled {
+		t.Fatalf("retry of a cancelled response: created %v, %+v", created, got)
+	}
+	wantErr(t, "CancelResponse of an unknown id", s.CancelResponse(ctx, "a", "resp_none"), store.ErrNotFound)
+}
+
+func testResponsesInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "x", "support", "r1", T0)
+	ok := response("a", "resp_1", "x", 1, T0)
+	for name, edit := range map[string]func(r *store.Response){
+		"no id":                  func(r *store.Response) { r.ID = "" },
+		"no tenant":              func(r *store.Response) { r.Tenant = "" },
+		"no thread":              func(r *store.Response) { r.ThreadID = "" },
+		"seq 0":                  func(r *store.Response) { r.Seq = 0 },
+		"negative seq":           func(r *store.Response) { r.Seq = -1 },
+		"a NUL byte in the id":   func(r *store.Response) { r.ID = "resp_\x00" },
+		"invalid UTF-8 previous": func(r *store.Response) { r.PreviousID = "resp_\xff" },
+		"a request not JSON":     func(r *store.Response) { r.Request = json.RawMessage(`{"model":`) },
+		"a request not UTF-8":    func(r *store.Response) { r.Request = json.RawMessage("{\"model\":\"\xff\"}") },
+	} {
+		r := ok
+		edit(&r)
+		_, _, err := s.PutResponse(ctx, r)
+		wantErr(t, "PutResponse with "+name, err, store.ErrInvalid)
+	}
+	if id := nextID(t, s, "a", "x", 0); id != "" {
+		t.Fatalf("an invalid response was stored: %q", id)
+	}
+	for _, ids := range [][2]string{{"", "resp_1"}, {"a", ""}, {"a", "resp_\x00"}, {"a\xff", "resp_1"}} {
+		_, err := s.GetResponse(ctx, ids[0], ids[1])
+		wantErr(t, fmt.Sprintf("GetResponse(%q, %q)", ids[0], ids[1]), err, store.ErrInvalid)
+		_, err = s.NextResponse(ctx, ids[0], ids[1], 0)
+		wantErr(t, fmt.Sprintf("NextResponse(%q, %q)", ids[0], ids[1]), err, store.ErrInvalid)
+		wantErr(t, fmt.Sprintf("CancelResponse(%q, %q)", ids[0], ids[1]), s.CancelResponse(ctx, ids[0], ids[1]), store.ErrInvalid)
+		wantErr(t, fmt.Sprintf("DeleteResponse(%q, %q)", ids[0], ids[1]), s.DeleteResponse(ctx, ids[0], ids[1]), store.ErrInvalid)
+	}
+}
+
+// testResponsesConcurrent races retries of one turn, each with its own id:
+// one stores its response, and every other gets that one back.
+func testResponsesConcurrent(t *testing.T, s store.Store) {
+	begin(t, s, "a", "x", "support", "r1", T0)
+	got := make([]*store.Response, racers)
+	created := make([]bool, racers)
+	errs := race(racers, func(i int) error {
+		var err error
+		got[i], created[i], err = s.PutResponse(t.Context(), response("a", fmt.Sprintf("resp_%d", i), "x", 1, T0))
+		return err
+	})
+	winner := -1
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("PutResponse %d: %v", i, err)
+		}
+		if created[i] {
+			if winner >= 0 {
+				t.Fatalf("PutResponse %d and %d both created a response at seq 1", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no PutResponse created the response")
+	}
+	want := response("a", fmt.Sprintf("resp_%d", winner), "x", 1, T0)
+	for i := range got {
+		sameResponse(t, fmt.Sprintf("PutResponse %d", i), got[i], want)
 	}
 }

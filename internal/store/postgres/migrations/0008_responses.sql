@@ -1,18 +1,19 @@
--- Responses of the Responses wire (POST /v1/responses with store: true): a
--- turn of a durable thread, from its first stored event (seq) on. The
--- output is read from the thread's events; the row keeps where the turn
--- begins and the wire's record of the request. deleted hides a row from
--- reads but keeps it as its neighbours' bound.
+-- The stored responses of the Responses wire (POST /v1/responses with
+-- store: true). A response is a turn of a durable thread that begins at seq,
+-- the sequence number of the turn's first stored event; its output is read
+-- from the thread's events up to the next response's seq. request is the
+-- wire's own record of the request (JSON, opaque to the store). A deleted
+-- response keeps its row (deleted) so its neighbours keep their bounds.
 CREATE TABLE responses (
 	tenant      text        NOT NULL,
 	id          text        NOT NULL,
 	thread_id   text        NOT NULL,
-	seq         bigint      NOT NULL,
+	seq         bigint      NOT NULL CHECK (seq > 0),
 	previous_id text        NOT NULL DEFAULT '',
 	background  boolean     NOT NULL DEFAULT false,
 	cancelled   boolean     NOT NULL DEFAULT false,
 	deleted     boolean     NOT NULL DEFAULT false,
-	request     json        NOT NULL,
+	request     json        NOT NULL DEFAULT '{}',
 	created_at  timestamptz NOT NULL,
 	PRIMARY KEY (tenant, id),
 	UNIQUE (tenant, thread_id, seq),

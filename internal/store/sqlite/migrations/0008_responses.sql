@@ -1,18 +1,19 @@
--- Responses of the Responses wire (POST /v1/responses with store: true): a
--- turn of a durable thread, from its first stored event (seq) on. The
--- output is read from the thread's events; the row keeps where the turn
--- begins and the wire's record of the request. deleted hides a row from
--- reads but keeps it as its neighbours' bound.
+-- The stored responses of the Responses wire (POST /v1/responses with
+-- store: true). A response is a turn of a durable thread that begins at seq,
+-- the sequence number of the turn's first stored event; its output is read
+-- from the thread's events up to the next response's seq. request is the
+-- wire's own record of the request (JSON, opaque to the store). A deleted
+-- response keeps its row (deleted = 1) so its neighbours keep their bounds.
 CREATE TABLE responses (
 	tenant      TEXT    NOT NULL,
 	id          TEXT    NOT NULL,
 	thread_id   TEXT    NOT NULL,
-	seq         INTEGER NOT NULL,
+	seq         INTEGER NOT NULL CHECK (seq > 0),
 	previous_id TEXT    NOT NULL DEFAULT '',
-	background  INTEGER NOT NULL DEFAULT 0,
-	cancelled   INTEGER NOT NULL DEFAULT 0,
-	deleted     INTEGER NOT NULL DEFAULT 0,
-	request     TEXT    NOT NULL,
+	background  INTEGER NOT NULL DEFAULT 0 CHECK (background IN (0, 1)),
+	cancelled   INTEGER NOT NULL DEFAULT 0 CHECK (cancelled IN (0, 1)),
+	deleted     INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+	request     TEXT    NOT NULL DEFAULT '{}',
 	created_at  INTEGER NOT NULL,
 	PRIMARY KEY (tenant, id),
 	UNIQUE (tenant, thread_id, seq),

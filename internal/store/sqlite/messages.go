@@ -1,0 +1,29 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// GetMessage returns the tenant's message with the given id.
+func (s *Store) GetMessage(ctx context.Context, tenant, id string) (*message.Message, error) {
+	if err := store.CheckText("get message", "tenant", tenant, "id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	rows, err := s.rc.QueryContext(ctx, `SELECT v, json FROM messages WHERE tenant = ? AND json_extract(json, '$.id') = ? LIMIT 1`, tenant, id)
+	if err != nil {
+		return nil, mapErr("get message", err)
+	}
+	defer rows.Close()
+	msgs, err := store.ScanMessages(rows)
+	if err != nil {
+		return nil, mapErr("get message", err)
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("sqlite: message %q: %w", id, store.ErrNotFound)
+	}
+	return &msgs[0], nil
+}
