@@ -276,7 +276,7 @@ func TestResponsesClientTool(t *testing.T) {
 		t.Fatalf("client call %s", res.RawJSON())
 	}
 	out := responses.ResponseInputItemParamOfFunctionCallOutput("modal closed by user")
-	out.OfFunctionCallOutput.CallID = call0.CallID
+	out.OfFunctionCallOutput.CallID = openai.String(call0.CallID)
 	p2 := responses.ResponseNewParams{Model: "assistant", PreviousResponseID: openai.String(res.ID), Tools: p.Tools,
 		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}}
 	res2, err := c.Responses.New(context.Background(), p2)

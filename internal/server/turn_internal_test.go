@@ -27,7 +27,7 @@ func TestOpenAIIncompleteRunGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	if err := s.encode(turn.Encoder(rec, nil), cut); err != nil {
+	if err := s.Encode(turn.Encoder(rec, nil), cut); err != nil {
 		t.Fatalf("a stream reports in-stream, got %v", err)
 	}
 	body := rec.Body.String()
@@ -42,7 +42,7 @@ func TestOpenAIIncompleteRunGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	if err := s.encode(turn.Encoder(rec, nil), cut); err == nil || !strings.Contains(err.Error(), "The run ended without an answer.") || rec.Body.Len() != 0 {
+	if err := s.Encode(turn.Encoder(rec, nil), cut); err == nil || !strings.Contains(err.Error(), "The run ended without an answer.") || rec.Body.Len() != 0 {
 		t.Fatalf("non-stream: err %v, body %q", err, rec.Body)
 	}
 }

@@ -94,6 +94,36 @@ type OutputItem struct {
 	Arguments *string `json:"arguments,omitempty"`
 }
 
+// MarshalJSON writes the fields of the item's type: a message always has
+// content (clients iterate it), a function call its arguments.
+func (it OutputItem) MarshalJSON() ([]byte, error) {
+	if it.Type == "message" {
+		content := it.Content
+		if content == nil {
+			content = []OutputPart{}
+		}
+		return json.Marshal(struct {
+			Type    string       `json:"type"`
+			ID      string       `json:"id"`
+			Status  string       `json:"status"`
+			Role    string       `json:"role"`
+			Content []OutputPart `json:"content"`
+		}{it.Type, it.ID, it.Status, it.Role, content})
+	}
+	args := ""
+	if it.Arguments != nil {
+		args = *it.Arguments
+	}
+	return json.Marshal(struct {
+		Type      string `json:"type"`
+		ID        string `json:"id"`
+		Status    string `json:"status"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}{it.Type, it.ID, it.Status, it.CallID, it.Name, args})
+}
+
 // OutputPart is a part of an output message.
 type OutputPart struct {
 	Type        string `json:"type"`
@@ -173,7 +203,7 @@ func (f *fold) deliver(typ string, seq int64, data map[string]any) error {
 // snapshot is the response as it stands, for lifecycle events.
 func (f *fold) snapshot() Response {
 	r := f.resp
-	r.Output = append([]OutputItem(nil), f.resp.Output...)
+	r.Output = append(make([]OutputItem, 0, len(f.resp.Output)), f.resp.Output...)
 	return r
 }
 

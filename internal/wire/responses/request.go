@@ -180,6 +180,9 @@ func (req *Request) Items(newID func(string) string) ([]Item, error) {
 		if it.Type == "" && it.Role != "" {
 			it.Type = ItemMessage
 		}
+		if it.Type == ItemReference && it.ID == "" {
+			return nil, apierror.Invalid(fmt.Sprintf("input[%d].id", i), "An item_reference needs the `id` of a stored item.")
+		}
 		if it.ID == "" {
 			switch it.Type {
 			case ItemFunctionCall:
@@ -195,13 +198,21 @@ func (req *Request) Items(newID func(string) string) ([]Item, error) {
 }
 
 // ignored are input item types a turn can carry but an agent has no use
-// for: reasoning the client kept, references to stored items.
-var ignored = map[string]bool{"reasoning": true, "item_reference": true}
+// for: reasoning the client kept.
+var ignored = map[string]bool{"reasoning": true}
+
+// ItemReference is an input item that names a stored output item by id
+// (what the Vercel AI SDK sends for the assistant's earlier text).
+const ItemReference = "item_reference"
+
+// Resolver finds the stored message an item_reference names (nil: none
+// can be resolved yet).
+type Resolver func(id string) (*message.Message, error)
 
 // Messages maps input items onto the engine's messages (instructions
 // first, as a system message) and, for each message, the input item it
 // came from (-1: none), so input errors name the client's own item.
-func Messages(instructions *string, items []Item) ([]message.Message, []int, error) {
+func Messages(instructions *string, items []Item, resolve Resolver) ([]message.Message, []int, error) {
 	var msgs []message.Message
 	var origin []int
 	if instructions != nil && *instructions != "" {
@@ -243,6 +254,17 @@ func Messages(instructions *string, items []Item) ([]message.Message, []int, err
 				return nil, nil, err
 			}
 			msgs, origin = append(msgs, message.Message{Role: message.Tool, ToolCallID: it.CallID, Content: out}), append(origin, i)
+		case ItemReference:
+			if resolve == nil {
+				continue
+			}
+			m, err := resolve(it.ID)
+			if err != nil {
+				return nil, nil, err
+			}
+			ref := *m
+			ref.ID = "" // a copy in this conversation
+			msgs, origin = append(msgs, ref), append(origin, i)
 		case "":
 			return nil, nil, apierror.Invalid(param+".type", "Every input item needs a `type` (message, function_call, function_call_output) or a `role`.")
 		default:
@@ -393,7 +415,7 @@ func (req *Request) format() (*model.ResponseFormat, error) {
 
 // input maps the request onto an engine.Input (tenant and thread are the
 // caller's to fill), with each engine message's input item.
-func (req *Request) input(items []Item) (engine.Input, []int, error) {
+func (req *Request) input(items []Item, resolve Resolver) (engine.Input, []int, error) {
 	in := engine.Input{Agent: req.Model, Temperature: req.Temperature}
 	if req.MaxOutputTokens != nil {
 		if *req.MaxOutputTokens < 1 {
@@ -411,7 +433,7 @@ func (req *Request) input(items []Item) (engine.Input, []int, error) {
 	for _, t := range req.Tools {
 		in.ClientTools = append(in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
-	msgs, origin, err := Messages(req.Instructions, items)
+	msgs, origin, err := Messages(req.Instructions, items, resolve)
 	if err != nil {
 		return in, nil, err
 	}

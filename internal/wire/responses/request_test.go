@@ -37,7 +37,7 @@ func TestInputItemsToMessages(t *testing.T) {
 	if items[0].Type != ItemMessage || items[0].ID == "" || items[3].ID == "" {
 		t.Fatalf("items %+v", items)
 	}
-	in, origin, err := req.input(items)
+	in, origin, err := req.input(items, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestInputItemsToMessages(t *testing.T) {
 	// A string input is one user message.
 	req, _ = Decode([]byte(`{"model":"a","input":"hello"}`))
 	items, _ = req.Items(seqIDs())
-	in, _, err = req.input(items)
+	in, _, err = req.input(items, nil)
 	if err != nil || len(in.Messages) != 1 || in.Messages[0].Content != "hello" || in.Messages[0].Role != message.User {
 		t.Fatalf("string input %+v %v", in.Messages, err)
 	}
@@ -77,7 +77,7 @@ func TestRequestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	items, _ := req.Items(seqIDs())
-	in, _, err := req.input(items)
+	in, _, err := req.input(items, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRequestOptions(t *testing.T) {
 		if err == nil {
 			var items []Item
 			if items, err = req.Items(seqIDs()); err == nil {
-				_, _, err = req.input(items)
+				_, _, err = req.input(items, nil)
 			}
 		}
 		e, ok := err.(*apierror.Error)

@@ -14,6 +14,7 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
@@ -30,6 +31,7 @@ type Store interface {
 	CancelResponse(ctx context.Context, tenant, id string) error
 	DeleteResponse(ctx context.Context, tenant, id string) error
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
+	GetMessage(ctx context.Context, tenant, id string) (*message.Message, error)
 	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
 }
 
@@ -113,11 +115,15 @@ func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, origin, err := req.input(items)
+	in, origin, err := req.input(items, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &turn{wr: wr, req: req, in: in, origin: origin, items: items, head: wr.head(req)}, nil
+	t := &turn{wr: wr, req: req, in: in, origin: origin, items: items, head: wr.head(req)}
+	for _, it := range items {
+		t.refs = t.refs || it.Type == ItemReference
+	}
+	return t, nil
 }
 
 // head is the response as the request shapes it, before any output.
@@ -153,6 +159,10 @@ type turn struct {
 	items  []Item
 	head   Response
 	tenant string
+	ctx    context.Context
+	// refs: the input names stored items (item_reference), resolved once
+	// the tenant is known.
+	refs bool
 }
 
 func (t *turn) Input() engine.Input { return t.in }
@@ -167,7 +177,12 @@ func (t *turn) Param(field string, i int) string {
 // own); conversation or x-stackbone-session names one; else a new chain
 // starts a new thread.
 func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, error) {
-	t.tenant = in.Tenant
+	t.tenant, t.ctx = in.Tenant, context.WithoutCancel(ctx)
+	if t.refs {
+		if err := t.resolveRefs(ctx, &in); err != nil {
+			return in, err
+		}
+	}
 	header := in.ThreadID
 	if !t.req.Stored() {
 		if header != "" {
@@ -208,7 +223,27 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 	}
 	in.ThreadID = thread
 	t.head.Conversation = &Conversation{ID: thread}
+	t.in = in
 	return in, nil
+}
+
+// resolveRefs maps the input again, now with each item_reference replaced
+// by the tenant's stored message it names.
+func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
+	full, origin, err := t.req.input(t.items, func(id string) (*message.Message, error) {
+		m, err := t.wr.c.Store.GetMessage(ctx, t.tenant, id)
+		if errors.Is(err, store.ErrNotFound) {
+			e := apierror.New(apierror.NotFound, "item_not_found", fmt.Sprintf("Item with id '%s' not found.", id))
+			e.Param = "input"
+			return nil, e
+		}
+		return m, err
+	})
+	if err != nil {
+		return err
+	}
+	in.Messages, t.origin = full.Messages, origin
+	return nil
 }
 
 // SessionHeaderName is the header that names a durable thread.
@@ -254,7 +289,15 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	case t.req.Background:
 		return &background{fold: f, w: w, run: run}
 	}
-	return wire.Collect(w, func(e event.Event) { _ = f.Write(e) }, func() (*Response, error) {
+	var werr error
+	return wire.Collect(w, func(e event.Event) {
+		if err := f.Write(e); err != nil && werr == nil {
+			werr = err
+		}
+	}, func() (*Response, error) {
+		if werr != nil {
+			return nil, werr
+		}
 		if f.err != nil {
 			return nil, f.err
 		}
@@ -279,7 +322,7 @@ func (t *turn) start(seq int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, _, err := t.wr.c.Store.PutResponse(context.WithoutCancel(context.Background()), store.Response{ID: t.wr.c.NewID("resp"),
+	r, _, err := t.wr.c.Store.PutResponse(t.ctx, store.Response{ID: t.wr.c.NewID("resp"),
 		Tenant: t.tenant, ThreadID: t.in.ThreadID, Seq: seq, PreviousID: t.req.PreviousResponseID, Background: t.req.Background,
 		Request: rec, CreatedAt: time.Unix(t.head.CreatedAt, 0)})
 	if err != nil {
