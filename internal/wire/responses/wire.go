@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -418,7 +419,11 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	if s := q.Get("stream"); s == "true" {
+	streaming, err := wantsStream(r)
+	if err != nil {
+		return err
+	}
+	if streaming {
 		after := int64(-1)
 		if v := q.Get("starting_after"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -440,6 +445,26 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return httpjson.Write(w, http.StatusOK, resp)
+}
+
+// wantsStream reads whether a GET asks for the response's events: the
+// query's stream=true, or {"stream": true} in a body (what openai-go's
+// GetStreaming sends).
+func wantsStream(r *http.Request) (bool, error) {
+	if v := r.URL.Query().Get("stream"); v != "" {
+		return v == "true", nil
+	}
+	body, err := httpjson.ReadBody(r)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return false, err
+	}
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return false, apierror.Invalid("stream", "The request body is not valid JSON: %v", httpjson.Problem(err))
+	}
+	return b.Stream, nil
 }
 
 // current folds a stored response's events, from its turn's first to the
