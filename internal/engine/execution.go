@@ -341,7 +341,11 @@ func (x *execution) finish(out *event.Outcome) {
 // the typed error itself.
 func (x *execution) fail(err error) {
 	code, msg := x.r.describe(err)
-	x.r.Logger.Error("run failed", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "err", err)
+	if errors.Is(err, ErrCancelled) {
+		x.r.Logger.Info("run cancelled", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID)
+	} else {
+		x.r.Logger.Error("run failed", "agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "err", err)
+	}
 	ev := x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg})
 	if x.durable {
 		var ferr error

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -348,5 +349,142 @@ func TestResponsesTenants(t *testing.T) {
 	}
 	if _, err := a.Responses.Get(context.Background(), res.ID, responses.ResponseGetParams{}); err != nil {
 		t.Fatalf("acme lost its response: %v", err)
+	}
+}
+
+// TestResponsesBackgroundCancel: a background response answers at once,
+// in progress; cancel stops its run (the model call is cut off), the
+// response reads cancelled, and the conversation takes a new turn.
+func TestResponsesBackgroundCancel(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	release := env.Upstream.HoldOnce(script.When{LastUser: "slow"})
+	defer release()
+	c := client(env)
+	p := ask("slow thinking")
+	p.Background = openai.Bool(true)
+	res, err := c.Responses.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != responses.ResponseStatusInProgress || !res.Background || len(res.Output) != 0 {
+		t.Fatalf("background response %s", res.RawJSON())
+	}
+	stacktest.WaitFor(t, "the model call to be held", func() bool { return env.Upstream.Count() == 1 })
+	if got, _ := c.Responses.Get(context.Background(), res.ID, responses.ResponseGetParams{}); got.Status != responses.ResponseStatusInProgress {
+		t.Fatalf("while running: %s", got.RawJSON())
+	}
+	cancelled, err := c.Responses.Cancel(context.Background(), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cancelled.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel answered %s", cancelled.RawJSON())
+	}
+	stacktest.WaitFor(t, "the cancelled run to end", func() bool {
+		return env.Thread(t, "dev", res.Conversation.ID).Status == store.Failed
+	})
+	got, err := c.Responses.Get(context.Background(), res.ID, responses.ResponseGetParams{})
+	if err != nil || got.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("after cancel: %v %s", err, got.RawJSON())
+	}
+	// Cancelling again changes nothing; a foreground response cannot be cancelled.
+	if again, err := c.Responses.Cancel(context.Background(), res.ID); err != nil || again.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel again: %v", err)
+	}
+	fg, err := c.Responses.New(context.Background(), ask("quick one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *openai.Error
+	if _, err := c.Responses.Cancel(context.Background(), fg.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		t.Fatalf("cancel of a foreground response: %v", err)
+	}
+	// The conversation goes on.
+	next := ask("after the cancel")
+	next.PreviousResponseID = openai.String(res.ID)
+	if r, err := c.Responses.New(context.Background(), next); err != nil || r.OutputText() != "echo: after the cancel" {
+		t.Fatalf("next turn: %v", err)
+	}
+}
+
+// TestResponsesDeleteAndInputItems: input_items lists a response's input
+// (newest first by default, paginated); DELETE hides the response but not
+// its conversation.
+func TestResponsesDeleteAndInputItems(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	c := client(env)
+	body := `{"model":"assistant","input":[{"role":"user","content":"one"},{"role":"assistant","content":"two"},{"role":"user","content":"three"}]}`
+	r := call(t, "POST", env.URL+"/v1/responses", body)
+	var res struct {
+		ID           string
+		Conversation struct{ ID string }
+	}
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	page := c.Responses.InputItems.ListAutoPaging(context.Background(), res.ID, responses.InputItemListParams{Limit: openai.Int(2)})
+	var texts []string
+	for page.Next() {
+		it := page.Current()
+		if it.ID == "" {
+			t.Fatalf("input item without id: %s", it.RawJSON())
+		}
+		var m struct{ Content []struct{ Type, Text string } }
+		if err := json.Unmarshal([]byte(it.RawJSON()), &m); err != nil || len(m.Content) != 1 || !strings.HasSuffix(m.Content[0].Type, "_text") {
+			t.Fatalf("input item %s", it.RawJSON())
+		}
+		texts = append(texts, m.Content[0].Text)
+	}
+	if err := page.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(texts, ",") != "three,two,one" {
+		t.Fatalf("input items %v", texts)
+	}
+	asc := call(t, "GET", env.URL+"/v1/responses/"+res.ID+"/input_items?order=asc&limit=1", "")
+	if !strings.Contains(string(asc.body), `"has_more":true`) || !strings.Contains(string(asc.body), `"one"`) {
+		t.Fatalf("asc page: %s", asc.body)
+	}
+	if err := c.Responses.Delete(context.Background(), res.ID); err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *openai.Error
+	if _, err := c.Responses.Get(context.Background(), res.ID, responses.ResponseGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("deleted response still reads: %v", err)
+	}
+	if err := c.Responses.Delete(context.Background(), res.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("delete again: %v", err)
+	}
+	if msgs, err := env.Store.Messages(context.Background(), "dev", res.Conversation.ID); err != nil || len(msgs) != 4 {
+		t.Fatalf("the conversation lost messages: %d %v", len(msgs), err)
+	}
+}
+
+// TestResponsesRetryGetsSameResponse: a client's retry of a request that
+// reached the server (the same body and Idempotency-Key, as the SDKs send
+// on a retry) gets the first attempt's response, with its id, and the
+// model is not asked again.
+func TestResponsesRetryGetsSameResponse(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	first := call(t, "POST", env.URL+"/v1/responses", `{"model":"assistant","input":"hello","conversation":"retry-1"}`, "Idempotency-Key", "k-1")
+	again := call(t, "POST", env.URL+"/v1/responses", `{"model":"assistant","input":"hello","conversation":"retry-1"}`, "Idempotency-Key", "k-1")
+	var a, b struct {
+		ID     string
+		Output []struct{ Content []struct{ Text string } }
+	}
+	_ = json.Unmarshal(first.body, &a)
+	_ = json.Unmarshal(again.body, &b)
+	if first.status != 200 || again.status != 200 || a.ID == "" || a.ID != b.ID || len(b.Output) != 1 || b.Output[0].Content[0].Text != "echo: hello" {
+		t.Fatalf("first %s\nretry %s", first.body, again.body)
+	}
+	if env.Upstream.Count() != 1 {
+		t.Fatalf("the model was asked %d times", env.Upstream.Count())
+	}
+	msgs, _ := env.Store.Messages(context.Background(), "dev", "retry-1")
+	if len(msgs) != 2 {
+		t.Fatalf("stored %d messages", len(msgs))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 )
@@ -256,6 +257,9 @@ func (f *fold) Write(e event.Event) error {
 		f.err = apierror.OfRunError(e)
 		f.resp.Status = StatusFailed
 		f.resp.Error = &ErrorInfo{Code: f.err.Code, Message: f.err.Message}
+		if e.Code == engine.CodeCancelled {
+			f.resp.Status, f.resp.Error = StatusCancelled, nil
+		}
 		return f.send("response.failed", map[string]any{"response": f.snapshot()})
 	}
 	return nil

@@ -180,6 +180,9 @@ func (req *Request) Items(newID func(string) string) ([]Item, error) {
 		if it.Type == "" && it.Role != "" {
 			it.Type = ItemMessage
 		}
+		if it.Type == ItemMessage {
+			it.Content = partsOf(it.Role, it.Content)
+		}
 		if it.Type == ItemReference && it.ID == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("input[%d].id", i), "An item_reference needs the `id` of a stored item.")
 		}
@@ -195,6 +198,28 @@ func (req *Request) Items(newID func(string) string) ([]Item, error) {
 		}
 	}
 	return items, nil
+}
+
+// partsOf gives a message item's string content as one text part, as
+// input_items lists it (input_text; output_text for the assistant's).
+func partsOf(role string, content json.RawMessage) json.RawMessage {
+	raw := bytes.TrimSpace(content)
+	if len(raw) == 0 || raw[0] != '"' {
+		return content
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return content
+	}
+	typ := "input_text"
+	if role == "assistant" {
+		typ = "output_text"
+	}
+	b, err := json.Marshal([]map[string]any{{"type": typ, "text": s}})
+	if err != nil {
+		return content
+	}
+	return b
 }
 
 // ignored are input item types a turn can carry but an agent has no use
