@@ -123,6 +123,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Responses/Cancel", testResponsesCancel},
 		{"Responses/Invalid", testResponsesInvalid},
 		{"Responses/ConcurrentRetries", testResponsesConcurrent},
+		{"Messages/GetByID", testGetMessage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -2219,4 +2220,25 @@ func testResponsesConcurrent(t *testing.T, s store.Store) {
 	for i := range got {
 		sameResponse(t, fmt.Sprintf("PutResponse %d", i), got[i], want)
 	}
+}
+
+// testGetMessage: a stored message is found by its id in any of the
+// tenant's threads, and never by another tenant.
+func testGetMessage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "x", "support", "r1", T0, userMsg("m1", "hi"), userMsg("m2", "second"))
+	begin(t, s, "a", "y", "support", "r2", T0, userMsg("m3", "other thread"))
+	begin(t, s, "b", "x", "support", "r3", T0, userMsg("m4", "tenant b"))
+	for id, want := range map[string]string{"m2": "second", "m3": "other thread"} {
+		m, err := s.GetMessage(ctx, "a", id)
+		if err != nil || m.ID != id || m.Content != want || m.Role != message.User {
+			t.Fatalf("GetMessage a/%s: %+v %v", id, m, err)
+		}
+	}
+	_, err := s.GetMessage(ctx, "a", "m4")
+	wantErr(t, "GetMessage of another tenant's message", err, store.ErrNotFound)
+	_, err = s.GetMessage(ctx, "a", "nope")
+	wantErr(t, "GetMessage of an unknown id", err, store.ErrNotFound)
+	_, err = s.GetMessage(ctx, "a", "bad\x00id")
+	wantErr(t, "GetMessage of an id with a NUL byte", err, store.ErrInvalid)
 }
