@@ -277,7 +277,7 @@ func (f *fold) open(id string) error {
 		return err
 	}
 	return f.send("response.content_part.added", map[string]any{"item_id": id, "output_index": f.msgIdx, "content_index": 0,
-		"part": OutputPart{Type: "output_text", Text: "", Annotations: []any{}}})
+		"part": OutputPart{Type: "output_text", Text: "", Annotations: []any{}, Logprobs: []any{}}})
 }
 
 // delta sends a text delta: it takes one sequence number per byte and
