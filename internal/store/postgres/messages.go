@@ -13,7 +13,8 @@ func (s *Store) GetMessage(ctx context.Context, tenant, id string) (*message.Mes
 	if err := store.CheckText("get message", "tenant", tenant, "id", id); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT v, json FROM messages WHERE tenant = $1 AND json->>'id' = $2 LIMIT 1`, tenant, id)
+	rows, err := s.pool.Query(ctx, `SELECT v, json FROM messages
+		WHERE tenant = $1 AND substring(json::text from '^\{"id":"([^"\\]*)"') = $2 LIMIT 1`, tenant, id)
 	if err != nil {
 		return nil, mapErr("get message", err)
 	}

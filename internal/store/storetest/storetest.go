@@ -2226,10 +2226,10 @@ func testResponsesConcurrent(t *testing.T, s store.Store) {
 // tenant's threads, and never by another tenant.
 func testGetMessage(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	begin(t, s, "a", "x", "support", "r1", T0, userMsg("m1", "hi"), userMsg("m2", "second"))
+	begin(t, s, "a", "x", "support", "r1", T0, userMsg("m1", "hi\x00"), userMsg("m2", "second"))
 	begin(t, s, "a", "y", "support", "r2", T0, userMsg("m3", "other thread"))
 	begin(t, s, "b", "x", "support", "r3", T0, userMsg("m4", "tenant b"))
-	for id, want := range map[string]string{"m2": "second", "m3": "other thread"} {
+	for id, want := range map[string]string{"m1": "hi\x00", "m2": "second", "m3": "other thread"} {
 		m, err := s.GetMessage(ctx, "a", id)
 		if err != nil || m.ID != id || m.Content != want || m.Role != message.User {
 			t.Fatalf("GetMessage a/%s: %+v %v", id, m, err)

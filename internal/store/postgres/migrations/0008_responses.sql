@@ -20,5 +20,7 @@ CREATE TABLE responses (
 	FOREIGN KEY (tenant, thread_id) REFERENCES threads (tenant, id) ON DELETE CASCADE
 );
 
--- A message by its id, for a Responses client's item_reference.
-CREATE INDEX messages_id ON messages (tenant, (json->>'id'));
+-- A message by its id, for a Responses client's item_reference. The id is
+-- read from the stored text (a message's JSON begins with its id), not
+-- parsed as JSON: json->>'id' fails on a message holding \u0000.
+CREATE INDEX messages_id ON messages (tenant, (substring(json::text from '^\{"id":"([^"\\]*)"')));
