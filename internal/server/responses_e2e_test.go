@@ -488,3 +488,30 @@ func TestResponsesRetryGetsSameResponse(t *testing.T) {
 		t.Fatalf("stored %d messages", len(msgs))
 	}
 }
+
+// failingResponses is a store whose response records cannot be written.
+type failingResponses struct{ store.Store }
+
+func (failingResponses) PutResponse(context.Context, store.Response) (*store.Response, bool, error) {
+	return nil, false, store.ErrUnavailable
+}
+
+// TestResponsesRecordFailure: when a response's record cannot be stored,
+// the client gets a clear error in OpenAI's envelope (streaming, not, and
+// background), not an empty answer.
+func TestResponsesRecordFailure(t *testing.T) {
+	t.Parallel()
+	sq := stacktest.New(t, stacktest.Options{}).Store
+	env := stacktest.New(t, stacktest.Options{Store: failingResponses{sq}})
+	for _, body := range []string{
+		`{"model":"assistant","input":"x"}`,
+		`{"model":"assistant","input":"x","stream":true}`,
+		`{"model":"assistant","input":"x","background":true}`,
+	} {
+		r := call(t, "POST", env.URL+"/v1/responses", body)
+		var eb struct{ Error struct{ Type, Code, Message string } }
+		if err := json.Unmarshal(r.body, &eb); err != nil || r.status != 503 || eb.Error.Message == "" {
+			t.Errorf("%s: %d %s", body, r.status, r.body)
+		}
+	}
+}

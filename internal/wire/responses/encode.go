@@ -143,6 +143,13 @@ const (
 	StatusCancelled  = "cancelled"
 )
 
+// startError is a response that could not be named (its record not
+// stored) at its turn's start: reported to the client, not a client gone.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return "responses: store the response: " + e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
 // Sink receives the stream's events: their type, sequence number and JSON
 // object (which holds both).
 type Sink func(typ string, data []byte) error
@@ -224,7 +231,7 @@ func (f *fold) Write(e event.Event) error {
 		if f.start != nil {
 			id, err := f.start(e.Seq)
 			if err != nil {
-				return err
+				return &startError{err}
 			}
 			f.resp.ID = id
 		}

@@ -286,7 +286,7 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	f.start = t.start
 	switch {
 	case t.req.Stream:
-		return &stream{fold: f, sw: sw}
+		return &stream{fold: f, sw: sw, w: w}
 	case t.req.Background:
 		return &background{fold: f, w: w, run: run}
 	}
@@ -342,9 +342,26 @@ func (t *turn) start(seq int64) (string, error) {
 type stream struct {
 	fold *fold
 	sw   *sse.Writer
+	w    http.ResponseWriter
 }
 
-func (s *stream) Write(e event.Event) error { return s.fold.Write(e) }
+func (s *stream) Write(e event.Event) error {
+	err := s.fold.Write(e)
+	var se *startError
+	if errors.As(err, &se) {
+		reportStart(s.w, s.sw, se)
+	}
+	return err
+}
+
+// reportStart tells the client its response could not be stored, in
+// OpenAI's error envelope: the turn's first event names the response, so
+// nothing was sent yet. (The run goes on; its thread keeps it.)
+func reportStart(w http.ResponseWriter, sw *sse.Writer, se *startError) {
+	if sw == nil || !sw.Started() {
+		_ = openai.WriteError(w, apierror.From(se.err))
+	}
+}
 
 func (s *stream) Close(err *apierror.Error) error {
 	if err != nil && !s.fold.ended {
@@ -369,6 +386,10 @@ type background struct {
 
 func (b *background) Write(e event.Event) error {
 	if err := b.fold.Write(e); err != nil {
+		var se *startError
+		if errors.As(err, &se) {
+			reportStart(b.w, nil, se)
+		}
 		return err
 	}
 	if e.Type != event.RunStarted && !b.fold.ended {
@@ -438,7 +459,7 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 		}
 		sw := sse.New(w)
 		f := newFold(rec.Head, sw.Event, after)
-		return wr.c.Encode(&stream{fold: f, sw: sw}, run.Events())
+		return wr.c.Encode(&stream{fold: f, sw: sw, w: w}, run.Events())
 	}
 	resp, err := wr.current(r.Context(), sr, rec)
 	if err != nil {
