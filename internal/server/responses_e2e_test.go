@@ -509,7 +509,9 @@ func TestResponsesRecordFailure(t *testing.T) {
 		`{"model":"assistant","input":"x","background":true}`,
 	} {
 		r := call(t, "POST", env.URL+"/v1/responses", body)
-		var eb struct{ Error struct{ Type, Code, Message string } }
+		var eb struct {
+			Error struct{ Type, Code, Message string }
+		}
 		if err := json.Unmarshal(r.body, &eb); err != nil || r.status != 503 || eb.Error.Message == "" {
 			t.Errorf("%s: %d %s", body, r.status, r.body)
 		}
