@@ -165,41 +165,61 @@ var schemaName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // responseFormat reads response_format: absent, null or {"type":"text"}
 // is free text (nil); {"type":"json_object"}; or {"type":"json_schema",
-// "json_schema":{"name","description","schema","strict"}} with a schema that
-// compiles (a missing name becomes "response").
+// "json_schema":{"name","description","schema","strict"}}.
 func responseFormat(raw json.RawMessage) (*model.ResponseFormat, error) {
+	return OutputFormat("response_format", raw, func(obj []byte) (JSONSchemaSpec, string, error) {
+		var rf struct {
+			JSONSchema json.RawMessage `json:"json_schema"`
+		}
+		var js JSONSchemaSpec
+		_ = json.Unmarshal(obj, &rf)
+		if b := bytes.TrimSpace(rf.JSONSchema); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &js) != nil {
+			return js, "", apierror.Invalid("response_format.json_schema", "A json_schema response format needs `json_schema`: an object with `name` and `schema`.")
+		}
+		return js, "response_format.json_schema", nil
+	})
+}
+
+// JSONSchemaSpec is what a json_schema output format says: nested under
+// response_format.json_schema on Chat Completions, flat in text.format on
+// Responses.
+type JSONSchemaSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// OutputFormat reads an output format object at param: absent, null or
+// {"type":"text"} is free text (nil); {"type":"json_object"}; or
+// {"type":"json_schema", …}, whose spec (and the param its fields sit at)
+// spec reads from the object, checked by JSONSchemaFormat.
+func OutputFormat(param string, raw json.RawMessage, spec func(obj []byte) (JSONSchemaSpec, string, error)) (*model.ResponseFormat, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var rf struct {
-		Type       string          `json:"type"`
-		JSONSchema json.RawMessage `json:"json_schema"`
+	var f struct {
+		Type string `json:"type"`
 	}
-	if raw[0] != '{' || json.Unmarshal(raw, &rf) != nil {
-		return nil, apierror.Invalid("response_format", "`response_format` must be an object such as {\"type\":\"json_object\"}.")
+	if raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
+		return nil, apierror.Invalid(param, "`%s` must be an object such as {\"type\":\"json_object\"}.", param)
 	}
-	switch rf.Type {
+	switch f.Type {
 	case "text":
 		return nil, nil
 	case model.FormatJSONObject:
 		return &model.ResponseFormat{Type: model.FormatJSONObject}, nil
 	case model.FormatJSONSchema:
+		js, at, err := spec(raw)
+		if err != nil {
+			return nil, err
+		}
+		return JSONSchemaFormat(at, js.Name, js.Description, js.Schema, js.Strict)
 	case "":
-		return nil, apierror.Invalid("response_format.type", "`response_format.type` is required: text, json_object or json_schema.")
-	default:
-		return nil, apierror.Invalid("response_format.type", "Unknown `response_format.type` %q: want text, json_object or json_schema.", rf.Type)
+		return nil, apierror.Invalid(param+".type", "`%s.type` is required: text, json_object or json_schema.", param)
 	}
-	var js struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Schema      json.RawMessage `json:"schema"`
-		Strict      *bool           `json:"strict"`
-	}
-	if b := bytes.TrimSpace(rf.JSONSchema); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &js) != nil {
-		return nil, apierror.Invalid("response_format.json_schema", "A json_schema response format needs `json_schema`: an object with `name` and `schema`.")
-	}
-	return JSONSchemaFormat("response_format.json_schema", js.Name, js.Description, js.Schema, js.Strict)
+	return nil, apierror.Invalid(param+".type", "Unknown `%s.type` %q: want text, json_object or json_schema.", param, f.Type)
 }
 
 // JSONSchemaFormat checks a json_schema output format (param is where its

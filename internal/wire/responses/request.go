@@ -411,31 +411,13 @@ func (req *Request) format() (*model.ResponseFormat, error) {
 	if req.Text == nil {
 		return nil, nil
 	}
-	raw := bytes.TrimSpace(req.Text.Format)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var f struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Schema      json.RawMessage `json:"schema"`
-		Strict      *bool           `json:"strict"`
-	}
-	if raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
-		return nil, apierror.Invalid("text.format", "`text.format` must be an object such as {\"type\":\"json_object\"}.")
-	}
-	switch f.Type {
-	case "text":
-		return nil, nil
-	case model.FormatJSONObject:
-		return &model.ResponseFormat{Type: model.FormatJSONObject}, nil
-	case model.FormatJSONSchema:
-		return openai.JSONSchemaFormat("text.format", f.Name, f.Description, f.Schema, f.Strict)
-	case "":
-		return nil, apierror.Invalid("text.format.type", "`text.format.type` is required: text, json_object or json_schema.")
-	}
-	return nil, apierror.Invalid("text.format.type", "Unknown `text.format.type` %q: want text, json_object or json_schema.", f.Type)
+	return openai.OutputFormat("text.format", req.Text.Format, func(obj []byte) (openai.JSONSchemaSpec, string, error) {
+		var js openai.JSONSchemaSpec
+		if err := json.Unmarshal(obj, &js); err != nil {
+			return js, "", apierror.Invalid("text.format", "A json_schema text format needs a string `name` and a `schema` object.")
+		}
+		return js, "text.format", nil
+	})
 }
 
 // input maps the request onto an engine.Input (tenant and thread are the

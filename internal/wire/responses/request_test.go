@@ -86,12 +86,13 @@ func TestRequestOptions(t *testing.T) {
 		t.Fatalf("input %+v", in)
 	}
 	for body, param := range map[string]string{
-		`{"model":"a","input":"x","tool_choice":"sometimes"}`:                  "tool_choice",
-		`{"model":"a","input":"x","max_output_tokens":0}`:                      "max_output_tokens",
-		`{"model":"a","input":"x","text":{"format":{"type":"xml"}}}`:           "text.format.type",
-		`{"model":"a","input":[{"role":"robot","content":"x"}]}`:               "input[0].role",
-		`{"model":"a","input":[{"role":"user","content":[{"type":"audio"}]}]}`: "input[0].content[0].type",
-		`{"model":"a","input":[{"type":"function_call","call_id":"c"}]}`:       "input[0].name",
+		`{"model":"a","input":"x","tool_choice":"sometimes"}`:                         "tool_choice",
+		`{"model":"a","input":"x","max_output_tokens":0}`:                             "max_output_tokens",
+		`{"model":"a","input":"x","text":{"format":{"type":"xml"}}}`:                  "text.format.type",
+		`{"model":"a","input":"x","text":{"format":{"type":"json_schema","name":5}}}`: "text.format",
+		`{"model":"a","input":[{"role":"robot","content":"x"}]}`:                      "input[0].role",
+		`{"model":"a","input":[{"role":"user","content":[{"type":"audio"}]}]}`:        "input[0].content[0].type",
+		`{"model":"a","input":[{"type":"function_call","call_id":"c"}]}`:              "input[0].name",
 	} {
 		req, err := Decode([]byte(body))
 		if err == nil {
