@@ -2,23 +2,15 @@ package cli_test
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
-
-	"github.com/stackbone/stackbone/internal/model/modeltest"
-	"github.com/stackbone/stackbone/internal/model/script"
 )
 
 // TestBackgroundResponseSurvivesKill: a background response is streamed by
@@ -36,45 +28,13 @@ func TestBackgroundResponseSurvivesKill(t *testing.T) {
 	for name, dbOf := range stores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var lookups atomic.Int64
-			side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				lookups.Add(1)
-				fmt.Fprint(w, `{"ok":true}`)
-			}))
-			defer side.Close()
-			sc := script.MustParse(`[
+			f := newStalledShop(t, `[
 			 {"when":{"lastTool":"lookup"},"reply":{"text":"Found it: order o1 ships today."}},
 			 {"when":{"lastUser":"find"},"reply":{"text":"Looking it up.","toolCalls":[{"name":"lookup","arguments":{"orderId":"o1"}}]}},
 			 {"reply":{"text":"echo: {{lastUser}}"}}
-			]`)
-			mock := modeltest.Handler(modeltest.OpenAI, sc)
-			release := mock.Stall(script.When{LastTool: "lookup"})
-			defer release()
-			up := httptest.NewServer(mock)
-			defer up.Close()
-
-			dir := t.TempDir()
-			if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			agentTS := fmt.Sprintf(`import { defineDeepAgent, tool } from 'stackbone';
-export default defineDeepAgent({
-  name: 'shop',
-  model: 'openai/test-model',
-  tools: {
-    lookup: tool({
-      description: 'Look an order up',
-      parameters: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] },
-      async execute(args, ctx) { await ctx.fetch(%q + '/lookup', { method: 'POST' }); return { found: args.orderId }; },
-    }),
-  },
-});
-`, side.URL)
-			if err := os.WriteFile(filepath.Join(dir, "agents", "shop.ts"), []byte(agentTS), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			env := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test", "STACKBONE_LEASE=2s"}
-			args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0", "--db", dbOf(t, dir)}
+			]`, "")
+			lookups, mock, release, env := f.lookups, f.mock, f.release, f.env
+			args := []string{"dev", "--dir", f.dir, "--addr", "127.0.0.1:0", "--db", dbOf(t, f.dir)}
 
 			a := startServer(t, env, args...)
 			ca := openai.NewClient(option.WithBaseURL(a.url()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))

@@ -30,46 +30,13 @@ func TestKillDuringStalledUpstreamRecovers(t *testing.T) {
 	for name, dbOf := range stores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var lookups atomic.Int64
-			side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				lookups.Add(1)
-				fmt.Fprint(w, `{"ok":true}`)
-			}))
-			defer side.Close()
-			sc := script.MustParse(`[
+			f := newStalledShop(t, `[
 			 {"when":{"lastTool":"lookup"},"reply":{"text":"Found it."}},
 			 {"when":{"lastUser":"find"},"reply":{"toolCalls":[{"name":"lookup","arguments":{"orderId":"o1"}}]}},
 			 {"reply":{"text":"echo: {{lastUser}}"}}
-			]`)
-			mock := modeltest.Handler(modeltest.OpenAI, sc)
-			release := mock.Stall(script.When{LastTool: "lookup"})
-			defer release()
-			up := httptest.NewServer(mock)
-			defer up.Close()
-
-			dir := t.TempDir()
-			if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			agentTS := fmt.Sprintf(`import { defineDeepAgent, tool } from 'stackbone';
-export default defineDeepAgent({
-  name: 'shop',
-  model: 'openai/test-model',
-  modelSettings: { timeout: '5m', idleTimeout: 60000 },
-  tools: {
-    lookup: tool({
-      description: 'Look an order up',
-      parameters: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] },
-      async execute(args, ctx) { await ctx.fetch(%q + '/lookup', { method: 'POST' }); return { found: args.orderId }; },
-    }),
-  },
-});
-`, side.URL)
-			if err := os.WriteFile(filepath.Join(dir, "agents", "shop.ts"), []byte(agentTS), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			env := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test", "STACKBONE_LEASE=2s"}
-			args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0", "--db", dbOf(t, dir)}
+			]`, "modelSettings: { timeout: '5m', idleTimeout: 60000 },")
+			lookups, mock, release, env := f.lookups, f.mock, f.release, f.env
+			args := []string{"dev", "--dir", f.dir, "--addr", "127.0.0.1:0", "--db", dbOf(t, f.dir)}
 
 			a := startServer(t, env, args...)
 			go func() {
@@ -115,4 +82,56 @@ export default defineDeepAgent({
 			}
 		})
 	}
+}
+
+// stalledShop is a 'shop' agent whose lookup tool posts to a side server
+// (counted in lookups), on a scripted OpenAI upstream whose model call after
+// the lookup stalls until release.
+type stalledShop struct {
+	dir     string
+	lookups *atomic.Int64
+	mock    *modeltest.Mock
+	release func()
+	env     []string // the server's environment: upstream, key, a 2 s lease
+}
+
+// newStalledShop writes the agent (settings: extra agent fields, such as
+// modelSettings) and starts the side server and the upstream for one test.
+func newStalledShop(t *testing.T, scriptJSON, settings string) *stalledShop {
+	t.Helper()
+	f := &stalledShop{lookups: new(atomic.Int64)}
+	side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.lookups.Add(1)
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(side.Close)
+	f.mock = modeltest.Handler(modeltest.OpenAI, script.MustParse(scriptJSON))
+	f.release = f.mock.Stall(script.When{LastTool: "lookup"})
+	t.Cleanup(f.release)
+	up := httptest.NewServer(f.mock)
+	t.Cleanup(up.Close)
+	t.Cleanup(f.release) // runs first: a stalled call must end before the upstream closes
+	f.dir = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(f.dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentTS := fmt.Sprintf(`import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({
+  name: 'shop',
+  model: 'openai/test-model',
+  %s
+  tools: {
+    lookup: tool({
+      description: 'Look an order up',
+      parameters: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] },
+      async execute(args, ctx) { await ctx.fetch(%q + '/lookup', { method: 'POST' }); return { found: args.orderId }; },
+    }),
+  },
+});
+`, settings, side.URL)
+	if err := os.WriteFile(filepath.Join(f.dir, "agents", "shop.ts"), []byte(agentTS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.env = []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test", "STACKBONE_LEASE=2s"}
+	return f
 }
