@@ -819,6 +819,9 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				return nil, err
 			}
 			for _, it := range its {
+				if it.Reason == store.ReasonElicitation {
+					continue // a question the call asked while it ran, not a decision on running it
+				}
 				// A call approved and then in doubt has two: the latest
 				// counts.
 				if prev, ok := decided[it.ToolCallID]; !ok || !it.CreatedAt.Before(prev.CreatedAt) {
@@ -1060,7 +1063,8 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	x.markWorked()
-	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, IdempotencyKey: x.idempotencyKey(c), Agent: x.spec.Name, Args: args, State: x.state})
+	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, IdempotencyKey: x.idempotencyKey(c), Agent: x.spec.Name, Args: args, State: x.state,
+		Ask: x.asker(t, c, args)})
 	var paused *subagentPaused
 	if errors.As(err, &paused) {
 		return &callResult{paused: paused.outcome, state: paused.state}

@@ -119,9 +119,13 @@ func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
 		if t := r.findTool(it.Agent, it.Tool); t != nil {
 			params = t.Parameters
 		}
+		what := "the tool's parameter schema"
+		if it.Reason == store.ReasonElicitation {
+			params, what = answerSchema(it.ResponseSchema), "the question's schema"
+		}
 		if err := schema.Validate(params, d.EditedArgs); err != nil {
 			var ve *schema.ValidationError
-			e := inputError(FieldEditedArgs, "editedArgs do not match the tool's parameter schema: %v", err)
+			e := inputError(FieldEditedArgs, "editedArgs do not match %s: %v", what, err)
 			if errors.As(err, &ve) {
 				e.Details = ve.Problems
 			}

@@ -255,7 +255,7 @@ func EncodeInterrupts(c Checkpoint, now func() time.Time) ([]EncodedInterrupt, e
 		switch in.Reason {
 		case "":
 			in.Reason = ReasonApproval
-		case ReasonApproval, ReasonInDoubt:
+		case ReasonApproval, ReasonInDoubt, ReasonElicitation:
 		default:
 			return nil, fmt.Errorf("%w: interrupt %s: unknown reason %q", ErrInvalid, in.ID, in.Reason)
 		}

@@ -145,6 +145,11 @@ const (
 	// so it may already have run; the human picks retry (run it again,
 	// status approved) or skip (do not, status rejected).
 	ReasonInDoubt = "in_doubt"
+	// ReasonElicitation: a running tool asks a human a question (an MCP
+	// server's elicitation) and waits for the answer; approving answers it
+	// (the decision's EditedArgs hold the answer, matching the interrupt's
+	// ResponseSchema), rejecting declines it.
+	ReasonElicitation = "elicitation"
 )
 
 // Interrupt is a tool call waiting on (or decided by) a human.
@@ -157,8 +162,8 @@ type Interrupt struct {
 	ToolCallID string          `json:"toolCallId"`
 	Tool       string          `json:"tool"`
 	Args       json.RawMessage `json:"args"`
-	// Reason is ReasonApproval (the default when stored empty) or
-	// ReasonInDoubt.
+	// Reason is ReasonApproval (the default when stored empty),
+	// ReasonInDoubt or ReasonElicitation.
 	Reason string `json:"reason"`
 	// Description is omitted when the pause has none.
 	Description      string          `json:"description,omitempty"`

@@ -85,6 +85,28 @@ type Call struct {
 	Args  json.RawMessage
 	// State is the thread's shared state (a JSON object) before the call.
 	State json.RawMessage
+	// Ask, when set, asks a human a question during the call (an MCP
+	// server's elicitation) and waits for the answer: a pending decision
+	// with reason "elicitation", decided from Studio, the CLI or the HTTP
+	// API. It is nil where no human can be asked (a turn without a
+	// session). The wait is bounded by ctx (the tool's time limit).
+	Ask func(ctx context.Context, q Question) (Answer, error)
+}
+
+// Question is what a tool asks a human during its call.
+type Question struct {
+	// Message is shown to the human.
+	Message string
+	// Schema is the JSON Schema of the answer (an object).
+	Schema json.RawMessage
+}
+
+// Answer is a human's answer to a Question: accepted with Content (valid
+// against the question's schema), or declined with an optional Message.
+type Answer struct {
+	Accepted bool
+	Content  json.RawMessage
+	Message  string
 }
 
 // Result is what a tool returns.

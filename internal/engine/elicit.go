@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// MessageElicitationEnded is the reason stored when a question a tool asked
+// was left unanswered because the call ended first.
+const MessageElicitationEnded = "The call ended before anyone answered."
+
+// asker gives a call of a durable run its tool.Call.Ask: the question
+// becomes a pending decision (reason elicitation) whose response schema
+// carries the question's schema as editedArgs, and the call waits for it.
+// A stateless run has no one to ask (nil).
+func (x *execution) asker(t *tool.Tool, c message.ToolCall, args json.RawMessage) func(context.Context, tool.Question) (tool.Answer, error) {
+	if !x.durable {
+		return nil
+	}
+	return func(ctx context.Context, q tool.Question) (tool.Answer, error) {
+		return x.ask(ctx, t, c, args, q)
+	}
+}
+
+func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, args json.RawMessage, q tool.Question) (tool.Answer, error) {
+	sch := q.Schema
+	if len(sch) == 0 {
+		sch = json.RawMessage(`{"type":"object"}`)
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(sch, &probe); err != nil {
+		return tool.Answer{}, fmt.Errorf("the question's schema is not a JSON object: %w", err)
+	}
+	it := store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
+		ToolCallID: c.ID, Tool: t.Name, Args: args, Reason: store.ReasonElicitation, Description: q.Message,
+		AllowedDecisions: []string{string(tool.Approve), string(tool.Edit), string(tool.Reject)},
+		ResponseSchema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":` + string(sch) +
+			`},"anyOf":[{"required":["approved"]},{"required":["editedArgs"]}]}`),
+		Status: store.Pending, CreatedAt: x.r.Now()}
+	sub := x.r.Bus.Subscribe(x.tenant, x.threadID)
+	defer sub.Close()
+	if err := x.checkpoint(ctx, store.Checkpoint{Interrupts: []store.Interrupt{it}}); err != nil {
+		return tool.Answer{}, err
+	}
+	x.r.Logger.Info("tool asks a human", "tool", t.Name, "thread", x.threadID, "interrupt", it.ID)
+	poll := time.NewTicker(x.r.Lease / 3)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// Nobody answered in time: the question is closed, not left
+			// pending for a call that no longer waits.
+			_, err := x.r.Store.Decide(context.WithoutCancel(ctx), x.tenant, it.ID, store.Decision{Approved: false,
+				Message: MessageElicitationEnded, Via: "system", By: "stackbone", At: x.r.Now()})
+			if err == nil {
+				if got, gerr := x.r.Store.GetInterrupt(context.WithoutCancel(ctx), x.tenant, it.ID); gerr == nil {
+					x.r.decided(x.tenant, got)
+				}
+			} else if !errors.Is(err, store.ErrAlreadyDecided) {
+				x.r.Logger.Warn("close an unanswered question", "interrupt", it.ID, "err", err)
+			}
+			return tool.Answer{}, context.Cause(ctx)
+		case e := <-sub.C:
+			if e.Type != event.DecisionMade || e.ToolCallID != c.ID {
+				continue
+			}
+		case <-sub.Dropped:
+		case <-poll.C:
+		}
+		got, err := x.r.Store.GetInterrupt(ctx, x.tenant, it.ID)
+		if err != nil || got.Status == store.Pending || got.Decision == nil {
+			continue
+		}
+		if got.Status != store.Approved {
+			return tool.Answer{Message: got.Decision.Message}, nil
+		}
+		content := got.Decision.EditedArgs
+		if len(content) == 0 {
+			content = json.RawMessage(`{}`)
+		}
+		return tool.Answer{Accepted: true, Content: content}, nil
+	}
+}
+
+// answerSchema is the schema of an elicitation's answer: the editedArgs of
+// its decision's response schema.
+func answerSchema(responseSchema json.RawMessage) json.RawMessage {
+	var s struct {
+		Properties struct {
+			EditedArgs json.RawMessage `json:"editedArgs"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(responseSchema, &s) != nil || len(s.Properties.EditedArgs) == 0 {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return s.Properties.EditedArgs
+}
