@@ -2,6 +2,7 @@ package studio_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
 )
 
 func TestInboxApproveRunsToolAndThreadShowsResumedTurn(t *testing.T) {
@@ -414,4 +417,64 @@ func TestInboxInDoubtRetryAndSkip(t *testing.T) {
 	p.waitText("#inbox-empty:not([hidden])", "No pending decisions")
 	p.waitText(`.history-item[data-id="`+retryIt.ID+`"]`, "retried")
 	p.waitText(`.history-item[data-id="`+skipIt.ID+`"]`, "skipped")
+}
+
+// TestInboxAnswersAQuestion: a question a running tool asks (an MCP
+// server's elicitation) shows as a question; an answer that does not match
+// its schema is caught in the page and nothing is sent; a valid answer goes
+// back to the waiting call and the turn finishes with it.
+func TestInboxAnswersAQuestion(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{
+		Script: `[{"when": {"lastTool": "confirm"}, "reply": {"text": "Result: {{lastTool}}"}},
+		          {"reply": {"toolCalls": [{"name": "confirm", "arguments": {}}]}}]`,
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			confirm := &tool.Tool{Name: "confirm", Description: "Ask before acting", Timeout: time.Minute,
+				Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+					a, err := c.Ask(ctx, tool.Question{Message: "Why delete the record?", Schema: json.RawMessage(
+						`{"type":"object","properties":{"reason":{"type":"string","minLength":3}},"required":["reason"]}`)})
+					if err != nil {
+						return tool.Result{}, err
+					}
+					return tool.Result{Content: fmt.Sprintf("accepted=%v %s", a.Accepted, a.Content)}, nil
+				}}
+			return []*agent.Spec{{Name: "asker", Model: "openai/test-model", Instructions: "Help.", Tools: []*tool.Tool{confirm}}}
+		}})
+	done := make(chan resp, 1)
+	go func() {
+		done <- do(t, "POST", env.URL+"/v1/chat/completions", `{"model":"asker","messages":[{"role":"user","content":"delete it"}]}`,
+			"x-stackbone-session", "ask-1")
+	}()
+	var it store.Interrupt
+	stacktest.WaitFor(t, "the question to be pending", func() bool {
+		p := pending(t, env, "", "ask-1")
+		if len(p) == 1 {
+			it = p[0]
+		}
+		return len(p) == 1
+	})
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/inbox")
+	p.waitText(card(it.ID)+" .meta", "question")
+	p.waitText(card(it.ID)+" .desc", "Why delete the record?")
+	if eval[bool](p, `!!document.querySelector(`+js(card(it.ID)+` button[data-action="approve"]`)+`)`) {
+		t.Fatal("a question offers a plain Approve")
+	}
+	p.click(card(it.ID) + ` button[data-action="edit"]`)
+	p.do(chromedp.SetValue(chromedp.CSS(card(it.ID)+` textarea[name="editedArgs"]`), `{"reason": "x"}`))
+	p.click(card(it.ID) + ` button[data-action="confirm-edit"]`)
+	p.waitText(card(it.ID)+" .error", "reason")
+	if d := decision(t, env, "dev", it.ID); d.Status != store.Pending {
+		t.Fatalf("an invalid answer was sent: %+v", d)
+	}
+	p.do(chromedp.SetValue(chromedp.CSS(card(it.ID)+` textarea[name="editedArgs"]`), `{"reason": "duplicate entry"}`))
+	p.click(card(it.ID) + ` button[data-action="confirm-edit"]`)
+	r := <-done
+	if r.status != 200 || !strings.Contains(r.String(), `Result: accepted=true {\"reason\":\"duplicate entry\"}`) {
+		t.Fatalf("the turn after the answer: %d %s", r.status, r)
+	}
+	if d := decision(t, env, "dev", it.ID); d.Status != store.Approved || d.Decision.ClaimedVia != "studio" {
+		t.Fatalf("answer decision %+v %+v", d, d.Decision)
+	}
 }

@@ -305,6 +305,10 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
   // it may already have run. Retry runs it again; skip tells the agent the
   // outcome is unknown (or what the reviewer writes).
   const inDoubt = it.reason === 'in_doubt';
+  // A question a running tool asks (an MCP server's elicitation): the call
+  // waits for the answer, a JSON object checked against the question's
+  // schema; rejecting declines to answer.
+  const asks = it.reason === 'elicitation';
   const idp = `d-${it.id}`;
   const error = h('div', { class: 'error', role: 'alert', hidden: true });
   const showError = (lines) => {
@@ -322,7 +326,8 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
       const route = { reject: 'reject', retry: 'retry', skip: 'skip' }[kind] || 'approve';
       await api('POST', `/v1/hitl/${encodeURIComponent(it.id)}/${route}`, body);
       card.classList.add('decided');
-      const verb = { reject: 'Rejected', edit: 'Approved with edits', retry: 'Retrying', skip: 'Skipped' }[kind] || 'Approved';
+      const verb = asks ? { reject: 'Declined', edit: 'Answered' }[kind] || 'Answered'
+        : { reject: 'Rejected', edit: 'Approved with edits', retry: 'Retrying', skip: 'Skipped' }[kind] || 'Approved';
       announce(`${verb}: ${it.tool} on thread ${it.threadId}.`);
       // Keep keyboard focus in the list: the next decision, else the heading.
       const next = card.nextElementSibling?.querySelector('button') || card.previousElementSibling?.querySelector('button');
@@ -361,18 +366,20 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     decide(inDoubt ? 'skip' : 'reject', msg ? { message: msg } : {}, ev.submitter);
   });
 
-  // Edit: a JSON textarea checked against the tool's schema before sending.
+  // Edit: a JSON textarea checked against the tool's schema before sending
+  // (for a question: the answer, checked against the question's schema).
   const argsText = pretty(it.args ?? {});
+  const editText = asks ? pretty({}) : argsText;
   const editArea = h('textarea', { id: `${idp}-edit`, name: 'editedArgs', class: 'code', spellcheck: 'false',
     rows: String(Math.min(16, argsText.split('\n').length + 1)), 'aria-describedby': `${idp}-edit-help` });
-  editArea.value = argsText;
-  const editForm = h('form', { class: 'panel edit-form', hidden: true, 'aria-label': `Edit the arguments of ${it.tool}` },
-    h('label', { for: `${idp}-edit` }, 'Edited arguments (JSON)'),
+  editArea.value = editText;
+  const editForm = h('form', { class: 'panel edit-form', hidden: true, 'aria-label': asks ? `Answer ${it.tool}` : `Edit the arguments of ${it.tool}` },
+    h('label', { for: `${idp}-edit` }, asks ? 'Answer (JSON)' : 'Edited arguments (JSON)'),
     editArea,
-    h('p', { class: 'help', id: `${idp}-edit-help` }, 'Checked against the tool\'s parameter schema before it is sent.'),
+    h('p', { class: 'help', id: `${idp}-edit-help` }, asks ? 'Checked against the question\'s schema before it is sent.' : 'Checked against the tool\'s parameter schema before it is sent.'),
     h('div', { class: 'row' },
-      h('button', { type: 'submit', class: 'primary', 'data-action': 'confirm-edit' }, 'Approve with edits'),
-      h('button', { type: 'button', class: 'ghost', onclick: () => { editArea.value = argsText; closePanels(true); } }, 'Cancel')));
+      h('button', { type: 'submit', class: 'primary', 'data-action': 'confirm-edit' }, asks ? 'Send answer' : 'Approve with edits'),
+      h('button', { type: 'button', class: 'ghost', onclick: () => { editArea.value = editText; closePanels(true); } }, 'Cancel')));
   editForm.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearError();
@@ -386,7 +393,8 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
       return;
     }
     let schema = null;
-    try { schema = await toolSchema(it.agent, it.tool); } catch { schema = null; }
+    if (asks) schema = it.responseSchema?.properties?.editedArgs ?? null;
+    else try { schema = await toolSchema(it.agent, it.tool); } catch { schema = null; }
     const problems = schema ? validate(schema, value) : [];
     if (problems.length) {
       showError(describe(problems));
@@ -423,7 +431,7 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     b.addEventListener('click', () => toggle(rejectForm, b, message));
     buttons.push(b);
   }
-  if (allowed.has('approve')) {
+  if (allowed.has('approve') && !asks) {
     buttons.push(h('button', { type: 'button', class: 'primary', 'data-action': 'approve',
       onclick: (ev) => { closePanels(false); decide('approve', {}, ev.currentTarget); } }, 'Approve'));
   }
@@ -434,7 +442,7 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     buttons.push(b);
   }
   if (allowed.has('edit')) {
-    const b = h('button', { type: 'button', 'data-action': 'edit', 'aria-expanded': 'false', 'aria-controls': `${idp}-editf` }, 'Edit…');
+    const b = h('button', { type: 'button', class: asks ? 'primary' : '', 'data-action': 'edit', 'aria-expanded': 'false', 'aria-controls': `${idp}-editf` }, asks ? 'Answer…' : 'Edit…');
     b.addEventListener('click', () => toggle(editForm, b, editArea));
     buttons.push(b);
   }
@@ -445,6 +453,7 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     h('span', { class: 'badge agent' }, it.agent),
     it.subagent ? h('span', { class: 'badge' }, `subagent ${it.subagent}`) : null,
     inDoubt ? h('span', { class: 'badge reason-in-doubt', 'data-reason': 'in_doubt' }, 'in doubt: may already have run') : null,
+    asks ? h('span', { class: 'badge reason-elicitation', 'data-reason': 'elicitation' }, 'question: the call waits for your answer') : null,
     showThread ? h('span', {}, 'thread ', h('a', { href: threadHref(it.threadId), class: 'thread-link' }, it.threadId)) : null,
     h('span', {}, 'asked ', timeEl(it.createdAt)));
 
