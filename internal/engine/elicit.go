@@ -13,9 +13,12 @@ import (
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
-// MessageElicitationEnded is the reason stored when a question a tool asked
-// was left unanswered because the call ended first.
-const MessageElicitationEnded = "The call ended before anyone answered."
+// The reasons stored when a question a tool asked is closed unanswered:
+// the call stopped waiting (its time limit), or its run died.
+const (
+	MessageElicitationEnded = "The call ended before anyone answered."
+	MessageQuestionCutOff   = "The call was cut off (the server stopped) before anyone answered."
+)
 
 // asker gives a call of a durable run its tool.Call.Ask: the question
 // becomes a pending decision (reason elicitation) whose response schema
@@ -58,15 +61,7 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 		case <-ctx.Done():
 			// Nobody answered in time: the question is closed, not left
 			// pending for a call that no longer waits.
-			_, err := x.r.Store.Decide(context.WithoutCancel(ctx), x.tenant, it.ID, store.Decision{Approved: false,
-				Message: MessageElicitationEnded, Via: "system", By: "stackbone", At: x.r.Now()})
-			if err == nil {
-				if got, gerr := x.r.Store.GetInterrupt(context.WithoutCancel(ctx), x.tenant, it.ID); gerr == nil {
-					x.r.decided(x.tenant, got)
-				}
-			} else if !errors.Is(err, store.ErrAlreadyDecided) {
-				x.r.Logger.Warn("close an unanswered question", "interrupt", it.ID, "err", err)
-			}
+			x.r.closeQuestion(context.WithoutCancel(ctx), it, MessageElicitationEnded)
 			return tool.Answer{}, context.Cause(ctx)
 		case e := <-sub.C:
 			if e.Type != event.DecisionMade || e.ToolCallID != c.ID {
@@ -87,6 +82,18 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 			content = json.RawMessage(`{}`)
 		}
 		return tool.Answer{Accepted: true, Content: content}, nil
+	}
+}
+
+// closeQuestion records a question nobody will answer as rejected by the
+// system, unless someone decided it meanwhile.
+func (r *Runner) closeQuestion(ctx context.Context, it store.Interrupt, why string) {
+	res, err := r.Store.Decide(ctx, it.Tenant, it.ID, store.Decision{Approved: false, Message: why, Via: "system", By: "stackbone", At: r.Now()})
+	switch {
+	case err == nil:
+		r.decided(it.Tenant, res.Interrupt)
+	case !errors.Is(err, store.ErrAlreadyDecided):
+		r.Logger.Warn("close an unanswered question", "interrupt", it.ID, "err", err)
 	}
 }
 

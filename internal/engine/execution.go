@@ -820,7 +820,12 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			}
 			for _, it := range its {
 				if it.Reason == store.ReasonElicitation {
-					continue // a question the call asked while it ran, not a decision on running it
+					// A question the call asked while it ran, not a decision on
+					// running it; one left pending by a run that died is closed.
+					if it.Status == store.Pending && it.RunID != x.runID {
+						x.r.closeQuestion(ctx, it, MessageQuestionCutOff)
+					}
+					continue
 				}
 				// A call approved and then in doubt has two: the latest
 				// counts.
