@@ -32,6 +32,7 @@ const mcpScript = `[
  {"when": {"lastUser": "call fail"}, "reply": {"toolCalls": [{"name": "fx_fail", "arguments": {"reason": "no"}}]}},
  {"when": {"lastUser": "call stats"}, "reply": {"toolCalls": [{"name": "fx_stats", "arguments": {}}]}},
  {"when": {"lastUser": "call enable"}, "reply": {"toolCalls": [{"name": "fx_enable_extra", "arguments": {}}]}},
+ {"when": {"lastUser": "call elicit"}, "reply": {"toolCalls": [{"name": "fx_elicit_confirm", "arguments": {"what": "x"}}]}},
  {"when": {"lastUser": "call extra"}, "reply": {"toolCalls": [{"name": "fx_extra", "arguments": {}}]}},
  {"reply": {"text": "echo: {{lastUser}}"}}
 ]`
@@ -254,6 +255,12 @@ func TestMCPServerTools(t *testing.T) {
 				t.Fatalf("stats turn %q", got)
 			}
 
+			// Elicitation is not answered yet: the client declines it (the seam
+			// for pausing on it is mcp.Options.Elicit).
+			if got := askMCP(t, env, "mcp-elicit", "call elicit").Choices[0].Message.Content; got != "Tool said: elicitation: decline null" {
+				t.Fatalf("elicit turn %q", got)
+			}
+
 			// tools/list_changed: the new tool joins the toolset.
 			if got := askMCP(t, env, "mcp-enable", "call enable").Choices[0].Message.Content; got != "Tool said: extra enabled" {
 				t.Fatalf("enable turn %q", got)
@@ -310,6 +317,9 @@ func TestMCPServerDownAtStart(t *testing.T) {
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
 	env := stacktest.New(t, stacktest.Options{Script: mcpScript, Agents: mcpAgent(agent.MCPServer{Name: "fx", URL: url})})
 
+	if r := call(t, "GET", env.URL+"/v1/agents/nope", ""); r.status != 404 || !strings.Contains(string(r.body), "agent_not_found") {
+		t.Fatalf("unknown agent: %d %s", r.status, r.body)
+	}
 	v := getAgent(t, env, "assistant")
 	if len(v.MCPServers) != 1 || v.MCPServers[0].Status != mcp.StatusDown || v.MCPServers[0].Error == "" || len(v.MCPServers[0].Tools) != 0 {
 		t.Fatalf("want fx down with an error and no tools, got %+v", v.MCPServers)
