@@ -63,6 +63,12 @@ func (f *mcpFixture) stdio() agent.MCPServer {
 // serveHTTP runs the fixture over streamable HTTP on port (0: any) until
 // the test ends and returns its /mcp URL.
 func (f *mcpFixture) serveHTTP(t *testing.T, port int, extraEnv ...string) string {
+	url, _ := f.startHTTP(t, port, extraEnv...)
+	return url
+}
+
+// startHTTP is serveHTTP that also returns the process.
+func (f *mcpFixture) startHTTP(t *testing.T, port int, extraEnv ...string) (string, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(f.node, f.script, "--http", strconv.Itoa(port))
 	cmd.Dir = f.dir
@@ -88,7 +94,7 @@ func (f *mcpFixture) serveHTTP(t *testing.T, port int, extraEnv ...string) strin
 	if err != nil || json.Unmarshal([]byte(line), &got) != nil || got.Port == 0 {
 		t.Fatalf("MCP HTTP fixture did not start: %v %q", err, line)
 	}
-	return "http://127.0.0.1:" + strconv.Itoa(got.Port) + "/mcp"
+	return "http://127.0.0.1:" + strconv.Itoa(got.Port) + "/mcp", cmd
 }
 
 // ran returns the fixture's tools called so far, in order.
@@ -337,13 +343,29 @@ func TestMCPServerDownAtStart(t *testing.T) {
 		}
 	}
 
-	fx.serveHTTP(t, port)
+	_, proc := fx.startHTTP(t, port)
 	stacktest.WaitFor(t, "fx to connect", func() bool {
 		s := getAgent(t, env, "assistant").MCPServers[0]
 		return s.Status == mcp.StatusConnected && len(s.Tools) > 0
 	})
 	if got := askMCP(t, env, "down-2", "call lookup").Choices[0].Message.Content; got != "Tool said: found: abc" {
 		t.Fatalf("lookup after the server came up %q", got)
+	}
+
+	// The server goes away: it is reported down and its tools leave; when
+	// it is back, a new session brings them back.
+	_ = proc.Process.Kill()
+	_ = proc.Wait()
+	stacktest.WaitFor(t, "fx to be reported down", func() bool {
+		s := getAgent(t, env, "assistant").MCPServers[0]
+		return s.Status == mcp.StatusDown && len(s.Tools) == 0
+	})
+	fx.serveHTTP(t, port)
+	stacktest.WaitFor(t, "fx to reconnect", func() bool {
+		return getAgent(t, env, "assistant").MCPServers[0].Status == mcp.StatusConnected
+	})
+	if got := askMCP(t, env, "down-3", "call lookup").Choices[0].Message.Content; got != "Tool said: found: abc" {
+		t.Fatalf("lookup after the server came back %q", got)
 	}
 }
 

@@ -175,7 +175,9 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	if s.cfg.URL != "" {
 		hc := *s.opts.HTTPClient
 		hc.Transport = &headerTransport{base: hc.Transport, headers: s.cfg.Headers}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc}
+		// Few SSE reconnects: a server that went away is marked down within
+		// seconds, and run reconnects it with a new session.
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc, MaxRetries: 2}
 	} else {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 		cmd.Dir = s.src.spec.ModelDir()
