@@ -121,6 +121,24 @@ func (e *CollisionError) Error() string {
 // until the spec is closed, not until ctx ends; ctx only bounds the wait.
 func Start(ctx context.Context, specs []*agent.Spec, opts Options) error {
 	opts = opts.withDefaults()
+	var bad []error
+	for _, spec := range specs {
+		seen := map[string]bool{}
+		for _, m := range spec.MCPServers {
+			switch {
+			case !serverNameRE.MatchString(m.Name):
+				bad = append(bad, fmt.Errorf("agent %s: MCP server name %q must be 1-64 letters, digits, \"_\" or \"-\"", spec.Name, m.Name))
+			case seen[m.Name]:
+				bad = append(bad, fmt.Errorf("agent %s: duplicate MCP server %q", spec.Name, m.Name))
+			case (m.URL == "") == (m.Command == ""):
+				bad = append(bad, fmt.Errorf("agent %s: MCP server %q needs either a URL or a command", spec.Name, m.Name))
+			}
+			seen[m.Name] = true
+		}
+	}
+	if len(bad) > 0 {
+		return errors.Join(bad...)
+	}
 	var started []*source
 	for _, spec := range specs {
 		if len(spec.MCPServers) == 0 {
@@ -276,7 +294,10 @@ func (s *source) rebuild(atLoad bool) error {
 	return nil
 }
 
-// nameRE is the model wires' tool name rule.
+// serverNameRE is the rule for mcpServers keys.
+var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// nameRE matches what the model wires' tool name rule does not allow.
 var nameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // ToolName returns the agent-side name of an MCP server's tool:

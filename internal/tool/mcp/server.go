@@ -180,7 +180,10 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc, MaxRetries: 2}
 	} else {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-		cmd.Dir = s.src.spec.ModelDir()
+		cmd.Dir = s.src.spec.Dir // the project folder; relative args resolve there
+		if cmd.Dir == "" {
+			cmd.Dir = s.src.spec.ModelDir()
+		}
 		cmd.Env = childEnv(s.cfg.Env)
 		cmd.Stderr = &lineLogger{log: s.log}
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
