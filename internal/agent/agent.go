@@ -42,8 +42,81 @@ type Spec struct {
 	// Parent names the agent a subagent spec was derived from (empty for
 	// agents); subagents get no `task` tool.
 	Parent string
-	// Close releases resources the loader holds for the agent (JS runtimes).
+	// MCPServers are the MCP servers whose tools join the agent's own
+	// (defineDeepAgent({ mcpServers })); tool/mcp connects them and sets
+	// Dynamic.
+	MCPServers []MCPServer
+	// Dynamic, when set, supplies tools that come and go while the agent
+	// is loaded (its MCP servers' tools).
+	Dynamic ToolSource
+	// Close releases resources the loader holds for the agent (JS runtimes,
+	// MCP connections and child processes).
 	Close func()
+}
+
+// ToolSource supplies tools that change at run time. Tools is called on
+// every turn, so it must be cheap; version changes whenever the list does.
+type ToolSource interface {
+	Tools() (tools []*tool.Tool, version uint64)
+	// Servers reports each MCP server's connection state.
+	Servers() []MCPServerStatus
+}
+
+// MCPServer is one entry of an agent file's mcpServers: a streamable HTTP
+// endpoint (URL, Headers) or a stdio command (Command, Args, Env). Header and
+// env values are already expanded (they may hold secrets: never log them).
+type MCPServer struct {
+	// Name is the key in mcpServers ([A-Za-z0-9_-]); tools are named
+	// "{Name}_{tool}".
+	Name    string
+	URL     string
+	Headers map[string]string
+	Command string
+	Args    []string
+	Env     map[string]string
+	// Approval decides which of the server's tools need a human decision.
+	Approval MCPApproval
+}
+
+// Transport returns "http" or "stdio".
+func (m MCPServer) Transport() string {
+	if m.URL != "" {
+		return "http"
+	}
+	return "stdio"
+}
+
+// MCP approval modes (mcpServers.*.approval).
+const (
+	// MCPApprovalAnnotations asks for approval unless a tool says
+	// readOnlyHint: true or destructiveHint: false (the default).
+	MCPApprovalAnnotations = "annotations"
+	// MCPApprovalAlways asks for approval on every call.
+	MCPApprovalAlways = "always"
+	// MCPApprovalNever never asks.
+	MCPApprovalNever = "never"
+)
+
+// MCPApproval is a server's approval policy.
+type MCPApproval struct {
+	// Mode is one of the MCPApproval* modes; empty means annotations.
+	Mode string
+	// Tools, when set (the object form), maps server tool names to their
+	// rule: a nil *tool.Approval means no approval. Tools not listed follow
+	// the annotations.
+	Tools map[string]*tool.Approval
+}
+
+// MCPServerStatus is what GET /v1/agents/{name} and Studio show of a server.
+type MCPServerStatus struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+	// Status is "connected", "connecting" or "down".
+	Status string `json:"status"`
+	// Error is the last connection error while not connected.
+	Error string `json:"error,omitempty"`
+	// Tools are the agent-side names of the server's tools in the toolset.
+	Tools []string `json:"tools"`
 }
 
 // Subagent is a helper agent the parent can hand work to through `task`.
@@ -75,9 +148,22 @@ func (s *Spec) Steps() int {
 	return DefaultMaxSteps
 }
 
-// Tool returns the agent's tool named name, or nil.
+// AllTools returns the agent's own tools followed by its dynamic ones (MCP
+// servers' tools that are currently available). Built-ins are not included.
+func (s *Spec) AllTools() []*tool.Tool {
+	if s.Dynamic == nil {
+		return s.Tools
+	}
+	dyn, _ := s.Dynamic.Tools()
+	if len(dyn) == 0 {
+		return s.Tools
+	}
+	return append(append(make([]*tool.Tool, 0, len(s.Tools)+len(dyn)), s.Tools...), dyn...)
+}
+
+// Tool returns the agent's tool (own or dynamic) named name, or nil.
 func (s *Spec) Tool(name string) *tool.Tool {
-	for _, t := range s.Tools {
+	for _, t := range s.AllTools() {
 		if t.Name == name {
 			return t
 		}

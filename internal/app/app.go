@@ -30,6 +30,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/studio"
+	"github.com/stackbone/stackbone/internal/tool/mcp"
 	"github.com/stackbone/stackbone/internal/wire/agui"
 	"github.com/stackbone/stackbone/internal/wire/anthropic"
 	"github.com/stackbone/stackbone/internal/wire/responses"
@@ -105,6 +106,12 @@ func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, 
 	if len(errs) > 0 {
 		closeSpecs(specs)
 		return nil, errors.Join(errs...)
+	}
+	// MCP servers: a server that does not answer within the wait does not
+	// fail the load; its tools appear when it does.
+	if err := mcp.Start(ctx, specs, mcp.Options{Logger: logger}); err != nil {
+		closeSpecs(specs)
+		return nil, err
 	}
 	return specs, nil
 }

@@ -150,23 +150,37 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 }
 
 // toolset is an agent's tools (built-ins first), looked up by name and as
-// the model sees them; built once per agent spec.
+// the model sees them; built once per agent spec and again when the spec's
+// dynamic tools (MCP servers') change.
 type toolset struct {
 	byName map[string]*tool.Tool
 	defs   []model.ToolDef
 	// own maps every tool name to whether it is a built-in.
 	own map[string]bool
+	// version is the spec's dynamic tool version the set was built from.
+	version uint64
 }
 
 func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
+	var (
+		dyn     []*tool.Tool
+		version uint64
+	)
+	if spec.Dynamic != nil {
+		dyn, version = spec.Dynamic.Tools()
+	}
 	if spec.Parent == "" {
-		if v, ok := r.toolsets.Load(spec); ok {
+		if v, ok := r.toolsets.Load(spec); ok && v.(*toolset).version == version {
 			return v.(*toolset)
 		}
 	}
-	ts := &toolset{byName: map[string]*tool.Tool{}, own: map[string]bool{}}
+	ts := &toolset{byName: map[string]*tool.Tool{}, own: map[string]bool{}, version: version}
 	builtins := r.Builtins(spec)
-	for i, t := range append(append([]*tool.Tool(nil), builtins...), spec.Tools...) {
+	all := append(append(append([]*tool.Tool(nil), builtins...), spec.Tools...), dyn...)
+	for i, t := range all {
+		if _, dup := ts.byName[t.Name]; dup && i >= len(builtins)+len(spec.Tools) {
+			continue // a dynamic tool never shadows a built-in or an own tool
+		}
 		ts.byName[t.Name] = t
 		ts.own[t.Name] = i < len(builtins) || ts.own[t.Name]
 		ts.defs = append(ts.defs, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})

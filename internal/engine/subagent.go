@@ -140,7 +140,7 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 	if spec.Model == "" {
 		spec.Model = x.spec.Model
 	}
-	for _, t := range x.spec.Tools {
+	for _, t := range x.spec.AllTools() {
 		if sub.Tools == nil || contains(sub.Tools, t.Name) {
 			spec.Tools = append(spec.Tools, t)
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
@@ -58,6 +59,61 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) error {
 		return apierror.New(apierror.NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist.", name))
 	}
 	return httpjson.Write(w, http.StatusOK, modelInfo(name))
+}
+
+// AgentInfo is GET /v1/agents/{name}: an agent, the tools its model sees
+// (built-ins, its own and its MCP servers' that are available now) and the
+// state of each MCP server.
+type AgentInfo struct {
+	Object     string                  `json:"object"`
+	Name       string                  `json:"name"`
+	Model      string                  `json:"model"`
+	Tools      []AgentTool             `json:"tools"`
+	MCPServers []agent.MCPServerStatus `json:"mcpServers"`
+}
+
+// AgentTool is one tool in AgentInfo.
+type AgentTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Source is "builtin", "agent" or "mcp".
+	Source string `json:"source"`
+	// MCPServer names the server of an MCP tool.
+	MCPServer     string `json:"mcpServer,omitempty"`
+	NeedsApproval bool   `json:"needsApproval"`
+}
+
+func (s *Server) agentInfo(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	spec := s.Agents.Get(name)
+	if spec == nil {
+		return apierror.New(apierror.NotFound, "agent_not_found", fmt.Sprintf("The agent `%s` does not exist.", name))
+	}
+	info := AgentInfo{Object: "agent", Name: spec.Name, Model: spec.Model, Tools: []AgentTool{}, MCPServers: []agent.MCPServerStatus{}}
+	add := func(t *tool.Tool, source, server string) {
+		info.Tools = append(info.Tools, AgentTool{Name: t.Name, Description: t.Description, Source: source, MCPServer: server,
+			NeedsApproval: t.Approval != nil})
+	}
+	for _, t := range s.Runner.Builtins(spec) {
+		add(t, "builtin", "")
+	}
+	for _, t := range spec.Tools {
+		add(t, "agent", "")
+	}
+	if spec.Dynamic != nil {
+		info.MCPServers = spec.Dynamic.Servers()
+		owner := map[string]string{}
+		for _, st := range info.MCPServers {
+			for _, n := range st.Tools {
+				owner[n] = st.Name
+			}
+		}
+		dyn, _ := spec.Dynamic.Tools()
+		for _, t := range dyn {
+			add(t, "mcp", owner[t.Name])
+		}
+	}
+	return httpjson.Write(w, http.StatusOK, info)
 }
 
 // HealthPingTimeout bounds /healthz's database ping, so a load balancer gets

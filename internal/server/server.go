@@ -125,6 +125,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Mount(WireOpenAI, openai.NewWire(s.Now))
 	s.Handle("GET /v1/models", WireOpenAI, true, s.models)
 	s.Handle("GET /v1/models/{id}", WireOpenAI, true, s.model)
+	s.Handle("GET /v1/agents/{name}", WireOpenAI, true, s.agentInfo)
 	s.Handle("GET /v1/hitl", WireOpenAI, true, s.listDecisions)
 	s.Handle("GET /v1/hitl/{id}", WireOpenAI, true, s.getDecision)
 	s.Handle("POST /v1/hitl/{id}/approve", WireOpenAI, true, s.approve)

@@ -30,6 +30,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/tool"
+	"github.com/stackbone/stackbone/internal/tool/mcp"
 )
 
 // Options shape the stack.
@@ -336,8 +337,21 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 		st = s
 	}
 	env.Store = st
+	specs := DefaultAgents(env, modelRef)
 	if opts.Agents != nil {
-		return logger, opts.Agents(env)
+		specs = opts.Agents(env)
 	}
-	return logger, DefaultAgents(env, modelRef)
+	// Agents' MCP servers, reconnecting within a second in tests; closed
+	// (child processes stopped) when the test ends.
+	if err := mcp.Start(context.Background(), specs, mcp.Options{Logger: logger, MaxBackoff: time.Second}); err != nil {
+		t.Fatalf("start MCP servers: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, s := range specs {
+			if s.Close != nil {
+				s.Close()
+			}
+		}
+	})
+	return logger, specs
 }

@@ -26,6 +26,8 @@ type AgentInfo struct {
 	// Source is the agent's file relative to the project folder
 	// (agents/refunds.ts), never an absolute path of the host.
 	Source string `json:"source,omitempty"`
+	// MCPServers is the state of each of the agent's MCP servers.
+	MCPServers []agent.MCPServerStatus `json:"mcpServers"`
 }
 
 // ToolInfo is one tool of an agent.
@@ -83,8 +85,12 @@ func (st *Studio) Agents() []AgentInfo {
 		if ai.EditableState == nil {
 			ai.EditableState = map[string]json.RawMessage{}
 		}
+		ai.MCPServers = []agent.MCPServerStatus{}
+		if a.Dynamic != nil {
+			ai.MCPServers = a.Dynamic.Servers()
+		}
 		own := map[string]bool{}
-		for _, t := range a.Tools {
+		for _, t := range a.AllTools() {
 			own[t.Name] = true
 			ai.Tools = append(ai.Tools, toolInfo(t, false))
 		}

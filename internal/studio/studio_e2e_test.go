@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,6 +227,26 @@ func TestAgentsPage(t *testing.T) {
 	p.waitText(`[data-agent="assistant"] tr[data-tool="get_weather"]`, "runs without approval")
 	p.waitText(`[data-agent="assistant"] .statekeys`, "draft")
 	p.waitText(`[data-agent="other"]`, "Another agent.")
+}
+
+// TestAgentsPageMCPServerDown: an agent whose MCP server does not answer
+// still loads, and its card says the server is down and why.
+func TestAgentsPageMCPServerDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	_ = ln.Close() // nothing listens there
+	env := stacktest.New(t, stacktest.Options{Agents: func(*stacktest.Env) []*agent.Spec {
+		return []*agent.Spec{{Name: "withmcp", Model: "openai/test-model", MCPServers: []agent.MCPServer{{Name: "github", URL: url}}}}
+	}})
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/agents")
+	p.waitText(`[data-agent="withmcp"] [data-mcp="github"]`, "down")
+	p.waitText(`[data-agent="withmcp"] [data-mcp="github"]`, "http; 0 tools")
+	p.waitText(`[data-agent="withmcp"] [data-mcp="github"]`, "connect")
 }
 
 func TestThreadViewStreamsAndFilters(t *testing.T) {

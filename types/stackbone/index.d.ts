@@ -186,7 +186,29 @@ export interface DeepAgentConfig {
   todos?: boolean;
   /** `false` turns off the built-in file tools (ls, read_file, write_file, edit_file). */
   files?: boolean;
+  /**
+   * MCP servers whose tools join the agent's, named `{server}_{tool}`. Server
+   * names: letters, digits, "_" and "-".
+   */
+  mcpServers?: Record<string, MCPServer>;
 }
+
+/**
+ * Which of an MCP server's tools wait for a human decision: `'annotations'`
+ * (default: all but those marked `readOnlyHint: true` or
+ * `destructiveHint: false`), `'always'`, `'never'`, or per tool (the server's
+ * tool name) a needsApproval value; unlisted tools follow the annotations.
+ */
+export type MCPApproval = 'annotations' | 'always' | 'never' | Record<string, NeedsApproval<any>>;
+
+/**
+ * An MCP server: streamable HTTP (`url`, `headers`) or a stdio child process
+ * (`command`, `args`, `env`). Header and env values may reference the
+ * server's environment as `'${VAR}'`; an unset variable fails the load.
+ */
+export type MCPServer =
+  | { url: string; headers?: Record<string, string>; approval?: MCPApproval }
+  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval };
 
 /**
  * A duration: a number of milliseconds, or a string such as `"90s"`, `"2m"`,

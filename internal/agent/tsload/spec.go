@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/dop251/goja"
@@ -35,22 +36,40 @@ type description struct {
 	EditableState      map[string]json.RawMessage `json:"editableState"`
 	Tools              []toolDescription          `json:"tools"`
 	Subagents          []agent.Subagent           `json:"subagents"`
+	MCPServers         []mcpServerDescription     `json:"mcpServers"`
 	Loc                *location                  `json:"loc"`
 }
 
-type toolDescription struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Approval    *struct {
-		When             bool     `json:"when"`
-		Description      string   `json:"description"`
-		DescriptionFn    bool     `json:"descriptionFn"`
-		AllowedDecisions []string `json:"allowedDecisions"`
+// approvalDescription is a needsApproval value as prelude.js describes it.
+type approvalDescription struct {
+	When             bool     `json:"when"`
+	Description      string   `json:"description"`
+	DescriptionFn    bool     `json:"descriptionFn"`
+	AllowedDecisions []string `json:"allowedDecisions"`
+}
+
+type mcpServerDescription struct {
+	Name     string            `json:"name"`
+	URL      string            `json:"url"`
+	Headers  map[string]string `json:"headers"`
+	Command  string            `json:"command"`
+	Args     []string          `json:"args"`
+	Env      map[string]string `json:"env"`
+	Approval struct {
+		Mode string `json:"mode"`
+		// Tools is the object form; a null value means no approval.
+		Tools map[string]*approvalDescription `json:"tools"`
 	} `json:"approval"`
-	TimeoutMs  float64   `json:"timeoutMs"`
-	Idempotent bool      `json:"idempotent"`
-	Loc        *location `json:"loc"`
+}
+
+type toolDescription struct {
+	Name        string               `json:"name"`
+	Description string               `json:"description"`
+	Parameters  json.RawMessage      `json:"parameters"`
+	Approval    *approvalDescription `json:"approval"`
+	TimeoutMs   float64              `json:"timeoutMs"`
+	Idempotent  bool                 `json:"idempotent"`
+	Loc         *location            `json:"loc"`
 }
 
 // locErr returns a *LoadError at the defineDeepAgent call site.
@@ -97,6 +116,14 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	for _, td := range d.Tools {
 		spec.Tools = append(spec.Tools, a.tool(td))
 	}
+	for _, md := range d.MCPServers {
+		srv, err := a.mcpServer(md, opts.LookupEnv)
+		if err != nil {
+			a.pool.close()
+			return nil, nil, d.locErr(b.rel, err.Error())
+		}
+		spec.MCPServers = append(spec.MCPServers, srv)
+	}
 	opts.Logger.Debug("loaded agent", "agent", d.Name, "file", b.rel, "bundle_bytes", b.size,
 		"tools", len(spec.Tools), "took", time.Since(start))
 	return spec, &d, nil
@@ -120,41 +147,100 @@ func (a *jsAgent) tool(td toolDescription) *tool.Tool {
 	t.Execute = func(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return a.execute(ctx, t, call)
 	}
-	if ap := td.Approval; ap != nil {
-		t.Approval = &tool.Approval{}
-		for _, d := range ap.AllowedDecisions {
-			t.Approval.AllowedDecisions = append(t.Approval.AllowedDecisions, tool.Decision(d))
-		}
-		if ap.When {
-			t.Approval.When = func(ctx context.Context, args json.RawMessage) (bool, error) {
-				var out bool
-				err := a.run(ctx, name, t.TimeLimit(), func(r *jsRuntime) (goja.Value, error) {
-					return r.when(goja.Undefined(), r.vm.ToValue(name), r.vm.ToValue(string(args)))
-				}, func(v goja.Value) error {
-					out = v.ToBoolean()
-					return nil
-				})
-				return out, err
-			}
-		}
-		switch {
-		case ap.DescriptionFn:
-			t.Approval.Description = func(ctx context.Context, args json.RawMessage) (string, error) {
-				var out string
-				err := a.run(ctx, name, t.TimeLimit(), func(r *jsRuntime) (goja.Value, error) {
-					return r.describe(goja.Undefined(), r.vm.ToValue(name), r.vm.ToValue(string(args)))
-				}, func(v goja.Value) error {
-					out = v.String()
-					return nil
-				})
-				return out, err
-			}
-		case ap.Description != "":
-			text := ap.Description
-			t.Approval.Description = func(context.Context, json.RawMessage) (string, error) { return text, nil }
-		}
+	if td.Approval != nil {
+		t.Approval = a.approval(name, td.Approval, t.TimeLimit)
 	}
 	return t
+}
+
+// approval builds a tool.Approval from a needsApproval description; key
+// names the hooks in the JS host (a tool name, or "mcp:server:tool").
+func (a *jsAgent) approval(key string, ap *approvalDescription, limit func() time.Duration) *tool.Approval {
+	out := &tool.Approval{}
+	for _, d := range ap.AllowedDecisions {
+		out.AllowedDecisions = append(out.AllowedDecisions, tool.Decision(d))
+	}
+	if ap.When {
+		out.When = func(ctx context.Context, args json.RawMessage) (bool, error) {
+			var ok bool
+			err := a.run(ctx, key, limit(), func(r *jsRuntime) (goja.Value, error) {
+				return r.when(goja.Undefined(), r.vm.ToValue(key), r.vm.ToValue(string(args)))
+			}, func(v goja.Value) error {
+				ok = v.ToBoolean()
+				return nil
+			})
+			return ok, err
+		}
+	}
+	switch {
+	case ap.DescriptionFn:
+		out.Description = func(ctx context.Context, args json.RawMessage) (string, error) {
+			var text string
+			err := a.run(ctx, key, limit(), func(r *jsRuntime) (goja.Value, error) {
+				return r.describe(goja.Undefined(), r.vm.ToValue(key), r.vm.ToValue(string(args)))
+			}, func(v goja.Value) error {
+				text = v.String()
+				return nil
+			})
+			return text, err
+		}
+	case ap.Description != "":
+		text := ap.Description
+		out.Description = func(context.Context, json.RawMessage) (string, error) { return text, nil }
+	}
+	return out
+}
+
+// mcpServer builds an agent.MCPServer, expanding ${VAR} references in header
+// and env values.
+func (a *jsAgent) mcpServer(md mcpServerDescription, lookup func(string) (string, bool)) (agent.MCPServer, error) {
+	srv := agent.MCPServer{Name: md.Name, URL: md.URL, Command: md.Command, Args: md.Args,
+		Approval: agent.MCPApproval{Mode: md.Approval.Mode}}
+	var err error
+	if srv.Headers, err = expandAll(md.Headers, "mcpServers."+md.Name+".headers", lookup); err != nil {
+		return srv, err
+	}
+	if srv.Env, err = expandAll(md.Env, "mcpServers."+md.Name+".env", lookup); err != nil {
+		return srv, err
+	}
+	if md.Approval.Tools != nil {
+		srv.Approval.Tools = map[string]*tool.Approval{}
+		for name, ap := range md.Approval.Tools {
+			if ap == nil {
+				srv.Approval.Tools[name] = nil
+				continue
+			}
+			srv.Approval.Tools[name] = a.approval("mcp:"+md.Name+":"+name, ap, func() time.Duration { return tool.DefaultTimeout })
+		}
+	}
+	return srv, nil
+}
+
+// envRef matches a ${VAR} reference.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandAll replaces every ${VAR} in m's values with the variable's value;
+// an unset variable is an error naming it (and the field), never the value.
+func expandAll(m map[string]string, field string, lookup func(string) (string, bool)) (map[string]string, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		var missing string
+		out[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			val, ok := lookup(name)
+			if !ok && missing == "" {
+				missing = name
+			}
+			return val
+		})
+		if missing != "" {
+			return nil, fmt.Errorf("%s.%s: environment variable %s is not set", field, k, missing)
+		}
+	}
+	return out, nil
 }
 
 // run takes a runtime from the pool, invokes JS on it and puts it back.

@@ -47,6 +47,9 @@ type Options struct {
 	// EvalTimeout bounds the evaluation of an agent module in a new runtime.
 	// Zero means DefaultEvalTimeout.
 	EvalTimeout time.Duration
+	// LookupEnv expands '${VAR}' references in mcpServers headers and env.
+	// Nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 func (o Options) withDefaults() Options {
@@ -58,6 +61,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = 2 * runtime.GOMAXPROCS(0)
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
 	}
 	if o.EvalTimeout <= 0 {
 		o.EvalTimeout = DefaultEvalTimeout

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/tool"
 )
@@ -234,6 +235,14 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:2:32: agent "a": modelSettings.idleTimeout must be a positive number`},
 		{"unknown model setting", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { temperature: 1 } as any });\n",
 			`agents/a.ts:2:32: agent "a": modelSettings: unknown field "temperature" (allowed: timeout, idleTimeout)`},
+		{"bad MCP server name", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { 'git hub': { url: 'http://x/mcp' } } });\n",
+			`agents/a.ts:2:32: agent "a": MCP server name "git hub" must be 1-64 letters, digits, "_" or "-"`},
+		{"MCP url and command", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { g: { url: 'http://x/mcp', command: 'node' } as any } });\n",
+			`agents/a.ts:2:32: agent "a": mcpServers.g: give either url (streamable HTTP) or command (stdio), not both`},
+		{"MCP bad approval", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { g: { command: 'node', approval: 'sometimes' } as any } });\n",
+			`agents/a.ts:2:32: agent "a": mcpServers.g: approval must be "annotations", "always", "never" or an object mapping tool names to needsApproval`},
+		{"MCP header not a string", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { g: { url: 'https://x/mcp', headers: { A: 1 } } as any } });\n",
+			`agents/a.ts:2:32: agent "a": mcpServers.g.headers.A must be a string`},
 		{"no default export", head + "export const x = defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
 			"agents/a.ts: no default export"},
 		{"throw at top level", head + "function f(): never {\n  throw new TypeError('bad setup');\n}\nf();\nexport default defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
@@ -251,6 +260,39 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("not a *LoadError for agents/a.ts: %#v", err)
 			}
 		})
+	}
+}
+
+func TestMCPServersParsed(t *testing.T) {
+	src := `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: {
+  gh: { url: 'https://example.com/mcp', headers: { Authorization: 'Bearer ${GH_TOKEN}' } },
+  local: { command: 'node', args: ['s.mjs'], env: { KEY: '${KEY}-x' }, approval: 'never' },
+  fine: { command: 'node', approval: { drop: true, read: false, ask: { description: (a: any) => 'ask ' + a.q, allowedDecisions: ['approve'] } } },
+} });
+`
+	env := map[string]string{"GH_TOKEN": "tok", "KEY": "k"}
+	s := loadOne(t, map[string]string{"agents/a.ts": src}, Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if len(s.MCPServers) != 3 {
+		t.Fatalf("servers %+v", s.MCPServers)
+	}
+	gh, local, fine := s.MCPServers[0], s.MCPServers[1], s.MCPServers[2]
+	if gh.Name != "gh" || gh.Transport() != "http" || gh.Headers["Authorization"] != "Bearer tok" || gh.Approval.Mode != agent.MCPApprovalAnnotations {
+		t.Fatalf("gh %+v", gh)
+	}
+	if local.Transport() != "stdio" || local.Command != "node" || local.Args[0] != "s.mjs" || local.Env["KEY"] != "k-x" || local.Approval.Mode != agent.MCPApprovalNever {
+		t.Fatalf("local %+v", local)
+	}
+	ap := fine.Approval.Tools
+	if ap["drop"] == nil || ap["drop"].When != nil || len(ap) != 3 {
+		t.Fatalf("fine approvals %+v", ap)
+	}
+	if a, ok := ap["read"]; !ok || a != nil {
+		t.Fatalf("read: false should mean no approval, got %+v", a)
+	}
+	desc, err := ap["ask"].Description(context.Background(), json.RawMessage(`{"q":"x"}`))
+	if err != nil || desc != "ask x" || len(ap["ask"].AllowedDecisions) != 1 {
+		t.Fatalf("ask approval: %q %v %+v", desc, err, ap["ask"])
 	}
 }
 

@@ -864,6 +864,13 @@ function agentCard(a) {
             t.parameters ? h('details', {}, h('summary', {}, 'Parameters'), h('pre', { class: 'json' }, pretty(t.parameters))) : null),
           h('td', {}, approval(t))))))
       : h('p', { class: 'muted' }, 'No tools.'),
+    (a.mcpServers || []).length
+      ? [h('h3', {}, 'MCP servers'),
+        h('ul', { class: 'mcp-servers' }, a.mcpServers.map((s) => h('li', { 'data-mcp': s.name },
+          h('code', {}, s.name), ' ', h('span', { class: `badge mcp-${s.status}` }, s.status),
+          h('span', { class: 'muted' }, ` ${s.transport}; ${s.tools.length} tool${s.tools.length === 1 ? '' : 's'}`),
+          s.error ? h('div', { class: 'muted' }, s.error) : null)))]
+      : null,
     h('h3', {}, 'Subagents'),
     a.subagents.length
       ? h('ul', { class: 'subagents' }, a.subagents.map((s) => h('li', {},

@@ -51,7 +51,7 @@ func agentText(spec *agent.Spec) []string {
 		return nil
 	}
 	out := []string{spec.Instructions}
-	for _, t := range spec.Tools {
+	for _, t := range spec.AllTools() {
 		out = append(out, t.Name, t.Description, string(t.Parameters))
 	}
 	return out

@@ -9,7 +9,11 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers'];
+  const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
+  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
+  const MCP_MODES = ['annotations', 'always', 'never'];
+  const MCP_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
   const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
@@ -108,25 +112,63 @@
     if (t.idempotent !== undefined && typeof t.idempotent !== 'boolean') {
       fail(`${what}: idempotent must be true or false`, loc);
     }
-    const na = t.needsApproval;
-    if (na !== undefined && typeof na !== 'boolean' && !isFn(na)) {
-      if (!isPlain(na)) fail(`${what}: needsApproval must be true, false, a function or an object`, loc);
-      unknownKeys(na, APPROVAL_KEYS, `${what} needsApproval`, loc);
-      if (na.when !== undefined && typeof na.when !== 'boolean' && !isFn(na.when)) {
-        fail(`${what}: needsApproval.when must be a boolean or a function (args) => boolean`, loc);
+    checkApprovalForm(t.needsApproval, what, loc);
+  }
+
+  function checkStringMap(m, field, loc) {
+    if (!isPlain(m)) fail(`${field} must be an object of strings`, loc);
+    for (const [k, v] of Object.entries(m)) {
+      if (typeof v !== 'string') fail(`${field}.${k} must be a string (use '\${VAR}' to read the environment)`, loc);
+    }
+  }
+
+  function checkApprovalForm(na, what, loc) {
+    if (na === undefined || typeof na === 'boolean' || isFn(na)) return;
+    if (!isPlain(na)) fail(`${what}: needsApproval must be true, false, a function or an object`, loc);
+    unknownKeys(na, APPROVAL_KEYS, `${what} needsApproval`, loc);
+    if (na.when !== undefined && typeof na.when !== 'boolean' && !isFn(na.when)) {
+      fail(`${what}: needsApproval.when must be a boolean or a function (args) => boolean`, loc);
+    }
+    if (na.description !== undefined && typeof na.description !== 'string' && !isFn(na.description)) {
+      fail(`${what}: needsApproval.description must be a string or a function (args) => string`, loc);
+    }
+    if (na.allowedDecisions !== undefined) {
+      if (!Array.isArray(na.allowedDecisions) || na.allowedDecisions.length === 0) {
+        fail(`${what}: needsApproval.allowedDecisions must be a non-empty array of ${DECISIONS.join(', ')}`, loc);
       }
-      if (na.description !== undefined && typeof na.description !== 'string' && !isFn(na.description)) {
-        fail(`${what}: needsApproval.description must be a string or a function (args) => string`, loc);
+      for (const d of na.allowedDecisions) {
+        if (!DECISIONS.includes(d)) {
+          fail(`${what}: needsApproval.allowedDecisions: unknown decision ${str(d)} (allowed: ${DECISIONS.join(', ')})`, loc);
+        }
       }
-      if (na.allowedDecisions !== undefined) {
-        if (!Array.isArray(na.allowedDecisions) || na.allowedDecisions.length === 0) {
-          fail(`${what}: needsApproval.allowedDecisions must be a non-empty array of ${DECISIONS.join(', ')}`, loc);
+    }
+  }
+
+  function checkMCPServers(servers, what, loc) {
+    if (!isPlain(servers)) fail(`${what}: mcpServers must be an object mapping server names to { url } or { command }`, loc);
+    for (const [name, s] of Object.entries(servers)) {
+      const sw = `${what}: mcpServers.${name}`;
+      if (!MCP_NAME_RE.test(name)) fail(`${what}: MCP server name ${str(name)} must be 1-64 letters, digits, "_" or "-"`, loc);
+      if (!isPlain(s)) fail(`${sw} must be an object: { url, headers? } or { command, args?, env? }`, loc);
+      if (s.url !== undefined && s.command !== undefined) fail(`${sw}: give either url (streamable HTTP) or command (stdio), not both`, loc);
+      if (s.url !== undefined) {
+        unknownKeys(s, MCP_HTTP_KEYS, sw, loc);
+        if (typeof s.url !== 'string' || !/^https?:\/\/\S+$/.test(s.url)) fail(`${sw}: url must be an http:// or https:// URL, got ${str(s.url)}`, loc);
+        if (s.headers !== undefined) checkStringMap(s.headers, `${sw}.headers`, loc);
+      } else if (s.command !== undefined) {
+        unknownKeys(s, MCP_STDIO_KEYS, sw, loc);
+        if (typeof s.command !== 'string' || s.command === '') fail(`${sw}: command must be a non-empty string`, loc);
+        if (s.args !== undefined && !(Array.isArray(s.args) && s.args.every((a) => typeof a === 'string'))) {
+          fail(`${sw}: args must be an array of strings`, loc);
         }
-        for (const d of na.allowedDecisions) {
-          if (!DECISIONS.includes(d)) {
-            fail(`${what}: needsApproval.allowedDecisions: unknown decision ${str(d)} (allowed: ${DECISIONS.join(', ')})`, loc);
-          }
-        }
+        if (s.env !== undefined) checkStringMap(s.env, `${sw}.env`, loc);
+      } else {
+        fail(`${sw}: needs url (streamable HTTP) or command (stdio)`, loc);
+      }
+      const ap = s.approval;
+      if (ap !== undefined && !MCP_MODES.includes(ap)) {
+        if (!isPlain(ap)) fail(`${sw}: approval must be ${MCP_MODES.map(str).join(', ')} or an object mapping tool names to needsApproval`, loc);
+        for (const [tn, na] of Object.entries(ap)) checkApprovalForm(na, `${sw}.approval.${tn}`, loc);
       }
     }
   }
@@ -182,6 +224,7 @@
       fail(`${what}: maxSteps must be a positive integer`, loc);
     }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
+    if (cfg.mcpServers !== undefined) checkMCPServers(cfg.mcpServers, what, loc);
     const tools = cfg.tools === undefined ? {} : cfg.tools;
     if (!isPlain(tools)) fail(`${what}: tools must be an object mapping tool names to tool({...})`, loc);
     for (const [name, t] of Object.entries(tools)) {
@@ -254,6 +297,33 @@
   let AGENT = null;
   const TOOLS = Object.create(null); // name -> {def, std, when, desc}
 
+  // mcpKey names an MCP tool's approval hooks in TOOLS; ':' is in no tool name.
+  const mcpKey = (server, name) => `mcp:${server}:${name}`;
+
+  // describeApproval turns a needsApproval value into the JSON Go reads
+  // (null: no approval), keeping its functions in entry.
+  function describeApproval(na, entry) {
+    let approval = null;
+    if (na === true) {
+      approval = { when: false, allowedDecisions: [] };
+    } else if (isFn(na)) {
+      entry.when = na;
+      approval = { when: true, allowedDecisions: [] };
+    } else if (isPlain(na) && na.when !== false) {
+      approval = { when: false, allowedDecisions: na.allowedDecisions || [] };
+      if (isFn(na.when)) {
+        entry.when = na.when;
+        approval.when = true;
+      }
+      if (typeof na.description === 'string') approval.description = na.description;
+      if (isFn(na.description)) {
+        entry.desc = na.description;
+        approval.descriptionFn = true;
+      }
+    }
+    return approval;
+  }
+
   function register(mod) {
     const cfg = isObj(mod) ? mod.default : undefined;
     if (cfg === undefined || cfg === null) {
@@ -275,6 +345,7 @@
       editableState: {},
       tools: [],
       subagents: [],
+      mcpServers: [],
       loc,
     };
     const ms = cfg.modelSettings || {};
@@ -297,25 +368,7 @@
       }
       if (params.type === undefined) params.type = 'object';
       const entry = { def: t, std: isStandard(t.parameters) ? t.parameters['~standard'] : null, when: null, desc: null };
-      let approval = null;
-      const na = t.needsApproval;
-      if (na === true) {
-        approval = { when: false, allowedDecisions: [] };
-      } else if (isFn(na)) {
-        entry.when = na;
-        approval = { when: true, allowedDecisions: [] };
-      } else if (isPlain(na) && na.when !== false) {
-        approval = { when: false, allowedDecisions: na.allowedDecisions || [] };
-        if (isFn(na.when)) {
-          entry.when = na.when;
-          approval.when = true;
-        }
-        if (typeof na.description === 'string') approval.description = na.description;
-        if (isFn(na.description)) {
-          entry.desc = na.description;
-          approval.descriptionFn = true;
-        }
-      }
+      const approval = describeApproval(t.needsApproval, entry);
       TOOLS[name] = entry;
       out.tools.push({
         name,
@@ -326,6 +379,21 @@
         idempotent: t.idempotent === true,
         loc: tloc,
       });
+    }
+    for (const [name, s] of Object.entries(cfg.mcpServers || {})) {
+      const entry = { name, url: s.url || '', headers: s.headers || {}, command: s.command || '', args: s.args || [], env: s.env || {},
+        approval: { mode: 'annotations', tools: null } };
+      const ap = s.approval;
+      if (typeof ap === 'string') entry.approval.mode = ap;
+      else if (isPlain(ap)) {
+        entry.approval.tools = {};
+        for (const [tn, na] of Object.entries(ap)) {
+          const hooks = { def: null, std: null, when: null, desc: null };
+          entry.approval.tools[tn] = describeApproval(na, hooks);
+          TOOLS[mcpKey(name, tn)] = hooks;
+        }
+      }
+      out.mcpServers.push(entry);
     }
     for (const s of cfg.subagents || []) {
       out.subagents.push({

@@ -1,0 +1,67 @@
+package mcp
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+func TestToolName(t *testing.T) {
+	for _, c := range []struct{ server, tool, want string }{
+		{"github", "search_issues", "github_search_issues"},
+		{"fs", "read.file", "fs_read_file"},
+		{"x", "héllo wörld/1", "x_h_llo_w_rld_1"},
+		{"s", strings.Repeat("a", 80), "s_" + strings.Repeat("a", 62)},
+	} {
+		if got := ToolName(c.server, c.tool); got != c.want {
+			t.Errorf("ToolName(%q, %q) = %q, want %q", c.server, c.tool, got, c.want)
+		}
+	}
+}
+
+func TestNeedsApproval(t *testing.T) {
+	f, tr := false, true
+	ro := &sdk.Tool{Name: "ro", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}
+	safe := &sdk.Tool{Name: "safe", Annotations: &sdk.ToolAnnotations{DestructiveHint: &f}}
+	destr := &sdk.Tool{Name: "destr", Annotations: &sdk.ToolAnnotations{DestructiveHint: &tr}}
+	bare := &sdk.Tool{Name: "bare"}
+	empty := &sdk.Tool{Name: "empty", Annotations: &sdk.ToolAnnotations{}}
+	custom := &tool.Approval{AllowedDecisions: []tool.Decision{tool.Approve}}
+	cases := []struct {
+		policy agent.MCPApproval
+		tool   *sdk.Tool
+		want   bool
+	}{
+		{agent.MCPApproval{}, ro, false},
+		{agent.MCPApproval{}, safe, false},
+		{agent.MCPApproval{}, destr, true},
+		{agent.MCPApproval{}, bare, true},
+		{agent.MCPApproval{}, empty, true},
+		{agent.MCPApproval{Mode: agent.MCPApprovalNever}, destr, false},
+		{agent.MCPApproval{Mode: agent.MCPApprovalAlways}, ro, true},
+		{agent.MCPApproval{Tools: map[string]*tool.Approval{"destr": nil}}, destr, false},
+		{agent.MCPApproval{Tools: map[string]*tool.Approval{"ro": custom}}, ro, true},
+		{agent.MCPApproval{Tools: map[string]*tool.Approval{"other": nil}}, bare, true},
+	}
+	for i, c := range cases {
+		if got := needsApproval(c.policy, c.tool) != nil; got != c.want {
+			t.Errorf("case %d (%s, %+v): needs approval %v, want %v", i, c.tool.Name, c.policy, got, c.want)
+		}
+	}
+	if needsApproval(agent.MCPApproval{Tools: map[string]*tool.Approval{"ro": custom}}, ro) != custom {
+		t.Error("the object form's approval is not used as given")
+	}
+}
+
+func TestStartRefusesBadServers(t *testing.T) {
+	spec := &agent.Spec{Name: "a", MCPServers: []agent.MCPServer{{Name: "bad name", Command: "x"}, {Name: "both", Command: "x", URL: "http://x"}}}
+	err := Start(context.Background(), []*agent.Spec{spec}, Options{})
+	if err == nil || !strings.Contains(err.Error(), `MCP server name "bad name"`) || !strings.Contains(err.Error(), `"both" needs either a URL or a command`) {
+		t.Fatalf("error %v", err)
+	}
+}
