@@ -12,7 +12,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -465,5 +467,82 @@ func TestMCPAuthAndTenants(t *testing.T) {
 				t.Fatal("decisions leaked between tenants")
 			}
 		})
+	}
+}
+
+// A call the client cancels stops its run: a durable one ends failed (it
+// does not go on in the background), a stateless one with its request.
+func TestMCPCancelStopsTheRun(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	for _, v := range protocols {
+		for _, session := range []string{"mcp-cancel-" + v, ""} {
+			t.Run(v+"/session="+session, func(t *testing.T) {
+				release := env.Upstream.HoldOnce(script.When{LastUser: "weather"})
+				defer release()
+				cs := connect(t, env, v, "", nil)
+				held := env.Upstream.Count() + 1
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() {
+					args := map[string]any{"message": "weather in Paris?"}
+					if session != "" {
+						args["session"] = session
+					}
+					_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "assistant", Arguments: args})
+					done <- err
+				}()
+				stacktest.WaitFor(t, "the model call under way", func() bool { return env.Upstream.Count() >= held })
+				cancel()
+				if err := <-done; err == nil {
+					t.Fatal("the cancelled call returned no error")
+				}
+				// The held model call ends only when the run stops.
+				ended := make(chan struct{})
+				go func() { env.Runner.Wait(); close(ended) }()
+				select {
+				case <-ended:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the run went on after the client cancelled")
+				}
+				if session != "" {
+					if th := env.Thread(t, "dev", session); th.Status != store.Failed {
+						t.Fatalf("thread status = %s, want failed", th.Status)
+					}
+				}
+				if env.Calls.Get("get_weather") != 0 {
+					t.Fatal("the tool ran after the cancel")
+				}
+			})
+		}
+	}
+}
+
+// The tools are the server's agents as they are now: a reload that adds,
+// changes or removes agents changes the list.
+func TestMCPToolsFollowReloads(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	cs := connect(t, env, protocols[1], "", nil)
+	model := env.Runner.Agents.Get("other").Model
+	env.Runner.Agents.Replace([]*agent.Spec{
+		{Name: "assistant", Model: model, Instructions: "\n  Changed instructions.\nMore."},
+		{Name: "french", Model: model, Instructions: "Réponds en français.", Description: "Answers in French."},
+	})
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tl := range res.Tools {
+		got = append(got, tl.Name+": "+strings.SplitN(tl.Description, "\n", 2)[0])
+	}
+	if want := "assistant: Changed instructions.|french: Answers in French."; strings.Join(got, "|") != want {
+		t.Fatalf("tools = %q, want %q", got, want)
+	}
+	out := callAgent(t, cs, "french", map[string]any{"message": "bonjour"})
+	if text(out) != "echo: bonjour" {
+		t.Fatalf("french = %q", text(out))
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "other", Arguments: map[string]any{"message": "hi"}}); err == nil {
+		t.Fatal("a removed agent is still callable")
 	}
 }
