@@ -9,7 +9,7 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files'];
+  const AGENT_KEYS = ['name', 'model', 'description', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files'];
   const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
@@ -175,6 +175,9 @@
     if (cfg.instructions !== undefined && typeof cfg.instructions !== 'string') {
       fail(`${what}: instructions must be a string`, loc);
     }
+    if (cfg.description !== undefined && typeof cfg.description !== 'string') {
+      fail(`${what}: description must be a string`, loc);
+    }
     for (const k of ['todos', 'files']) {
       if (cfg[k] !== undefined && typeof cfg[k] !== 'boolean') fail(`${what}: ${k} must be a boolean`, loc);
     }
@@ -267,6 +270,7 @@
       name: cfg.name,
       model: cfg.model,
       instructions: cfg.instructions || '',
+      description: cfg.description || '',
       maxSteps: cfg.maxSteps || 0,
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,
