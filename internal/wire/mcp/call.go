@@ -198,20 +198,26 @@ func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string) {
 // outcome of a turn a call answered with "waiting" is reported once. ok
 // says there was such a turn and text is its answer.
 func (t *call) earlier(ctx context.Context) (res *sdk.CallToolResult, text string, ok bool) {
+	th, err := t.h.c.Store.GetThread(ctx, t.caller.Tenant, t.args.Session)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Agent != t.agent) {
+		return nil, "", false // a new session, or another agent's (the turn refuses it)
+	}
+	if err != nil {
+		return errorResult("", err), "", false
+	}
 	pending, err := t.pending(ctx)
 	if err != nil {
 		return errorResult("", err), "", false
 	}
-	key := [2]string{t.caller.Tenant, t.args.Session}
 	t.h.mu.Lock()
-	seq, waited := t.h.waiting[key]
-	delete(t.h.waiting, key)
+	seq, waited := t.h.waiting[[2]string{t.caller.Tenant, t.args.Session}]
 	t.h.mu.Unlock()
 	if len(pending) > 0 {
 		seq, err := t.pauseSeq(ctx)
 		if err != nil {
 			return errorResult("", err), "", false
 		}
+		t.remember(seq)
 		st := pauseState{Thread: t.args.Session, Seq: seq, Earlier: true}
 		res, run := t.ask(ctx, st, pending)
 		if res != nil {
@@ -242,15 +248,21 @@ func (t *call) settle(ctx context.Context, run *engine.Run, st pauseState) (res 
 		out, more, err := t.consume(ctx, run)
 		text = join(text, more)
 		if err != nil {
+			t.forget()
 			return errorResult(text, err), ""
 		}
 		if out == nil || out.Type != event.Interrupt || t.args.Session == "" {
+			t.forget()
 			return nil, text
 		}
 		seq, err := t.pauseSeq(ctx)
 		if err != nil {
 			return errorResult(text, err), ""
 		}
+		// Until this call reports the turn's end, the next call on the
+		// session does (this call may end waiting, or its client may
+		// never come back with the answers it is asked for).
+		t.remember(seq)
 		pending, err := t.pending(ctx)
 		if err != nil {
 			return errorResult(text, err), ""
@@ -358,11 +370,21 @@ func (t *call) pauseSeq(ctx context.Context) (int64, error) {
 	return last, nil
 }
 
-// remember marks the session's pause as answered with "waiting": the next
-// call on the session reports the turn's outcome.
+// remember marks the session's turn as paused at seq with its outcome not
+// reported yet: the next call on the session reports it.
 func (t *call) remember(seq int64) {
 	t.h.mu.Lock()
 	t.h.waiting[[2]string{t.caller.Tenant, t.args.Session}] = seq
+	t.h.mu.Unlock()
+}
+
+// forget: the session's turn ended and this call reports it.
+func (t *call) forget() {
+	if t.args.Session == "" {
+		return
+	}
+	t.h.mu.Lock()
+	delete(t.h.waiting, [2]string{t.caller.Tenant, t.args.Session})
 	t.h.mu.Unlock()
 }
 

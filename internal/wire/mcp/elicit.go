@@ -40,7 +40,6 @@ func (t *call) ask(ctx context.Context, st pauseState, pending []store.Interrupt
 		return t.resume(ctx, st)
 	}
 	if !t.canElicit() {
-		t.remember(st.Seq)
 		return t.waiting(st, pending, nil), nil
 	}
 	if t.req.ProtocolVersion() >= newProtocol {
@@ -90,7 +89,6 @@ func (t *call) apply(ctx context.Context, st pauseState, asked []store.Interrupt
 		return errorResult(st.Text, err), nil
 	}
 	if len(left) > 0 {
-		t.remember(st.Seq)
 		return t.waiting(st, left, notes), nil
 	}
 	return t.resume(ctx, st)

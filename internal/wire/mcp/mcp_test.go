@@ -546,3 +546,82 @@ func TestMCPToolsFollowReloads(t *testing.T) {
 		t.Fatal("a removed agent is still callable")
 	}
 }
+
+// A client of the stateless revision that is asked for a decision and does
+// not come back with an answer (the decision is made elsewhere) still gets
+// the paused turn's outcome on its next call on the session.
+func TestMCPUnansweredElicitationReportedNextCall(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	c := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1.0.0"}, &sdk.ClientOptions{
+		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			t.Error("the client was asked although it handles input requests itself")
+			return nil, nil
+		},
+	})
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: env.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := callAgent(t, cs, "assistant", map[string]any{"message": "refund my order", "session": "mcp-unanswered"})
+	if !res.NeedsInput() || len(res.InputRequests) != 1 || res.RequestState == "" {
+		t.Fatalf("result = %+v, want an input-required result", res)
+	}
+	its := decisions(t, env, "dev", "mcp-unanswered")
+	if _, ok := res.InputRequests[its[0].ID].(*sdk.ElicitParams); !ok {
+		t.Fatalf("input requests = %v, want one elicitation keyed by the decision id %s", res.InputRequests, its[0].ID)
+	}
+	resp, err := http.Post(env.URL+"/v1/hitl/"+its[0].ID+"/reject", "application/json", strings.NewReader(`{"message":"no"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("reject: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	res = callAgent(t, cs, "assistant", map[string]any{"message": "so?", "session": "mcp-unanswered"})
+	if got := text(res); !strings.Contains(got, "Outcome of the earlier request") || !strings.Contains(got, "Refund result: ") ||
+		!strings.HasSuffix(got, "echo: so?") {
+		t.Fatalf("next = %q", got)
+	}
+}
+
+// A session is bound to the key that opened it, and a session's pending
+// decision is not asked about in a call to another agent.
+func TestMCPSessionBoundToKeyAndAgent(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start,
+		Keys: []config.Key{{Tenant: "acme", Secret: "sk-acme"}, {Tenant: "globex", Secret: "sk-globex"}}})
+	post := func(key, session, body string) *http.Response {
+		req, _ := http.NewRequest("POST", env.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+key)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := post("sk-acme", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, id)
+	}
+	resp = post("sk-globex", id, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another key on acme's session: %d, want 403", resp.StatusCode)
+	}
+
+	el := &elicitations{answer: func(*sdk.ElicitParams) *sdk.ElicitResult {
+		return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}
+	}}
+	plain := connect(t, env, protocols[1], "sk-acme", nil)
+	callAgent(t, plain, "assistant", map[string]any{"message": "refund my order", "session": "mcp-bound"})
+	asking := connect(t, env, protocols[1], "sk-acme", &sdk.ClientOptions{ElicitationHandler: el.handler})
+	res := callAgent(t, asking, "other", map[string]any{"message": "hi", "session": "mcp-bound"})
+	if !res.IsError || !strings.Contains(text(res), "This session belongs to another agent.") || len(el.asked()) != 0 || env.Calls.Get("refund") != 0 {
+		t.Fatalf("another agent on the session: %q (isError %v), asked %d forms", text(res), res.IsError, len(el.asked()))
+	}
+}
