@@ -155,10 +155,9 @@ func New(c Config) (*Handler, error) {
 const newProtocol = "2026-07-28"
 
 // Serve serves a request the server authenticated. The body is read first,
-// within the server's limits (its errors go to the server's error
-// envelope), and the read deadline the server set for it is cleared: a
-// call streams for as long as its turn runs, and a deadline passing then
-// would cancel the request.
+// within the server's size and time limits, so a body over the limit or
+// too slow is the server's 413 or 408 in its error envelope like on every
+// route.
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	if r.Body != nil && r.Method == http.MethodPost {
 		body, err := httpjson.ReadBody(r)
@@ -167,7 +166,6 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	h.ServeHTTP(w, r)
 	return nil
 }

@@ -625,3 +625,42 @@ func TestMCPSessionBoundToKeyAndAgent(t *testing.T) {
 		t.Fatalf("another agent on the session: %q (isError %v), asked %d forms", text(res), res.IsError, len(el.asked()))
 	}
 }
+
+// A call streams for as long as its turn runs: the deadline the server
+// gives a request body to arrive does not cut a long turn off.
+func TestMCPLongTurnOutlivesBodyTimeout(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) { c.BodyTimeout = 100 * time.Millisecond }})
+	for _, v := range protocols {
+		t.Run(v, func(t *testing.T) {
+			cs := connect(t, env, v, "", nil)
+			release := env.Upstream.HoldOnce(script.When{LastUser: "slow"})
+			held := env.Upstream.Count() + 1
+			done := make(chan *sdk.CallToolResult, 1)
+			go func() { done <- callAgent(t, cs, "other", map[string]any{"message": "slow one"}) }()
+			stacktest.WaitFor(t, "the model call under way", func() bool { return env.Upstream.Count() >= held })
+			time.Sleep(400 * time.Millisecond)
+			release()
+			if res := <-done; text(res) != "echo: slow one" {
+				t.Fatalf("result = %q (isError %v)", text(res), res.IsError)
+			}
+		})
+	}
+}
+
+// A body over the server's limit is its 413, in the OpenAI envelope.
+func TestMCPBodyLimit(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{MaxBodyBytes: 1024})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"other","arguments":{"message":"` + strings.Repeat("x", 2000) + `"}}}`
+	req, _ := http.NewRequest("POST", env.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"code":"request_too_large"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
