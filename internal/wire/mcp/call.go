@@ -160,10 +160,13 @@ func (t *call) retry(ctx context.Context) *sdk.CallToolResult {
 	if res == nil {
 		res, st.Text = t.settle(ctx, run, st)
 	}
-	if !st.Earlier || res != nil {
+	if !st.Earlier {
 		return t.finish(res, st.Text, nil)
 	}
-	earlier := st.Text
+	res, earlier, ok := reported(res, st.Text)
+	if !ok {
+		return res
+	}
 	res, text := t.turn(ctx)
 	return t.finish(res, text, &earlier)
 }
@@ -223,8 +226,7 @@ func (t *call) earlier(ctx context.Context) (res *sdk.CallToolResult, text strin
 		if res != nil {
 			return res, "", false
 		}
-		res, text = t.settle(ctx, run, st)
-		return res, text, res == nil
+		return reported(t.settle(ctx, run, st))
 	}
 	if !waited {
 		return nil, "", false
@@ -234,8 +236,31 @@ func (t *call) earlier(ctx context.Context) (res *sdk.CallToolResult, text strin
 		return errorResult("", err), "", false
 	}
 	st := pauseState{Thread: t.args.Session, Earlier: true}
-	res, text = t.settle(ctx, run, st)
-	return res, text, res == nil
+	return reported(t.settle(ctx, run, st))
+}
+
+// reported is an earlier turn's end as settle gives it, for the call that
+// reports it: a failure is its outcome too (the call's own message is
+// still sent), while a result that waits or asks ends the call.
+func reported(res *sdk.CallToolResult, text string) (*sdk.CallToolResult, string, bool) {
+	switch {
+	case res == nil:
+		return nil, text, true
+	case res.IsError:
+		return nil, contentText(res), true
+	}
+	return res, "", false
+}
+
+// contentText is a result's text content.
+func contentText(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // settle reads a run to its end. A pause asks the client for the decisions

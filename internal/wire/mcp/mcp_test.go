@@ -664,3 +664,24 @@ func TestMCPBodyLimit(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// An earlier turn that failed after its decision is reported as its
+// outcome, and the call's own message is still sent.
+func TestMCPEarlierTurnFailureReported(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	cs := connect(t, env, protocols[0], "", nil)
+	callAgent(t, cs, "assistant", map[string]any{"message": "refund my order", "session": "mcp-fail"})
+	its := decisions(t, env, "dev", "mcp-fail")
+	env.Upstream.FailNext(3, 500) // every attempt of the resumed turn's model call
+	resp, err := http.Post(env.URL+"/v1/hitl/"+its[0].ID+"/approve", "application/json", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("approve: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	stacktest.WaitFor(t, "the resumed turn to fail", func() bool { return env.Thread(t, "dev", "mcp-fail").Status == store.Failed })
+	res := callAgent(t, cs, "assistant", map[string]any{"message": "again", "session": "mcp-fail"})
+	if got := text(res); res.IsError || !strings.Contains(got, "Outcome of the earlier request") || !strings.Contains(got, "Error (") ||
+		!strings.HasSuffix(got, "echo: again") {
+		t.Fatalf("next = %q (isError %v)", got, res.IsError)
+	}
+}
