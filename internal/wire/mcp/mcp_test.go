@@ -685,3 +685,19 @@ func TestMCPEarlierTurnFailureReported(t *testing.T) {
 		t.Fatalf("next = %q (isError %v)", got, res.IsError)
 	}
 }
+
+// Edited arguments the tool's schema refuses are not recorded: the call
+// says why and waits, and the decision stays pending.
+func TestMCPApprovalElicitationBadEdit(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	el := &elicitations{answer: func(*sdk.ElicitParams) *sdk.ElicitResult {
+		return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "edit", "arguments": `{"orderId":5}`}}
+	}}
+	cs := connect(t, env, protocols[1], "", &sdk.ClientOptions{ElicitationHandler: el.handler})
+	res := callAgent(t, cs, "assistant", map[string]any{"message": "refund my order", "session": "mcp-bad-edit"})
+	its := decisions(t, env, "dev", "mcp-bad-edit")
+	if got := text(res); !strings.Contains(got, "was not recorded: editedArgs do not match the tool's parameter schema") ||
+		!strings.Contains(got, "Waiting on a human decision") || len(its) != 1 || its[0].Status != store.Pending {
+		t.Fatalf("result = %q, decisions %+v", got, its)
+	}
+}
