@@ -35,6 +35,9 @@ type Spec struct {
 	// NoTodos and NoFiles turn off the built-in write_todos and file tools.
 	NoTodos bool
 	NoFiles bool
+	// Description says what the agent does, for callers that list agents
+	// (the MCP tools at /mcp); empty means the first line of Instructions.
+	Description string
 	// Dir is the folder the agent was loaded from (scripted models read their
 	// script from there); Source is the file.
 	Dir    string

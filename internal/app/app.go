@@ -33,6 +33,7 @@ import (
 	"github.com/stackbone/stackbone/internal/tool/mcp"
 	"github.com/stackbone/stackbone/internal/wire/agui"
 	"github.com/stackbone/stackbone/internal/wire/anthropic"
+	mcpwire "github.com/stackbone/stackbone/internal/wire/mcp"
 	"github.com/stackbone/stackbone/internal/wire/responses"
 )
 
@@ -267,6 +268,7 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
   Anthropic wire   POST %[1]s/v1/messages
   AG-UI            POST %[1]s/v1/agents/{agent}/agui
   Responses wire   POST %[1]s/v1/responses
+  MCP (agents)     POST %[1]s/mcp
   Decisions        GET  %[1]s/v1/hitl
   Threads          GET  %[1]s/v1/threads
   Studio           %[1]s/studio/
@@ -309,6 +311,19 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 		return nil, nil, err
 	}
 	s.Mount(server.WireResponses, rw)
+	mh, err := mcpwire.New(mcpwire.Config{Runner: runner, Store: st, Agents: reg, Logger: logger, Version: Version,
+		MaxBodyBytes: cfg.MaxBodyBytes, Caller: func(ctx context.Context) mcpwire.Caller {
+			p := server.PrincipalFrom(ctx)
+			return mcpwire.Caller{Tenant: p.Tenant, Name: p.Name}
+		}})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Streamable HTTP: POST carries calls; a session-based client opens its
+	// event stream with GET and ends its session with DELETE.
+	for _, method := range []string{"POST", "GET", "DELETE"} {
+		s.Handle(method+" "+mcpwire.Route, server.WireOpenAI, true, mh.Serve)
+	}
 	if err := studio.Mount(s); err != nil {
 		return nil, nil, err
 	}

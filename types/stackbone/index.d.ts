@@ -169,6 +169,8 @@ export interface DeepAgentConfig {
   /** Letters, digits, "_", "-" and "."; the `model` callers send on the OpenAI/Anthropic wires. */
   name: string;
   model: ModelName;
+  /** What the agent does, for callers that list agents (its tool description at /mcp); default: the first line of `instructions`. */
+  description?: string;
   instructions?: string;
   /**
    * Tools by name. Names may not clash with the built-ins: write_todos, ls,

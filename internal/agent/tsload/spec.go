@@ -26,6 +26,7 @@ type description struct {
 	Name         string `json:"name"`
 	Model        string `json:"model"`
 	Instructions string `json:"instructions"`
+	Description  string `json:"description"`
 	MaxSteps     int    `json:"maxSteps"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
 	// .idleTimeout in milliseconds (0: the server's default).
@@ -110,6 +111,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		Source:  b.abs,
 		Close:   a.pool.close,
 	}
+	spec.Description = d.Description
 	if spec.EditableState == nil {
 		spec.EditableState = map[string]json.RawMessage{}
 	}

@@ -33,6 +33,7 @@ class Ledger {
 export default defineDeepAgent({
   name: 'refunds',
   model: 'openai/gpt-4o-mini',
+  description: 'Refunds orders under a limit.',
   instructions: 'You handle refunds.',
   maxSteps: 7,
   todos: false,
@@ -89,7 +90,7 @@ func TestLoadValidAgentWithRelativeImport(t *testing.T) {
 	}
 	s := specs[0]
 	abs, _ := filepath.Abs(dir)
-	if s.Name != "refunds" || s.Model != "openai/gpt-4o-mini" || s.Instructions != "You handle refunds." ||
+	if s.Name != "refunds" || s.Model != "openai/gpt-4o-mini" || s.Instructions != "You handle refunds." || s.Description != "Refunds orders under a limit." ||
 		s.MaxSteps != 7 || !s.NoTodos || s.NoFiles || s.Dir != abs || s.Source != filepath.Join(abs, "agents", "refunds.ts") {
 		t.Fatalf("spec = %+v", s)
 	}
@@ -215,6 +216,8 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:3:32: agent "a": model must be a "provider/model" string such as "openai/gpt-4o-mini", got "gpt-4o"`},
 		{"missing model", head + "export default defineDeepAgent({ name: 'a' });\n",
 			`agents/a.ts:2:32: agent "a": model is required`},
+		{"description not a string", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', description: 42 as any });\n",
+			`agents/a.ts:2:32: agent "a": description must be a string`},
 		{"tool without execute", head + "const t = 1;\nexport default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ description: 'no execute' } as any),\n} });\n",
 			`agents/a.ts:4:11: tool(): execute must be a function`},
 		{"plain tool without execute", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: { x: { description: 'd' } as any } });\n",

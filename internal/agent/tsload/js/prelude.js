@@ -9,7 +9,7 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description'];
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
   const MCP_MODES = ['annotations', 'always', 'never'];
@@ -217,6 +217,9 @@
     if (cfg.instructions !== undefined && typeof cfg.instructions !== 'string') {
       fail(`${what}: instructions must be a string`, loc);
     }
+    if (cfg.description !== undefined && typeof cfg.description !== 'string') {
+      fail(`${what}: description must be a string`, loc);
+    }
     for (const k of ['todos', 'files']) {
       if (cfg[k] !== undefined && typeof cfg[k] !== 'boolean') fail(`${what}: ${k} must be a boolean`, loc);
     }
@@ -337,6 +340,7 @@
       name: cfg.name,
       model: cfg.model,
       instructions: cfg.instructions || '',
+      description: cfg.description || '',
       maxSteps: cfg.maxSteps || 0,
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,

@@ -1,0 +1,226 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// ViaMCP is the decidedVia of a decision a client made through elicitation.
+const ViaMCP = "mcp"
+
+// canElicit reports whether the client answers form elicitations.
+func (t *call) canElicit() bool {
+	caps := t.req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	// An empty elicitation capability means form (before 2025-11-25).
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+}
+
+// ask asks the client for the pending decisions of a pause. A client that
+// cannot answer gets a result that says what the call waits for. On the
+// stateless protocol the questions are the call's result (input required)
+// and the client's next attempt brings the answers (retry); a session-based
+// client is asked in the middle of the call. When every decision is made,
+// run is the resumed turn.
+func (t *call) ask(ctx context.Context, st pauseState, pending []store.Interrupt) (res *sdk.CallToolResult, run *engine.Run) {
+	if len(pending) == 0 {
+		return t.resume(ctx, st)
+	}
+	if !t.canElicit() {
+		return t.waiting(st, pending, nil), nil
+	}
+	if t.req.ProtocolVersion() >= newProtocol {
+		st.IDs = nil
+		reqs := sdk.InputRequestMap{}
+		for _, it := range pending {
+			st.IDs = append(st.IDs, it.ID)
+			reqs[it.ID] = t.form(it)
+		}
+		return &sdk.CallToolResult{InputRequests: reqs, RequestState: st.encode()}, nil
+	}
+	answers := map[string]*sdk.ElicitResult{}
+	for _, it := range pending {
+		r, err := t.req.Session.Elicit(ctx, t.form(it))
+		if err != nil {
+			if ctx.Err() != nil {
+				return errorResult(st.Text, apierror.New(apierror.InvalidRequest, "cancelled", "The call was cancelled.")), nil
+			}
+			t.h.c.Logger.Info("mcp: elicitation failed; the decision stays pending", "interrupt", it.ID, "err", err)
+			continue
+		}
+		answers[it.ID] = r
+	}
+	return t.apply(ctx, st, pending, answers)
+}
+
+// apply records the client's answers to a pause's decisions. A declined
+// form rejects the call (skips an in-doubt one); a cancelled one, or none,
+// leaves the decision pending for Studio, the CLI or the HTTP API.
+func (t *call) apply(ctx context.Context, st pauseState, asked []store.Interrupt, answers map[string]*sdk.ElicitResult) (*sdk.CallToolResult, *engine.Run) {
+	var notes []string
+	for _, it := range asked {
+		d, ok, err := decisionOf(it, answers[it.ID])
+		if err == nil && ok {
+			d.Via, d.By, d.ClaimedVia = ViaMCP, t.caller.Name, t.clientName()
+			_, err = t.h.c.Runner.Decide(ctx, t.caller.Tenant, it.ID, d)
+			if errors.Is(err, store.ErrAlreadyDecided) {
+				err = nil
+			}
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("The answer to decision %s was not recorded: %s", it.ID, apierror.From(err).Message))
+		}
+	}
+	left, err := t.pending(ctx)
+	if err != nil {
+		return errorResult(st.Text, err), nil
+	}
+	if len(left) > 0 {
+		return t.waiting(st, left, notes), nil
+	}
+	return t.resume(ctx, st)
+}
+
+// resume follows the session's run on from the pause (every decision is
+// made: the run resumed, or already ended).
+func (t *call) resume(ctx context.Context, st pauseState) (*sdk.CallToolResult, *engine.Run) {
+	run, err := t.h.c.Runner.Follow(ctx, t.caller.Tenant, t.args.Session, st.Seq+1)
+	if err != nil {
+		return errorResult(st.Text, err), nil
+	}
+	return nil, run
+}
+
+// clientName is the client's own name for the audit's claimedVia, when it
+// is a short plain name.
+func (t *call) clientName() string {
+	ci := t.req.ClientInfo()
+	if ci == nil || len(ci.Name) > 32 || strings.IndexFunc(ci.Name, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+	}) >= 0 {
+		return ""
+	}
+	return ci.Name
+}
+
+// form is the elicitation for one pending decision: the decision among
+// those allowed, the arguments to run the call with (when editing is
+// allowed) and a message for the agent (when rejecting or skipping is).
+func (t *call) form(it store.Interrupt) *sdk.ElicitParams {
+	allowed := it.AllowedDecisions
+	props := map[string]any{
+		"decision": map[string]any{"type": "string", "title": "Decision", "enum": allowed,
+			"description": "What to do with the call: " + strings.Join(allowed, ", ") + "."},
+	}
+	if slices.Contains(allowed, string(tool.Edit)) {
+		props["arguments"] = map[string]any{"type": "string", "title": "Arguments (JSON)", "default": string(it.Args),
+			"description": "The call's arguments. Change them and choose edit to run the call with yours."}
+	}
+	if slices.Contains(allowed, string(tool.Reject)) || slices.Contains(allowed, string(tool.Skip)) {
+		props["message"] = map[string]any{"type": "string", "title": "Message",
+			"description": "Optional: what the agent is told when the call is rejected or skipped."}
+	}
+	return &sdk.ElicitParams{Mode: "form", Message: question(t.agent, it),
+		RequestedSchema: map[string]any{"type": "object", "properties": props, "required": []string{"decision"}}}
+}
+
+// question is what a form asks.
+func question(agentName string, it store.Interrupt) string {
+	what := it.Description
+	if what == "" {
+		what = "a call to " + it.Tool
+	}
+	head := fmt.Sprintf("The agent %s waits for your approval: %s.", agentName, what)
+	if it.Reason == store.ReasonInDoubt {
+		head = fmt.Sprintf("The agent %s was stopped while calling %s (%s); it may or may not have run. Run it again (retry) or not (skip)?", agentName, it.Tool, what)
+	}
+	return fmt.Sprintf("%s\nTool: %s\nArguments: %s\nDecision id: %s", head, it.Tool, it.Args, it.ID)
+}
+
+// decisionOf reads a form's answer. ok is false when the answer decides
+// nothing (cancelled, or no answer).
+func decisionOf(it store.Interrupt, r *sdk.ElicitResult) (d engine.Decision, ok bool, err error) {
+	if r == nil {
+		return d, false, nil
+	}
+	allows := func(k tool.Decision) bool { return slices.Contains(it.AllowedDecisions, string(k)) }
+	switch r.Action {
+	case "decline":
+		switch {
+		case allows(tool.Skip):
+			return engine.Decision{Kind: tool.Skip, Message: "Declined in the MCP client."}, true, nil
+		case allows(tool.Reject):
+			return engine.Decision{Kind: tool.Reject, Message: "Declined in the MCP client."}, true, nil
+		}
+		return d, false, nil
+	case "accept":
+	default:
+		return d, false, nil
+	}
+	kind, _ := r.Content["decision"].(string)
+	msg, _ := r.Content["message"].(string)
+	switch tool.Decision(kind) {
+	case tool.Approve, tool.Retry:
+		return engine.Decision{Kind: tool.Decision(kind)}, true, nil
+	case tool.Reject, tool.Skip:
+		return engine.Decision{Kind: tool.Decision(kind), Message: msg}, true, nil
+	case tool.Edit:
+		raw, _ := r.Content["arguments"].(string)
+		if !json.Valid([]byte(raw)) {
+			return d, false, apierror.Invalid("arguments", "The edited arguments are not valid JSON.")
+		}
+		return engine.Decision{Kind: tool.Edit, EditedArgs: json.RawMessage(raw)}, true, nil
+	}
+	return d, false, apierror.Invalid("decision", "Unknown decision %q (allowed: %s).", kind, strings.Join(it.AllowedDecisions, ", "))
+}
+
+// waiting is the result of a call that waits on human decisions: what
+// they are, how to decide them, and that the next call on the session
+// reports the outcome.
+func (t *call) waiting(st pauseState, pending []store.Interrupt, notes []string) *sdk.CallToolResult {
+	var b strings.Builder
+	if st.Earlier {
+		b.WriteString("Your message was not sent: this session is still waiting on a human decision about its earlier request.\n\n")
+	}
+	if st.Text != "" {
+		b.WriteString(st.Text + "\n\n")
+	}
+	for _, n := range notes {
+		b.WriteString(n + "\n")
+	}
+	studio := t.base + "/studio/"
+	var decisions []map[string]any
+	for _, it := range pending {
+		what := it.Description
+		if what == "" {
+			what = "a call to " + it.Tool
+		}
+		fmt.Fprintf(&b, "Waiting on a human decision: %s (decision %s).\n", what, it.ID)
+		b.WriteString("Decide it in Stackbone Studio (" + studio + ") or with the CLI:\n")
+		for _, d := range it.AllowedDecisions {
+			if d == string(tool.Edit) {
+				fmt.Fprintf(&b, "  stackbone hitl approve %s --args '{…}' --yes\n", it.ID)
+				continue
+			}
+			fmt.Fprintf(&b, "  stackbone hitl %s %s --yes\n", d, it.ID)
+		}
+		decisions = append(decisions, map[string]any{"id": it.ID, "tool": it.Tool, "description": it.Description,
+			"allowedDecisions": it.AllowedDecisions, "reason": it.Reason})
+	}
+	fmt.Fprintf(&b, "Then call %s again with session %q: the call reports the outcome.", t.agent, t.args.Session)
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}},
+		StructuredContent: map[string]any{"status": "waiting_for_decision", "session": t.args.Session, "decisions": decisions, "studio": studio}}
+}
