@@ -19,6 +19,7 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/mcp"
 )
@@ -261,9 +262,38 @@ func TestMCPServerTools(t *testing.T) {
 				t.Fatalf("stats turn %q", got)
 			}
 
-			// Elicitation is not answered yet: the client declines it (the seam
-			// for pausing on it is mcp.Options.Elicit).
-			if got := askMCP(t, env, "mcp-elicit", "call elicit").Choices[0].Message.Content; got != "Tool said: elicitation: decline null" {
+			// Elicitation: the server's question is a pending decision of the
+			// waiting call (reason elicitation, the requested schema); an
+			// answer that does not match it is refused; the answer goes back.
+			answered := make(chan string, 1)
+			go func() {
+				res, err := client(env, session("mcp-elicit")).Chat.Completions.New(context.Background(), params(user("call elicit")))
+				if err != nil {
+					answered <- err.Error()
+					return
+				}
+				answered <- res.Choices[0].Message.Content
+			}()
+			var q store.Interrupt
+			stacktest.WaitFor(t, "the server's question to be pending", func() bool {
+				r := call(t, "GET", env.URL+"/v1/hitl?thread=mcp-elicit", "")
+				var page struct{ Data []store.Interrupt }
+				if json.Unmarshal(r.body, &page) != nil || len(page.Data) != 1 {
+					return false
+				}
+				q = page.Data[0]
+				return true
+			})
+			if q.Reason != store.ReasonElicitation || q.Description != "Confirm x?" || q.Tool != "fx_elicit_confirm" || !strings.Contains(string(q.ResponseSchema), `"confirm"`) {
+				t.Fatalf("question %+v", q)
+			}
+			if r := call(t, "POST", env.URL+"/v1/hitl/"+q.ID+"/approve", `{"editedArgs":{"confirm":"yes"}}`); r.status != 400 {
+				t.Fatalf("an answer off the schema: %d %s", r.status, r.body)
+			}
+			if r := call(t, "POST", env.URL+"/v1/hitl/"+q.ID+"/approve", `{"editedArgs":{"confirm":true}}`); r.status != 200 {
+				t.Fatalf("answer: %d %s", r.status, r.body)
+			}
+			if got := <-answered; got != `Tool said: elicitation: accept {"confirm":true}` {
 				t.Fatalf("elicit turn %q", got)
 			}
 

@@ -46,9 +46,6 @@ const (
 	DefaultMaxBackoff = 10 * time.Second
 )
 
-// Elicitor answers an MCP server's elicitation request made while one of its
-// tools runs. server is the mcpServers key. The default declines.
-type Elicitor func(ctx context.Context, server string, req *sdk.ElicitRequest) (*sdk.ElicitResult, error)
 
 // Options configures Start.
 type Options struct {
@@ -64,8 +61,6 @@ type Options struct {
 	// HTTPClient carries streamable HTTP connections; nil means a client
 	// on http.DefaultTransport.
 	HTTPClient *http.Client
-	// Elicit answers elicitation requests; nil declines them.
-	Elicit Elicitor
 }
 
 func (o Options) withDefaults() Options {

@@ -43,6 +43,11 @@ type server struct {
 	session *sdk.ClientSession
 	tools   []listedTool
 	visible []string
+
+	// asking holds the Ask of each call in flight on this server, so an
+	// elicitation request can be put to the human behind its call.
+	askMu  sync.Mutex
+	asking map[*tool.Call]context.Context
 }
 
 func (s *server) status() agent.MCPServerStatus {
@@ -287,7 +292,9 @@ func (s *server) call(ctx context.Context, name string, call tool.Call) (tool.Re
 			return tool.Result{}, fmt.Errorf("arguments of MCP tool %q: %w", name, err)
 		}
 	}
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	done := s.inFlight(ctx, &call)
+	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, &call), &sdk.CallToolParams{Name: name, Arguments: args})
+	done()
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("MCP server %s: tools/call %s: %w", s.cfg.Name, name, err)
 	}
@@ -331,14 +338,77 @@ func render(res *sdk.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// elicit answers a server's elicitation request. The seam for pausing the
-// run on it is Options.Elicit; without one every request is declined.
-func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-	if s.opts.Elicit != nil {
-		return s.opts.Elicit(ctx, s.cfg.Name, req)
+// callKey carries the tool call an MCP request is made for.
+type callKey struct{}
+
+// inFlight records a call in flight on this server, with its context (its
+// time limit and its run), until done.
+func (s *server) inFlight(ctx context.Context, c *tool.Call) (done func()) {
+	s.askMu.Lock()
+	if s.asking == nil {
+		s.asking = map[*tool.Call]context.Context{}
 	}
-	s.log.Info("MCP server asked for elicitation; declined (not supported yet)")
-	return &sdk.ElicitResult{Action: "decline"}, nil
+	s.asking[c] = ctx
+	s.askMu.Unlock()
+	return func() {
+		s.askMu.Lock()
+		delete(s.asking, c)
+		s.askMu.Unlock()
+	}
+}
+
+// callOf finds the call an elicitation request belongs to, with the
+// call's context: the one the request's context carries (the 2026-07-28
+// revision's multi-round-trip requests), else the one call in flight on
+// this server (older revisions send the request on the connection; with
+// several calls in flight it is ambiguous and nil).
+func (s *server) callOf(ctx context.Context) (*tool.Call, context.Context) {
+	s.askMu.Lock()
+	defer s.askMu.Unlock()
+	if c, ok := ctx.Value(callKey{}).(*tool.Call); ok {
+		if cctx, ok := s.asking[c]; ok {
+			return c, cctx
+		}
+		return c, ctx
+	}
+	if len(s.asking) != 1 {
+		return nil, nil
+	}
+	for c, cctx := range s.asking {
+		return c, cctx
+	}
+	return nil, nil
+}
+
+// elicit answers a server's elicitation request: the question is put to a
+// human as a pending decision of the call that asked (tool.Call.Ask) and
+// the answer goes back. A call no human can be asked for (a turn without a
+// session), a URL-mode request, or a request whose call is ambiguous is
+// declined.
+func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	c, callCtx := s.callOf(ctx)
+	p := req.Params
+	if c == nil || c.Ask == nil || p == nil || (p.Mode != "" && p.Mode != "form") {
+		s.log.Info("MCP server asked for elicitation; declined (no one to ask for this call)")
+		return &sdk.ElicitResult{Action: "decline"}, nil
+	}
+	schema, err := json.Marshal(p.RequestedSchema)
+	if err != nil || string(schema) == "null" {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	// The wait belongs to the call: its time limit and its run's end.
+	a, err := c.Ask(callCtx, tool.Question{Message: p.Message, Schema: schema})
+	if err != nil {
+		return &sdk.ElicitResult{Action: "cancel"}, nil
+	}
+	if !a.Accepted {
+		return &sdk.ElicitResult{Action: "decline"}, nil
+	}
+	var content map[string]any
+	if err := json.Unmarshal(a.Content, &content); err != nil {
+		return &sdk.ElicitResult{Action: "decline"}, nil
+	}
+	return &sdk.ElicitResult{Action: "accept", Content: content}, nil
 }
 
 // headerTransport adds the server's configured headers to every request.
