@@ -1095,5 +1095,7 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 		x.r.Logger.Warn("tool returned an error", "tool", t.Name, "thread", x.threadID, "err", err)
 		return &callResult{msg: x.toolMessage(c, "Error: "+err.Error(), true)}
 	}
-	return &callResult{msg: x.toolMessage(c, out.Content, false), state: out.State}
+	msg := x.toolMessage(c, out.Content, false)
+	msg.Parts = out.Parts
+	return &callResult{msg: msg, state: out.State}
 }

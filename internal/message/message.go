@@ -24,7 +24,8 @@ type Message struct {
 	// Content is the plain text of the message (for a tool message: the
 	// tool's result as text, usually JSON).
 	Content string `json:"content,omitempty"`
-	// Parts holds non-text content (images) of a user message.
+	// Parts holds non-text content (images) of a user message, or of a
+	// tool result.
 	Parts []Part `json:"parts,omitempty"`
 	// ToolCalls are the calls an assistant message makes.
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`

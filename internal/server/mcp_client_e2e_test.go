@@ -18,6 +18,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
+	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -35,6 +36,7 @@ const mcpScript = `[
  {"when": {"lastUser": "call enable"}, "reply": {"toolCalls": [{"name": "fx_enable_extra", "arguments": {}}]}},
  {"when": {"lastUser": "call elicit"}, "reply": {"toolCalls": [{"name": "fx_elicit_confirm", "arguments": {"what": "x"}}]}},
  {"when": {"lastUser": "call extra"}, "reply": {"toolCalls": [{"name": "fx_extra", "arguments": {}}]}},
+ {"when": {"lastUser": "call snapshot"}, "reply": {"toolCalls": [{"name": "fx_snapshot", "arguments": {}}]}},
  {"reply": {"text": "echo: {{lastUser}}"}}
 ]`
 
@@ -514,5 +516,35 @@ export default defineDeepAgent({
 	waitIdle(t, env, "ts-lookup")
 	if fx.count(t, "lookup") != 1 {
 		t.Fatalf("calls on the server %v", fx.ran(t))
+	}
+}
+
+// TestMCPImageResult: an MCP tool's image reaches an Anthropic model as an
+// image block of the tool result; an OpenAI-compatible model, whose tool
+// messages take text only, gets it described in the text.
+func TestMCPImageResult(t *testing.T) {
+	t.Parallel()
+	const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	for _, kind := range []modeltest.Kind{modeltest.Anthropic, modeltest.OpenAI} {
+		fx := newMCPFixture(t)
+		model := "openai/test-model"
+		if kind == modeltest.Anthropic {
+			model = "anthropic/test-model"
+		}
+		env := stacktest.New(t, stacktest.Options{Script: mcpScript, Upstream: kind, Agents: func(*stacktest.Env) []*agent.Spec {
+			return []*agent.Spec{{Name: "assistant", Model: model, Instructions: "Use the tools.", MCPServers: []agent.MCPServer{fx.stdio()}}}
+		}})
+		if got := askMCP(t, env, "img-"+string(kind), "call snapshot").Choices[0].Message.Content; !strings.HasPrefix(got, "Tool said: the record:\n[image image/png") {
+			t.Fatalf("%s: turn %q", kind, got)
+		}
+		last, _ := env.Upstream.Last()
+		raw := string(last.Body)
+		if kind == modeltest.Anthropic {
+			if !strings.Contains(raw, `"type":"tool_result"`) || !strings.Contains(raw, `"type":"image"`) || !strings.Contains(raw, pixel) {
+				t.Fatalf("anthropic: the tool result has no image block: %s", raw)
+			}
+		} else if strings.Contains(raw, pixel) || !strings.Contains(raw, "[image image/png") {
+			t.Fatalf("openai: the tool message should describe the image in text: %s", raw)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"github.com/stackbone/stackbone/internal/message"
 	"time"
 )
 
@@ -116,6 +117,10 @@ type Result struct {
 	// State is the whole new shared state when the tool changed it; nil
 	// means unchanged.
 	State json.RawMessage
+	// Parts are images the result carries (an MCP tool's image content).
+	// They reach models whose wire takes images in tool results
+	// (Anthropic); Content should describe them for the others.
+	Parts []message.Part
 }
 
 // TimeLimit returns the tool's effective time limit.

@@ -11,6 +11,7 @@
 //   stats          readOnlyHint, structured     -> structuredContent {records, ok}
 //   enable_extra   readOnlyHint                 -> registers `extra` (tools/list_changed)
 //   elicit_confirm readOnlyHint                 -> asks the client (elicitation/create)
+//   snapshot      readOnlyHint                  -> text and an image
 //
 // Environment: MCP_PID_FILE gets the process id; MCP_CALLS_FILE gets one
 // JSON line {"tool","args"} per call; MCP_REQUIRE_HEADER="Name: value"
@@ -22,6 +23,9 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
+
+// A 1×1 PNG, for the image result of `snapshot`.
+const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
 if (process.env.MCP_PID_FILE) writeFileSync(process.env.MCP_PID_FILE, String(process.pid));
 
@@ -86,6 +90,14 @@ function newServer() {
       record('stats', {});
       const out = { records: 42, ok: true };
       return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+    },
+  );
+  server.registerTool(
+    'snapshot',
+    { description: 'A picture of the record', inputSchema: {}, annotations: { readOnlyHint: true } },
+    async () => {
+      record('snapshot', {});
+      return { content: [{ type: 'text', text: 'the record:' }, { type: 'image', data: PIXEL, mimeType: 'image/png' }] };
     },
   );
   server.registerTool(

@@ -249,6 +249,11 @@ func Params(req model.Request) (ant.MessageNewParams, error) {
 			if m.Content != "" {
 				b.Content = []ant.ToolResultBlockParamContentUnion{{OfText: &ant.TextBlockParam{Text: m.Content}}}
 			}
+			for _, pt := range m.Parts {
+				if ib, ok := imageBlock(pt); ok && ib.OfImage != nil {
+					b.Content = append(b.Content, ant.ToolResultBlockParamContentUnion{OfImage: ib.OfImage})
+				}
+			}
 			if m.IsError {
 				b.IsError = ant.Bool(true)
 			}

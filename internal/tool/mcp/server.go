@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -302,7 +304,20 @@ func (s *server) call(ctx context.Context, name string, call tool.Call) (tool.Re
 	if res.IsError {
 		return tool.Result{}, &ToolError{Server: s.cfg.Name, Tool: name, Message: text}
 	}
-	return tool.Result{Content: text}, nil
+	return tool.Result{Content: text, Parts: images(res)}, nil
+}
+
+// images are a result's image content as parts, for the model wires that
+// take images in a tool result (the text still describes them for the
+// others).
+func images(res *sdk.CallToolResult) []message.Part {
+	var out []message.Part
+	for _, c := range res.Content {
+		if im, ok := c.(*sdk.ImageContent); ok && len(im.Data) > 0 {
+			out = append(out, message.Part{Type: "image", MediaType: im.MIMEType, Data: base64.StdEncoding.EncodeToString(im.Data)})
+		}
+	}
+	return out
 }
 
 // render turns a tool result into the text the model sees: the structured
