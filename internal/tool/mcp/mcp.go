@@ -46,7 +46,6 @@ const (
 	DefaultMaxBackoff = 10 * time.Second
 )
 
-
 // Options configures Start.
 type Options struct {
 	// Logger receives connection events and refresh warnings. Nil discards.
