@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/stackbone/stackbone/internal/bus"
 	"sort"
 	"strings"
 
@@ -128,6 +129,12 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	if len(missing) > 0 {
 		return contractError(CodePartialResume, "The resume must answer every pending interrupt of the thread; missing: %s.", strings.Join(missing, ", "))
 	}
+	// Answers to questions a still running tool asks (elicitation) let
+	// that run go on; this resume follows it instead of starting one.
+	var questions *bus.Subscription
+	if th.Status == store.Running && onlyQuestions(plan) {
+		questions = r.Bus.Subscribe(in.Tenant, in.ThreadID)
+	}
 	fresh := 0
 	for _, p := range plan {
 		if p.replay {
@@ -140,6 +147,10 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			return err
 		}
 		r.decided(in.Tenant, res.Interrupt)
+	}
+	if questions != nil {
+		r.followAnswered(in, run, questions)
+		return nil
 	}
 	if fresh == 0 {
 		// A replayed resume decides nothing and runs nothing new; while
@@ -188,6 +199,52 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	}
 	r.spawn(nil, x.spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return nil
+}
+
+// onlyQuestions reports whether every entry of a resume answers a question
+// a running tool asked.
+func onlyQuestions(plan []plannedDecision) bool {
+	for _, p := range plan {
+		if p.it.Reason != store.ReasonElicitation || p.replay {
+			return false
+		}
+	}
+	return len(plan) > 0
+}
+
+// followAnswered streams to run the live events of the thread's running
+// run, which goes on now that its questions are answered, until its end.
+func (r *Runner) followAnswered(in Input, run *Run, sub *bus.Subscription) {
+	r.spawn(nil, nil, func(ctx context.Context) {
+		defer close(run.events)
+		defer sub.Close()
+		send := func(e event.Event) bool {
+			select {
+			case run.events <- e:
+				return true
+			case <-run.gone:
+				return false
+			}
+		}
+		if !send(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: run.ID, Time: r.Now().UnixMilli()}) {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-run.gone:
+				return
+			case e := <-sub.C:
+				if e.Type == event.RunStarted || e.Type == event.DecisionMade {
+					continue
+				}
+				if !send(e) || e.Type == event.RunFinished || e.Type == event.RunError {
+					return
+				}
+			}
+		}
+	})
 }
 
 // reattach answers a request that brings nothing new to a thread waiting on

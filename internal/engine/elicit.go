@@ -50,9 +50,12 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 		Status: store.Pending, CreatedAt: x.r.Now()}
 	sub := x.r.Bus.Subscribe(x.tenant, x.threadID)
 	defer sub.Close()
-	if err := x.checkpoint(ctx, store.Checkpoint{Interrupts: []store.Interrupt{it}}); err != nil {
+	info := interruptInfo(it)
+	asked := []event.Event{{Type: event.QuestionAsked, ToolCallID: c.ID, ToolName: t.Name, Question: &info}}
+	if err := x.checkpoint(ctx, store.Checkpoint{Interrupts: []store.Interrupt{it}, Events: asked}); err != nil {
 		return tool.Answer{}, err
 	}
+	x.send(asked[0]) // stored, with its sequence number: the run's client sees the question too
 	x.r.Logger.Info("tool asks a human", "tool", t.Name, "thread", x.threadID, "interrupt", it.ID)
 	poll := time.NewTicker(x.r.Lease / 3)
 	defer poll.Stop()

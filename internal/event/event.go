@@ -40,6 +40,10 @@ const (
 	// provider knows them at the start, else when the step ends. Usage
 	// holds them (InputTokens only).
 	InputUsage Type = "input_usage"
+	// QuestionAsked is stored when a running tool asks a human a question
+	// (an MCP server's elicitation); Question holds it as a pending
+	// decision. The run goes on once someone answers.
+	QuestionAsked Type = "question_asked"
 )
 
 // Event is one thing that happened in a run. Which fields are set depends on
@@ -87,6 +91,8 @@ type Event struct {
 
 	// Outcome is set on RunFinished.
 	Outcome *Outcome `json:"outcome,omitempty"`
+	// Question is the pending decision of a QuestionAsked.
+	Question *InterruptInfo `json:"question,omitempty"`
 	// Usage is set on RunFinished: tokens used by the whole turn (and on
 	// InputUsage).
 	Usage *Usage `json:"usage,omitempty"`
@@ -145,8 +151,9 @@ type InterruptInfo struct {
 	AllowedDecisions []string        `json:"allowedDecisions"`
 	ResponseSchema   json.RawMessage `json:"responseSchema"`
 	Subagent         string          `json:"subagent,omitempty"`
-	// Reason is approval or in_doubt (a call that may already have run
-	// before a crash: retry or skip); see store.Interrupt.
+	// Reason is approval, in_doubt (a call that may already have run
+	// before a crash: retry or skip) or elicitation (a question a running
+	// tool asks); see store.Interrupt.
 	Reason string `json:"reason,omitempty"`
 }
 

@@ -56,6 +56,19 @@ type interrupt struct {
 	Metadata         map[string]any  `json:"metadata,omitempty"`
 }
 
+// custom is an AG-UI CUSTOM event.
+type custom struct {
+	base
+	Name  string `json:"name"`
+	Value any    `json:"value"`
+}
+
+// QuestionEvent names the CUSTOM event of a question a running tool asks
+// (an MCP server's elicitation): its value is the pending interrupt, which
+// a resume answers (payload {"editedArgs": answer}, or cancelled to
+// decline) while the run goes on.
+const QuestionEvent = "stackbone.question"
+
 type runError struct {
 	base
 	Message string `json:"message"`

@@ -261,6 +261,13 @@ func (s *Stream) Write(e event.Event) error {
 			return nil
 		}
 		return s.closeSubagent(id, e.Message, e.Time)
+	case event.QuestionAsked:
+		if e.Question == nil {
+			return nil
+		}
+		// A question a running tool asks: the run goes on once it is
+		// answered, here by a resume of this interrupt while the run streams.
+		return s.write(custom{base: s.stamp("CUSTOM", e.Time), Name: QuestionEvent, Value: interruptOf(*e.Question)})
 	case event.RunFinished:
 		if err := s.closeAll("", e.Time); err != nil {
 			return err
@@ -490,8 +497,8 @@ func interruptOf(it event.InterruptInfo) interrupt {
 	// An in-doubt call (it may already have run before a crash) keeps its
 	// reason, an open string in AG-UI; an approval is a "tool_call".
 	reason := "tool_call"
-	if it.Reason == store.ReasonInDoubt {
-		reason = store.ReasonInDoubt
+	if it.Reason == store.ReasonInDoubt || it.Reason == store.ReasonElicitation {
+		reason = it.Reason
 	}
 	out := interrupt{ID: it.ID, Reason: reason, ToolCallID: it.ToolCallID, Description: it.Description,
 		Message: it.Description, AllowedDecisions: it.AllowedDecisions}
@@ -505,7 +512,7 @@ func interruptOf(it event.InterruptInfo) interrupt {
 	// the 1.0 client strips the top-level ones (with a warning), and
 	// metadata is the one place both 0.0.x and 1.0 clients keep silently.
 	meta := map[string]any{"tool": it.Tool, "allowedDecisions": out.AllowedDecisions}
-	if it.Reason == store.ReasonInDoubt {
+	if it.Reason == store.ReasonInDoubt || it.Reason == store.ReasonElicitation {
 		meta["reason"] = it.Reason
 	}
 	if it.Description != "" {
