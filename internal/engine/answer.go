@@ -218,14 +218,7 @@ func (r *Runner) followAnswered(in Input, run *Run, sub *bus.Subscription) {
 	r.spawn(nil, nil, func(ctx context.Context) {
 		defer close(run.events)
 		defer sub.Close()
-		send := func(e event.Event) bool {
-			select {
-			case run.events <- e:
-				return true
-			case <-run.gone:
-				return false
-			}
-		}
+		send := run.deliver
 		if !send(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: run.ID, Time: r.Now().UnixMilli()}) {
 			return
 		}

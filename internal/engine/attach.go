@@ -159,14 +159,7 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 	defer sub.Close()
 	poll := time.NewTicker(r.Lease / 3)
 	defer poll.Stop()
-	send := func(e event.Event) bool {
-		select {
-		case run.events <- e:
-			return true
-		case <-run.gone:
-			return false
-		}
-	}
+	send := run.deliver
 	fail := func(err error) {
 		code, msg := r.describe(err)
 		send(event.Event{Type: event.RunError, ThreadID: in.ThreadID, RunID: run.ID, Code: code, Message: msg,

@@ -388,6 +388,16 @@ func (run *Run) Events() iter.Seq[event.Event] {
 
 func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
 
+// deliver sends e to the run's consumer; false once the consumer is gone.
+func (run *Run) deliver(e event.Event) bool {
+	select {
+	case run.events <- e:
+		return true
+	case <-run.gone:
+		return false
+	}
+}
+
 // Detach lets a run go on without a consumer (a background run): a durable
 // run is stored as it goes; a stateless one is cancelled.
 func (run *Run) Detach() { run.detach() }

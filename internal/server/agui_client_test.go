@@ -129,24 +129,7 @@ func writeAGUIFixtures(t *testing.T, path, protocolVersion string) {
 	}
 }
 
-// repoRoot finds the module root from the test's working directory.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return stacktest.RepoRoot(t) }
 
 // TestAGUIOfficialClient runs tests/agui/conformance.mjs, which drives this
 // server with the official @ag-ui/client HttpAgent, once with 1.0.0 and once

@@ -32,6 +32,23 @@ func askerAgent(*stacktest.Env) []*agent.Spec {
 const askerScript = `[{"when": {"lastTool": "confirm"}, "reply": {"text": "Result: {{lastTool}}"}},
  {"reply": {"toolCalls": [{"name": "confirm", "arguments": {}}]}}]`
 
+// waitPending waits for the one pending decision of a thread (read over
+// the HTTP API) and returns it.
+func waitPending(t *testing.T, env *stacktest.Env, thread string) store.Interrupt {
+	t.Helper()
+	var it store.Interrupt
+	stacktest.WaitFor(t, "a pending decision on "+thread, func() bool {
+		r := call(t, "GET", env.URL+"/v1/hitl?thread="+thread, "")
+		var page struct{ Data []store.Interrupt }
+		if json.Unmarshal(r.body, &page) != nil || len(page.Data) != 1 {
+			return false
+		}
+		it = page.Data[0]
+		return true
+	})
+	return it
+}
+
 // TestAGUIAnswersAQuestion: on AG-UI, a question a running tool asks is a
 // CUSTOM "stackbone.question" event carrying the interrupt; a resume that
 // answers it lets the run go on, and streams the rest of it; the first
@@ -43,16 +60,7 @@ func TestAGUIAnswersAQuestion(t *testing.T) {
 	go func() {
 		first <- aguiPost(t, env, "asker", `{"threadId":"ag-q","runId":"r1","messages":[{"id":"u1","role":"user","content":"delete it"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}`)
 	}()
-	var q store.Interrupt
-	stacktest.WaitFor(t, "the question to be pending", func() bool {
-		r := call(t, "GET", env.URL+"/v1/hitl?thread=ag-q", "")
-		var page struct{ Data []store.Interrupt }
-		if json.Unmarshal(r.body, &page) != nil || len(page.Data) != 1 {
-			return false
-		}
-		q = page.Data[0]
-		return true
-	})
+	q := waitPending(t, env, "ag-q")
 	resume := func(run, payload string) aguiStream {
 		return aguiPost(t, env, "asker", `{"threadId":"ag-q","runId":"`+run+`","messages":[],"tools":[],"context":[],"resume":[{"interruptId":"`+q.ID+`","status":"resolved","payload":`+payload+`}]}`)
 	}

@@ -276,16 +276,7 @@ func TestMCPServerTools(t *testing.T) {
 				}
 				answered <- res.Choices[0].Message.Content
 			}()
-			var q store.Interrupt
-			stacktest.WaitFor(t, "the server's question to be pending", func() bool {
-				r := call(t, "GET", env.URL+"/v1/hitl?thread=mcp-elicit", "")
-				var page struct{ Data []store.Interrupt }
-				if json.Unmarshal(r.body, &page) != nil || len(page.Data) != 1 {
-					return false
-				}
-				q = page.Data[0]
-				return true
-			})
+			q := waitPending(t, env, "mcp-elicit")
 			if q.Reason != store.ReasonElicitation || q.Description != "Confirm x?" || q.Tool != "fx_elicit_confirm" || !strings.Contains(string(q.ResponseSchema), `"confirm"`) {
 				t.Fatalf("question %+v", q)
 			}

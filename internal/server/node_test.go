@@ -5,44 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/stacktest"
 )
 
-// nodeFixture returns node and a Node fixture folder under tests/, running
-// `npm ci` there when one of the package probes (paths under node_modules)
-// is missing. Without node or npm the test is skipped, except under CI=true,
-// where it fails.
+// nodeFixture is stacktest.NodeFixture.
 func nodeFixture(t *testing.T, folder string, probes ...string) (node, dir string) {
 	t.Helper()
-	node, nerr := exec.LookPath("node")
-	npm, perr := exec.LookPath("npm")
-	if nerr != nil || perr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and npm are required in CI (node: %v, npm: %v)", nerr, perr)
-		}
-		t.Skipf("node/npm not installed; tests/%s needs them", folder)
-	}
-	dir = filepath.Join(repoRoot(t), "tests", folder)
-	missing := false
-	for _, p := range probes {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", p)); err != nil {
-			missing = true
-		}
-	}
-	if missing {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
-	return node, dir
+	return stacktest.NodeFixture(t, folder, probes...)
 }
 
 // runNodeScript runs a fixture's script with args and decodes the one JSON

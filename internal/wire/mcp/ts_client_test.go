@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,34 +14,10 @@ import (
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
 
-// mcpFixture returns node and tests/mcp, running `npm ci` there when the
-// TypeScript SDK is missing. Without node or npm the test is skipped,
-// except under CI=true, where it fails.
+// mcpFixture is tests/mcp, with the TypeScript SDK installed.
 func mcpFixture(t *testing.T) (node, dir string) {
 	t.Helper()
-	node, nerr := exec.LookPath("node")
-	npm, perr := exec.LookPath("npm")
-	if nerr != nil || perr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and npm are required in CI (node: %v, npm: %v)", nerr, perr)
-		}
-		t.Skip("node/npm not installed; tests/mcp needs them")
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir = filepath.Join(wd, "..", "..", "..", "tests", "mcp")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
-	return node, dir
+	return stacktest.NodeFixture(t, "mcp", "@modelcontextprotocol/sdk/package.json")
 }
 
 // TestMCPTypeScriptClient drives /mcp with the official TypeScript SDK's
