@@ -709,6 +709,7 @@ function eventSummary(e) {
     case 'subagent_started': return `${e.subagent || ''} started`;
     case 'subagent_finished': return `${e.subagent || ''} finished`;
     case 'step_started': case 'step_finished': return e.stepName || '';
+    case 'question_asked': return `${e.toolName || 'tool'} asks: ${cut(e.question?.description)}`;
     default: return '';
   }
 }
