@@ -185,6 +185,6 @@ func agentsCmd() *cobra.Command {
 		},
 	}
 	f.bind(list, config.Dev)
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, checkCmd())
 	return cmd
 }
