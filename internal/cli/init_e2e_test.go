@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/stackbone/stackbone/internal/model/modeltest"
+	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 )
 
@@ -257,4 +260,58 @@ func tscBinary(t *testing.T) string {
 		t.Fatalf("npm ci in %s: %v\n%s", fixture, err, out)
 	}
 	return tsc
+}
+
+// TestInitProjectSwitchesToARealModel: the one-line switch the agent file's
+// comment shows (model: 'openai/gpt-4o-mini') sends the agent's turns, with
+// its tools, to an OpenAI-compatible upstream (the scripted mock here).
+func TestInitProjectSwitchesToARealModel(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	agentFile := filepath.Join(dir, "agents", "assistant.ts")
+	src := readFile(t, agentFile)
+	if !strings.Contains(src, "// model: 'openai/gpt-4o-mini',") {
+		t.Fatalf("the agent file does not show the switch:\n%s", src)
+	}
+	src = strings.Replace(src, "  model: 'scripted/assistant',\n", "  model: 'openai/gpt-4o-mini',\n", 1)
+	if err := os.WriteFile(agentFile, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mock := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"Hello from the real model."}}]`))
+	up := httptest.NewServer(mock)
+	defer up.Close()
+
+	p := startServer(t, []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test-init"}, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	c := openai.NewClient(option.WithBaseURL(p.url()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
+	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "assistant",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Choices[0].Message.Content; got != "Hello from the real model." {
+		t.Fatalf("answer: %q", got)
+	}
+	req, ok := mock.Last()
+	if !ok {
+		t.Fatal("the upstream got no request")
+	}
+	var body struct {
+		Model string `json:"model"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	var tools []string
+	for _, tl := range body.Tools {
+		tools = append(tools, tl.Function.Name)
+	}
+	if body.Model != "gpt-4o-mini" || !strings.Contains(","+strings.Join(tools, ",")+",", ",get_weather,") ||
+		!strings.Contains(","+strings.Join(tools, ",")+",", ",refund,") || req.Header.Get("Authorization") != "Bearer sk-test-init" {
+		t.Fatalf("the upstream got model %q, tools %v, auth %q", body.Model, tools, req.Header.Get("Authorization"))
+	}
 }
