@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -94,19 +95,9 @@ func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 // LoadAgents loads DIR/agents/*.ts and checks every agent's model
 // reference resolves (a scripted model's script file exists and parses).
 func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, logger *slog.Logger) ([]*agent.Spec, error) {
-	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient})
+	specs, err := CheckAgents(ctx, cfg, models, logger)
 	if err != nil {
 		return nil, err
-	}
-	var errs []error
-	for _, s := range specs {
-		if _, _, err := models.Resolve(s.Model, s.ModelDir()); err != nil {
-			errs = append(errs, fmt.Errorf("%s: agent %s: %w", s.Source, s.Name, err))
-		}
-	}
-	if len(errs) > 0 {
-		closeSpecs(specs)
-		return nil, errors.Join(errs...)
 	}
 	// MCP servers: a server that does not answer within the wait does not
 	// fail the load; its tools appear when it does.
@@ -115,6 +106,39 @@ func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, 
 		return nil, err
 	}
 	return specs, nil
+}
+
+// CheckAgents loads DIR/agents and resolves each agent's model, as
+// LoadAgents does, without starting MCP servers (`stackbone agents check`).
+func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver, logger *slog.Logger) ([]*agent.Spec, error) {
+	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient})
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, s := range specs {
+		if _, _, err := models.Resolve(s.Model, s.ModelDir()); err != nil {
+			errs = append(errs, fmt.Errorf("%s: agent %s: %w", RelSource(cfg.Dir, s.Source), s.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		closeSpecs(specs)
+		return nil, errors.Join(errs...)
+	}
+	return specs, nil
+}
+
+// RelSource is an agent file's path relative to the project folder, as the
+// loader's file:line:col errors name it ("agents/a.ts").
+func RelSource(dir, source string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return source
+	}
+	if rel, err := filepath.Rel(abs, source); err == nil && filepath.IsLocal(rel) {
+		return filepath.ToSlash(rel)
+	}
+	return source
 }
 
 // Models builds the model resolver from the config.

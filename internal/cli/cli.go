@@ -46,7 +46,7 @@ func newRoot(opts Options, stdin io.Reader) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(config.Dev, opts), serveCmd(config.Start, opts), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd())
+	root.AddCommand(serveCmd(config.Dev, opts), serveCmd(config.Start, opts), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd(), initCmd())
 	return root
 }
 
@@ -185,6 +185,6 @@ func agentsCmd() *cobra.Command {
 		},
 	}
 	f.bind(list, config.Dev)
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, checkCmd())
 	return cmd
 }
