@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"sort"
@@ -32,6 +33,18 @@ type Spec struct {
 	// modelSettings.timeout and .idleTimeout); a zero field means the
 	// server's default (STACKBONE_MODEL_TIMEOUT, STACKBONE_MODEL_IDLE_TIMEOUT).
 	ModelTimeouts model.Timeouts
+	// ModelSettings are the sampling settings sent on every model call (the
+	// agent file's modelSettings other than the timeouts).
+	ModelSettings model.Settings
+	// ClientOverrides names the settings (OverrideTemperature,
+	// OverrideMaxTokens, OverrideStop) a client's request may set instead
+	// of ModelSettings; a client value for any other setting is ignored.
+	ClientOverrides []string
+	// InstructionsFn, when set, is called before every model call of the
+	// agent (not its subagents) and its text starts the system prompt,
+	// followed by Instructions and the client's system text. An error fails
+	// the run.
+	InstructionsFn func(ctx context.Context, in InstructionsInput) (string, error)
 	// NoTodos and NoFiles turn off the built-in write_todos and file tools.
 	NoTodos bool
 	NoFiles bool
@@ -55,6 +68,35 @@ type Spec struct {
 	// Close releases resources the loader holds for the agent (JS runtimes,
 	// MCP connections and child processes).
 	Close func()
+}
+
+// Settings a client may override (Spec.ClientOverrides), named as in an
+// agent file's modelSettings.
+const (
+	OverrideTemperature = "temperature"
+	OverrideMaxTokens   = "maxTokens"
+	OverrideStop        = "stop"
+)
+
+// ClientOverridable lists the settings a client's request can carry.
+var ClientOverridable = []string{OverrideTemperature, OverrideMaxTokens, OverrideStop}
+
+// AllowsClient reports whether a client's value for setting is used.
+func (s *Spec) AllowsClient(setting string) bool {
+	for _, o := range s.ClientOverrides {
+		if o == setting {
+			return true
+		}
+	}
+	return false
+}
+
+// InstructionsInput is what a dynamic instructions function sees.
+type InstructionsInput struct {
+	// State is the thread's shared state (a JSON object).
+	State    json.RawMessage
+	ThreadID string
+	Agent    string
 }
 
 // ToolSource supplies tools that change at run time. Tools is called on
@@ -132,6 +174,8 @@ type Subagent struct {
 	// Tools names the parent tools the subagent may use; nil means all of the
 	// parent's tools except `task`.
 	Tools []string
+	// ModelSettings, when set, override the parent's field by field.
+	ModelSettings *model.Settings `json:",omitempty"`
 }
 
 // ModelDir is the folder model files are read from: the agent file's own

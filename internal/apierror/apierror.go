@@ -208,8 +208,12 @@ func mapError(err error) *Error {
 	var ua *engine.UnknownAgentError
 	var ud *engine.UnknownDecisionError
 	var fe *engine.FormatMismatchError
+	var ins *engine.InstructionsError
 	var sf *engine.StoredFailure
 	switch {
+	case errors.As(err, &ins):
+		// The agent's own code failed: retrying will not help.
+		return &Error{Status: 500, Kind: Internal, Code: engine.CodeInstructionsFailed, Message: ins.Error(), NoRetry: true, Err: err}
 	case errors.As(err, &sf):
 		return storedFailure(sf)
 	case errors.As(err, &ie):

@@ -593,9 +593,12 @@ func (r *Runner) describe(err error) (code, message string) {
 	}
 	var ie *InputError
 	var fe *FormatMismatchError
+	var ins *InstructionsError
 	switch {
 	case errors.As(err, &ie):
 		return ie.Code, ie.Reason
+	case errors.As(err, &ins):
+		return CodeInstructionsFailed, ins.Error()
 	case errors.As(err, &fe):
 		return CodeFormatMismatch, fe.Error()
 	case errors.Is(err, ErrShuttingDown):

@@ -140,6 +140,25 @@ func (e *FormatMismatchError) Error() string {
 // Unwrap returns the validation problem.
 func (e *FormatMismatchError) Unwrap() error { return e.Err }
 
+// CodeInstructionsFailed is the public code of a run whose agent's
+// instructions function failed.
+const CodeInstructionsFailed = "instructions_failed"
+
+// InstructionsError: the agent's instructions function (Spec.InstructionsFn)
+// threw, returned something other than a string or timed out, so the run
+// has no system prompt to send.
+type InstructionsError struct {
+	Agent string
+	Err   error
+}
+
+func (e *InstructionsError) Error() string {
+	return fmt.Sprintf("The instructions function of agent %q failed: %v", e.Agent, e.Err)
+}
+
+// Unwrap returns the function's failure.
+func (e *InstructionsError) Unwrap() error { return e.Err }
+
 // RunFailedError is the typed cause a failed run hands its consumer (the
 // RunError event's Err): the failure, and whether the turn had side effects
 // before it (WorkDone: a tool ran, or a model answer or tool result was

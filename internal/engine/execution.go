@@ -487,12 +487,53 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 	}
 }
 
+// settings are the agent's model settings with the client's values for
+// those the agent lets clients override (Spec.ClientOverrides); any other
+// client value is ignored.
+func (x *execution) settings() model.Settings {
+	s := x.spec.ModelSettings
+	if x.in.Temperature != nil && x.spec.AllowsClient(agent.OverrideTemperature) {
+		s.Temperature = x.in.Temperature
+	}
+	if x.in.MaxTokens > 0 && x.spec.AllowsClient(agent.OverrideMaxTokens) {
+		s.MaxTokens = x.in.MaxTokens
+	}
+	if len(x.in.StopSequences) > 0 && x.spec.AllowsClient(agent.OverrideStop) {
+		s.Stop = x.in.StopSequences
+	}
+	return s
+}
+
+// systemPrompt is the step's system prompt: the agent's dynamic
+// instructions, evaluated now on the thread's state, before the rest.
+func (x *execution) systemPrompt(ctx context.Context) (string, error) {
+	if x.spec.InstructionsFn == nil {
+		return x.system, nil
+	}
+	state := x.state
+	if len(state) == 0 {
+		state = json.RawMessage(`{}`)
+	}
+	text, err := x.spec.InstructionsFn(ctx, agent.InstructionsInput{State: state, ThreadID: x.threadID, Agent: x.spec.Name})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", err
+		}
+		return "", &InstructionsError{Agent: x.spec.Name, Err: err}
+	}
+	return systemPrompt(text, x.system), nil
+}
+
 // step calls the model once, streams what it says, and stores the assistant
 // message with the decisions its calls need.
 func (x *execution) step(ctx context.Context) (message.Message, error) {
-	req := model.Request{Model: x.modelName, System: x.system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
-		MaxTokens: x.in.MaxTokens, StopSequences: x.in.StopSequences, Temperature: x.in.Temperature,
+	system, err := x.systemPrompt(ctx)
+	if err != nil {
+		return message.Message{}, err
+	}
+	req := model.Request{Model: x.modelName, System: system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
 		Timeouts: x.spec.ModelTimeouts.Or(x.r.ModelTimeouts)}
+	x.settings().Apply(&req)
 	if x.scope == "" {
 		// The format is the client's, for the agent's answer; a subagent's
 		// report to its parent is free text.

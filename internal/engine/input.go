@@ -27,8 +27,10 @@ type Input struct {
 	Messages []message.Message
 	// ClientTools are tools the client declared and runs itself.
 	ClientTools []model.ToolDef
-	// ToolChoice, MaxTokens, StopSequences and Temperature pass through to
-	// the model.
+	// ToolChoice passes through to the model. MaxTokens, StopSequences and
+	// Temperature are the client's sampling values: each is used only when
+	// the agent lists it in ClientOverrides (agent.Spec), else the agent's
+	// modelSettings apply and the client's value is ignored.
 	ToolChoice    string
 	MaxTokens     int
 	StopSequences []string

@@ -136,9 +136,12 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 		return tool.Result{}, fmt.Errorf("unknown subagent %q; available: %s", args.SubagentType, strings.Join(names, ", "))
 	}
 	spec := &agent.Spec{Name: sub.Name, Model: sub.Model, Instructions: sub.Instructions, MaxSteps: x.spec.MaxSteps,
-		ModelTimeouts: x.spec.ModelTimeouts, NoTodos: x.spec.NoTodos, NoFiles: x.spec.NoFiles, Dir: x.spec.Dir, Source: x.spec.Source, Parent: x.spec.Name}
+		ModelTimeouts: x.spec.ModelTimeouts, ModelSettings: x.spec.ModelSettings, NoTodos: x.spec.NoTodos, NoFiles: x.spec.NoFiles, Dir: x.spec.Dir, Source: x.spec.Source, Parent: x.spec.Name}
 	if spec.Model == "" {
 		spec.Model = x.spec.Model
+	}
+	if sub.ModelSettings != nil {
+		spec.ModelSettings = sub.ModelSettings.Or(x.spec.ModelSettings)
 	}
 	for _, t := range x.spec.AllTools() {
 		if sub.Tools == nil || contains(sub.Tools, t.Name) {

@@ -26,12 +26,80 @@ type Request struct {
 	MaxTokens     int
 	StopSequences []string
 	Temperature   *float64
+	// TopP is nucleus sampling (top_p); nil leaves the provider's default.
+	TopP *float64
+	// Seed asks for reproducible sampling where the provider supports it
+	// (OpenAI-compatible only).
+	Seed *int64
+	// ReasoningEffort is "minimal", "low", "medium" or "high" ("" for the
+	// provider's default): OpenAI's reasoning_effort, an Anthropic thinking
+	// budget (see the anthropic package).
+	ReasoningEffort string
+	// ParallelToolCalls, when set, allows or forbids several tool calls in
+	// one step.
+	ParallelToolCalls *bool
+	// ProviderOptions maps a provider name ("openai", "anthropic",
+	// "ollama") to a JSON object whose fields are merged into that
+	// provider's request body, overriding what it would send.
+	ProviderOptions map[string]json.RawMessage
 	// Timeouts bound each attempt of the call (zero fields: no bound).
 	Timeouts Timeouts
 	// ResponseFormat, when set, asks for a JSON answer. It is sent on every
 	// step of a turn, as OpenAI applies it to every call; the model may still
 	// call tools.
 	ResponseFormat *ResponseFormat
+}
+
+// Reasoning efforts (Request.ReasoningEffort).
+var ReasoningEfforts = []string{"minimal", "low", "medium", "high"}
+
+// Settings are an agent's sampling settings (an agent file's
+// modelSettings); zero fields leave the provider's defaults.
+type Settings struct {
+	Temperature       *float64                   `json:"temperature,omitempty"`
+	TopP              *float64                   `json:"topP,omitempty"`
+	MaxTokens         int                        `json:"maxTokens,omitempty"`
+	Stop              []string                   `json:"stop,omitempty"`
+	Seed              *int64                     `json:"seed,omitempty"`
+	ReasoningEffort   string                     `json:"reasoningEffort,omitempty"`
+	ParallelToolCalls *bool                      `json:"parallelToolCalls,omitempty"`
+	ProviderOptions   map[string]json.RawMessage `json:"providerOptions,omitempty"`
+}
+
+// Or returns s with each unset field taken from d (a subagent's settings
+// over its parent's).
+func (s Settings) Or(d Settings) Settings {
+	if s.Temperature == nil {
+		s.Temperature = d.Temperature
+	}
+	if s.TopP == nil {
+		s.TopP = d.TopP
+	}
+	if s.MaxTokens == 0 {
+		s.MaxTokens = d.MaxTokens
+	}
+	if s.Stop == nil {
+		s.Stop = d.Stop
+	}
+	if s.Seed == nil {
+		s.Seed = d.Seed
+	}
+	if s.ReasoningEffort == "" {
+		s.ReasoningEffort = d.ReasoningEffort
+	}
+	if s.ParallelToolCalls == nil {
+		s.ParallelToolCalls = d.ParallelToolCalls
+	}
+	if s.ProviderOptions == nil {
+		s.ProviderOptions = d.ProviderOptions
+	}
+	return s
+}
+
+// Apply sets req's sampling fields from s.
+func (s Settings) Apply(req *Request) {
+	req.Temperature, req.TopP, req.MaxTokens, req.StopSequences = s.Temperature, s.TopP, s.MaxTokens, s.Stop
+	req.Seed, req.ReasoningEffort, req.ParallelToolCalls, req.ProviderOptions = s.Seed, s.ReasoningEffort, s.ParallelToolCalls, s.ProviderOptions
 }
 
 // Response format types (OpenAI's response_format.type; "text" is no

@@ -159,6 +159,8 @@ export interface SubagentDef {
   model?: string;
   /** Names of the parent's tools it may use; omitted means all but `task`. */
   tools?: string[];
+  /** Sampling settings laid over the parent's field by field (the timeouts are the parent's). */
+  modelSettings?: SamplingSettings;
 }
 
 /** A provider/model string such as "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5" or "scripted/demo". */
@@ -171,7 +173,19 @@ export interface DeepAgentConfig {
   model: ModelName;
   /** What the agent does, for callers that list agents (its tool description at /mcp); default: the first line of `instructions`. */
   description?: string;
-  instructions?: string;
+  /**
+   * The system prompt: a string, or a function evaluated before every model
+   * call of a turn (so shared state a tool changed can shape the next step).
+   * A function that throws, or returns anything but a string, fails the run
+   * (`instructions_failed`).
+   */
+  instructions?: string | ((ctx: InstructionsContext) => string | Promise<string>);
+  /**
+   * Settings a client's request may set instead of `modelSettings`
+   * (`temperature`, `max_tokens`/`max_completion_tokens`/`max_output_tokens`,
+   * `stop`/`stop_sequences`). Default none: client sampling values are ignored.
+   */
+  clientOverrides?: ClientOverride[];
   /**
    * Tools by name. Names may not clash with the built-ins: write_todos, ls,
    * read_file, write_file, edit_file, task.
@@ -218,8 +232,52 @@ export type MCPServer =
  */
 export type Duration = number | string;
 
+/** What a function-valued `instructions` is called with. */
+export interface InstructionsContext {
+  /** The thread's shared state (a copy: changes are not kept). */
+  state: Record<string, any>;
+  threadId: string;
+  /** The agent's name. */
+  agent: string;
+}
+
+/** The settings a client may override (`clientOverrides`). */
+export type ClientOverride = 'temperature' | 'maxTokens' | 'stop';
+
+/**
+ * Sampling settings, sent on every model call in each provider's own field
+ * names. Unset fields leave the provider's defaults.
+ */
+export interface SamplingSettings {
+  /** 0 to 2. OpenAI-compatible: `temperature`. Not sent to Anthropic (its current API dropped it). */
+  temperature?: number;
+  /** 0 to 1. OpenAI-compatible: `top_p`. Not sent to Anthropic. */
+  topP?: number;
+  /** OpenAI: `max_completion_tokens`; Ollama: `max_tokens`; Anthropic: `max_tokens` (default 4096). */
+  maxTokens?: number;
+  /** OpenAI-compatible: `stop`; Anthropic: `stop_sequences`. */
+  stop?: string | string[];
+  /** OpenAI-compatible: `seed`. No Anthropic equivalent. */
+  seed?: number;
+  /**
+   * OpenAI-compatible: `reasoning_effort`. Anthropic: extended thinking with
+   * `budget_tokens` 1024 (minimal, low), 4096 (medium) or 16384 (high);
+   * `max_tokens`, when not set, becomes the budget + 4096, and must exceed it
+   * when set.
+   */
+  reasoningEffort?: 'minimal' | 'low' | 'medium' | 'high';
+  /** OpenAI-compatible: `parallel_tool_calls`; Anthropic: `false` sets `tool_choice.disable_parallel_tool_use`. */
+  parallelToolCalls?: boolean;
+  /**
+   * Extra request body fields per provider (`openai`, `anthropic`,
+   * `ollama`), merged over what Stackbone sends, e.g.
+   * `{ openai: { user: 'u1' }, anthropic: { metadata: { user_id: 'u1' } } }`.
+   */
+  providerOptions?: Record<string, Record<string, unknown>>;
+}
+
 /** Settings of an agent's model calls. */
-export interface ModelSettings {
+export interface ModelSettings extends SamplingSettings {
   /**
    * Bounds each attempt of a model call (default: the server's
    * STACKBONE_MODEL_TIMEOUT, 10m). A timed-out attempt is retried like an

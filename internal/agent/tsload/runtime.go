@@ -41,6 +41,7 @@ type jsRuntime struct {
 	sh *shared
 
 	register, call, when, describe goja.Callable
+	instructions                   goja.Callable
 
 	cur      *callState // the call in progress, nil between calls
 	nextID   int64
@@ -78,6 +79,7 @@ func newRuntime(ctx context.Context, sh *shared) (*jsRuntime, error) {
 	for name, dst := range map[string]*goja.Callable{
 		"register": &r.register, "call": &r.call,
 		"approvalWhen": &r.when, "approvalDescription": &r.describe,
+		"instructions": &r.instructions,
 	} {
 		f, ok := goja.AssertFunction(apiObj.Get(name))
 		if !ok {

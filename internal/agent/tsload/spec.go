@@ -26,19 +26,24 @@ type description struct {
 	Name         string `json:"name"`
 	Model        string `json:"model"`
 	Instructions string `json:"instructions"`
-	Description  string `json:"description"`
-	MaxSteps     int    `json:"maxSteps"`
+	// InstructionsFn: instructions is a function, called before each step.
+	InstructionsFn bool   `json:"instructionsFn"`
+	Description    string `json:"description"`
+	MaxSteps       int    `json:"maxSteps"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
 	// .idleTimeout in milliseconds (0: the server's default).
-	ModelTimeoutMs     int64                      `json:"modelTimeoutMs"`
-	ModelIdleTimeoutMs int64                      `json:"modelIdleTimeoutMs"`
-	NoTodos            bool                       `json:"noTodos"`
-	NoFiles            bool                       `json:"noFiles"`
-	EditableState      map[string]json.RawMessage `json:"editableState"`
-	Tools              []toolDescription          `json:"tools"`
-	Subagents          []agent.Subagent           `json:"subagents"`
-	MCPServers         []mcpServerDescription     `json:"mcpServers"`
-	Loc                *location                  `json:"loc"`
+	ModelTimeoutMs     int64 `json:"modelTimeoutMs"`
+	ModelIdleTimeoutMs int64 `json:"modelIdleTimeoutMs"`
+	// ModelSettings are modelSettings' sampling fields (null: none).
+	ModelSettings   *model.Settings            `json:"modelSettings"`
+	ClientOverrides []string                   `json:"clientOverrides"`
+	NoTodos         bool                       `json:"noTodos"`
+	NoFiles         bool                       `json:"noFiles"`
+	EditableState   map[string]json.RawMessage `json:"editableState"`
+	Tools           []toolDescription          `json:"tools"`
+	Subagents       []agent.Subagent           `json:"subagents"`
+	MCPServers      []mcpServerDescription     `json:"mcpServers"`
+	Loc             *location                  `json:"loc"`
 }
 
 // approvalDescription is a needsApproval value as prelude.js describes it.
@@ -105,11 +110,18 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		MaxSteps:      d.MaxSteps,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},
-		NoTodos: d.NoTodos,
-		NoFiles: d.NoFiles,
-		Dir:     root,
-		Source:  b.abs,
-		Close:   a.pool.close,
+		ClientOverrides: d.ClientOverrides,
+		NoTodos:         d.NoTodos,
+		NoFiles:         d.NoFiles,
+		Dir:             root,
+		Source:          b.abs,
+		Close:           a.pool.close,
+	}
+	if d.ModelSettings != nil {
+		spec.ModelSettings = *d.ModelSettings
+	}
+	if d.InstructionsFn {
+		spec.InstructionsFn = a.instructions
 	}
 	spec.Description = d.Description
 	if spec.EditableState == nil {
@@ -191,6 +203,22 @@ func (a *jsAgent) approval(key string, ap *approvalDescription, limit func() tim
 		out.Description = func(context.Context, json.RawMessage) (string, error) { return text, nil }
 	}
 	return out
+}
+
+// instructions evaluates the agent's instructions function on in's state,
+// bounded like a tool call (tool.DefaultTimeout).
+func (a *jsAgent) instructions(ctx context.Context, in agent.InstructionsInput) (string, error) {
+	var text string
+	err := a.run(ctx, "instructions", tool.DefaultTimeout, func(r *jsRuntime) (goja.Value, error) {
+		meta := r.vm.NewObject()
+		_ = meta.Set("threadId", in.ThreadID)
+		_ = meta.Set("agent", in.Agent)
+		return r.instructions(goja.Undefined(), r.vm.ToValue(string(in.State)), meta)
+	}, func(v goja.Value) error {
+		text = v.String()
+		return nil
+	})
+	return text, err
 }
 
 // mcpServer builds an agent.MCPServer, expanding ${VAR} references in header

@@ -236,8 +236,22 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:2:32: agent "a": modelSettings.timeout must be a positive number of milliseconds or a duration string such as "90s" or "2m", got "10 minutes"`},
 		{"zero idle timeout", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { idleTimeout: 0 } });\n",
 			`agents/a.ts:2:32: agent "a": modelSettings.idleTimeout must be a positive number`},
-		{"unknown model setting", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { temperature: 1 } as any });\n",
-			`agents/a.ts:2:32: agent "a": modelSettings: unknown field "temperature" (allowed: timeout, idleTimeout)`},
+		{"unknown model setting", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { frequencyPenalty: 1 } as any });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings: unknown field "frequencyPenalty" (allowed: timeout, idleTimeout, temperature, topP, maxTokens, stop, seed, reasoningEffort, parallelToolCalls, providerOptions)`},
+		{"temperature out of range", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { temperature: 3 } });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings.temperature must be a number from 0 to 2, got 3`},
+		{"bad reasoning effort", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { reasoningEffort: 'max' } as any });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings.reasoningEffort must be one of "minimal", "low", "medium", "high", got "max"`},
+		{"fractional maxTokens", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { maxTokens: 1.5 } });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings.maxTokens must be a positive integer, got 1.5`},
+		{"provider options not an object", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { providerOptions: { openai: 1 } } as any });\n",
+			`agents/a.ts:2:32: agent "a": modelSettings.providerOptions.openai must be an object of request body fields`},
+		{"unknown client override", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', clientOverrides: ['seed'] as any });\n",
+			`agents/a.ts:2:32: agent "a": clientOverrides: unknown setting "seed" (allowed: temperature, maxTokens, stop)`},
+		{"subagent timeout", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x',\n  subagents: [{ name: 's', description: 'd', instructions: 'i', modelSettings: { timeout: '1m' } as any }] });\n",
+			`agents/a.ts:2:32: agent "a": subagents[0] (s): modelSettings: unknown field "timeout"`},
+		{"instructions neither string nor function", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', instructions: 42 as any });\n",
+			`agents/a.ts:2:32: agent "a": instructions must be a string or a function ({ state, threadId, agent }) => string`},
 		{"bad MCP server name", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { 'git hub': { url: 'http://x/mcp' } } });\n",
 			`agents/a.ts:2:32: agent "a": MCP server name "git hub" must be 1-64 letters, digits, "_" or "-"`},
 		{"MCP url and command", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { g: { url: 'http://x/mcp', command: 'node' } as any } });\n",
@@ -310,6 +324,68 @@ func TestModelSettingsTimeouts(t *testing.T) {
 		if s.ModelTimeouts != want {
 			t.Errorf("modelSettings %s: %+v, want %+v", src, s.ModelTimeouts, want)
 		}
+	}
+}
+
+// TestModelSettingsSampling: modelSettings' sampling fields and
+// clientOverrides reach the Spec (stop as a string becomes a list); a
+// subagent's own settings are kept for the engine to lay over the parent's.
+func TestModelSettingsSampling(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/a.ts": `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({ name: 'a', model: 'openai/x', clientOverrides: ['temperature', 'stop'],
+  modelSettings: { timeout: '2m', temperature: 0.3, topP: 0.9, maxTokens: 512, stop: 'END', seed: 7,
+    reasoningEffort: 'low', parallelToolCalls: false, providerOptions: { openai: { user: 'u1' } } },
+  subagents: [{ name: 's', description: 'd', instructions: 'i', modelSettings: { temperature: 0 } },
+    { name: 'p', description: 'd', instructions: 'i' }],
+});
+`}, Options{})
+	got, _ := json.Marshal(s.ModelSettings)
+	jsonEqual(t, string(got), `{"temperature":0.3,"topP":0.9,"maxTokens":512,"stop":["END"],"seed":7,"reasoningEffort":"low",
+		"parallelToolCalls":false,"providerOptions":{"openai":{"user":"u1"}}}`)
+	if s.ModelTimeouts.Call != 2*time.Minute || strings.Join(s.ClientOverrides, ",") != "temperature,stop" {
+		t.Fatalf("timeouts %+v, overrides %v", s.ModelTimeouts, s.ClientOverrides)
+	}
+	if ms := s.Subagents[0].ModelSettings; ms == nil || ms.Temperature == nil || *ms.Temperature != 0 || ms.TopP != nil {
+		t.Fatalf("subagent settings %+v", ms)
+	}
+	if s.Subagents[1].ModelSettings != nil {
+		t.Fatalf("a subagent without modelSettings has %+v", s.Subagents[1].ModelSettings)
+	}
+	if s.InstructionsFn != nil {
+		t.Fatal("string instructions made a function")
+	}
+}
+
+// TestInstructionsFunction: a function-valued instructions is called with
+// the state, thread and agent (async allowed); what it throws or a
+// non-string it returns is an error naming the problem.
+func TestInstructionsFunction(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/a.ts": `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({ name: 'a', model: 'openai/x',
+  instructions: async ({ state, threadId, agent }) => {
+    if (state.mode === 'throw') throw new Error('no draft yet');
+    if (state.mode === 'number') return 42 as any;
+    return 'Agent ' + agent + ' on ' + threadId + ', draft: ' + (state.draft ?? 'none');
+  },
+});
+`}, Options{})
+	if s.InstructionsFn == nil || s.Instructions != "" {
+		t.Fatalf("InstructionsFn %v, Instructions %q", s.InstructionsFn != nil, s.Instructions)
+	}
+	call := func(state string) (string, error) {
+		return s.InstructionsFn(context.Background(), agent.InstructionsInput{State: json.RawMessage(state), ThreadID: "t1", Agent: "a"})
+	}
+	if got, err := call(`{"draft":"v2"}`); err != nil || got != "Agent a on t1, draft: v2" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if got, err := call(`{}`); err != nil || got != "Agent a on t1, draft: none" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := call(`{"mode":"throw"}`); err == nil || err.Error() != "no draft yet" {
+		t.Fatalf("thrown: %v", err)
+	}
+	if _, err := call(`{"mode":"number"}`); err == nil || !strings.Contains(err.Error(), "instructions must return a string, got number") {
+		t.Fatalf("non-string: %v", err)
 	}
 }
 

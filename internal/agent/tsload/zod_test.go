@@ -188,6 +188,20 @@ export default defineDeepAgent({
   },
 });
 `,
+		"agents/bad2.ts": `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({ name: 'bad2', model: 'openai/x', modelSettings: { reasoningEffort: 'extreme' } });
+`,
+		"agents/good.ts": `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({
+  name: 'good',
+  model: 'openai/gpt-4o-mini',
+  instructions: async ({ state, threadId, agent }) => 'Draft: ' + String(state.draft ?? 'none') + threadId + agent,
+  modelSettings: { timeout: '2m', temperature: 0.2, topP: 0.9, maxTokens: 512, stop: ['END'], seed: 1, reasoningEffort: 'low',
+    parallelToolCalls: false, providerOptions: { openai: { user: 'u1' } } },
+  clientOverrides: ['temperature', 'maxTokens'],
+  subagents: [{ name: 's', description: 'd', instructions: 'i', modelSettings: { temperature: 0 } }],
+});
+`,
 	})
 	if err := os.Symlink(filepath.Join(fixture, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
@@ -196,10 +210,10 @@ export default defineDeepAgent({
 	if err == nil {
 		t.Fatalf("tsc accepted a broken agent:\n%s", out)
 	}
-	if strings.Contains(string(out), "zodagent/agents/") {
+	if strings.Contains(string(out), "zodagent/agents/") || strings.Contains(string(out), "agents/good.ts") {
 		t.Fatalf("tsc on the fixture's agents:\n%s", out)
 	}
-	for _, want := range []string{"'modle' does not exist", `"maybe"`, "'toUpperCase' does not exist on type 'number'"} {
+	for _, want := range []string{"'modle' does not exist", `"maybe"`, `"extreme"`, "'toUpperCase' does not exist on type 'number'"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tsc output lacks %q:\n%s", want, out)
 		}

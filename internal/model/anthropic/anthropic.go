@@ -26,6 +26,10 @@ import (
 // API requires the field).
 const DefaultMaxTokens = 4096
 
+// ThinkingBudgets maps a reasoning effort to the extended-thinking budget
+// (thinking.budget_tokens) it asks for; 1024 is the API's minimum.
+var ThinkingBudgets = map[string]int64{"minimal": 1024, "low": 1024, "medium": 4096, "high": 16384}
+
 // Config configures a Provider. The caller reads the environment
 // (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY); this package does not.
 type Config struct {
@@ -215,7 +219,13 @@ func stopReason(r ant.StopReason, hadCalls bool) event.StopReason {
 // prompt (and system messages) to "system", tool messages to tool_result
 // blocks in user turns (consecutive user-side messages merged into one turn),
 // assistant tool calls to tool_use blocks, images to image blocks.
-// Temperature is not sent: the 2026-10-21 API version dropped it. A
+// Temperature and top_p are not sent: the 2026-10-21 API version dropped
+// them (an endpoint that still takes them gets them through
+// ProviderOptions["anthropic"]); Seed has no equivalent. ReasoningEffort
+// turns on extended thinking with ThinkingBudgets' budget, raising an unset
+// max_tokens to the budget plus DefaultMaxTokens; ParallelToolCalls false
+// becomes tool_choice.disable_parallel_tool_use. ProviderOptions["anthropic"]
+// fields are set on the body last, replacing any of the above. A
 // json_schema response format becomes output_config.format (structured
 // outputs; Name and Strict have no equivalent, the schema is always
 // enforced); json_object becomes JSONObjectInstruction in the system prompt.
@@ -284,12 +294,22 @@ func Params(req model.Request) (ant.MessageNewParams, error) {
 		}
 		params.Tools = append(params.Tools, u)
 	}
+	serial := req.ParallelToolCalls != nil && !*req.ParallelToolCalls && len(req.Tools) > 0
 	switch req.ToolChoice {
 	case "":
+		if serial {
+			params.ToolChoice.OfAuto = &ant.ToolChoiceAutoParam{DisableParallelToolUse: ant.Bool(true)}
+		}
 	case "auto":
 		params.ToolChoice.OfAuto = &ant.ToolChoiceAutoParam{}
+		if serial {
+			params.ToolChoice.OfAuto.DisableParallelToolUse = ant.Bool(true)
+		}
 	case "required":
 		params.ToolChoice.OfAny = &ant.ToolChoiceAnyParam{}
+		if serial {
+			params.ToolChoice.OfAny.DisableParallelToolUse = ant.Bool(true)
+		}
 	case "none":
 		params.ToolChoice.OfNone = &ant.ToolChoiceNoneParam{}
 	default:
@@ -297,6 +317,25 @@ func Params(req model.Request) (ant.MessageNewParams, error) {
 	}
 	if len(req.StopSequences) > 0 {
 		params.StopSequences = req.StopSequences
+	}
+	if req.ReasoningEffort != "" {
+		budget, ok := ThinkingBudgets[req.ReasoningEffort]
+		if !ok {
+			return params, fmt.Errorf("reasoning effort %q: want one of %s", req.ReasoningEffort, strings.Join(model.ReasoningEfforts, ", "))
+		}
+		if req.MaxTokens <= 0 {
+			params.MaxTokens = budget + DefaultMaxTokens
+		} else if params.MaxTokens <= budget {
+			return params, fmt.Errorf("max tokens %d must exceed the %d-token thinking budget of reasoning effort %q", req.MaxTokens, budget, req.ReasoningEffort)
+		}
+		params.Thinking = ant.ThinkingConfigParamOfEnabled(budget)
+	}
+	if extra := req.ProviderOptions["anthropic"]; len(extra) > 0 {
+		var fields map[string]any
+		if err := json.Unmarshal(extra, &fields); err != nil {
+			return params, fmt.Errorf("provider options: %w", err)
+		}
+		params.SetExtraFields(fields)
 	}
 	if f := req.ResponseFormat; f != nil {
 		switch f.Type {

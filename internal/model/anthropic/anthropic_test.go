@@ -117,3 +117,34 @@ func TestInputTokensBeforeOutput(t *testing.T) {
 		t.Fatalf("chunk types %v: want InputTokens first, then the text", types)
 	}
 }
+
+// TestParamsSettings: reasoning effort becomes a thinking budget (max_tokens
+// raised past it when unset, an error when set below it), parallelToolCalls
+// false disables parallel tool use, providerOptions.anthropic fields are
+// set on the body; temperature and top_p are not sent.
+func TestParamsSettings(t *testing.T) {
+	temp, par := 0.2, false
+	req := model.Request{Model: "c", Messages: []message.Message{{Role: message.User, Content: "hi"}},
+		Tools: []model.ToolDef{{Name: "t"}}}
+	model.Settings{Temperature: &temp, TopP: &temp, Stop: []string{"END"}, ReasoningEffort: "medium", ParallelToolCalls: &par,
+		ProviderOptions: map[string]json.RawMessage{"anthropic": json.RawMessage(`{"metadata":{"user_id":"u1"}}`),
+			"openai": json.RawMessage(`{"user":"x"}`)}}.Apply(&req)
+	params, err := anthropic.Params(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(params)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	th, _ := m["thinking"].(map[string]any)
+	tc, _ := m["tool_choice"].(map[string]any)
+	if th["type"] != "enabled" || th["budget_tokens"] != float64(4096) || m["max_tokens"] != float64(4096+anthropic.DefaultMaxTokens) ||
+		tc["type"] != "auto" || tc["disable_parallel_tool_use"] != true || m["metadata"].(map[string]any)["user_id"] != "u1" ||
+		m["stop_sequences"].([]any)[0] != "END" || m["temperature"] != nil || m["top_p"] != nil || m["user"] != nil {
+		t.Fatalf("params %s", raw)
+	}
+	req.MaxTokens = 2000
+	if _, err := anthropic.Params(req); err == nil || err.Error() != `max tokens 2000 must exceed the 4096-token thinking budget of reasoning effort "medium"` {
+		t.Fatalf("max tokens under the budget: %v", err)
+	}
+}

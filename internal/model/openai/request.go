@@ -21,6 +21,10 @@ type chatRequest struct {
 	MaxTokens           int            `json:"max_tokens,omitempty"`
 	Stop                []string       `json:"stop,omitempty"`
 	Temperature         *float64       `json:"temperature,omitempty"`
+	TopP                *float64       `json:"top_p,omitempty"`
+	Seed                *int64         `json:"seed,omitempty"`
+	ReasoningEffort     string         `json:"reasoning_effort,omitempty"`
+	ParallelToolCalls   *bool          `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat      *chatFormat    `json:"response_format,omitempty"`
 	Stream              bool           `json:"stream"`
 	StreamOptions       chatStreamOpts `json:"stream_options"`
@@ -102,12 +106,15 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // encode builds the request body for req.
 func (p *Provider) encode(req model.Request) ([]byte, error) {
 	body := chatRequest{
-		Model:         req.Model,
-		Messages:      make([]chatMessage, 0, len(req.Messages)+1),
-		Stop:          req.StopSequences,
-		Temperature:   req.Temperature,
-		Stream:        true,
-		StreamOptions: chatStreamOpts{IncludeUsage: true},
+		Model:           req.Model,
+		Messages:        make([]chatMessage, 0, len(req.Messages)+1),
+		Stop:            req.StopSequences,
+		Temperature:     req.Temperature,
+		TopP:            req.TopP,
+		Seed:            req.Seed,
+		ReasoningEffort: req.ReasoningEffort,
+		Stream:          true,
+		StreamOptions:   chatStreamOpts{IncludeUsage: true},
 	}
 	if req.System != "" {
 		body.Messages = append(body.Messages, chatMessage{Role: "system", Content: req.System})
@@ -124,6 +131,8 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 			}
 			body.Tools[i] = chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: params}}
 		}
+		// OpenAI refuses parallel_tool_calls on a request without tools.
+		body.ParallelToolCalls = req.ParallelToolCalls
 	}
 	switch req.ToolChoice {
 	case "":
@@ -156,7 +165,33 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	out := bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	if extra := req.ProviderOptions[p.cfg.Name]; len(extra) > 0 {
+		return mergeBody(out, extra)
+	}
 	return out, nil
+}
+
+// mergeBody sets extra's fields (a JSON object: modelSettings.providerOptions
+// for this provider) on the encoded body, replacing fields it already has.
+func mergeBody(body, extra []byte) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(extra, &fields); err != nil {
+		return nil, fmt.Errorf("provider options: %w", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	for k, v := range fields {
+		m[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // toolParameters checks a tool's JSON Schema and returns it as sent: an

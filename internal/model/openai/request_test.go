@@ -90,3 +90,44 @@ func TestRequestKeepsText(t *testing.T) {
 		t.Fatalf("body %s", body)
 	}
 }
+
+// TestRequestSettings: the sampling settings go out in Chat Completions'
+// names, parallel_tool_calls only with tools (OpenAI refuses it without),
+// and the provider's own providerOptions entry is laid over the body last.
+func TestRequestSettings(t *testing.T) {
+	var body []byte
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		body, _ = io.ReadAll(r.Body)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(strings.NewReader(data(`{}`, `"stop"`) + doneEvent)), Request: r}, nil
+	})}
+	temp, topP, seed, par := 0.3, 0.8, int64(7), false
+	req := model.Request{Model: "m", Messages: []message.Message{{Role: message.User, Content: "hi"}}}
+	model.Settings{Temperature: &temp, TopP: &topP, MaxTokens: 99, Stop: []string{"END"}, Seed: &seed, ReasoningEffort: "low",
+		ParallelToolCalls: &par, ProviderOptions: map[string]json.RawMessage{
+			"openai": json.RawMessage(`{"user":"u1","temperature":0.5}`), "ollama": json.RawMessage(`{"keep_alive":"5m"}`)}}.Apply(&req)
+	send := func(p *openai.Provider, req model.Request) map[string]any {
+		t.Helper()
+		if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := send(openai.New(openai.Config{HTTPClient: hc}), req)
+	if m["temperature"] != 0.5 || m["top_p"] != 0.8 || m["max_completion_tokens"] != float64(99) || m["seed"] != float64(7) ||
+		m["reasoning_effort"] != "low" || m["user"] != "u1" || m["keep_alive"] != nil || m["stop"].([]any)[0] != "END" {
+		t.Fatalf("openai body %s", body)
+	}
+	if _, ok := m["parallel_tool_calls"]; ok {
+		t.Fatalf("parallel_tool_calls without tools: %s", body)
+	}
+	req.Tools = []model.ToolDef{{Name: "t"}}
+	m = send(openai.New(openai.Config{HTTPClient: hc, Name: "ollama", LegacyMaxTokens: true}), req)
+	if m["parallel_tool_calls"] != false || m["max_tokens"] != float64(99) || m["keep_alive"] != "5m" || m["user"] != nil || m["temperature"] != 0.3 {
+		t.Fatalf("ollama body %s", body)
+	}
+}

@@ -9,16 +9,19 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides'];
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
   const MCP_MODES = ['annotations', 'always', 'never'];
   const MCP_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
-  const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout'];
+  const SAMPLING_KEYS = ['temperature', 'topP', 'maxTokens', 'stop', 'seed', 'reasoningEffort', 'parallelToolCalls', 'providerOptions'];
+  const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout', ...SAMPLING_KEYS];
+  const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'];
+  const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
   const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions'];
-  const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools'];
+  const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools', 'modelSettings'];
   const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
   const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
   const MODEL_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]*\/[^\s]+$/;
@@ -190,12 +193,51 @@
     return Math.round(ms);
   }
 
-  function checkModelSettings(ms, what, loc) {
+  function checkModelSettings(ms, what, loc, keys) {
     if (!isPlain(ms)) fail(`${what}: modelSettings must be an object`, loc);
-    unknownKeys(ms, MODEL_SETTINGS_KEYS, `${what}: modelSettings`, loc);
-    for (const k of MODEL_SETTINGS_KEYS) {
+    keys = keys || MODEL_SETTINGS_KEYS;
+    unknownKeys(ms, keys, `${what}: modelSettings`, loc);
+    for (const k of ['timeout', 'idleTimeout']) {
       if (ms[k] !== undefined) durationMs(ms[k], `${what}: modelSettings.${k}`, loc);
     }
+    const f = `${what}: modelSettings`;
+    const num = (k, lo, hi) => {
+      const v = ms[k];
+      if (v !== undefined && !(typeof v === 'number' && v >= lo && v <= hi)) fail(`${f}.${k} must be a number from ${lo} to ${hi}, got ${str(v)}`, loc);
+    };
+    num('temperature', 0, 2);
+    num('topP', 0, 1);
+    if (ms.maxTokens !== undefined && !(Number.isInteger(ms.maxTokens) && ms.maxTokens > 0)) {
+      fail(`${f}.maxTokens must be a positive integer, got ${str(ms.maxTokens)}`, loc);
+    }
+    if (ms.stop !== undefined && typeof ms.stop !== 'string' &&
+        !(Array.isArray(ms.stop) && ms.stop.length > 0 && ms.stop.every((x) => typeof x === 'string' && x !== ''))) {
+      fail(`${f}.stop must be a string or a non-empty array of strings, got ${str(ms.stop)}`, loc);
+    }
+    if (ms.seed !== undefined && !Number.isSafeInteger(ms.seed)) fail(`${f}.seed must be an integer, got ${str(ms.seed)}`, loc);
+    if (ms.reasoningEffort !== undefined && !REASONING_EFFORTS.includes(ms.reasoningEffort)) {
+      fail(`${f}.reasoningEffort must be one of ${REASONING_EFFORTS.map(str).join(', ')}, got ${str(ms.reasoningEffort)}`, loc);
+    }
+    if (ms.parallelToolCalls !== undefined && typeof ms.parallelToolCalls !== 'boolean') {
+      fail(`${f}.parallelToolCalls must be a boolean`, loc);
+    }
+    if (ms.providerOptions !== undefined) {
+      if (!isPlain(ms.providerOptions)) fail(`${f}.providerOptions must be an object mapping provider names to objects`, loc);
+      for (const [p, o] of Object.entries(ms.providerOptions)) {
+        if (!isPlain(o)) fail(`${f}.providerOptions.${p} must be an object of request body fields`, loc);
+      }
+    }
+  }
+
+  // describeSettings is the sampling part of modelSettings as Go reads it
+  // (model.Settings), or null when there is none.
+  function describeSettings(ms) {
+    if (!ms) return null;
+    const out = {};
+    for (const k of SAMPLING_KEYS) {
+      if (ms[k] !== undefined) out[k] = k === 'stop' && typeof ms.stop === 'string' ? [ms.stop] : ms[k];
+    }
+    return Object.keys(out).length ? JSON.parse(JSON.stringify(out)) : null;
   }
 
   function checkModel(m, what, loc) {
@@ -214,8 +256,14 @@
     const what = `agent ${str(cfg.name)}`;
     if (cfg.model === undefined) fail(`${what}: model is required`, loc);
     checkModel(cfg.model, what, loc);
-    if (cfg.instructions !== undefined && typeof cfg.instructions !== 'string') {
-      fail(`${what}: instructions must be a string`, loc);
+    if (cfg.instructions !== undefined && typeof cfg.instructions !== 'string' && !isFn(cfg.instructions)) {
+      fail(`${what}: instructions must be a string or a function ({ state, threadId, agent }) => string`, loc);
+    }
+    if (cfg.clientOverrides !== undefined) {
+      if (!Array.isArray(cfg.clientOverrides)) fail(`${what}: clientOverrides must be an array of setting names (${CLIENT_OVERRIDES.join(', ')})`, loc);
+      for (const o of cfg.clientOverrides) {
+        if (!CLIENT_OVERRIDES.includes(o)) fail(`${what}: clientOverrides: unknown setting ${str(o)} (allowed: ${CLIENT_OVERRIDES.join(', ')})`, loc);
+      }
     }
     if (cfg.description !== undefined && typeof cfg.description !== 'string') {
       fail(`${what}: description must be a string`, loc);
@@ -261,6 +309,7 @@
         if (typeof s.description !== 'string' || s.description === '') fail(`${sw} (${s.name}): description is required`, loc);
         if (typeof s.instructions !== 'string') fail(`${sw} (${s.name}): instructions is required`, loc);
         if (s.model !== undefined) checkModel(s.model, `${sw} (${s.name})`, loc);
+        if (s.modelSettings !== undefined) checkModelSettings(s.modelSettings, `${sw} (${s.name})`, loc, SAMPLING_KEYS);
         if (s.tools !== undefined) {
           if (!Array.isArray(s.tools)) fail(`${sw} (${s.name}): tools must be an array of tool names`, loc);
           for (const tn of s.tools) {
@@ -339,7 +388,10 @@
     const out = {
       name: cfg.name,
       model: cfg.model,
-      instructions: cfg.instructions || '',
+      instructions: typeof cfg.instructions === 'string' ? cfg.instructions : '',
+      instructionsFn: isFn(cfg.instructions),
+      modelSettings: describeSettings(cfg.modelSettings),
+      clientOverrides: (cfg.clientOverrides || []).slice(),
       description: cfg.description || '',
       maxSteps: cfg.maxSteps || 0,
       modelTimeoutMs: 0,
@@ -406,6 +458,7 @@
         instructions: s.instructions,
         model: s.model || '',
         tools: s.tools === undefined ? null : s.tools.slice(),
+        modelSettings: describeSettings(s.modelSettings),
       });
     }
     return JSON.stringify(out);
@@ -509,6 +562,19 @@
     let v = entry.desc(await parseArgs(entry, argsJSON, false));
     if (v && isFn(v.then)) v = await v;
     return v === undefined || v === null ? '' : String(v);
+  }
+
+  // instructions evaluates a function-valued instructions on the thread's
+  // state (a copy: changes are not kept).
+  async function instructions(stateJSON, meta) {
+    const fn = AGENT && AGENT.instructions;
+    if (!isFn(fn)) throw new TypeError('the agent has no instructions function');
+    let state = stateJSON ? JSON.parse(stateJSON) : {};
+    if (!isPlain(state)) state = {};
+    let v = fn({ state, threadId: meta.threadId, agent: meta.agent });
+    if (v && isFn(v.then)) v = await v;
+    if (typeof v !== 'string') throw new TypeError(`instructions must return a string, got ${v === null ? 'null' : typeof v}`);
+    return v;
   }
 
   // ---------------------------------------------------------------- console
@@ -1194,5 +1260,5 @@
   }
   if (globalThis.self === undefined) def(globalThis, 'self', globalThis);
 
-  return { register, call, approvalWhen, approvalDescription };
+  return { register, call, approvalWhen, approvalDescription, instructions };
 });
