@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,7 +96,14 @@ func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
 // load builds the config: defaults, then env, then flags, then validation.
 func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config, error) {
 	cfg := config.Defaults(mode)
-	if err := cfg.FromEnv(os.Getenv); err != nil {
+	// Settings (provider keys, STACKBONE_*) come from the environment, then
+	// from DIR/.env.
+	dotenv, err := config.ReadDotEnv(f.dir)
+	if err != nil {
+		return nil, err
+	}
+	lookup := config.EnvLookup(dotenv)
+	if err := cfg.FromEnv(func(name string) string { v, _ := lookup(name); return v }); err != nil {
 		return nil, err
 	}
 	cfg.Dir = f.dir
