@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,13 +98,18 @@ func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
 func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config, error) {
 	cfg := config.Defaults(mode)
 	// Settings (provider keys, STACKBONE_*) come from the environment, then
-	// from DIR/.env.
+	// from DIR/.env; as everywhere in FromEnv, an empty value is unset.
 	dotenv, err := config.ReadDotEnv(f.dir)
 	if err != nil {
 		return nil, err
 	}
-	lookup := config.EnvLookup(dotenv)
-	if err := cfg.FromEnv(func(name string) string { v, _ := lookup(name); return v }); err != nil {
+	getenv := func(name string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return dotenv[name]
+	}
+	if err := cfg.FromEnv(getenv); err != nil {
 		return nil, err
 	}
 	cfg.Dir = f.dir

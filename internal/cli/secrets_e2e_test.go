@@ -202,3 +202,29 @@ func postModel(t *testing.T, base, agent, session, text string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestServerSettingsFromDotEnv: server settings fall back to DIR/.env (a bad
+// value there is reported like one from the environment), and a .env syntax
+// error stops the server with its line, not its value.
+func TestServerSettingsFromDotEnv(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := filepath.Join(dir, ".env")
+	if err := os.WriteFile(env, []byte("STACKBONE_STATELESS_APPROVAL=ask\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, `stateless approval "ask" must be run or refuse`) {
+		t.Fatalf("a setting from .env: %d %q", r.code, r.stderr)
+	}
+	if err := os.WriteFile(env, []byte("# ok\nOPENAI_API_KEY 'sk-dotenv-secret-1'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, ".env:2: expected KEY=VALUE") || strings.Contains(r.stderr, "dotenv-secret") {
+		t.Fatalf("a .env syntax error: %d %q", r.code, r.stderr)
+	}
+}
