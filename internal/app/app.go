@@ -43,7 +43,7 @@ var Version = "0.1.0-dev"
 
 // Logger builds the process logger from the config. Everything it writes is
 // redacted (internal/redact): the provider keys, the Stackbone API keys and
-// every *_API_KEY of the environment never reach the log, nor do bearer
+// every *_API_KEY of the environment and of DIR/.env never reach the log, nor do bearer
 // tokens and "sk-…" keys in text such as an upstream's error.
 func Logger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
@@ -53,7 +53,13 @@ func Logger(cfg *config.Config, w io.Writer) *slog.Logger {
 	if cfg.LogFormat == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(redact.NewHandler(h, redact.New(Secrets(cfg, os.Environ())...)))
+	environ := os.Environ()
+	if dotenv, err := config.ReadDotEnv(cfg.Dir); err == nil {
+		for k, v := range dotenv {
+			environ = append(environ, k+"="+v)
+		}
+	}
+	return slog.New(redact.NewHandler(h, redact.New(Secrets(cfg, environ)...)))
 }
 
 // Secrets lists what the log must never show: the configured provider and
@@ -92,7 +98,8 @@ func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 	return s, nil
 }
 
-// LoadAgents loads DIR/agents/*.ts and checks every agent's model
+// LoadAgents loads DIR/agents/*.ts (agents' env and ${VAR} references read
+// the process environment, then DIR/.env) and checks every agent's model
 // reference resolves (a scripted model's script file exists and parses).
 func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, logger *slog.Logger) ([]*agent.Spec, error) {
 	specs, err := CheckAgents(ctx, cfg, models, logger)
@@ -111,7 +118,13 @@ func LoadAgents(ctx context.Context, cfg *config.Config, models model.Resolver, 
 // CheckAgents loads DIR/agents and resolves each agent's model, as
 // LoadAgents does, without starting MCP servers (`stackbone agents check`).
 func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver, logger *slog.Logger) ([]*agent.Spec, error) {
-	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient})
+	// DIR/.env is read at every load, so a reload sees its edits.
+	dotenv, err := config.ReadDotEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient,
+		LookupEnv: config.EnvLookup(dotenv)})
 	if err != nil {
 		return nil, err
 	}

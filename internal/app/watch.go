@@ -15,8 +15,8 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 )
 
-// watchAgents starts reloading the agents when a file under DIR/agents
-// changes; the folders are watched when it returns. A broken edit keeps the
+// watchAgents starts reloading the agents when a file under DIR/agents or
+// DIR/.env changes; the folders are watched when it returns. A broken edit keeps the
 // last good agents and logs the error.
 func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, runner *engine.Runner, models model.Resolver, logger *slog.Logger) {
 	w, err := fsnotify.NewWatcher()
@@ -24,6 +24,9 @@ func watchAgents(ctx context.Context, cfg *config.Config, reg *agent.Registry, r
 		logger.Warn("agent reload disabled", "err", err)
 		return
 	}
+	// DIR itself is watched for .env (editors replace files by renaming
+	// them); its other entries are ignored.
+	_ = w.Add(cfg.Dir)
 	root := filepath.Join(cfg.Dir, "agents")
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -45,6 +48,9 @@ func reloadLoop(ctx context.Context, w *fsnotify.Watcher, cfg *config.Config, re
 		case <-ctx.Done():
 			return
 		case ev := <-w.Events:
+			if filepath.Dir(ev.Name) == cfg.Dir && filepath.Base(ev.Name) != config.DotEnvFile {
+				continue
+			}
 			if ev.Op&fsnotify.Create != 0 {
 				_ = w.Add(ev.Name) // a new folder; harmless for files
 			}

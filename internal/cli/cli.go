@@ -97,7 +97,19 @@ func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
 // load builds the config: defaults, then env, then flags, then validation.
 func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config, error) {
 	cfg := config.Defaults(mode)
-	if err := cfg.FromEnv(os.Getenv); err != nil {
+	// Settings (provider keys, STACKBONE_*) come from the environment, then
+	// from DIR/.env; as everywhere in FromEnv, an empty value is unset.
+	dotenv, err := config.ReadDotEnv(f.dir)
+	if err != nil {
+		return nil, err
+	}
+	getenv := func(name string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return dotenv[name]
+	}
+	if err := cfg.FromEnv(getenv); err != nil {
 		return nil, err
 	}
 	cfg.Dir = f.dir

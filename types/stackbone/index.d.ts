@@ -121,6 +121,12 @@ export interface ToolContext<State extends Record<string, any> = Record<string, 
   readonly idempotencyKey: string;
   /** The name of the agent (or subagent) calling the tool. */
   readonly agent: string;
+  /**
+   * The variables the agent lists in `env`, from the process environment, then
+   * DIR/.env. Anything not listed (or set nowhere) is undefined. Values are
+   * secrets: they are redacted from results, state, errors and logs.
+   */
+  readonly env: Readonly<Record<string, string | undefined>>;
   readonly signal: CallSignal;
 }
 
@@ -207,6 +213,11 @@ export interface DeepAgentConfig {
    * names: letters, digits, "_" and "-".
    */
   mcpServers?: Record<string, MCPServer>;
+  /**
+   * Environment variables the agent's tools may read as `ctx.env.NAME`
+   * (process environment first, then DIR/.env). Valid names only.
+   */
+  env?: string[];
 }
 
 /**

@@ -3,14 +3,19 @@ package tsload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/dop251/goja"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -43,7 +48,9 @@ type description struct {
 	Tools           []toolDescription          `json:"tools"`
 	Subagents       []agent.Subagent           `json:"subagents"`
 	MCPServers      []mcpServerDescription     `json:"mcpServers"`
-	Loc             *location                  `json:"loc"`
+	// Env lists the environment variables tools may read as ctx.env.
+	Env []string  `json:"env"`
+	Loc *location `json:"loc"`
 }
 
 // approvalDescription is a needsApproval value as prelude.js describes it.
@@ -101,6 +108,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	}
 	sh.name = d.Name
 	a := &jsAgent{sh: sh, pool: newPool(sh, opts.PoolSize, first)}
+	a.readEnv(d.Env, opts.LookupEnv)
 	spec := &agent.Spec{
 		Name:          d.Name,
 		Model:         d.Model,
@@ -130,14 +138,24 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	for _, td := range d.Tools {
 		spec.Tools = append(spec.Tools, a.tool(td))
 	}
+	// The values ${VAR} references expand to are secrets too.
+	var expanded []string
+	lookup := func(name string) (string, bool) {
+		v, ok := opts.LookupEnv(name)
+		if ok {
+			expanded = append(expanded, v)
+		}
+		return v, ok
+	}
 	for _, md := range d.MCPServers {
-		srv, err := a.mcpServer(md, opts.LookupEnv)
+		srv, err := a.mcpServer(md, lookup)
 		if err != nil {
 			a.pool.close()
 			return nil, nil, d.locErr(b.rel, err.Error())
 		}
 		spec.MCPServers = append(spec.MCPServers, srv)
 	}
+	a.addSecrets(expanded...)
 	opts.Logger.Debug("loaded agent", "agent", d.Name, "file", b.rel, "bundle_bytes", b.size,
 		"tools", len(spec.Tools), "took", time.Since(start))
 	return spec, &d, nil
@@ -147,6 +165,67 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 type jsAgent struct {
 	sh   *shared
 	pool *pool
+	// env is what tools read as ctx.env: the listed names that are set.
+	env map[string]string
+	// red removes env's values (and ${VAR} values of mcpServers) from what
+	// leaves the agent's code: results, state, errors, console output.
+	red     *redact.Redactor
+	secrets []string
+}
+
+// readEnv resolves the agent's env names once per load (a reload reads them
+// again). A listed name set nowhere is undefined in ctx.env and logged as a
+// warning (by name). The values become secrets of the agent's logger.
+func (a *jsAgent) readEnv(names []string, lookup func(string) (string, bool)) {
+	a.env = map[string]string{}
+	var missing []string
+	for _, n := range names {
+		if v, ok := lookup(n); ok {
+			a.env[n] = v
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		a.sh.log.Warn("agent env: not set in the environment nor in .env; ctx.env has them undefined",
+			"agent", a.sh.name, "names", missing)
+	}
+	a.addSecrets(slices.Collect(maps.Values(a.env))...)
+}
+
+// addSecrets adds values to redact; the agent's logger redacts them too.
+func (a *jsAgent) addSecrets(values ...string) {
+	if len(values) == 0 {
+		return
+	}
+	a.secrets = append(a.secrets, values...)
+	a.red = redact.New(a.secrets...)
+	a.sh.log = slog.New(redact.NewHandler(a.sh.opts.Logger.Handler(), a.red))
+}
+
+// redact removes the agent's secrets from s.
+func (a *jsAgent) redact(s string) string {
+	if a.red == nil {
+		return s
+	}
+	return a.red.String(s)
+}
+
+// redactErr removes the agent's secrets from a tool error's message and
+// stack before anything stores or logs it.
+func (a *jsAgent) redactErr(err error) error {
+	if err == nil || a.red == nil {
+		return err
+	}
+	var te *ToolError
+	if errors.As(err, &te) {
+		te.Message, te.Stack = a.red.String(te.Message), a.red.String(te.Stack)
+		return err
+	}
+	if msg := err.Error(); a.red.String(msg) != msg {
+		return errors.New(a.red.String(msg))
+	}
+	return err
 }
 
 func (a *jsAgent) tool(td toolDescription) *tool.Tool {
@@ -193,7 +272,7 @@ func (a *jsAgent) approval(key string, ap *approvalDescription, limit func() tim
 			err := a.run(ctx, key, limit(), func(r *jsRuntime) (goja.Value, error) {
 				return r.describe(goja.Undefined(), r.vm.ToValue(key), r.vm.ToValue(string(args)))
 			}, func(v goja.Value) error {
-				text = v.String()
+				text = a.redact(v.String())
 				return nil
 			})
 			return text, err
@@ -281,7 +360,7 @@ func (a *jsAgent) run(ctx context.Context, label string, limit time.Duration,
 		return fmt.Errorf("tool %q: %w", label, err)
 	}
 	defer a.pool.put(r)
-	err = r.invoke(ctx, label, limit, func() (goja.Value, error) { return start(r) }, finish)
+	err = a.redactErr(r.invoke(ctx, label, limit, func() (goja.Value, error) { return start(r) }, finish))
 	if te, ok := err.(*ToolError); ok {
 		if te.Name == "ToolArgumentsError" {
 			a.sh.log.Debug("tool arguments rejected", "agent", a.sh.name, "tool", label, "error", te.Message)
@@ -303,6 +382,11 @@ func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (to
 		_ = meta.Set("toolCallId", call.ToolCallID)
 		_ = meta.Set("idempotencyKey", call.IdempotencyKey)
 		_ = meta.Set("agent", call.Agent)
+		env := r.vm.NewObject()
+		for k, v := range a.env {
+			_ = env.Set(k, v)
+		}
+		_ = meta.Set("env", env)
 		return r.call(goja.Undefined(), r.vm.ToValue(t.Name), r.vm.ToValue(string(call.Args)),
 			r.vm.ToValue(string(call.State)), meta)
 	}, func(v goja.Value) error {
@@ -310,9 +394,9 @@ func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (to
 		if !ok {
 			return fmt.Errorf("tool %q: unexpected result from the JS host", t.Name)
 		}
-		res.Content = o.Get("content").String()
+		res.Content = a.redact(o.Get("content").String())
 		if s := o.Get("state"); s != nil && !goja.IsNull(s) && !goja.IsUndefined(s) {
-			res.State = json.RawMessage(s.String())
+			res.State = json.RawMessage(a.redact(s.String()))
 		}
 		return nil
 	})

@@ -179,11 +179,12 @@ import { z } from 'zod';
 export default defineDeepAgent({
   name: 'bad',
   modle: 'openai/gpt-4o-mini',
+  env: ['PAYMENTS_TOKEN'],
   tools: {
     t: tool({
       parameters: z.object({ n: z.number() }),
       needsApproval: { allowedDecisions: ['maybe'] },
-      async execute({ n }, ctx) { ctx.state.x = 1; return n.toUpperCase(); },
+      async execute({ n }, ctx) { ctx.state.x = 1; const tok: string = ctx.env.PAYMENTS_TOKEN; return n.toUpperCase() + tok; },
     }),
   },
 });
@@ -213,7 +214,8 @@ export default defineDeepAgent({
 	if strings.Contains(string(out), "zodagent/agents/") || strings.Contains(string(out), "agents/good.ts") {
 		t.Fatalf("tsc on the fixture's agents:\n%s", out)
 	}
-	for _, want := range []string{"'modle' does not exist", `"maybe"`, `"extreme"`, "'toUpperCase' does not exist on type 'number'"} {
+	for _, want := range []string{"'modle' does not exist", `"maybe"`, `"extreme"`, "'toUpperCase' does not exist on type 'number'",
+		"Type 'string | undefined' is not assignable to type 'string'"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tsc output lacks %q:\n%s", want, out)
 		}

@@ -9,7 +9,8 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env'];
+  const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
   const MCP_MODES = ['annotations', 'always', 'never'];
@@ -276,6 +277,14 @@
     }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     if (cfg.mcpServers !== undefined) checkMCPServers(cfg.mcpServers, what, loc);
+    if (cfg.env !== undefined) {
+      if (!Array.isArray(cfg.env)) fail(`${what}: env must be an array of environment variable names`, loc);
+      for (const n of cfg.env) {
+        if (typeof n !== 'string' || !ENV_NAME_RE.test(n)) {
+          fail(`${what}: env: ${str(n)} is not an environment variable name (letters, digits and _, not starting with a digit)`, loc);
+        }
+      }
+    }
     const tools = cfg.tools === undefined ? {} : cfg.tools;
     if (!isPlain(tools)) fail(`${what}: tools must be an object mapping tool names to tool({...})`, loc);
     for (const [name, t] of Object.entries(tools)) {
@@ -402,6 +411,7 @@
       tools: [],
       subagents: [],
       mcpServers: [],
+      env: (cfg.env || []).slice(),
       loc,
     };
     const ms = cfg.modelSettings || {};
@@ -535,6 +545,9 @@
       toolCallId: meta.toolCallId,
       idempotencyKey: meta.idempotencyKey,
       agent: meta.agent,
+      // Only the names the agent lists; a null prototype keeps 'toString'
+      // and the like undefined too.
+      env: Object.freeze(Object.assign(Object.create(null), meta.env)),
       signal,
     };
     const out = await entry.def.execute(args, ctx);
