@@ -19,12 +19,7 @@ func checkCmd() *cobra.Command {
 		Short: "Load DIR/agents without serving; exit 1 with file:line:col on an error (for CI)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := f.load(cmd, config.Dev)
-			if err != nil {
-				return err
-			}
-			logger := app.Logger(cfg, cmd.ErrOrStderr())
-			specs, err := app.CheckAgents(cmd.Context(), cfg, app.Models(cfg, logger), logger)
+			cfg, specs, err := projectAgents(cmd, &f, app.CheckAgents)
 			if err != nil {
 				return err
 			}

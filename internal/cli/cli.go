@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/app"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model"
 )
 
 // exitError carries an exit code for a failure already reported.
@@ -171,6 +174,19 @@ func serveCmd(mode config.Mode, opts Options) *cobra.Command {
 	return cmd
 }
 
+// projectAgents loads the project's agents for an `agents` subcommand with
+// load: app.LoadAgents (MCP servers started) or app.CheckAgents (not).
+func projectAgents(cmd *cobra.Command, f *serverFlags,
+	load func(context.Context, *config.Config, model.Resolver, *slog.Logger) ([]*agent.Spec, error)) (*config.Config, []*agent.Spec, error) {
+	cfg, err := f.load(cmd, config.Dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger := app.Logger(cfg, cmd.ErrOrStderr())
+	specs, err := load(cmd.Context(), cfg, app.Models(cfg, logger), logger)
+	return cfg, specs, err
+}
+
 func agentsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "agents", Short: "Inspect agents"}
 	var f serverFlags
@@ -179,12 +195,7 @@ func agentsCmd() *cobra.Command {
 		Short: "Load DIR/agents and list them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := f.load(cmd, config.Dev)
-			if err != nil {
-				return err
-			}
-			logger := app.Logger(cfg, cmd.ErrOrStderr())
-			specs, err := app.LoadAgents(cmd.Context(), cfg, app.Models(cfg, logger), logger)
+			_, specs, err := projectAgents(cmd, &f, app.LoadAgents)
 			if err != nil {
 				return err
 			}
