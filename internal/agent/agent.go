@@ -45,6 +45,10 @@ type Spec struct {
 	// followed by Instructions and the client's system text. An error fails
 	// the run.
 	InstructionsFn func(ctx context.Context, in InstructionsInput) (string, error)
+	// Output, when set, is the JSON Schema of the agent's final answer
+	// (defineDeepAgent({ output })): every turn asks the model for it
+	// (OutputFormat) and validates the answer against it.
+	Output json.RawMessage
 	// NoTodos and NoFiles turn off the built-in write_todos and file tools.
 	NoTodos bool
 	NoFiles bool
@@ -269,4 +273,28 @@ func (r *Registry) List() []*Spec {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// OutputFormat is the response format an agent with Output asks the model
+// for: json_schema named after the agent (characters a provider refuses in a
+// format name become "_"), not strict, since the engine validates the answer
+// itself and a strict schema must meet provider rules an agent's schema need
+// not. Nil when the agent declares no Output.
+func (s *Spec) OutputFormat() *model.ResponseFormat {
+	if len(s.Output) == 0 {
+		return nil
+	}
+	name := []byte(s.Name)
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			name[i] = '_'
+		}
+	}
+	if len(name) == 0 {
+		name = []byte("output")
+	}
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return &model.ResponseFormat{Type: model.FormatJSONSchema, Name: string(name), Schema: s.Output}
 }

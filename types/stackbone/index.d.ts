@@ -200,6 +200,12 @@ export interface DeepAgentConfig {
   subagents?: SubagentDef[];
   /** The only state keys a client may write, each with its schema. */
   editableState?: Record<string, Schema>;
+  /**
+   * The final answer's schema (a JSON Schema object or a zod schema): the
+   * model is asked for JSON matching it, the answer is validated, and a
+   * failing answer is sent back to the model once with the error.
+   */
+  output?: Schema;
   /** Bounds model calls per turn (default 25). */
   maxSteps?: number;
   /** Settings of this agent's model calls. */

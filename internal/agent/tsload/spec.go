@@ -48,6 +48,8 @@ type description struct {
 	Tools           []toolDescription          `json:"tools"`
 	Subagents       []agent.Subagent           `json:"subagents"`
 	MCPServers      []mcpServerDescription     `json:"mcpServers"`
+	// Output is the JSON Schema of the agent's final answer (null: none).
+	Output json.RawMessage `json:"output"`
 	// Env lists the environment variables tools may read as ctx.env.
 	Env []string  `json:"env"`
 	Loc *location `json:"loc"`
@@ -132,6 +134,9 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		spec.InstructionsFn = a.instructions
 	}
 	spec.Description = d.Description
+	if len(d.Output) > 0 && string(d.Output) != "null" {
+		spec.Output = d.Output
+	}
 	if spec.EditableState == nil {
 		spec.EditableState = map[string]json.RawMessage{}
 	}

@@ -133,6 +133,22 @@ func TestZodAgent(t *testing.T) {
 		t.Fatalf("description = %q, %v", d, err)
 	}
 
+	// output: a zod schema becomes the answer's JSON Schema.
+	report := specs["report.v1"]
+	if report == nil {
+		t.Fatal("report.v1 agent (zod output) not loaded")
+	}
+	var out map[string]any
+	if err := json.Unmarshal(report.Output, &out); err != nil || out["type"] != "object" || out["$schema"] != nil {
+		t.Fatalf("report output = %s (%v)", report.Output, err)
+	}
+	oprops, _ := out["properties"].(map[string]any)
+	jsonEqual(t, string(mustJSON(oprops["summary"])), `{"type":"string","minLength":1}`)
+	jsonEqual(t, string(mustJSON(out["required"])), `["summary","score"]`)
+	if f := report.OutputFormat(); f == nil || f.Name != "report_v1" || string(f.Schema) != string(report.Output) {
+		t.Fatalf("report format = %+v", f)
+	}
+
 	mini := specs["mini"]
 	if mini == nil {
 		t.Fatal("mini agent (zod/mini) not loaded")

@@ -9,7 +9,7 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
@@ -276,6 +276,9 @@
       fail(`${what}: maxSteps must be a positive integer`, loc);
     }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
+    if (cfg.output !== undefined && !isPlain(cfg.output)) {
+      fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
+    }
     if (cfg.mcpServers !== undefined) checkMCPServers(cfg.mcpServers, what, loc);
     if (cfg.env !== undefined) {
       if (!Array.isArray(cfg.env)) fail(`${what}: env must be an array of environment variable names`, loc);
@@ -417,6 +420,12 @@
     const ms = cfg.modelSettings || {};
     if (ms.timeout !== undefined) out.modelTimeoutMs = durationMs(ms.timeout, `${what}: modelSettings.timeout`, loc);
     if (ms.idleTimeout !== undefined) out.modelIdleTimeoutMs = durationMs(ms.idleTimeout, `${what}: modelSettings.idleTimeout`, loc);
+    if (cfg.output !== undefined) {
+      out.output = toJSONSchema(cfg.output, undefined, `${what}: output`, loc);
+      if (!isPlain(out.output)) fail(`${what}: output must describe a JSON object (JSON Schema "type": "object")`, loc);
+      if (out.output.type === undefined) out.output.type = 'object';
+      if (out.output.type !== 'object') fail(`${what}: output must describe a JSON object (JSON Schema "type": "object")`, loc);
+    }
     for (const [k, s] of Object.entries(cfg.editableState || {})) {
       out.editableState[k] = toJSONSchema(s, undefined, `${what}: editableState.${k}`, loc);
     }
