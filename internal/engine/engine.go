@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -559,6 +560,9 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
 		return nil, nil, err
 	}
+	if in.ResponseFormat, err = outputFormat(spec, in.ResponseFormat); err != nil {
+		return nil, nil, err
+	}
 	if err := honours(x.provider, spec.Model, in.ResponseFormat); err != nil {
 		return nil, nil, err
 	}
@@ -607,6 +611,35 @@ func (r *Runner) describe(err error) (code, message string) {
 		return CodeCancelled, MessageCancelled
 	}
 	return "internal_error", "Internal server error."
+}
+
+// outputFormat is the response format of a turn: the client's, unless the
+// agent declares its output (Spec.Output). Then the agent's json_schema
+// applies; a client asking for json_object or for the same schema gets it
+// (the answer is both), a client asking for another schema is refused (400)
+// rather than answered in a shape it did not ask for.
+func outputFormat(spec *agent.Spec, client *model.ResponseFormat) (*model.ResponseFormat, error) {
+	own := spec.OutputFormat()
+	if own == nil || client == nil || client.Type == model.FormatJSONObject {
+		if own == nil {
+			return client, nil
+		}
+		return own, nil
+	}
+	if client.Type == model.FormatJSONSchema && sameJSON(client.Schema, own.Schema) {
+		return own, nil
+	}
+	return nil, inputError(FieldResponseFormat, "Agent `%s` declares its output schema, and this response_format asks for another one: "+
+		"leave response_format out (or send the agent's schema) to get the agent's output.", spec.Name)
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // honours refuses a response format the agent's provider cannot honour,

@@ -131,9 +131,15 @@ func contractError(code, format string, args ...any) *InputError {
 type FormatMismatchError struct {
 	Type string
 	Err  error
+	// Retried: the model was given the problem once and its second answer
+	// does not follow the format either.
+	Retried bool
 }
 
 func (e *FormatMismatchError) Error() string {
+	if e.Retried {
+		return fmt.Sprintf("The model's answer does not follow response_format %s, also after one retry with the validation error: %v", e.Type, e.Err)
+	}
 	return fmt.Sprintf("The model's answer does not follow response_format %s: %v", e.Type, e.Err)
 }
 

@@ -546,62 +546,36 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			req.Tools = append(req.Tools, t)
 		}
 	}
-	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant, TaskCallID: x.scope, Subagent: x.subName}
-	var text strings.Builder
-	textOpen := false
-	closeText := func() {
-		if textOpen {
-			x.emit(event.Event{Type: event.TextEnd, MessageID: msg.ID})
-			textOpen = false
+	// With a response format the answer reaches the client once it follows
+	// the format: its events are held until checked, so an answer the
+	// model is asked to correct is never streamed.
+	hold := x.scope == "" && x.in.ResponseFormat != nil
+	msg, args, held, err := x.stream(ctx, req, hold)
+	if err != nil {
+		return msg, err
+	}
+	if hold && len(msg.ToolCalls) == 0 {
+		if ferr := x.followsFormat(msg.Content); ferr != nil {
+			// One retry: the model sees its answer and what is wrong with it.
+			x.r.Logger.Info("final answer does not follow the response format; asking the model once more",
+				"agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "err", ferr)
+			req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)],
+				message.Message{ID: msg.ID, Role: message.Assistant, Content: msg.Content},
+				message.Message{ID: x.r.NewID("msg"), Role: message.User, Content: formatCorrection(ferr)})
+			if msg, args, held, err = x.stream(ctx, req, hold); err != nil {
+				return msg, err
+			}
+			if len(msg.ToolCalls) == 0 {
+				if ferr := x.followsFormat(msg.Content); ferr != nil {
+					ferr.Retried = true
+					return msg, ferr
+				}
+			}
 		}
 	}
-	byIndex := map[int]int{}
-	var args []*strings.Builder
-	x.stop = event.StopEnd
-	for ch, err := range x.provider.Stream(ctx, req) {
-		if err != nil {
-			return msg, err
-		}
-		switch ch.Type {
-		case model.Text:
-			if ch.Text == "" {
-				continue
-			}
-			if !textOpen {
-				x.emit(event.Event{Type: event.TextStart, MessageID: msg.ID})
-				textOpen = true
-			}
-			text.WriteString(ch.Text)
-			x.emit(event.Event{Type: event.TextDelta, MessageID: msg.ID, Delta: ch.Text})
-		case model.ToolCallStart:
-			closeText()
-			id := ch.ID
-			if id == "" || x.callIDTaken(id) {
-				id = x.r.NewID("call")
-			}
-			byIndex[ch.Index] = len(msg.ToolCalls)
-			msg.ToolCalls = append(msg.ToolCalls, message.ToolCall{ID: id, Name: ch.Name})
-			args = append(args, &strings.Builder{})
-			x.emit(event.Event{Type: event.ToolCallStart, MessageID: msg.ID, ToolCallID: id, ToolName: ch.Name})
-		case model.ToolCallArgs:
-			i, ok := byIndex[ch.Index]
-			if !ok || ch.Text == "" {
-				continue
-			}
-			args[i].WriteString(ch.Text)
-			x.emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
-		case model.InputTokens:
-			x.reportInput(ch.Usage.InputTokens)
-		case model.Finish:
-			if ch.Stop != "" {
-				x.stop = ch.Stop
-			}
-			x.addUsage(ch.Usage)
-			x.reportInput(ch.Usage.InputTokens)
-		}
+	for _, e := range held {
+		x.emit(e)
 	}
-	closeText()
-	msg.Content = text.String()
 	var stored []event.Event
 	if msg.Content != "" {
 		stored = append(stored, event.Event{Type: event.TextEnd, MessageID: msg.ID, Content: msg.Content})
@@ -626,8 +600,6 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 	}
 	if len(msg.ToolCalls) > 0 {
 		x.stop = event.StopToolCalls
-	} else if err := x.followsFormat(msg.Content); err != nil {
-		return msg, err
 	}
 	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{msg}, Interrupts: interrupts, Events: stored}); err != nil {
 		return msg, err
@@ -645,13 +617,88 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 	return msg, nil
 }
 
+// stream makes one model call and streams what it says as the assistant
+// message's events (held and returned instead when hold is set), returning
+// the message (content and calls, arguments in args).
+func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (message.Message, []*strings.Builder, []event.Event, error) {
+	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant, TaskCallID: x.scope, Subagent: x.subName}
+	var held []event.Event
+	emit := x.emit
+	if hold {
+		emit = func(e event.Event) { held = append(held, e) }
+	}
+	var text strings.Builder
+	textOpen := false
+	closeText := func() {
+		if textOpen {
+			emit(event.Event{Type: event.TextEnd, MessageID: msg.ID})
+			textOpen = false
+		}
+	}
+	byIndex := map[int]int{}
+	var args []*strings.Builder
+	x.stop = event.StopEnd
+	for ch, err := range x.provider.Stream(ctx, req) {
+		if err != nil {
+			return msg, args, held, err
+		}
+		switch ch.Type {
+		case model.Text:
+			if ch.Text == "" {
+				continue
+			}
+			if !textOpen {
+				emit(event.Event{Type: event.TextStart, MessageID: msg.ID})
+				textOpen = true
+			}
+			text.WriteString(ch.Text)
+			emit(event.Event{Type: event.TextDelta, MessageID: msg.ID, Delta: ch.Text})
+		case model.ToolCallStart:
+			closeText()
+			id := ch.ID
+			if id == "" || x.callIDTaken(id) {
+				id = x.r.NewID("call")
+			}
+			byIndex[ch.Index] = len(msg.ToolCalls)
+			msg.ToolCalls = append(msg.ToolCalls, message.ToolCall{ID: id, Name: ch.Name})
+			args = append(args, &strings.Builder{})
+			emit(event.Event{Type: event.ToolCallStart, MessageID: msg.ID, ToolCallID: id, ToolName: ch.Name})
+		case model.ToolCallArgs:
+			i, ok := byIndex[ch.Index]
+			if !ok || ch.Text == "" {
+				continue
+			}
+			args[i].WriteString(ch.Text)
+			emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
+		case model.InputTokens:
+			x.reportInput(ch.Usage.InputTokens)
+		case model.Finish:
+			if ch.Stop != "" {
+				x.stop = ch.Stop
+			}
+			x.addUsage(ch.Usage)
+			x.reportInput(ch.Usage.InputTokens)
+		}
+	}
+	closeText()
+	msg.Content = text.String()
+	return msg, args, held, nil
+}
+
+// formatCorrection is the message a model gets when its final answer does
+// not follow the response format: the problem, and what to answer instead.
+func formatCorrection(err *FormatMismatchError) string {
+	return fmt.Sprintf("Your answer does not follow the required response format (%s): %v. "+
+		"Answer again with only the corrected JSON, nothing else.", err.Type, err.Err)
+}
+
 // followsFormat checks the final answer of a turn against the client's
 // response format. The model was asked for the format (upstream structured
 // output, or an instruction where the provider has none); an answer that
 // still does not follow it ends the turn with a 502 instead of reaching the
 // client as if it did. An answer cut at the token limit is not checked: its
 // finish reason already tells the client it is incomplete.
-func (x *execution) followsFormat(answer string) error {
+func (x *execution) followsFormat(answer string) *FormatMismatchError {
 	f := x.in.ResponseFormat
 	if f == nil || x.scope != "" || x.stop != event.StopEnd {
 		return nil

@@ -215,12 +215,12 @@ func TestResponseFormatInvalid400(t *testing.T) {
 }
 
 // TestResponseFormatMismatchIsAnError: a final answer that does not follow
-// the format (here a scripted model answering prose) is not passed off as
-// the asked JSON: the turn ends with a 502 response_format_mismatch that SDKs
-// are told not to retry.
+// the format (here a scripted model answering prose, also when given the
+// validation error once) is not passed off as the asked JSON: the turn ends
+// with a 502 response_format_mismatch that SDKs are told not to retry.
 func TestResponseFormatMismatchIsAnError(t *testing.T) {
 	t.Parallel()
-	env := stacktest.New(t, stacktest.Options{Script: formatScript})
+	env := stacktest.New(t, stacktest.Options{Script: `[{"reply":{"text":"It is sunny in Paris."}}]`})
 	p := params(user("prose please"))
 	p.ResponseFormat = schemaFormat(t)
 	_, err := client(env).Chat.Completions.New(context.Background(), p)
@@ -231,8 +231,8 @@ func TestResponseFormatMismatchIsAnError(t *testing.T) {
 	if h := apiErr.Response.Header.Get("x-should-retry"); h != "false" {
 		t.Fatalf("x-should-retry %q", h)
 	}
-	if n := env.Upstream.Count(); n != 1 {
-		t.Fatalf("the SDK retried: %d upstream calls", n)
+	if n := env.Upstream.Count(); n != 2 {
+		t.Fatalf("want 2 upstream calls (the answer, one correction), the SDK must not retry: %d", n)
 	}
 }
 
@@ -263,11 +263,12 @@ func TestResponseFormatSurvivesApprovalResume(t *testing.T) {
 
 // TestResponseFormatScriptedModel: a scripted/ agent returns its reply text
 // as written; the server checks it against the format, so a JSON reply
-// passes and a prose reply is a 502 response_format_mismatch.
+// passes and a prose reply (also when corrected once) is a 502
+// response_format_mismatch.
 func TestResponseFormatScriptedModel(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	sc := `[{"when":{"lastUser":"prose"},"reply":{"text":"Sunny."}},{"reply":{"text":"{\"city\":\"Paris\",\"temp_c\":21}"}}]`
+	sc := `[{"when":{"lastUser":"prose"},"reply":{"text":"Sunny."}},{"when":{"lastUser":"required response format"},"reply":{"text":"Still sunny."}},{"reply":{"text":"{\"city\":\"Paris\",\"temp_c\":21}"}}]`
 	if err := os.WriteFile(filepath.Join(dir, "fmt.script.json"), []byte(sc), 0o644); err != nil {
 		t.Fatal(err)
 	}
