@@ -546,6 +546,9 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			req.Tools = append(req.Tools, t)
 		}
 	}
+	if err := x.fitContext(&req); err != nil {
+		return message.Message{}, err
+	}
 	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant, TaskCallID: x.scope, Subagent: x.subName}
 	var text strings.Builder
 	textOpen := false
