@@ -59,7 +59,8 @@ func sent(msgs []message.Message) []message.Message {
 // a tool call always with its result (dropped together, never one without
 // the other); the thread read back still holds the whole history. A user
 // message too large for the window on its own fails the turn with a 400
-// context_length_exceeded naming the window, and reaches no model.
+// context_length_exceeded naming the window, and reaches no model; the
+// next turn works.
 func TestContextWindowTrimsWhatIsSent(t *testing.T) {
 	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{Script: contextScript, Agents: contextAgent})
@@ -114,6 +115,15 @@ func TestContextWindowTrimsWhatIsSent(t *testing.T) {
 	}
 	if n := len(env.Upstream.Requests()); n != 6 {
 		t.Fatalf("the too-large turn reached the model: %d calls", n)
+	}
+	// The thread goes on: the stored message that could not fit is older
+	// than the new one, so it is left out.
+	if got := turn("turn 6"); got != "noted" {
+		t.Fatalf("the turn after the failure: %q", got)
+	}
+	last := env.Upstream.Requests()[6].Request.Messages
+	if len(last) != 1 || !strings.HasPrefix(last[0].Content, "turn 6 ") {
+		t.Fatalf("the turn after the failure sent %+v", sent(last))
 	}
 	if env.Calls.Get("lookup") != 1 {
 		t.Fatalf("lookup ran %d times", env.Calls.Get("lookup"))
