@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/stackbone/stackbone/internal/model"
@@ -29,6 +30,13 @@ type Spec struct {
 	EditableState map[string]json.RawMessage
 	// MaxSteps bounds model calls per turn; zero means DefaultMaxSteps.
 	MaxSteps int
+	// ContextWindow is the model's context window in tokens; zero means
+	// the known window of the model (KnownContextWindow), or no limit.
+	ContextWindow int
+	// ContextPolicy says what happens when a thread outgrows the window:
+	// ContextTrim (the only policy, and the default) sends only the most
+	// recent turns that fit; the stored history is kept whole.
+	ContextPolicy string
 	// ModelTimeouts bound each model call attempt (the agent file's
 	// modelSettings.timeout and .idleTimeout); a zero field means the
 	// server's default (STACKBONE_MODEL_TIMEOUT, STACKBONE_MODEL_IDLE_TIMEOUT).
@@ -189,6 +197,48 @@ func (s *Spec) ModelDir() string {
 		return filepath.Dir(s.Source)
 	}
 	return s.Dir
+}
+
+// ContextTrim is the context policy that drops the oldest turns from what
+// is sent to the model.
+const ContextTrim = "trim"
+
+// knownWindows are the context windows (tokens) of common models, by model
+// name prefix; the first match wins.
+var knownWindows = []struct {
+	prefix string
+	tokens int
+}{
+	{"gpt-4o", 128_000},
+	{"gpt-4.1", 1_047_576},
+	{"claude-sonnet-4", 200_000},
+	{"claude-opus-4", 200_000},
+	{"claude-3-7", 200_000},
+	{"claude-3-5", 200_000},
+}
+
+// KnownContextWindow returns the context window of a common model, given as
+// "provider/model" or the bare model name; zero when it is not known.
+func KnownContextWindow(model string) int {
+	if i := strings.LastIndexByte(model, '/'); i >= 0 {
+		model = model[i+1:]
+	}
+	for _, w := range knownWindows {
+		if strings.HasPrefix(model, w.prefix) {
+			return w.tokens
+		}
+	}
+	return 0
+}
+
+// Window returns the context window the agent's calls of model must fit:
+// ContextWindow when set, else the model's known window; zero means no
+// limit.
+func (s *Spec) Window(model string) int {
+	if s.ContextWindow > 0 {
+		return s.ContextWindow
+	}
+	return KnownContextWindow(model)
 }
 
 // Steps returns the effective step limit.

@@ -347,6 +347,8 @@ func storedFailure(f *engine.StoredFailure) *Error {
 		e.Status, e.Kind = 529, Overloaded
 	case engine.CodeFormatMismatch:
 		e.Status, e.Kind, e.NoRetry = 502, Upstream, true
+	case engine.CodeContextLength:
+		e.Status, e.Kind = http.StatusBadRequest, InvalidRequest
 	case engine.CodeShuttingDown, codeStoreUnavailable:
 		e.Status, e.Kind = 503, Unavailable
 	}

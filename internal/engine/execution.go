@@ -546,6 +546,9 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			req.Tools = append(req.Tools, t)
 		}
 	}
+	if err := x.fitContext(&req); err != nil {
+		return message.Message{}, err
+	}
 	// With a response format the answer reaches the client once it follows
 	// the format: its events are held until checked, so an answer the
 	// model is asked to correct is never streamed.

@@ -138,7 +138,9 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 	spec := &agent.Spec{Name: sub.Name, Model: sub.Model, Instructions: sub.Instructions, MaxSteps: x.spec.MaxSteps,
 		ModelTimeouts: x.spec.ModelTimeouts, ModelSettings: x.spec.ModelSettings, NoTodos: x.spec.NoTodos, NoFiles: x.spec.NoFiles, Dir: x.spec.Dir, Source: x.spec.Source, Parent: x.spec.Name}
 	if spec.Model == "" {
+		// The parent's model, so its context window too.
 		spec.Model = x.spec.Model
+		spec.ContextWindow, spec.ContextPolicy = x.spec.ContextWindow, x.spec.ContextPolicy
 	}
 	if sub.ModelSettings != nil {
 		spec.ModelSettings = sub.ModelSettings.Or(x.spec.ModelSettings)

@@ -208,6 +208,21 @@ export interface DeepAgentConfig {
   output?: Schema;
   /** Bounds model calls per turn (default 25). */
   maxSteps?: number;
+  /**
+   * The model's context window in tokens. Default: the known window of common
+   * models (gpt-4o, gpt-4o-mini: 128k; gpt-4.1: 1M; claude-sonnet-4,
+   * claude-opus-4, claude-3-5, claude-3-7: 200k), else no limit.
+   */
+  contextWindow?: number;
+  /**
+   * What happens when a thread outgrows the window: `'trim'` (the default)
+   * sends only the most recent turns that fit, keeping tool calls with their
+   * results, the system prompt and the latest user message, and leaving room
+   * for the answer (`modelSettings.maxTokens`, else 4096). The stored history
+   * is kept whole. A latest message that cannot fit fails the turn
+   * (`context_length_exceeded`, 400).
+   */
+  contextPolicy?: 'trim';
   /** Settings of this agent's model calls. */
   modelSettings?: ModelSettings;
   /** `false` turns off the built-in write_todos tool. */

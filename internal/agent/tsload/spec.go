@@ -35,6 +35,10 @@ type description struct {
 	InstructionsFn bool   `json:"instructionsFn"`
 	Description    string `json:"description"`
 	MaxSteps       int    `json:"maxSteps"`
+	// ContextWindow (tokens, 0: the model's known window) and
+	// ContextPolicy ("" or "trim") are contextWindow and contextPolicy.
+	ContextWindow int    `json:"contextWindow"`
+	ContextPolicy string `json:"contextPolicy"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
 	// .idleTimeout in milliseconds (0: the server's default).
 	ModelTimeoutMs     int64 `json:"modelTimeoutMs"`
@@ -118,6 +122,8 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		Subagents:     d.Subagents,
 		EditableState: d.EditableState,
 		MaxSteps:      d.MaxSteps,
+		ContextWindow: d.ContextWindow,
+		ContextPolicy: d.ContextPolicy,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},
 		ClientOverrides: d.ClientOverrides,

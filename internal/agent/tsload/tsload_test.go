@@ -260,6 +260,10 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:2:32: agent "a": mcpServers.g: approval must be "annotations", "always", "never" or an object mapping tool names to needsApproval`},
 		{"MCP header not a string", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: { g: { url: 'https://x/mcp', headers: { A: 1 } } as any } });\n",
 			`agents/a.ts:2:32: agent "a": mcpServers.g.headers.A must be a string`},
+		{"contextWindow not an integer", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', contextWindow: '128k' as any });\n",
+			`agents/a.ts:2:32: agent "a": contextWindow must be a positive integer (tokens)`},
+		{"unknown context policy", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', contextPolicy: 'summarize' as any });\n",
+			`agents/a.ts:2:32: agent "a": contextPolicy: unknown policy "summarize" (allowed: 'trim')`},
 		{"no default export", head + "export const x = defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
 			"agents/a.ts: no default export"},
 		{"throw at top level", head + "function f(): never {\n  throw new TypeError('bad setup');\n}\nf();\nexport default defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
@@ -310,6 +314,22 @@ export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: {
 	desc, err := ap["ask"].Description(context.Background(), json.RawMessage(`{"q":"x"}`))
 	if err != nil || desc != "ask x" || len(ap["ask"].AllowedDecisions) != 1 {
 		t.Fatalf("ask approval: %q %v %+v", desc, err, ap["ask"])
+	}
+}
+
+// TestContextSettings: contextWindow and contextPolicy reach the Spec;
+// without them the Spec has none (the engine then uses the model's known
+// window).
+func TestContextSettings(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o', contextWindow: 32000, contextPolicy: 'trim' });\n"}, Options{})
+	if s.ContextWindow != 32000 || s.ContextPolicy != agent.ContextTrim {
+		t.Fatalf("contextWindow %d, contextPolicy %q", s.ContextWindow, s.ContextPolicy)
+	}
+	s = loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o' });\n"}, Options{})
+	if s.ContextWindow != 0 || s.ContextPolicy != "" || s.Window("gpt-4o") != 128_000 {
+		t.Fatalf("defaults: contextWindow %d, contextPolicy %q, window %d", s.ContextWindow, s.ContextPolicy, s.Window("gpt-4o"))
 	}
 }
 

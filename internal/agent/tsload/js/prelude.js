@@ -9,7 +9,7 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
@@ -275,6 +275,12 @@
     if (cfg.maxSteps !== undefined && !(Number.isInteger(cfg.maxSteps) && cfg.maxSteps > 0)) {
       fail(`${what}: maxSteps must be a positive integer`, loc);
     }
+    if (cfg.contextWindow !== undefined && !(Number.isInteger(cfg.contextWindow) && cfg.contextWindow > 0)) {
+      fail(`${what}: contextWindow must be a positive integer (tokens)`, loc);
+    }
+    if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim') {
+      fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim')`, loc);
+    }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     if (cfg.output !== undefined && !isPlain(cfg.output)) {
       fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
@@ -406,6 +412,8 @@
       clientOverrides: (cfg.clientOverrides || []).slice(),
       description: cfg.description || '',
       maxSteps: cfg.maxSteps || 0,
+      contextWindow: cfg.contextWindow || 0,
+      contextPolicy: cfg.contextPolicy || '',
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,
       noTodos: cfg.todos === false,
