@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/message"
@@ -152,4 +154,94 @@ func sentOf(parts ...[]message.Message) []message.Message {
 		out = append(out, p...)
 	}
 	return out
+}
+
+// TestContextSummarizeFallsBackToTrim: when the summary call fails the turn
+// is still answered, with what trim would send, and no summary is stored; a
+// stateless turn (no thread to store a summary in) trims without a summary
+// call.
+func TestContextSummarizeFallsBackToTrim(t *testing.T) {
+	t.Parallel()
+	const failing = `[
+ {"when": {"system": "Summarise this conversation so far"}, "reply": {"error": {"status": 400, "message": "no summaries today"}}},
+ {"reply": {"text": "noted"}}
+]`
+	env := stacktest.New(t, stacktest.Options{Script: failing, Agents: summarizeAgent})
+	c := client(env, session("fails"))
+	long := func(text string) string { return text + " " + strings.Repeat("x", 2000) }
+	for _, text := range []string{"turn 1", "turn 2", "turn 3"} {
+		res, err := c.Chat.Completions.New(context.Background(), params(user(long(text))))
+		if err != nil || res.Choices[0].Message.Content != "noted" {
+			t.Fatalf("turn %q: %v", text, err)
+		}
+	}
+	view := call(t, "GET", env.URL+"/v1/threads/fails", "")
+	var th server.ThreadView
+	if err := json.Unmarshal(view.body, &th); err != nil || view.status != 200 {
+		t.Fatalf("thread: %d %s", view.status, view.body)
+	}
+	st := th.Messages
+	if len(st) != 6 {
+		t.Fatalf("stored: %s", brief(st))
+	}
+	for _, m := range st {
+		if m.Summarizes != "" || m.Role == message.System {
+			t.Fatalf("a summary was stored: %s", brief(st))
+		}
+	}
+	reqs := env.Upstream.Requests()
+	if len(reqs) != 4 || reqs[2].Request.System != engine.SummaryInstruction {
+		t.Fatalf("want answer, answer, failed summary, answer; got %d calls", len(reqs))
+	}
+	last := reqs[3].Request
+	if last.System != "Be brief." || !reflect.DeepEqual(sent(last.Messages), sent(st[2:5])) {
+		t.Fatalf("the turn after the failed summary sent %s (system %q), want u2 a2 u3", brief(last.Messages), last.System)
+	}
+
+	// Stateless: the whole history comes with the request; it is trimmed.
+	res, err := client(env).Chat.Completions.New(context.Background(), params(
+		user(long("s1")), openai.AssistantMessage("noted"), user(long("s2")), openai.AssistantMessage("noted"), user(long("s3"))))
+	if err != nil || res.Choices[0].Message.Content != "noted" {
+		t.Fatalf("stateless turn: %v", err)
+	}
+	reqs = env.Upstream.Requests()
+	if len(reqs) != 5 {
+		t.Fatalf("the stateless turn made %d model calls, want 1", len(reqs)-4)
+	}
+	got := reqs[4].Request.Messages
+	if len(got) != 3 || !strings.HasPrefix(got[0].Content, "s2 ") || !strings.HasPrefix(got[2].Content, "s3 ") {
+		t.Fatalf("the stateless turn sent %s", brief(got))
+	}
+}
+
+// TestContextSummaryNotInAGUISnapshot: an AG-UI client rebuilding its view
+// from MESSAGES_SNAPSHOT sees the conversation's turns, not the stored
+// context summary.
+func TestContextSummaryNotInAGUISnapshot(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Script: summarizeScript, Agents: summarizeAgent})
+	var s aguiStream
+	for i := 1; i <= 4; i++ {
+		run := fmt.Sprintf("r%d", i)
+		s = aguiPost(t, env, "assistant", aguiInput("ag", run, fmt.Sprintf("turn %d %s", i, strings.Repeat("x", 2000))))
+		if s.status != 200 || s.text() != "noted" {
+			t.Fatalf("turn %d: %d %q", i, s.status, s.text())
+		}
+	}
+	if n := len(env.Upstream.Requests()); n != 5 {
+		t.Fatalf("want 4 answers and 1 summary call, got %d calls", n)
+	}
+	snap := s.first("MESSAGES_SNAPSHOT")
+	if snap == nil {
+		t.Fatalf("turn 4 on an existing thread sent no MESSAGES_SNAPSHOT")
+	}
+	msgs := snap["messages"].([]any)
+	for _, m := range msgs {
+		if w := m.(map[string]any); w["role"] == "system" || strings.Contains(fmt.Sprint(w["content"]), "Facts:") {
+			t.Fatalf("the snapshot shows the summary: %v", w)
+		}
+	}
+	if len(msgs) < 6 || msgs[0].(map[string]any)["id"] != "u-r1" {
+		t.Fatalf("the snapshot lost turns: %d messages, first %v", len(msgs), msgs[0])
+	}
 }
