@@ -34,8 +34,9 @@ type Spec struct {
 	// the known window of the model (KnownContextWindow), or no limit.
 	ContextWindow int
 	// ContextPolicy says what happens when a thread outgrows the window:
-	// ContextTrim (the only policy, and the default) sends only the most
-	// recent turns that fit; the stored history is kept whole.
+	// ContextTrim (the default) sends only the most recent turns that fit;
+	// ContextSummarize also summarises what trim would leave out into a
+	// stored summary message. The stored history is kept whole.
 	ContextPolicy string
 	// ModelTimeouts bound each model call attempt (the agent file's
 	// modelSettings.timeout and .idleTimeout); a zero field means the
@@ -202,6 +203,11 @@ func (s *Spec) ModelDir() string {
 // ContextTrim is the context policy that drops the oldest turns from what
 // is sent to the model.
 const ContextTrim = "trim"
+
+// ContextSummarize is the context policy that summarises, with the agent's
+// own model, the older turns of a durable thread that no longer fit, and
+// sends the stored summary with the recent turns.
+const ContextSummarize = "summarize"
 
 // knownWindows are the context windows (tokens) of common models, by model
 // name prefix; the first match wins.

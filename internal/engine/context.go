@@ -1,10 +1,15 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"strings"
+
+	"github.com/stackbone/stackbone/internal/agent"
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // Token estimates. The engine never sees the provider's tokenizer, so what
@@ -133,9 +138,11 @@ func trimToFit(msgs []message.Message, budget int) (kept []message.Message, ok b
 // fitContext applies the agent's context policy to a request about to be
 // sent: with a known window, req.Messages becomes the most recent turns that
 // fit the window minus the system prompt, the tool definitions and the room
-// reserved for the answer. A latest message that cannot fit fails the turn
-// with a 400-class error naming the window.
-func (x *execution) fitContext(req *model.Request) error {
+// reserved for the answer. Under the summarize policy a durable thread's
+// older turns are first summarised into a stored summary message, sent
+// ahead of the recent turns (see summarize). A latest message that cannot
+// fit fails the turn with a 400-class error naming the window.
+func (x *execution) fitContext(ctx context.Context, req *model.Request) error {
 	window := x.spec.Window(x.modelName)
 	if window <= 0 {
 		return nil
@@ -146,16 +153,15 @@ func (x *execution) fitContext(req *model.Request) error {
 	}
 	fixed := fixedTokens(req.System, req.Tools)
 	budget := window - reserve - fixed
+	if x.spec.ContextPolicy == agent.ContextSummarize && x.durable && x.scope == "" {
+		done, err := x.summarize(ctx, req, budget)
+		if done || err != nil {
+			return err
+		}
+	}
 	kept, ok := trimToFit(req.Messages, budget)
 	if !ok {
-		need := fixed + reserve
-		for _, m := range kept {
-			need += estimateTokens(m)
-		}
-		return &InputError{Code: CodeContextLength, Field: FieldMessages, Index: -1,
-			Reason: fmt.Sprintf("The latest message does not fit the context window of agent %q: it needs about %d tokens "+
-				"(with the system prompt, the tools and %d tokens reserved for the answer), the window is %d tokens (contextWindow).",
-				x.spec.Name, need, reserve, window)}
+		return x.tooLarge(kept, fixed, reserve, window)
 	}
 	if len(kept) < len(req.Messages) {
 		x.r.Logger.Debug("context trimmed", "agent", x.spec.Name, "thread", x.threadID,
@@ -163,4 +169,195 @@ func (x *execution) fitContext(req *model.Request) error {
 	}
 	req.Messages = kept
 	return nil
+}
+
+// tooLarge is the error of a turn whose latest message (with the unit the
+// model answers, kept) does not fit the window.
+func (x *execution) tooLarge(kept []message.Message, fixed, reserve, window int) error {
+	need := fixed + reserve
+	for _, m := range kept {
+		need += estimateTokens(m)
+	}
+	return &InputError{Code: CodeContextLength, Field: FieldMessages, Index: -1,
+		Reason: fmt.Sprintf("The latest message does not fit the context window of agent %q: it needs about %d tokens "+
+			"(with the system prompt, the tools and %d tokens reserved for the answer), the window is %d tokens (contextWindow).",
+			x.spec.Name, need, reserve, window)}
+}
+
+// SummaryInstruction is the system prompt of the model call that
+// summarises a thread's older turns under the summarize context policy.
+const SummaryInstruction = "Summarise this conversation so far for your own later reference: facts, decisions, open items. " +
+	"Answer with the summary only."
+
+// SummaryHeader starts the system message that carries a stored summary in
+// what is sent to the model.
+const SummaryHeader = "Summary of the earlier part of this conversation (written by you for your own reference):\n"
+
+// summaryReserve is the room (tokens) kept in the budget for a new summary,
+// and the summary call's maxTokens.
+func summaryReserve(budget int) int {
+	return max(min(budget/4, 1024), 16)
+}
+
+// summaryTokens is the estimated cost of sending a summary.
+func summaryTokens(text string) int {
+	return messageOverhead + textTokens(SummaryHeader) + textTokens(text)
+}
+
+// latestSummary finds the newest stored summary of this conversation and
+// where, in msgs (the conversation without summaries), the turns after it
+// start. from is 0 and sum nil when there is none (or the message it covers
+// is no longer in msgs).
+func latestSummary(all, msgs []message.Message, scope string) (sum *message.Message, from int) {
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Summarizes == "" || all[i].TaskCallID != scope {
+			continue
+		}
+		for j, m := range msgs {
+			if m.ID == all[i].Summarizes {
+				return &all[i], j + 1
+			}
+		}
+		return nil, 0
+	}
+	return nil, 0
+}
+
+// summaryCut chooses what to summarise: msgs[from:cut] are the turns that
+// trim would leave out of msgs[from:] to fit budget (whole units, so a tool
+// call and its results are on the same side), cut the index of the first
+// turn to keep. ok is false when even the latest turn does not fit; cut is
+// from when nothing needs to go.
+func summaryCut(msgs []message.Message, from, budget int) (cut int, ok bool) {
+	kept, ok := trimToFit(msgs[from:], budget)
+	if !ok || len(kept) == 0 || len(kept) == len(msgs)-from {
+		return from, ok
+	}
+	for i := from; i < len(msgs); i++ {
+		if msgs[i].ID == kept[0].ID {
+			return i, true
+		}
+	}
+	return from, true
+}
+
+// summarize applies the summarize policy to req (whose messages are the
+// whole conversation, summaries left out). With a stored summary whose
+// following turns fit, it sends [summary, those turns]. Otherwise the turns
+// trim would leave out (with the previous summary, if any) are summarised
+// by one call of the agent's model, the summary is stored as a message
+// covering up to the last of them, and it is sent with the recent turns.
+// done is false when trim should decide instead: nothing to summarise, or
+// the summary call failed (logged as a warning).
+func (x *execution) summarize(ctx context.Context, req *model.Request, budget int) (done bool, err error) {
+	msgs := req.Messages
+	prev, from := latestSummary(x.msgs, msgs, x.scope)
+	if prev == nil && sumTokens(msgs) <= budget {
+		return true, nil // it all fits: nothing to summarise
+	}
+	prevText := ""
+	if prev != nil {
+		prevText = prev.Content
+		if rest := msgs[from:]; sumTokens(rest)+summaryTokens(prevText) <= budget {
+			req.Messages = withSummary(prevText, rest)
+			return true, nil
+		}
+	}
+	cut, ok := summaryCut(msgs, from, budget-summaryReserve(budget))
+	if !ok || cut == from {
+		if prev == nil {
+			return false, nil
+		}
+		// The recent turns alone need trimming: the summary still goes first.
+		kept, ok := trimToFit(msgs[from:], budget-summaryTokens(prevText))
+		if !ok {
+			return false, nil
+		}
+		req.Messages = withSummary(prevText, kept)
+		return true, nil
+	}
+	text, err := x.summaryCall(ctx, prevText, msgs[from:cut], summaryReserve(budget))
+	if err != nil {
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+		x.r.Logger.Warn("context summary failed; trimming instead", "agent", x.spec.Name, "thread", x.threadID, "err", err)
+		return false, nil
+	}
+	sum := message.Message{ID: x.r.NewID("msg"), Role: message.System, Content: text, Summarizes: msgs[cut-1].ID}
+	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{sum}}); err != nil {
+		return true, err
+	}
+	x.msgs = append(x.msgs, sum)
+	x.r.Logger.Debug("context summarised", "agent", x.spec.Name, "thread", x.threadID,
+		"summarised", cut-from, "upTo", sum.Summarizes)
+	kept, ok := trimToFit(msgs[cut:], budget-summaryTokens(text))
+	if !ok {
+		return false, nil
+	}
+	req.Messages = withSummary(text, kept)
+	return true, nil
+}
+
+func sumTokens(msgs []message.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += estimateTokens(m)
+	}
+	return n
+}
+
+// withSummary is what is sent: the summary as a system message, then the
+// recent turns.
+func withSummary(text string, recent []message.Message) []message.Message {
+	out := make([]message.Message, 0, len(recent)+1)
+	out = append(out, message.Message{Role: message.System, Content: SummaryHeader + text})
+	return append(out, recent...)
+}
+
+// summaryCall asks the agent's model for a summary of turns (after the
+// previous summary, if any), written out as a transcript in one user
+// message so the call needs no tool definitions.
+func (x *execution) summaryCall(ctx context.Context, prev string, turns []message.Message, maxTokens int) (string, error) {
+	var b strings.Builder
+	if prev != "" {
+		b.WriteString("Earlier summary:\n" + prev + "\n\n")
+	}
+	b.WriteString("Conversation:\n")
+	for _, m := range turns {
+		switch {
+		case m.Role == message.Tool:
+			fmt.Fprintf(&b, "tool %s result: %s\n", m.ToolName, m.Content)
+		default:
+			if m.Content != "" {
+				fmt.Fprintf(&b, "%s: %s\n", m.Role, m.Content)
+			}
+			for _, p := range m.Parts {
+				fmt.Fprintf(&b, "%s: [%s]\n", m.Role, p.Type)
+			}
+			for _, c := range m.ToolCalls {
+				fmt.Fprintf(&b, "%s called %s %s\n", m.Role, c.Name, c.Arguments)
+			}
+		}
+	}
+	req := model.Request{Model: x.modelName, System: SummaryInstruction, MaxTokens: maxTokens,
+		Messages: []message.Message{{Role: message.User, Content: b.String()}},
+		Timeouts: x.spec.ModelTimeouts.Or(x.r.ModelTimeouts)}
+	var text strings.Builder
+	for ch, err := range x.provider.Stream(ctx, req) {
+		if err != nil {
+			return "", err
+		}
+		switch ch.Type {
+		case model.Text:
+			text.WriteString(ch.Text)
+		case model.Finish:
+			x.addUsage(ch.Usage)
+		}
+	}
+	out := strings.TrimSpace(text.String())
+	if out == "" {
+		return "", fmt.Errorf("the model answered the summary request with no text")
+	}
+	return out, nil
 }

@@ -170,3 +170,63 @@ func TestEstimateTokens(t *testing.T) {
 		t.Fatalf("an image: %d tokens, want %d", got, messageOverhead+imageTokens)
 	}
 }
+
+// TestSummaryCut: what is summarised is what trim would leave out of the
+// turns after the latest summary: whole units (a tool call with its
+// results), ending before the first turn kept; nothing when all fits; not
+// ok when the latest turn alone does not fit.
+func TestSummaryCut(t *testing.T) {
+	msgs := []message.Message{
+		ctxUser("u1"), ctxCalls("a1", "c1"), ctxResult("t1", "c1"), ctxAnswer("a1b"),
+		ctxUser("u2"), ctxAnswer("a2"),
+		ctxUser("u3"),
+	}
+	cases := []struct {
+		name   string
+		from   int
+		budget int
+		cut    int
+		ok     bool
+	}{
+		{"all fits", 0, ctxTokens(msgs...), 0, true},
+		{"first turn with its tool pair", 0, ctxTokens(msgs[4:]...), 4, true},
+		// room for t1 and a1b but not a1: the pair and the answer left
+		// without its question are summarised together.
+		{"pair not split", 0, ctxTokens(msgs[2:]...), 4, true},
+		{"all but the latest", 0, ctxTokens(msgs[6]), 6, true},
+		{"after a summary", 4, ctxTokens(msgs[6]), 6, true},
+		{"after a summary, the rest fits", 4, ctxTokens(msgs[4:]...), 4, true},
+		{"latest too large", 0, ctxTokens(msgs[6]) - 1, 0, false},
+	}
+	for _, c := range cases {
+		cut, ok := summaryCut(msgs, c.from, c.budget)
+		if cut != c.cut || ok != c.ok {
+			t.Errorf("%s: cut %d ok=%v, want %d ok=%v", c.name, cut, ok, c.cut, c.ok)
+		}
+	}
+}
+
+// TestLatestSummary: the newest summary of the conversation counts, and the
+// recent turns start after the message it covers; another conversation's
+// summary (a subagent's), or one covering a message no longer there, does
+// not count.
+func TestLatestSummary(t *testing.T) {
+	msgs := []message.Message{ctxUser("u1"), ctxAnswer("a1"), ctxUser("u2"), ctxAnswer("a2"), ctxUser("u3")}
+	s1 := message.Message{ID: "s1", Role: message.System, Content: "one", Summarizes: "a1"}
+	s2 := message.Message{ID: "s2", Role: message.System, Content: "two", Summarizes: "a2"}
+	sub := message.Message{ID: "s3", Role: message.System, Content: "sub", Summarizes: "x", TaskCallID: "task1"}
+	all := []message.Message{msgs[0], msgs[1], msgs[2], s1, msgs[3], msgs[4], s2, sub}
+	if sum, from := latestSummary(all, msgs, ""); sum == nil || sum.ID != "s2" || from != 4 {
+		t.Fatalf("latest: %+v from %d, want s2 from 4", sum, from)
+	}
+	if sum, from := latestSummary(all[:6], msgs, ""); sum == nil || sum.ID != "s1" || from != 2 {
+		t.Fatalf("before s2: %+v from %d, want s1 from 2", sum, from)
+	}
+	if sum, from := latestSummary(msgs, msgs, ""); sum != nil || from != 0 {
+		t.Fatalf("no summary: %+v from %d", sum, from)
+	}
+	gone := message.Message{ID: "s4", Role: message.System, Summarizes: "missing"}
+	if sum, from := latestSummary(append(all[:7:7], gone), msgs, ""); sum != nil || from != 0 {
+		t.Fatalf("a summary of a missing message: %+v from %d", sum, from)
+	}
+}

@@ -81,12 +81,13 @@ func (x *execution) top() *execution {
 	return x
 }
 
-// view returns the messages of this execution's own conversation.
+// view returns the messages of this execution's own conversation, without
+// the stored summaries (fitContext sends the one it needs).
 func (x *execution) view() []message.Message {
 	own := x.msgs[:0:0]
 	mixed := false
 	for _, m := range x.msgs {
-		if m.TaskCallID != x.scope {
+		if m.TaskCallID != x.scope || m.Summarizes != "" {
 			mixed = true
 			break
 		}
@@ -95,7 +96,7 @@ func (x *execution) view() []message.Message {
 		return x.msgs
 	}
 	for _, m := range x.msgs {
-		if m.TaskCallID == x.scope {
+		if m.TaskCallID == x.scope && m.Summarizes == "" {
 			own = append(own, m)
 		}
 	}
@@ -546,7 +547,7 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 			req.Tools = append(req.Tools, t)
 		}
 	}
-	if err := x.fitContext(&req); err != nil {
+	if err := x.fitContext(ctx, &req); err != nil {
 		return message.Message{}, err
 	}
 	// With a response format the answer reaches the client once it follows

@@ -41,6 +41,11 @@ type Message struct {
 	// TaskCallID is the `task` call whose subagent conversation holds the
 	// message; empty for the agent's own conversation.
 	TaskCallID string `json:"taskCallId,omitempty"`
+	// Summarizes marks a summary message (role system, written by the
+	// engine under the summarize context policy): the id of the last
+	// message of the thread the summary covers. Clients are not shown it
+	// as a turn of the conversation.
+	Summarizes string `json:"summarizes,omitempty"`
 }
 
 // ToolCall is a call of a tool by the model.

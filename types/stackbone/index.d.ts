@@ -220,9 +220,12 @@ export interface DeepAgentConfig {
    * results, the system prompt and the latest user message, and leaving room
    * for the answer (`modelSettings.maxTokens`, else 4096). The stored history
    * is kept whole. A latest message that cannot fit fails the turn
-   * (`context_length_exceeded`, 400).
+   * (`context_length_exceeded`, 400). `'summarize'` (durable threads; a
+   * stateless turn trims) first summarises the turns trim would leave out
+   * with the agent's own model, stores the summary in the thread, and sends it
+   * ahead of the recent turns until they outgrow the window again.
    */
-  contextPolicy?: 'trim';
+  contextPolicy?: 'trim' | 'summarize';
   /** Settings of this agent's model calls. */
   modelSettings?: ModelSettings;
   /** `false` turns off the built-in write_todos tool. */

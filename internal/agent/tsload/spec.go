@@ -36,7 +36,7 @@ type description struct {
 	Description    string `json:"description"`
 	MaxSteps       int    `json:"maxSteps"`
 	// ContextWindow (tokens, 0: the model's known window) and
-	// ContextPolicy ("" or "trim") are contextWindow and contextPolicy.
+	// ContextPolicy ("", "trim" or "summarize") are contextWindow and contextPolicy.
 	ContextWindow int    `json:"contextWindow"`
 	ContextPolicy string `json:"contextPolicy"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and

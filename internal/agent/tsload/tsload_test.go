@@ -262,8 +262,8 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:2:32: agent "a": mcpServers.g.headers.A must be a string`},
 		{"contextWindow not an integer", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', contextWindow: '128k' as any });\n",
 			`agents/a.ts:2:32: agent "a": contextWindow must be a positive integer (tokens)`},
-		{"unknown context policy", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', contextPolicy: 'summarize' as any });\n",
-			`agents/a.ts:2:32: agent "a": contextPolicy: unknown policy "summarize" (allowed: 'trim')`},
+		{"unknown context policy", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', contextPolicy: 'compress' as any });\n",
+			`agents/a.ts:2:32: agent "a": contextPolicy: unknown policy "compress" (allowed: 'trim', 'summarize')`},
 		{"no default export", head + "export const x = defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
 			"agents/a.ts: no default export"},
 		{"throw at top level", head + "function f(): never {\n  throw new TypeError('bad setup');\n}\nf();\nexport default defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
@@ -323,6 +323,10 @@ export default defineDeepAgent({ name: 'a', model: 'openai/x', mcpServers: {
 func TestContextSettings(t *testing.T) {
 	s := loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
 		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o', contextWindow: 32000, contextPolicy: 'trim' });\n"}, Options{})
+	if sum := loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o', contextPolicy: 'summarize' });\n"}, Options{}); sum.ContextPolicy != agent.ContextSummarize {
+		t.Fatalf("contextPolicy summarize: %q", sum.ContextPolicy)
+	}
 	if s.ContextWindow != 32000 || s.ContextPolicy != agent.ContextTrim {
 		t.Fatalf("contextWindow %d, contextPolicy %q", s.ContextWindow, s.ContextPolicy)
 	}

@@ -8,12 +8,13 @@ import (
 
 // wireMessages renders a canonical conversation as AG-UI messages (the
 // payload of MESSAGES_SNAPSHOT). Every message keeps its id, so a client
-// reconciling by id keeps what it streamed.
+// reconciling by id keeps what it streamed. Context summaries (the
+// summarize policy's stored messages) are left out.
 func wireMessages(msgs []message.Message) []wireMessage {
 	out := make([]wireMessage, 0, len(msgs))
 	for _, m := range msgs {
-		if m.ID == "" {
-			continue
+		if m.ID == "" || m.Summarizes != "" {
+			continue // a context summary is the engine's, not a turn
 		}
 		w := wireMessage{ID: m.ID, Role: string(m.Role)}
 		if m.TaskCallID != "" {

@@ -278,8 +278,8 @@
     if (cfg.contextWindow !== undefined && !(Number.isInteger(cfg.contextWindow) && cfg.contextWindow > 0)) {
       fail(`${what}: contextWindow must be a positive integer (tokens)`, loc);
     }
-    if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim') {
-      fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim')`, loc);
+    if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim' && cfg.contextPolicy !== 'summarize') {
+      fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim', 'summarize')`, loc);
     }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     if (cfg.output !== undefined && !isPlain(cfg.output)) {
