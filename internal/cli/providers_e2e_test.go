@@ -1,0 +1,116 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/model/modeltest"
+	"github.com/stackbone/stackbone/internal/model/script"
+)
+
+// providerProject writes a project whose agent "proxied" uses modelRef, with
+// the given stackbone.json and .env.
+func providerProject(t *testing.T, modelRef, stackboneJSON, dotenv string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"agents/proxied.ts": "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'proxied', model: '" + modelRef + "' });\n",
+		"stackbone.json":    stackboneJSON,
+		".env":              dotenv,
+	}
+	for name, content := range files {
+		if content == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestStackboneJSONProvider runs `dev` on a project whose stackbone.json
+// configures an openai-compatible provider "myproxy" with its key as a
+// ${NAME} reference set in .env: an agent on myproxy/some-model reaches that
+// upstream, which receives the model "some-model" and the key as a bearer
+// token.
+func TestStackboneJSONProvider(t *testing.T) {
+	t.Parallel()
+	mock := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"Hello through the proxy."}}]`))
+	up := httptest.NewServer(mock)
+	defer up.Close()
+	dir := providerProject(t, "myproxy/vendor/some-model",
+		`{"providers": {"myproxy": {"type": "openai-compatible", "baseURL": "`+up.URL+`/v1", "apiKey": "${MYPROXY_TEST_KEY}"}}}`,
+		"MYPROXY_TEST_KEY=sk-proxy-from-dotenv\n")
+
+	p := startServer(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	code, body := postModel(t, p.url(), "proxied", "s1", "hello")
+	if code != 200 || !strings.Contains(body, "Hello through the proxy.") {
+		t.Fatalf("turn: %d %s", code, body)
+	}
+	req, ok := mock.Last()
+	if !ok {
+		t.Fatal("the configured upstream got no request")
+	}
+	var sent struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(req.Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent.Model != "vendor/some-model" || req.Path != "/v1/chat/completions" || req.Header.Get("Authorization") != "Bearer sk-proxy-from-dotenv" {
+		t.Fatalf("the upstream got model %q at %s with Authorization %q", sent.Model, req.Path, req.Header.Get("Authorization"))
+	}
+}
+
+// TestStackboneJSONErrors: a bad stackbone.json stops `check` with an error
+// naming the file and the field; an unset ${NAME} is an error only for an
+// agent that uses the provider.
+func TestStackboneJSONErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, json, model string
+		want              []string
+	}{
+		{"unknown type", `{"providers": {"p": {"type": "grpc", "baseURL": "http://x/v1"}}}`, "p/m",
+			[]string{"providers.p.type", `unknown type "grpc"`, "openai-compatible"}},
+		{"missing baseURL", `{"providers": {"p": {"type": "openai-compatible"}}}`, "p/m",
+			[]string{"providers.p.baseURL", "missing"}},
+		{"built-in name", `{"providers": {"openai": {"type": "openai-compatible", "baseURL": "http://x/v1"}}}`, "openai/m",
+			[]string{"providers.openai", "built-in"}},
+		{"not JSON", `{"providers": {`, "p/m", []string{"not valid JSON"}},
+		{"unknown field", `{"providers": {"p": {"type": "openai-compatible", "baseURL": "http://x/v1", "api_key": "k"}}}`, "p/m",
+			[]string{"providers.p", `unknown field "api_key"`}},
+		{"unset reference", `{"providers": {"p": {"type": "openai-compatible", "baseURL": "http://x/v1", "apiKey": "${STACKBONE_TEST_UNSET_KEY}"}}}`, "p/m",
+			[]string{"providers.p.apiKey", "STACKBONE_TEST_UNSET_KEY", "neither in the environment nor in .env"}},
+	}
+	for _, c := range cases {
+		dir := providerProject(t, c.model, c.json, "")
+		r := run(t, nil, "agents", "check", "--dir", dir)
+		if r.code == 0 {
+			t.Errorf("%s: check passed:\n%s", c.name, r.stdout)
+			continue
+		}
+		for _, w := range append([]string{filepath.Join(dir, "stackbone.json")}, c.want...) {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", c.name, w, r.stderr)
+			}
+		}
+	}
+	// A provider no agent uses may name an unset key.
+	dir := providerProject(t, "scripted/none",
+		`{"providers": {"p": {"type": "openai-compatible", "baseURL": "http://x/v1", "apiKey": "${STACKBONE_TEST_UNSET_KEY}"}}}`, "")
+	if err := os.WriteFile(filepath.Join(dir, "agents", "none.script.json"), []byte(`[{"reply":{"text":"hi"}}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, nil, "agents", "check", "--dir", dir); r.code != 0 {
+		t.Fatalf("an unused provider's unset key must not fail check: %d %s", r.code, r.stderr)
+	}
+}
