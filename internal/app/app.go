@@ -130,8 +130,10 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 	}
 	var errs []error
 	for _, s := range specs {
-		if _, _, err := models.Resolve(s.Model, s.ModelDir()); err != nil {
-			errs = append(errs, fmt.Errorf("%s: agent %s: %w", RelSource(cfg.Dir, s.Source), s.Name, err))
+		for _, ref := range append([]string{s.Model}, s.Fallbacks...) {
+			if _, _, err := models.Resolve(ref, s.ModelDir()); err != nil {
+				errs = append(errs, fmt.Errorf("%s: agent %s: %w", RelSource(cfg.Dir, s.Source), s.Name, err))
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -112,5 +114,112 @@ func TestStackboneJSONErrors(t *testing.T) {
 	}
 	if r := run(t, nil, "agents", "check", "--dir", dir); r.code != 0 {
 		t.Fatalf("an unused provider's unset key must not fail check: %d %s", r.code, r.stderr)
+	}
+}
+
+// fallbackProject writes a project whose agent "proxied" lists two models:
+// myproxy/first-model (stackbone.json, at firstURL) then openai/second-model.
+func fallbackProject(t *testing.T, firstURL string) string {
+	t.Helper()
+	dir := providerProject(t, "scripted/unused",
+		`{"providers": {"myproxy": {"type": "openai-compatible", "baseURL": "`+firstURL+`/v1"}}}`, "")
+	src := "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'proxied', model: ['myproxy/first-model', 'openai/second-model'] });\n"
+	if err := os.WriteFile(filepath.Join(dir, "agents", "proxied.ts"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func sentModel(t *testing.T, req modeltest.RecordedRequest) string {
+	t.Helper()
+	var sent struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(req.Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	return sent.Model
+}
+
+// TestModelFallbackOn503: an agent with model: [first, second] whose first
+// upstream answers 503 every time gets its answer from the second, after the
+// first's own retries; the second receives its own model name.
+func TestModelFallbackOn503(t *testing.T) {
+	t.Parallel()
+	first := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"from the first"}}]`))
+	first.FailNext(1000, 503)
+	up1 := httptest.NewServer(first)
+	defer up1.Close()
+	second := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"Hello from the second model."}}]`))
+	up2 := httptest.NewServer(second)
+	defer up2.Close()
+
+	p := startServer(t, []string{"OPENAI_BASE_URL=" + up2.URL + "/v1", "OPENAI_API_KEY=sk-second"},
+		"dev", "--dir", fallbackProject(t, up1.URL), "--addr", "127.0.0.1:0")
+	code, body := postModel(t, p.url(), "proxied", "s1", "hello")
+	if code != 200 || !strings.Contains(body, "Hello from the second model.") {
+		t.Fatalf("turn: %d %s", code, body)
+	}
+	if n := first.Count(); n != 3 {
+		t.Fatalf("the first upstream got %d requests, want its 3 attempts before the fallback", n)
+	}
+	for _, r := range first.Requests() {
+		if m := sentModel(t, r); m != "first-model" || r.Status != 503 {
+			t.Fatalf("the first upstream got model %q and answered %d", m, r.Status)
+		}
+	}
+	req, ok := second.Last()
+	if !ok || second.Count() != 1 || sentModel(t, req) != "second-model" || req.Header.Get("Authorization") != "Bearer sk-second" {
+		t.Fatalf("the second upstream got %d requests (last %+v)", second.Count(), req)
+	}
+	if !strings.Contains(p.logs.String(), "falling back") {
+		t.Fatalf("a fallback is a logged warning:\n%s", p.logs.String())
+	}
+}
+
+// TestModelFallbackNotAfterOutput: when the first model's stream breaks
+// after it sent text to the client, the turn ends in an error and the second
+// model is never asked (the client must not get two answers spliced).
+func TestModelFallbackNotAfterOutput(t *testing.T) {
+	t.Parallel()
+	first := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"The first model starts an answer that will never be finished by it.","chunkDelayMs":400}}]`))
+	up1 := httptest.NewServer(first)
+	defer up1.Close()
+	second := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"Hello from the second model."}}]`))
+	up2 := httptest.NewServer(second)
+	defer up2.Close()
+
+	p := startServer(t, []string{"OPENAI_BASE_URL=" + up2.URL + "/v1", "OPENAI_API_KEY=sk-second"},
+		"dev", "--dir", fallbackProject(t, up1.URL), "--addr", "127.0.0.1:0")
+	req, _ := http.NewRequest("POST", p.url()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"proxied","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	cut := false
+	for sc.Scan() {
+		line := sc.Text()
+		got.WriteString(line + "\n")
+		if !cut && strings.Contains(line, `"content":"The`) {
+			up1.CloseClientConnections() // the first upstream's stream breaks mid-answer
+			cut = true
+		}
+	}
+	if !cut {
+		t.Fatalf("the client never saw the first model's text:\n%s", got.String())
+	}
+	if strings.Contains(got.String(), "second model") || second.Count() != 0 {
+		t.Fatalf("a stream that already sent output fell back (second upstream got %d requests):\n%s", second.Count(), got.String())
+	}
+	if !strings.Contains(got.String(), "error") {
+		t.Fatalf("the broken stream must end in an error:\n%s", got.String())
+	}
+	if first.Count() != 1 {
+		t.Fatalf("the first upstream got %d requests; a stream that sent output is not retried", first.Count())
 	}
 }
