@@ -223,3 +223,42 @@ func TestModelFallbackNotAfterOutput(t *testing.T) {
 		t.Fatalf("the first upstream got %d requests; a stream that sent output is not retried", first.Count())
 	}
 }
+
+// TestStackboneJSONAzureAndGoogle: an azure-openai provider sends the model
+// name as the deployment in the path, its api-version query and the key as
+// the api-key header; a google provider (Gemini's OpenAI-compatible
+// endpoint, here at a mock baseURL) sends the key as a bearer token to
+// .../v1beta/openai/chat/completions.
+func TestStackboneJSONAzureAndGoogle(t *testing.T) {
+	t.Parallel()
+	mock := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"Hello from the cloud."}}]`))
+	up := httptest.NewServer(mock)
+	defer up.Close()
+	dir := providerProject(t, "azure/my-deployment", `{"providers": {
+	  "azure": {"type": "azure-openai", "baseURL": "`+up.URL+`/openai", "apiKey": "${AZURE_TEST_KEY}", "apiVersion": "2024-10-21"},
+	  "gemini": {"type": "google", "baseURL": "`+up.URL+`/v1beta/openai", "apiKey": "${GEMINI_TEST_KEY}"}
+	}}`, "AZURE_TEST_KEY=azure-key-1\nGEMINI_TEST_KEY=gemini-key-2\n")
+	src := "import { defineDeepAgent } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'gem', model: 'gemini/gemini-2.5-flash' });\n"
+	if err := os.WriteFile(filepath.Join(dir, "agents", "gem.ts"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServer(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+
+	if code, body := postModel(t, p.url(), "proxied", "s1", "hello"); code != 200 || !strings.Contains(body, "Hello from the cloud.") {
+		t.Fatalf("azure turn: %d %s", code, body)
+	}
+	req, _ := mock.Last()
+	if req.Path != "/openai/deployments/my-deployment/chat/completions" || req.Query != "api-version=2024-10-21" ||
+		req.Header.Get("Api-Key") != "azure-key-1" || req.Header.Get("Authorization") != "" {
+		t.Fatalf("azure request: %s?%s api-key %q authorization %q", req.Path, req.Query, req.Header.Get("Api-Key"), req.Header.Get("Authorization"))
+	}
+
+	if code, body := postModel(t, p.url(), "gem", "s2", "hello"); code != 200 || !strings.Contains(body, "Hello from the cloud.") {
+		t.Fatalf("google turn: %d %s", code, body)
+	}
+	req, _ = mock.Last()
+	if req.Path != "/v1beta/openai/chat/completions" || sentModel(t, req) != "gemini-2.5-flash" || req.Header.Get("Authorization") != "Bearer gemini-key-2" {
+		t.Fatalf("google request: %s model %q authorization %q", req.Path, sentModel(t, req), req.Header.Get("Authorization"))
+	}
+}

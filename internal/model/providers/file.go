@@ -15,9 +15,32 @@ import (
 // ProjectFile is the project's provider configuration file, DIR/stackbone.json.
 const ProjectFile = "stackbone.json"
 
-// TypeOpenAICompatible is the provider type of any OpenAI Chat Completions
-// endpoint: it reuses the OpenAI provider with the configured base URL and key.
-const TypeOpenAICompatible = "openai-compatible"
+// Provider types of stackbone.json. All three use the OpenAI Chat
+// Completions provider (internal/model/openai), so streaming, tools, retries
+// and response_format take one code path.
+const (
+	// TypeOpenAICompatible is any Chat Completions endpoint: baseURL
+	// (with its version path) and apiKey as a bearer token.
+	TypeOpenAICompatible = "openai-compatible"
+	// TypeAzureOpenAI is Azure OpenAI: baseURL is the resource's
+	// "https://RESOURCE.openai.azure.com/openai", the model name is the
+	// deployment, apiVersion the api-version query (default
+	// DefaultAzureAPIVersion), apiKey the api-key header.
+	TypeAzureOpenAI = "azure-openai"
+	// TypeGoogle is Gemini through its OpenAI-compatible endpoint
+	// (baseURL default GoogleBaseURL), which supports tools and streaming
+	// in the Chat Completions format; apiKey is a bearer token.
+	TypeGoogle = "google"
+)
+
+// GoogleBaseURL is the default baseURL of a "google" provider.
+const GoogleBaseURL = "https://generativelanguage.googleapis.com/v1beta/openai"
+
+// DefaultAzureAPIVersion is the api-version of an "azure-openai" provider
+// without apiVersion.
+const DefaultAzureAPIVersion = "2024-10-21"
+
+const knownTypes = TypeOpenAICompatible + ", " + TypeAzureOpenAI + ", " + TypeGoogle
 
 // builtin names the built-in providers, which a stackbone.json entry may not
 // redefine.
@@ -26,12 +49,14 @@ var builtin = map[string]bool{"openai": true, "anthropic": true, "ollama": true,
 // Custom is one provider configured in stackbone.json, with its ${NAME}
 // references resolved.
 type Custom struct {
-	// Type is TypeOpenAICompatible.
+	// Type is TypeOpenAICompatible, TypeAzureOpenAI or TypeGoogle.
 	Type string
 	// BaseURL includes the version path, e.g. "https://openrouter.ai/api/v1".
 	BaseURL string
-	// APIKey is sent as a bearer token when not empty.
+	// APIKey is sent as a bearer token (Azure: the api-key header).
 	APIKey string
+	// APIVersion is Azure's api-version query.
+	APIVersion string
 	// unset is the error of a ${NAME} reference set nowhere: it is reported
 	// when an agent uses the provider, not when the file loads, so a project
 	// can run without the key of a provider no agent uses.
@@ -59,6 +84,8 @@ type fileProvider struct {
 	Type    *string `json:"type"`
 	BaseURL *string `json:"baseURL"`
 	APIKey  *string `json:"apiKey"`
+	// APIVersion is for azure-openai only.
+	APIVersion *string `json:"apiVersion"`
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -106,21 +133,39 @@ func LoadFile(dir string, lookup func(string) (string, bool)) (map[string]Custom
 		dec := json.NewDecoder(bytes.NewReader(raw.Providers[name]))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&fp); err != nil {
-			fail(field, "want {\"type\", \"baseURL\", \"apiKey\"}: %v", err)
+			fail(field, "want {\"type\", \"baseURL\", \"apiKey\", \"apiVersion\"}: %v", err)
 			continue
 		}
 		var c Custom
 		switch {
 		case fp.Type == nil || *fp.Type == "":
-			fail(field+".type", "missing (known: %s)", TypeOpenAICompatible)
+			fail(field+".type", "missing (known: %s)", knownTypes)
 			continue
-		case *fp.Type != TypeOpenAICompatible:
-			fail(field+".type", "unknown type %q (known: %s)", *fp.Type, TypeOpenAICompatible)
+		case *fp.Type != TypeOpenAICompatible && *fp.Type != TypeAzureOpenAI && *fp.Type != TypeGoogle:
+			fail(field+".type", "unknown type %q (known: %s)", *fp.Type, knownTypes)
 			continue
 		}
 		c.Type = *fp.Type
+		if fp.APIVersion != nil {
+			if c.Type != TypeAzureOpenAI {
+				fail(field+".apiVersion", "only for type %q", TypeAzureOpenAI)
+				continue
+			}
+			c.APIVersion = *fp.APIVersion
+		}
+		if c.Type == TypeAzureOpenAI && c.APIVersion == "" {
+			c.APIVersion = DefaultAzureAPIVersion
+		}
+		if c.Type == TypeGoogle && fp.BaseURL == nil {
+			def := GoogleBaseURL
+			fp.BaseURL = &def
+		}
 		if fp.BaseURL == nil || strings.TrimSpace(*fp.BaseURL) == "" {
-			fail(field+".baseURL", "missing: the endpoint's URL including its version path, e.g. https://openrouter.ai/api/v1")
+			if c.Type == TypeAzureOpenAI {
+				fail(field+".baseURL", "missing: the resource's URL, e.g. https://RESOURCE.openai.azure.com/openai")
+			} else {
+				fail(field+".baseURL", "missing: the endpoint's URL including its version path, e.g. https://openrouter.ai/api/v1")
+			}
 			continue
 		}
 		var unset []string

@@ -125,7 +125,7 @@ func (r *Resolver) build(kind, name, agentDir string) (model.Provider, error) {
 			return nil, cu.unset
 		}
 		return openai.New(openai.Config{
-			BaseURL: cu.BaseURL, APIKey: cu.APIKey, Name: kind,
+			BaseURL: cu.BaseURL, APIKey: cu.APIKey, AzureAPIVersion: cu.APIVersion, Name: kind,
 			HTTPClient: c.HTTPClient, Retry: c.Retry, Logger: c.Logger,
 		}), nil
 	}
