@@ -81,6 +81,10 @@ type Spec struct {
 	// Close releases resources the loader holds for the agent (JS runtimes,
 	// MCP connections and child processes).
 	Close func()
+	// Fallbacks are the models tried in order after Model when it fails
+	// with a 429, 5xx or overload before any output (the agent file's
+	// model: ['first', ...fallbacks]).
+	Fallbacks []string
 }
 
 // Settings a client may override (Spec.ClientOverrides), named as in an

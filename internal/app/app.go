@@ -130,8 +130,10 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 	}
 	var errs []error
 	for _, s := range specs {
-		if _, _, err := models.Resolve(s.Model, s.ModelDir()); err != nil {
-			errs = append(errs, fmt.Errorf("%s: agent %s: %w", RelSource(cfg.Dir, s.Source), s.Name, err))
+		for _, ref := range append([]string{s.Model}, s.Fallbacks...) {
+			if _, _, err := models.Resolve(ref, s.ModelDir()); err != nil {
+				errs = append(errs, fmt.Errorf("%s: agent %s: %w", RelSource(cfg.Dir, s.Source), s.Name, err))
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -154,10 +156,22 @@ func RelSource(dir, source string) string {
 	return source
 }
 
-// Models builds the model resolver from the config.
-func Models(cfg *config.Config, logger *slog.Logger) *providers.Resolver {
+// Models builds the model resolver from the config and the providers of
+// DIR/stackbone.json (their ${NAME} references read from the process
+// environment, then DIR/.env). A bad stackbone.json is an error naming the
+// file and the field.
+func Models(cfg *config.Config, logger *slog.Logger) (*providers.Resolver, error) {
+	dotenv, err := config.ReadDotEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	custom, err := providers.LoadFile(cfg.Dir, config.EnvLookup(dotenv))
+	if err != nil {
+		return nil, err
+	}
 	return providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
-		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger})
+		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger,
+		Custom: custom}), nil
 }
 
 // Serve runs the server until ctx ends; the bound address is logged
@@ -174,7 +188,10 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	if cfg.WrapStore != nil {
 		used = cfg.WrapStore(st)
 	}
-	models := Models(cfg, logger)
+	models, err := Models(cfg, logger)
+	if err != nil {
+		return err
+	}
 	specs, err := LoadAgents(ctx, cfg, models, logger)
 	if err != nil {
 		return err

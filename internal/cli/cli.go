@@ -183,7 +183,11 @@ func projectAgents(cmd *cobra.Command, f *serverFlags,
 		return nil, nil, err
 	}
 	logger := app.Logger(cfg, cmd.ErrOrStderr())
-	specs, err := load(cmd.Context(), cfg, app.Models(cfg, logger), logger)
+	models, err := app.Models(cfg, logger)
+	if err != nil {
+		return cfg, nil, err
+	}
+	specs, err := load(cmd.Context(), cfg, models, logger)
 	return cfg, specs, err
 }
 

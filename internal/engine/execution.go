@@ -145,6 +145,17 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}
+	if len(spec.Fallbacks) > 0 {
+		cands := []model.Candidate{{Provider: p, Name: name, Ref: spec.Model}}
+		for _, ref := range spec.Fallbacks {
+			fp, fname, err := r.Models.Resolve(ref, spec.ModelDir())
+			if err != nil {
+				return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
+			}
+			cands = append(cands, model.Candidate{Provider: fp, Name: fname, Ref: ref})
+		}
+		p = model.NewFallback(cands, r.Logger.With("agent", spec.Name))
+	}
 	ts := r.toolsetOf(spec)
 	return &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
 		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, state: json.RawMessage(`{}`), begun: r.Now()}, nil

@@ -139,7 +139,7 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 		ModelTimeouts: x.spec.ModelTimeouts, ModelSettings: x.spec.ModelSettings, NoTodos: x.spec.NoTodos, NoFiles: x.spec.NoFiles, Dir: x.spec.Dir, Source: x.spec.Source, Parent: x.spec.Name}
 	if spec.Model == "" {
 		// The parent's model, so its context window too.
-		spec.Model = x.spec.Model
+		spec.Model, spec.Fallbacks = x.spec.Model, x.spec.Fallbacks
 		spec.ContextWindow, spec.ContextPolicy = x.spec.ContextWindow, x.spec.ContextPolicy
 	}
 	if sub.ModelSettings != nil {

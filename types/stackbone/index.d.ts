@@ -176,7 +176,11 @@ export type ModelName = `${string}/${string}`;
 export interface DeepAgentConfig {
   /** Letters, digits, "_", "-" and "."; the `model` callers send on the OpenAI/Anthropic wires. */
   name: string;
-  model: ModelName;
+  /**
+   * The model; a list tries the next one when a model answers 429, 5xx or
+   * overloaded (after its own retries) before any output was streamed.
+   */
+  model: ModelName | [ModelName, ...ModelName[]];
   /** What the agent does, for callers that list agents (its tool description at /mcp); default: the first line of `instructions`. */
   description?: string;
   /**

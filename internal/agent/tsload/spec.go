@@ -57,6 +57,8 @@ type description struct {
 	// Env lists the environment variables tools may read as ctx.env.
 	Env []string  `json:"env"`
 	Loc *location `json:"loc"`
+	// ModelFallbacks are the models after the first of a model array.
+	ModelFallbacks []string `json:"modelFallbacks"`
 }
 
 // approvalDescription is a needsApproval value as prelude.js describes it.
@@ -118,6 +120,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	spec := &agent.Spec{
 		Name:          d.Name,
 		Model:         d.Model,
+		Fallbacks:     d.ModelFallbacks,
 		Instructions:  d.Instructions,
 		Subagents:     d.Subagents,
 		EditableState: d.EditableState,

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,8 @@ type RecordedRequest struct {
 	Seq    int
 	Method string
 	Path   string
+	// Query is the raw query string (Azure's api-version).
+	Query  string
 	Header http.Header
 	// Body is the raw JSON body.
 	Body json.RawMessage
@@ -190,7 +193,7 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.writeError(w, http.StatusBadRequest, "cannot read body")
 		return
 	}
-	rec := RecordedRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: bytes.Clone(body)}
+	rec := RecordedRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: bytes.Clone(body)}
 	var wr wireRequest
 	if m.kind == OpenAI {
 		wr, err = decodeOpenAI(body)
@@ -290,7 +293,8 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (m *Mock) routes(path string) bool {
 	if m.kind == OpenAI {
-		return path == "/v1/chat/completions" || path == "/chat/completions"
+		// Any base path: OpenAI's /v1, Azure's deployments, Gemini's /v1beta/openai.
+		return strings.HasSuffix(path, "/chat/completions")
 	}
 	return path == "/v1/messages"
 }

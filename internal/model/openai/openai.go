@@ -28,8 +28,14 @@ type Config struct {
 	// BaseURL includes the version path, e.g. "https://api.openai.com/v1"
 	// or "http://127.0.0.1:11434/v1". Empty means the OpenAI API.
 	BaseURL string
-	// APIKey is sent as a bearer token when not empty.
+	// APIKey is sent as a bearer token when not empty (as the api-key
+	// header with AzureAPIVersion).
 	APIKey string
+	// AzureAPIVersion, when set, makes this an Azure OpenAI provider:
+	// BaseURL is the resource's ".../openai" URL, the model name is the
+	// deployment, requests go to BaseURL/deployments/MODEL/chat/completions
+	// with this api-version query, and the key is the api-key header.
+	AzureAPIVersion string
 	// HTTPClient is used for requests (nil: http.DefaultClient).
 	HTTPClient *http.Client
 	// Retry bounds retries of 429/5xx/connection failures.
@@ -73,7 +79,7 @@ func New(cfg Config) *Provider {
 	}
 	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", cfg.Name)}
 	p.url, p.urlErr = endpoint(cfg.BaseURL)
-	if cfg.APIKey != "" {
+	if cfg.APIKey != "" && cfg.AzureAPIVersion == "" {
 		p.auth = "Bearer " + cfg.APIKey
 	}
 	return p
@@ -118,14 +124,24 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 		return func(yield func(model.Chunk, error) bool) { yield(model.Chunk{}, err) }
 	}
 	return p.cfg.Retry.Stream(ctx, p.log, req.Timeouts, func(ctx context.Context) iter.Seq2[model.Chunk, error] {
-		return p.attempt(ctx, body)
+		return p.attempt(ctx, p.target(req.Model), body)
 	})
 }
 
 // attempt sends the request once and streams its answer.
-func (p *Provider) attempt(ctx context.Context, body []byte) iter.Seq2[model.Chunk, error] {
+// target is the URL of a request for modelName: the chat/completions
+// endpoint, or Azure's deployment URL.
+func (p *Provider) target(modelName string) string {
+	if p.cfg.AzureAPIVersion == "" {
+		return p.url
+	}
+	base := strings.TrimSuffix(p.url, "chat/completions")
+	return base + "deployments/" + url.PathEscape(modelName) + "/chat/completions?api-version=" + url.QueryEscape(p.cfg.AzureAPIVersion)
+}
+
+func (p *Provider) attempt(ctx context.Context, target string, body []byte) iter.Seq2[model.Chunk, error] {
 	return func(yield func(model.Chunk, error) bool) {
-		resp, err := p.send(ctx, body)
+		resp, err := p.send(ctx, target, body)
 		if err != nil {
 			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, statusOf))
 			return
@@ -139,8 +155,8 @@ func (p *Provider) attempt(ctx context.Context, body []byte) iter.Seq2[model.Chu
 	}
 }
 
-func (p *Provider) send(ctx context.Context, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+func (p *Provider) send(ctx context.Context, target string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +165,9 @@ func (p *Provider) send(ctx context.Context, body []byte) (*http.Response, error
 	h["Accept"] = []string{"application/json"}
 	if p.auth != "" {
 		h["Authorization"] = []string{p.auth}
+	}
+	if p.cfg.AzureAPIVersion != "" && p.cfg.APIKey != "" {
+		h["Api-Key"] = []string{p.cfg.APIKey}
 	}
 	return p.hc.Do(req)
 }

@@ -8,6 +8,7 @@
 //	anthropic/MODEL  Anthropic Messages at AnthropicBaseURL
 //	ollama/MODEL     Ollama's OpenAI-compatible API at OllamaHost + "/v1"
 //	scripted/NAME    the script <agentDir>/NAME.script.json (tests, offline demo)
+//	NAME/MODEL       a provider configured in stackbone.json (Config.Custom)
 package providers
 
 import (
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -45,6 +47,8 @@ type Config struct {
 	Retry model.RetryPolicy
 	// Logger receives retry warnings (nil: discard).
 	Logger *slog.Logger
+	// Custom are the providers of stackbone.json by name (see LoadFile).
+	Custom map[string]Custom
 }
 
 // Resolver implements model.Resolver and caches the providers it builds.
@@ -115,9 +119,22 @@ func (r *Resolver) build(kind, name, agentDir string) (model.Provider, error) {
 		}), nil
 	case "scripted":
 		return scripted.Open(agentDir, name)
-	default:
-		return nil, fmt.Errorf("%w %q (known: openai, anthropic, ollama, scripted)", model.ErrUnknownProvider, kind)
 	}
+	if cu, ok := c.Custom[kind]; ok {
+		if cu.unset != nil {
+			return nil, cu.unset
+		}
+		return openai.New(openai.Config{
+			BaseURL: cu.BaseURL, APIKey: cu.APIKey, AzureAPIVersion: cu.APIVersion, Name: kind,
+			HTTPClient: c.HTTPClient, Retry: c.Retry, Logger: c.Logger,
+		}), nil
+	}
+	known := []string{"openai", "anthropic", "ollama", "scripted"}
+	for n := range c.Custom {
+		known = append(known, n)
+	}
+	sort.Strings(known[4:])
+	return nil, fmt.Errorf("%w %q (known: %s; more in %s)", model.ErrUnknownProvider, kind, strings.Join(known, ", "), ProjectFile)
 }
 
 // OllamaBaseURL returns the OpenAI-compatible base URL of an Ollama host

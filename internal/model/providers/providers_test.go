@@ -113,3 +113,28 @@ func TestOllamaBaseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadFileDefaults: a google provider without baseURL gets Gemini's
+// OpenAI-compatible endpoint; an azure-openai one without apiVersion the
+// default; apiVersion on another type is an error naming the field.
+func TestLoadFileDefaults(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, providers.ProjectFile), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	none := func(string) (string, bool) { return "", false }
+	write(`{"providers": {"g": {"type": "google"}, "az": {"type": "azure-openai", "baseURL": "https://r.openai.azure.com/openai"}}}`)
+	got, err := providers.LoadFile(dir, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["g"].BaseURL != providers.GoogleBaseURL || got["az"].APIVersion != providers.DefaultAzureAPIVersion {
+		t.Fatalf("defaults: %+v", got)
+	}
+	write(`{"providers": {"p": {"type": "openai-compatible", "baseURL": "http://x/v1", "apiVersion": "1"}}}`)
+	if _, err := providers.LoadFile(dir, none); err == nil || !strings.Contains(err.Error(), "providers.p.apiVersion: only for type \"azure-openai\"") {
+		t.Fatalf("apiVersion on openai-compatible: %v", err)
+	}
+}

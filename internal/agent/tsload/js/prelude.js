@@ -256,7 +256,12 @@
     }
     const what = `agent ${str(cfg.name)}`;
     if (cfg.model === undefined) fail(`${what}: model is required`, loc);
-    checkModel(cfg.model, what, loc);
+    if (Array.isArray(cfg.model)) {
+      if (cfg.model.length === 0) fail(`${what}: model must list at least one "provider/model"`, loc);
+      cfg.model.forEach((m, i) => checkModel(m, `${what}: model[${i}]`, loc));
+    } else {
+      checkModel(cfg.model, what, loc);
+    }
     if (cfg.instructions !== undefined && typeof cfg.instructions !== 'string' && !isFn(cfg.instructions)) {
       fail(`${what}: instructions must be a string or a function ({ state, threadId, agent }) => string`, loc);
     }
@@ -405,7 +410,8 @@
     const what = `agent ${str(cfg.name)}`;
     const out = {
       name: cfg.name,
-      model: cfg.model,
+      model: Array.isArray(cfg.model) ? cfg.model[0] : cfg.model,
+      modelFallbacks: Array.isArray(cfg.model) ? cfg.model.slice(1) : [],
       instructions: typeof cfg.instructions === 'string' ? cfg.instructions : '',
       instructionsFn: isFn(cfg.instructions),
       modelSettings: describeSettings(cfg.modelSettings),
