@@ -46,7 +46,32 @@ const (
 type Key struct {
 	Tenant string
 	Secret string
+	// Role is what the key may do (RoleAdmin when the entry names none).
+	Role Role
+	// Label is how decisions record the key (decidedBy); the tenant when
+	// the entry names none.
+	Label string
 }
+
+// Role is what a key may do.
+type Role string
+
+const (
+	// RoleAdmin may do everything (the default).
+	RoleAdmin Role = "admin"
+	// RoleCaller starts turns and reads its tenant's threads and
+	// decisions, but cannot decide.
+	RoleCaller Role = "caller"
+	// RoleApprover lists, reads and decides decisions, but cannot start
+	// turns.
+	RoleApprover Role = "approver"
+)
+
+// CanTurn reports whether a key of role r may start turns.
+func (r Role) CanTurn() bool { return r == "" || r == RoleAdmin || r == RoleCaller }
+
+// CanDecide reports whether a key of role r may decide decisions.
+func (r Role) CanDecide() bool { return r == "" || r == RoleAdmin || r == RoleApprover }
 
 // Config is the server's configuration.
 type Config struct {
@@ -196,7 +221,8 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
-// ParseKeys reads "tenant:secret,tenant:secret".
+// ParseKeys reads "tenant:secret[:role[:label]],…". The role is admin,
+// caller or approver (admin when absent); the label defaults to the tenant.
 func ParseKeys(s string) ([]Key, error) {
 	var keys []Key
 	for i, item := range strings.Split(s, ",") {
@@ -204,14 +230,30 @@ func ParseKeys(s string) ([]Key, error) {
 		if item == "" {
 			continue
 		}
-		tenant, secret, ok := strings.Cut(item, ":")
-		if !ok || tenant == "" || secret == "" {
-			return nil, fmt.Errorf("entry %d is not of the form tenant:secret", i+1)
+		parts := strings.SplitN(item, ":", 4)
+		if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+			return nil, fmt.Errorf("entry %d is not of the form tenant:secret[:role[:label]]", i+1)
 		}
+		tenant, secret := parts[0], parts[1]
 		if len(secret) < 8 {
 			return nil, fmt.Errorf("the secret of tenant %q is shorter than 8 characters", tenant)
 		}
-		keys = append(keys, Key{Tenant: tenant, Secret: secret})
+		k := Key{Tenant: tenant, Secret: secret, Role: RoleAdmin, Label: tenant}
+		if len(parts) > 2 {
+			switch r := Role(parts[2]); r {
+			case RoleAdmin, RoleCaller, RoleApprover:
+				k.Role = r
+			default:
+				return nil, fmt.Errorf("entry %d (tenant %q) has role %q: use admin, caller or approver", i+1, tenant, parts[2])
+			}
+		}
+		if len(parts) > 3 {
+			if parts[3] == "" {
+				return nil, fmt.Errorf("entry %d (tenant %q) has an empty label: leave out the last ':' or name the key", i+1, tenant)
+			}
+			k.Label = parts[3]
+		}
+		keys = append(keys, k)
 	}
 	return keys, nil
 }

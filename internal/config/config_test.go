@@ -83,11 +83,11 @@ func TestDevOffLoopbackNeedsKeysAndSecretsAreUnique(t *testing.T) {
 	if err := c.Finish(); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("dev on 0.0.0.0 without keys: %v", err)
 	}
-	c.Keys = []Key{{"a", "secret-123"}, {"b", "secret-123"}}
+	c.Keys = []Key{{Tenant: "a", Secret: "secret-123"}, {Tenant: "b", Secret: "secret-123"}}
 	if err := c.Finish(); err == nil || !strings.Contains(err.Error(), "share a secret") {
 		t.Fatalf("duplicate secrets: %v", err)
 	}
-	c.Keys = []Key{{"a", "secret-123"}}
+	c.Keys = []Key{{Tenant: "a", Secret: "secret-123"}}
 	if err := c.Finish(); err != nil || c.Open() {
 		t.Fatalf("dev off loopback with keys must run and require keys: %v open=%v", err, c.Open())
 	}
@@ -121,5 +121,44 @@ func TestStatelessApprovalPolicy(t *testing.T) {
 	err := c.Finish()
 	if err == nil || !strings.Contains(err.Error(), `"ask" must be run or refuse`) || !strings.Contains(err.Error(), "STACKBONE_STATELESS_APPROVAL") {
 		t.Fatalf("a bad policy: %v", err)
+	}
+}
+
+func TestParseKeysRolesAndLabels(t *testing.T) {
+	keys, err := ParseKeys("acme:secret-0001, acme:secret-0002:caller , acme:secret-0003:approver:alice,beta:secret-0004:admin:ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Key{
+		{Tenant: "acme", Secret: "secret-0001", Role: RoleAdmin, Label: "acme"},
+		{Tenant: "acme", Secret: "secret-0002", Role: RoleCaller, Label: "acme"},
+		{Tenant: "acme", Secret: "secret-0003", Role: RoleApprover, Label: "alice"},
+		{Tenant: "beta", Secret: "secret-0004", Role: RoleAdmin, Label: "ops"},
+	}
+	if len(keys) != len(want) {
+		t.Fatalf("keys %+v", keys)
+	}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Fatalf("key %d = %+v, want %+v", i, keys[i], want[i])
+		}
+	}
+	if !RoleAdmin.CanTurn() || !RoleAdmin.CanDecide() || !RoleCaller.CanTurn() || RoleCaller.CanDecide() ||
+		RoleApprover.CanTurn() || !RoleApprover.CanDecide() {
+		t.Fatal("role permissions")
+	}
+	for in, msg := range map[string]string{
+		"acme:secret-0001:owner":   `role "owner": use admin, caller or approver`,
+		"acme:secret-0001:":        `role "": use admin, caller or approver`,
+		"acme:secret-0001:caller:": "empty label",
+	} {
+		if _, err := ParseKeys(in); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseKeys(%q) = %v, want an error with %q", in, err, msg)
+		}
+	}
+	c := Defaults(Start)
+	env := map[string]string{"STACKBONE_API_KEYS": "acme:secret-0001:root"}
+	if err := c.FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "STACKBONE_API_KEYS") || !strings.Contains(err.Error(), `"root"`) {
+		t.Fatalf("env error %v", err)
 	}
 }
