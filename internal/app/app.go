@@ -368,7 +368,8 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	mh, err := mcpwire.New(mcpwire.Config{Runner: runner, Store: st, Agents: reg, Logger: logger, Version: Version,
 		MaxBodyBytes: cfg.MaxBodyBytes, Caller: func(ctx context.Context) mcpwire.Caller {
 			p := server.PrincipalFrom(ctx)
-			return mcpwire.Caller{Tenant: p.Tenant, Name: p.Name}
+			return mcpwire.Caller{Tenant: p.Tenant, Name: p.Name,
+				CannotTurn: p.Allow(server.ActTurn, ""), CannotDecide: p.Allow(server.ActDecide, "")}
 		}})
 	if err != nil {
 		return nil, nil, err

@@ -85,8 +85,21 @@ func (s *Server) Encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
 // x-stackbone-session header (none: stateless) and the turn's
 // Idempotency-Key.
 func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.Run, error) {
-	in := t.Input()
 	p := PrincipalFrom(r.Context())
+	// The one role check of every turn wire: a resume decides (an AG-UI
+	// resume), anything else starts a turn.
+	if rs, ok := t.(wire.Resumer); ok {
+		if _, answers := rs.Answers(); len(answers) > 0 {
+			if err := p.Allow(ActDecide, "resume"); err != nil {
+				return nil, err
+			}
+		} else if err := p.Allow(ActTurn, ""); err != nil {
+			return nil, err
+		}
+	} else if err := p.Allow(ActTurn, ""); err != nil {
+		return nil, err
+	}
+	in := t.Input()
 	in.Tenant, in.DecidedBy = p.Tenant, p.Name
 	if tw.SessionHeader() {
 		in.ThreadID = r.Header.Get(SessionHeader)

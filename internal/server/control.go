@@ -231,6 +231,17 @@ func decodeOptional(r *http.Request, v any) error {
 	return nil
 }
 
+// deciding is the role check of the decision routes: a key whose role
+// cannot decide gets 403 forbidden_role before its body is read.
+func (s *Server) deciding(h HandlerFunc) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := PrincipalFrom(r.Context()).Allow(ActDecide, ""); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
+}
+
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		EditedArgs json.RawMessage `json:"editedArgs"`

@@ -128,10 +128,10 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/agents/{name}", WireOpenAI, true, s.agentInfo)
 	s.Handle("GET /v1/hitl", WireOpenAI, true, s.listDecisions)
 	s.Handle("GET /v1/hitl/{id}", WireOpenAI, true, s.getDecision)
-	s.Handle("POST /v1/hitl/{id}/approve", WireOpenAI, true, s.approve)
-	s.Handle("POST /v1/hitl/{id}/reject", WireOpenAI, true, s.reject)
-	s.Handle("POST /v1/hitl/{id}/retry", WireOpenAI, true, s.retry)
-	s.Handle("POST /v1/hitl/{id}/skip", WireOpenAI, true, s.skip)
+	s.Handle("POST /v1/hitl/{id}/approve", WireOpenAI, true, s.deciding(s.approve))
+	s.Handle("POST /v1/hitl/{id}/reject", WireOpenAI, true, s.deciding(s.reject))
+	s.Handle("POST /v1/hitl/{id}/retry", WireOpenAI, true, s.deciding(s.retry))
+	s.Handle("POST /v1/hitl/{id}/skip", WireOpenAI, true, s.deciding(s.skip))
 	s.Handle("GET /v1/threads", WireOpenAI, true, s.listThreads)
 	s.Handle("GET /v1/threads/{id}", WireOpenAI, true, s.getThread)
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
@@ -158,12 +158,58 @@ type Principal struct {
 	// Via, when set, is the decidedVia the credential proves (Studio's
 	// session cookie: "studio").
 	Via string
+	// Role is what the caller's key may do (admin when empty).
+	Role config.Role
+}
+
+// CodeForbiddenRole is the error code of a request the caller's key role
+// does not allow (403).
+const CodeForbiddenRole = "forbidden_role"
+
+// Action is what a request does, as far as key roles care.
+type Action int
+
+const (
+	// ActTurn starts a turn (chat, messages, responses, AG-UI, MCP tools/call).
+	ActTurn Action = iota
+	// ActDecide decides a pending decision (the /v1/hitl decision routes,
+	// an AG-UI resume, an MCP elicitation answer).
+	ActDecide
+)
+
+// Allow is the one check of key roles: nil when p's role may take act,
+// else a 403 with code forbidden_role. param names where the refused part
+// of the request is (may be empty).
+func (p Principal) Allow(act Action, param string) error {
+	var e *apierror.Error
+	switch {
+	case act == ActTurn && !p.Role.CanTurn():
+		e = apierror.New(apierror.Permission, CodeForbiddenRole,
+			fmt.Sprintf("This API key has role %q, which cannot start turns: use a key with role caller or admin.", p.Role))
+	case act == ActDecide && !p.Role.CanDecide():
+		e = apierror.New(apierror.Permission, CodeForbiddenRole,
+			fmt.Sprintf("This API key has role %q, which cannot decide approvals: use a key with role approver or admin.", p.Role))
+	default:
+		return nil
+	}
+	e.Param = param
+	return e
 }
 
 // PrincipalFrom returns the caller of an authenticated request.
 func PrincipalFrom(ctx context.Context) Principal {
 	p, _ := ctx.Value(principalKey).(Principal)
 	return p
+}
+
+// KeyPrincipal is the caller an API key authenticates: its tenant, its
+// label as the name decisions record, and its role.
+func KeyPrincipal(k config.Key) Principal {
+	name := k.Label
+	if name == "" {
+		name = k.Tenant
+	}
+	return Principal{Tenant: k.Tenant, Name: name, Role: k.Role}
 }
 
 // DevTenant is the tenant of unauthenticated calls in dev mode.
@@ -186,7 +232,7 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	if key != "" {
 		for _, k := range s.Config.Keys {
 			if subtle.ConstantTimeCompare([]byte(k.Secret), []byte(key)) == 1 {
-				return Principal{Tenant: k.Tenant, Name: k.Tenant}, nil
+				return KeyPrincipal(k), nil
 			}
 		}
 	}

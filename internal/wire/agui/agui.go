@@ -121,8 +121,11 @@ func (s *stream) Ping() error { return s.sw.Comment("ping") }
 // errors in the OpenAI envelope, everything else as a 200 stream holding one
 // RUN_ERROR.
 func (wr *Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error {
-	switch e.Status {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestEntityTooLarge:
+	switch {
+	case e.Status == http.StatusForbidden && e.Code == "forbidden_role" && e.Param == "resume":
+		// A resume refused for the key's role is a RUN_ERROR, like any
+		// other resume that cannot decide.
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusRequestEntityTooLarge:
 		return openai.WriteError(w, e)
 	}
 	return NewStream(sse.New(w), "", "", wr.now).Fail(e, 0)

@@ -77,6 +77,9 @@ func (h *Handler) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	if c.Tenant == "" {
 		return nil, errors.New("mcp: the call carries no authenticated caller")
 	}
+	if c.CannotTurn != nil {
+		return errorResult("", c.CannotTurn), nil
+	}
 	t := &call{h: h, req: req, caller: c, base: base, agent: req.Params.Name,
 		prog: progress{token: req.Params.GetProgressToken(), session: req.Session}}
 	if err := t.parse(); err != nil {

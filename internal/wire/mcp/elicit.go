@@ -73,7 +73,9 @@ func (t *call) apply(ctx context.Context, st pauseState, asked []store.Interrupt
 	var notes []string
 	for _, it := range asked {
 		d, ok, err := decisionOf(it, answers[it.ID])
-		if err == nil && ok {
+		if err == nil && ok && t.caller.CannotDecide != nil {
+			err = t.caller.CannotDecide
+		} else if err == nil && ok {
 			d.Via, d.By, d.ClaimedVia = ViaMCP, t.caller.Name, t.clientName()
 			_, err = t.h.c.Runner.Decide(ctx, t.caller.Tenant, it.ID, d)
 			if errors.Is(err, store.ErrAlreadyDecided) {

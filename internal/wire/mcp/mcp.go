@@ -72,6 +72,12 @@ type Caller struct {
 	Tenant string
 	// Name is how decisions record the caller (decidedBy).
 	Name string
+	// CannotTurn, when set, is why the caller's key may not call tools
+	// (its role): every tools/call is refused with it.
+	CannotTurn error
+	// CannotDecide, when set, is why the caller's key may not decide: its
+	// elicitation answers are not recorded and the decisions stay pending.
+	CannotDecide error
 }
 
 // Config is what the handler needs from the server it is mounted on.
