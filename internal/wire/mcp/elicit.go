@@ -19,8 +19,13 @@ import (
 // ViaMCP is the decidedVia of a decision a client made through elicitation.
 const ViaMCP = "mcp"
 
-// canElicit reports whether the client answers form elicitations.
+// canElicit reports whether the client answers form elicitations. A key
+// whose role cannot decide is never asked: its decisions stay pending for
+// an approver.
 func (t *call) canElicit() bool {
+	if t.caller.CannotDecide != nil {
+		return false
+	}
 	caps := t.req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return false

@@ -701,3 +701,35 @@ func TestMCPApprovalElicitationBadEdit(t *testing.T) {
 		t.Fatalf("result = %q, decisions %+v", got, its)
 	}
 }
+
+// Key roles on MCP: an approver key cannot call agents (a tool error with
+// code forbidden_role); a caller key's call pauses and is never asked to
+// decide, even by a client that answers elicitations.
+func TestMCPKeyRoles(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{
+		{Tenant: "acme", Secret: "sk-caller-001", Role: config.RoleCaller, Label: "acme"},
+		{Tenant: "acme", Secret: "sk-approver-1", Role: config.RoleApprover, Label: "alice"}}})
+	v := protocols[len(protocols)-1]
+	approver := connect(t, env, v, "sk-approver-1", nil)
+	res := callAgent(t, approver, "assistant", map[string]any{"message": "hello"})
+	sc, _ := res.StructuredContent.(map[string]any)
+	errObj, _ := sc["error"].(map[string]any)
+	if !res.IsError || errObj["code"] != "forbidden_role" || !strings.Contains(text(res), "cannot start turns") {
+		t.Fatalf("approver call = %q %v (isError %v)", text(res), res.StructuredContent, res.IsError)
+	}
+	if env.Upstream.Count() != 0 {
+		t.Fatal("a refused call reached the model")
+	}
+	el := &elicitations{answer: func(*sdk.ElicitParams) *sdk.ElicitResult {
+		return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}
+	}}
+	caller := connect(t, env, v, "sk-caller-001", &sdk.ClientOptions{ElicitationHandler: el.handler})
+	res = callAgent(t, caller, "assistant", map[string]any{"message": "refund my order", "session": "mcp-roles"})
+	if !strings.Contains(text(res), "Waiting on a human decision") || len(el.asked()) != 0 {
+		t.Fatalf("caller call = %q, asked %d forms", text(res), len(el.asked()))
+	}
+	its := decisions(t, env, "acme", "mcp-roles")
+	if len(its) != 1 || its[0].Status != store.Pending || env.Calls.Get("refund") != 0 {
+		t.Fatalf("decisions = %+v", its)
+	}
+}
