@@ -212,6 +212,12 @@ func KeyPrincipal(k config.Key) Principal {
 	return Principal{Tenant: k.Tenant, Name: name, Role: k.Role}
 }
 
+// WithVia is p with the decidedVia its credential proves.
+func (p Principal) WithVia(via string) Principal {
+	p.Via = via
+	return p
+}
+
 // DevTenant is the tenant of unauthenticated calls in dev mode.
 const DevTenant = "dev"
 

@@ -431,3 +431,50 @@ func TestLiveFeedIsScopedToTheTenant(t *testing.T) {
 		t.Fatalf("acme's feed announced the decision as %q", got)
 	}
 }
+
+// A Studio session has the role of the key it signed in with: a caller
+// key's session reads decisions but cannot decide (403 forbidden_role, and
+// the session tells the page its role); an approver's decides under its
+// label, via studio.
+func TestStudioSessionKeepsTheKeyRole(t *testing.T) {
+	t.Parallel()
+	callerKey := config.Key{Tenant: "acme", Secret: "sk-caller-0123456", Role: config.RoleCaller, Label: "acme"}
+	approverKey := config.Key{Tenant: "acme", Secret: "sk-approver-01234", Role: config.RoleApprover, Label: "alice"}
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{callerKey, approverKey}})
+	pause(t, env, callerKey.Secret, "studio-roles", "please refund my order")
+	it := onePending(t, env, callerKey.Secret, "studio-roles")
+
+	cookie, info := login(t, env, callerKey.Secret)
+	if info.Role != "caller" {
+		t.Fatalf("caller login answer %+v", info)
+	}
+	ck := cookie.Name + "=" + cookie.Value
+	if r := do(t, "GET", env.URL+"/v1/hitl/"+it.ID, "", "Cookie", ck); r.status != 200 {
+		t.Fatalf("caller session reading a decision: %d %s", r.status, r)
+	}
+	r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "{}", "Cookie", ck, studio.CSRFHeader, info.CSRF)
+	if r.status != 403 || !strings.Contains(r.String(), `"code":"forbidden_role"`) {
+		t.Fatalf("caller session approving: %d %s", r.status, r)
+	}
+	if d := decision(t, env, "acme", it.ID); d.Status != store.Pending {
+		t.Fatalf("a refused decision changed: %+v", d)
+	}
+
+	cookie, info = login(t, env, approverKey.Secret)
+	if info.Role != "approver" {
+		t.Fatalf("approver login answer %+v", info)
+	}
+	ck = cookie.Name + "=" + cookie.Value
+	var s studio.SessionInfo
+	_ = json.Unmarshal(do(t, "GET", env.URL+"/studio/api/session", "", "Cookie", ck).body, &s)
+	if s.Role != "approver" || s.Tenant != "acme" {
+		t.Fatalf("session %+v", s)
+	}
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "{}", "Cookie", ck, studio.CSRFHeader, info.CSRF); r.status != 200 {
+		t.Fatalf("approver session approving: %d %s", r.status, r)
+	}
+	waitIdle(t, env, "acme", "studio-roles")
+	if d := decision(t, env, "acme", it.ID); d.Status != store.Approved || d.Decision.By != "alice" || d.Decision.Via != "studio" {
+		t.Fatalf("decision %+v", d.Decision)
+	}
+}

@@ -53,7 +53,9 @@ func deriveSecret(keys []config.Key) []byte {
 	}
 	entries := make([]string, 0, len(keys))
 	for _, k := range keys {
-		entries = append(entries, k.Tenant+"\x00"+k.Secret)
+		// The role and label too: a session carries them, so changing a
+		// key's role signs its sessions out.
+		entries = append(entries, k.Tenant+"\x00"+k.Secret+"\x00"+string(k.Role)+"\x00"+k.Label)
 	}
 	sort.Strings(entries)
 	m := hmac.New(sha256.New, []byte("stackbone studio session key v1"))
@@ -73,14 +75,22 @@ func (st *Studio) mac(parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-// Issue returns a signed session token for tenant and when it expires. The
-// token is "v1.<tenant>.<expiry>.<nonce>.<mac>" (base64url parts); it holds
-// no API key. The nonce is the session's id in the store's revocations.
+// Issue returns a signed session token for an admin key of tenant and when
+// it expires (IssueKey for a given key).
 func (st *Studio) Issue(tenant string) (token string, expires time.Time) {
+	return st.IssueKey(config.Key{Tenant: tenant, Role: config.RoleAdmin, Label: tenant})
+}
+
+// IssueKey returns a signed session token for the key k signed in with and
+// when it expires. The token is "v1.<who>.<expiry>.<nonce>.<mac>"
+// (base64url parts), who being the key's tenant, role and label; it holds
+// no API key. The nonce is the session's id in the store's revocations.
+func (st *Studio) IssueKey(k config.Key) (token string, expires time.Time) {
 	expires = st.Now().Add(st.TTL).Truncate(time.Second)
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
-	payload := "v1." + b64.EncodeToString([]byte(tenant)) + "." + strconv.FormatInt(expires.Unix(), 10) + "." + b64.EncodeToString(nonce)
+	who := k.Tenant + "\x00" + string(k.Role) + "\x00" + k.Label
+	payload := "v1." + b64.EncodeToString([]byte(who)) + "." + strconv.FormatInt(expires.Unix(), 10) + "." + b64.EncodeToString(nonce)
 	return payload + "." + b64.EncodeToString(st.mac("session", payload)), expires
 }
 
@@ -94,7 +104,10 @@ func (st *Studio) Verify(token string) (tenant string, expires time.Time, err er
 
 // claims are what a valid session token says.
 type claims struct {
-	tenant  string
+	tenant string
+	// role and label are those of the key the session signed in with.
+	role    config.Role
+	label   string
 	expires time.Time
 	// id names the session in the store's revocations: its nonce.
 	id string
@@ -118,7 +131,11 @@ func (st *Studio) parse(token string) (claims, error) {
 	if err != nil || parts[3] == "" {
 		return claims{}, ErrBadSession
 	}
-	c := claims{tenant: string(t), expires: time.Unix(exp, 0), id: parts[3]}
+	who := strings.Split(string(t), "\x00")
+	if len(who) != 3 {
+		return claims{}, ErrBadSession
+	}
+	c := claims{tenant: who[0], role: config.Role(who[1]), label: who[2], expires: time.Unix(exp, 0), id: parts[3]}
 	if !st.Now().Before(c.expires) || !st.hasTenant(c.tenant) {
 		return claims{}, ErrBadSession
 	}
@@ -179,7 +196,7 @@ func (st *Studio) CookieAuth(r *http.Request) (server.Principal, bool, error) {
 			return server.Principal{}, true, err
 		}
 	}
-	return server.Principal{Tenant: cl.tenant, Name: cl.tenant, Via: "studio"}, true, nil
+	return server.KeyPrincipal(config.Key{Tenant: cl.tenant, Role: cl.role, Label: cl.label}).WithVia("studio"), true, nil
 }
 
 // checkCSRF refuses a request that does not carry the CSRF token of the
@@ -204,6 +221,9 @@ type SessionInfo struct {
 	// SignedIn is true when the page may call the API (always in dev mode).
 	SignedIn bool   `json:"signedIn"`
 	Tenant   string `json:"tenant,omitempty"`
+	// Role is the signed-in key's role (admin, caller or approver); the
+	// page offers decisions only when it may decide.
+	Role string `json:"role,omitempty"`
 	// CSRF is the token to send in x-csrf-token with state-changing requests.
 	CSRF      string     `json:"csrf,omitempty"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -215,7 +235,7 @@ func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
 		cl, err := st.authenticate(r.Context(), c.Value)
 		if err == nil {
-			return SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: cl.tenant, CSRF: st.CSRFToken(c.Value),
+			return SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: cl.tenant, Role: string(roleOr(cl.role)), CSRF: st.CSRFToken(c.Value),
 				ExpiresAt: &cl.expires, Cookie: true}, nil
 		}
 		if !errors.Is(err, ErrBadSession) {
@@ -230,7 +250,7 @@ func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 func (st *Studio) signedOutInfo() SessionInfo {
 	info := SessionInfo{Mode: string(st.srv.Config.Mode)}
 	if st.srv.Config.Open() {
-		info.SignedIn, info.Tenant = true, server.DevTenant
+		info.SignedIn, info.Tenant, info.Role = true, server.DevTenant, string(config.RoleAdmin)
 	}
 	return info
 }
@@ -279,21 +299,22 @@ func (st *Studio) login(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return apierror.Invalid("apiKey", "Enter an API key.")
 	}
-	tenant := ""
+	var signed config.Key
 	for _, k := range st.srv.Config.Keys {
 		if subtle.ConstantTimeCompare([]byte(k.Secret), []byte(key)) == 1 {
-			tenant = k.Tenant
+			signed = k
 		}
 	}
+	tenant := signed.Tenant
 	if tenant == "" {
 		st.logger.Info("studio sign-in refused", "remote", r.RemoteAddr)
 		return apierror.New(apierror.Authentication, "invalid_api_key", "Invalid API key.")
 	}
-	token, exp := st.Issue(tenant)
+	token, exp := st.IssueKey(signed)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", Expires: exp, MaxAge: int(st.TTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
 	st.logger.Info("studio sign-in", "tenant", tenant, "remote", r.RemoteAddr)
-	return writeJSON(w, http.StatusOK, SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: tenant,
+	return writeJSON(w, http.StatusOK, SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: tenant, Role: string(roleOr(signed.Role)),
 		CSRF: st.CSRFToken(token), ExpiresAt: &exp, Cookie: true})
 }
 
@@ -326,4 +347,12 @@ func (st *Studio) logout(w http.ResponseWriter, r *http.Request) error {
 // or through a proxy that says so), so the cookie gets the Secure flag.
 func secureRequest(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// roleOr is r, or admin when r is empty (a key without a role).
+func roleOr(r config.Role) config.Role {
+	if r == "" {
+		return config.RoleAdmin
+	}
+	return r
 }

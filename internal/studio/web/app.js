@@ -467,7 +467,9 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     h('div', { class: 'args' },
       h('h4', {}, 'Arguments'),
       h('pre', { class: 'json', tabindex: '0', 'aria-label': `Arguments of ${it.tool}` }, argsText)),
-    h('div', { class: 'actions row' }, buttons),
+    h('div', { class: 'actions row' }, app.session?.role === 'caller'
+      ? h('p', { class: 'muted', 'data-role': 'caller' }, 'Your key has role caller: it cannot decide. An approver or admin key can.')
+      : buttons),
     rejectForm,
     editForm,
     error);
