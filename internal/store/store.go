@@ -173,8 +173,15 @@ type Interrupt struct {
 	Subagent  string          `json:"subagent,omitempty"`
 	Status    InterruptStatus `json:"status"`
 	CreatedAt time.Time       `json:"createdAt"`
-	Decision  *Decision       `json:"decision,omitempty"`
+	// ExpiresAt is when a pending interrupt expires (it is then decided as
+	// a rejection with Via ViaExpiry); nil means never.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	Decision  *Decision  `json:"decision,omitempty"`
 }
+
+// ViaExpiry is the Decision.Via of an interrupt rejected because it
+// expired before anyone decided it.
+const ViaExpiry = "expiry"
 
 // Decision is a human's answer to an interrupt, kept for audit.
 type Decision struct {
@@ -408,6 +415,10 @@ type Store interface {
 	// thread (ThreadID empty, Decision set): the audit record of an
 	// approval-gated call in a stateless turn. Anything else is ErrInvalid.
 	RecordDecided(ctx context.Context, in Interrupt) error
+
+	// ExpiredInterrupts lists, across tenants, pending interrupts whose
+	// ExpiresAt is at or before now, soonest expiry first, at most limit.
+	ExpiredInterrupts(ctx context.Context, now time.Time, limit int) ([]Interrupt, error)
 
 	// CountPending counts pending decisions across all tenants (a metric).
 	CountPending(ctx context.Context) (int, error)
