@@ -342,7 +342,7 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 	}
 	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
-		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe})
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe})
 }
 
 // NewStack builds the engine and the HTTP server, with every wire mounted,

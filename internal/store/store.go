@@ -22,6 +22,9 @@ var (
 	ErrApprovalPending = errors.New("the thread is waiting on a human decision")
 	ErrAgentMismatch   = errors.New("the thread belongs to another agent")
 	ErrAlreadyDecided  = errors.New("the decision was already made")
+	// ErrDecisionExpired: the decision expired before anyone made it (it
+	// is recorded as a rejection with Via ViaExpiry) and cannot be made.
+	ErrDecisionExpired = errors.New("the decision expired")
 	ErrLeaseLost       = errors.New("the run no longer holds the thread")
 	ErrNotClaimable    = errors.New("the thread has no run to claim")
 	// ErrUnavailable wraps a failure to reach the database.
