@@ -79,3 +79,29 @@ func TestApprovalExpiresEndToEnd(t *testing.T) {
 		t.Fatalf("the refund ran after its approval expired: %d", n)
 	}
 }
+
+// TestAGUIResumeOfExpiredApprovalIsRunError: an AG-UI resume that answers
+// an approval past its expiry (before any sweep ran) is a RUN_ERROR with
+// code decision_expired; the expiry is recorded then, the run resumes
+// without the refund, and resuming again is still decision_expired.
+func TestAGUIResumeOfExpiredApprovalIsRunError(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) { cfg.ApprovalTTL = 200 * time.Millisecond }})
+	_, it := aguiInterrupt(t, env, "th-exp", "refund my order")
+	time.Sleep(250 * time.Millisecond)
+	resume := func(run string) aguiStream {
+		body := `{"threadId":"th-exp","runId":"` + run + `","messages":[],"tools":[],"context":[],"resume":[{"interruptId":"` +
+			it["id"].(string) + `","status":"resolved","payload":{"approved":true}}]}`
+		return aguiPost(t, env, "assistant", body)
+	}
+	checkRunError(t, resume("run-late"), "decision_expired")
+	waitIdle(t, env, "th-exp")
+	if n := env.Calls.Get("refund"); n != 0 {
+		t.Fatalf("the refund ran %d times after its approval expired", n)
+	}
+	d, err := env.Store.GetInterrupt(t.Context(), "dev", it["id"].(string))
+	if err != nil || d.Status != store.Rejected || d.Decision == nil || d.Decision.Via != store.ViaExpiry {
+		t.Fatalf("decision after the late resume: %+v %v", d, err)
+	}
+	checkRunError(t, resume("run-later"), "decision_expired")
+}
