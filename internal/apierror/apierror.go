@@ -263,6 +263,10 @@ func mapError(err error) *Error {
 		return Invalid("model", "This session belongs to another agent.")
 	case errors.Is(err, store.ErrNotFound):
 		return New(NotFound, "not_found", "Not found.")
+	case errors.Is(err, store.ErrDecisionExpired):
+		e := New(Conflict, "decision_expired", "This decision expired before it was made; it was recorded as a rejection.")
+		e.NoRetry = true
+		return e
 	case errors.Is(err, store.ErrAlreadyDecided):
 		e := New(Conflict, "already_decided", "This decision was already made.")
 		e.NoRetry = true

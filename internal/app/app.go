@@ -236,7 +236,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	} else if n > 0 {
 		logger.Info("recovering runs left by a previous process", "count", n)
 	}
-	go recoverLoop(ctx, runner, cfg, logger)
+	go RecoverLoop(ctx, runner, cfg, logger)
 
 	hs := server.HTTPServer(cfg, srv, logger)
 	errc := make(chan error, 1)
@@ -284,11 +284,17 @@ func shutdown(cfg *config.Config, hs *http.Server, runner *engine.Runner, logger
 // for responses still open before closing their connections.
 const drainAfterRuns = 2 * time.Second
 
-// recoverLoop periodically takes over runs whose lease expired (another
-// replica died) and queued resumes nobody claimed, and deletes expired
-// journal entries of stateless turns.
-func recoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config, logger *slog.Logger) {
-	t := time.NewTicker(cfg.Lease / 2)
+// RecoverLoop periodically, until ctx ends, expires pending approvals past
+// their expiry, takes over runs whose lease expired (another replica died)
+// and queued resumes nobody claimed, and deletes expired journal entries of
+// stateless turns. It ticks every half lease, or every half approval TTL
+// when that is shorter (at least every 50ms).
+func RecoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config, logger *slog.Logger) {
+	every := cfg.Lease / 2
+	if half := cfg.ApprovalTTL / 2; half > 0 && half < every {
+		every = max(half, 50*time.Millisecond)
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -342,7 +348,7 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 	}
 	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
-		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, Describe: apierror.Describe})
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe})
 }
 
 // NewStack builds the engine and the HTTP server, with every wire mounted,

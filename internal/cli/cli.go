@@ -80,6 +80,8 @@ type serverFlags struct {
 	maxConnsPerIP                  int
 	// statelessApproval is bound on dev and start only.
 	statelessApproval string
+	// approvalTTL is config.Config's ApprovalTTL, bound on dev and start only.
+	approvalTTL time.Duration
 }
 
 func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
@@ -142,6 +144,9 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	if cmd.Flags().Lookup("stateless-approval") != nil && cmd.Flags().Changed("stateless-approval") {
 		cfg.StatelessApproval = config.StatelessPolicy(f.statelessApproval)
 	}
+	if cmd.Flags().Lookup("approval-ttl") != nil && cmd.Flags().Changed("approval-ttl") {
+		cfg.ApprovalTTL = f.approvalTTL
+	}
 	if err := cfg.Finish(); err != nil {
 		return nil, err
 	}
@@ -171,6 +176,8 @@ func serveCmd(mode config.Mode, opts Options) *cobra.Command {
 	f.bind(cmd, mode)
 	cmd.Flags().StringVar(&f.statelessApproval, "stateless-approval", "",
 		"run or refuse: what a turn without a session does with a call that needs approval (env STACKBONE_STATELESS_APPROVAL; default run)")
+	cmd.Flags().DurationVar(&f.approvalTTL, "approval-ttl", 0,
+		"how long a pending approval waits before it expires as a rejection; a tool's needsApproval.expiresAfter overrides it (env STACKBONE_APPROVAL_TTL; default never)")
 	return cmd
 }
 

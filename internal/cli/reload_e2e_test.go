@@ -105,3 +105,21 @@ func TestStatelessApprovalFlagIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalTTLFlagIsValidated: dev and start take --approval-ttl, which
+// wins over STACKBONE_APPROVAL_TTL; a negative one stops the server with a
+// clear line.
+func TestApprovalTTLFlagIsValidated(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"dev", "start"} {
+		r := run(t, []string{"STACKBONE_APPROVAL_TTL=30m", "STACKBONE_API_KEYS=acme:acme-secret-key"},
+			mode, "--dir", dir, "--addr", "127.0.0.1:0", "--approval-ttl", "-1s")
+		if r.code == 0 || !strings.Contains(r.stderr, "approval TTL -1s must not be negative") {
+			t.Fatalf("%s --approval-ttl -1s: %d %q", mode, r.code, r.stderr)
+		}
+	}
+}

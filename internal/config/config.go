@@ -124,6 +124,11 @@ type Config struct {
 	// StatelessRun runs it, StatelessRefuse refuses it. Either way the call
 	// is recorded in the decisions audit.
 	StatelessApproval StatelessPolicy
+	// ApprovalTTL is how long a pending approval waits before it expires
+	// and is recorded as a rejection (decidedVia "expiry"), for tools whose
+	// needsApproval sets no expiresAfter (STACKBONE_APPROVAL_TTL,
+	// --approval-ttl); 0, the default, means never.
+	ApprovalTTL time.Duration
 
 	// Clock is the time seam every part of the server reads (the real
 	// clock when nil). It is not a setting: tests set it.
@@ -185,7 +190,8 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	}
 	for name, dst := range map[string]*time.Duration{"STACKBONE_LEASE": &c.Lease, "STACKBONE_HEADER_TIMEOUT": &c.HeaderTimeout,
 		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout, "STACKBONE_SHUTDOWN_TIMEOUT": &c.ShutdownTimeout,
-		"STACKBONE_MODEL_TIMEOUT": &c.ModelTimeout, "STACKBONE_MODEL_IDLE_TIMEOUT": &c.ModelIdleTimeout} {
+		"STACKBONE_MODEL_TIMEOUT": &c.ModelTimeout, "STACKBONE_MODEL_IDLE_TIMEOUT": &c.ModelIdleTimeout,
+		"STACKBONE_APPROVAL_TTL": &c.ApprovalTTL} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -298,6 +304,9 @@ func (c *Config) Finish() error {
 	}
 	if c.HeaderTimeout <= 0 || c.BodyTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("header, body and idle timeouts (%s, %s, %s) must be positive", c.HeaderTimeout, c.BodyTimeout, c.IdleTimeout))
+	}
+	if c.ApprovalTTL < 0 {
+		errs = append(errs, fmt.Errorf("approval TTL %s must not be negative (STACKBONE_APPROVAL_TTL; 0 means approvals never expire)", c.ApprovalTTL))
 	}
 	if c.ModelTimeout <= 0 || c.ModelIdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("model timeout %s and model idle timeout %s must be positive (STACKBONE_MODEL_TIMEOUT, STACKBONE_MODEL_IDLE_TIMEOUT)", c.ModelTimeout, c.ModelIdleTimeout))

@@ -162,3 +162,28 @@ func TestParseKeysRolesAndLabels(t *testing.T) {
 		t.Fatalf("env error %v", err)
 	}
 }
+
+// TestApprovalTTL: STACKBONE_APPROVAL_TTL is a Go duration, unset means no
+// expiry, a bad or negative value is reported.
+func TestApprovalTTL(t *testing.T) {
+	c := Defaults(Start)
+	if c.ApprovalTTL != 0 {
+		t.Fatalf("default ApprovalTTL %s, want 0 (never)", c.ApprovalTTL)
+	}
+	env := map[string]string{"STACKBONE_APPROVAL_TTL": "30m"}
+	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil || c.ApprovalTTL != 30*time.Minute {
+		t.Fatalf("ApprovalTTL %s, %v", c.ApprovalTTL, err)
+	}
+	for _, v := range []string{"soon", "-1m"} {
+		c := Defaults(Start)
+		env := map[string]string{"STACKBONE_APPROVAL_TTL": v}
+		err := c.FromEnv(func(k string) string { return env[k] })
+		if err == nil {
+			c.Dir = project(t)
+			err = c.Finish()
+		}
+		if err == nil || !strings.Contains(err.Error(), "STACKBONE_APPROVAL_TTL") {
+			t.Fatalf("STACKBONE_APPROVAL_TTL=%s: %v", v, err)
+		}
+	}
+}

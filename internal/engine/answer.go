@@ -111,6 +111,11 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			return err
 		}
 		d.Via, d.By = via, in.DecidedBy
+		if err := r.checkExpired(ctx, it); errors.Is(err, store.ErrDecisionExpired) {
+			return contractError(CodeDecisionExpired, "Interrupt %q expired before it was decided; it was recorded as a rejection.", e.InterruptID)
+		} else if err != nil {
+			return err
+		}
 		if it.Status != store.Pending {
 			if !sameDecision(it, d) {
 				return contractError(CodeAlreadyDecided, "Interrupt %q was already decided differently.", e.InterruptID)

@@ -67,6 +67,9 @@ type Config struct {
 	// session (the stateless-approval policy "refuse"); by default they run.
 	// Either way each such call is recorded in the decisions audit.
 	RefuseStateless bool
+	// ApprovalTTL is how long a pending approval waits before it expires,
+	// for tools whose needsApproval sets no expiresAfter; zero: never.
+	ApprovalTTL time.Duration
 	// Describe gives an error's public code and message for the RunError
 	// a failed run stores and publishes (the HTTP edge's mapping, so the
 	// stored error reads as the live one); nil describes only the engine's
@@ -101,6 +104,8 @@ type Runner struct {
 	Hooks         Hooks
 	// RefuseStateless is Config.RefuseStateless.
 	RefuseStateless bool
+	// ApprovalTTL is Config.ApprovalTTL.
+	ApprovalTTL time.Duration
 	// Describe gives an error's public code and message for the RunError
 	// a failed run stores and publishes (the HTTP edge's mapper, so stored
 	// and live errors read alike). Without it the engine describes its own
@@ -151,7 +156,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger,
 		Now: clock.Or(cfg.Clock).Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
-		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, Describe: cfg.Describe}
+		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, ApprovalTTL: cfg.ApprovalTTL, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}

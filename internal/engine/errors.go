@@ -54,6 +54,7 @@ const (
 	CodeInvalidState     = "invalid_state"
 	CodeUnknownInterrupt = "unknown_interrupt"
 	CodeAlreadyDecided   = "already_decided"
+	CodeDecisionExpired  = "decision_expired"
 	CodePartialResume    = "partial_resume"
 	CodeInvalidPayload   = "invalid_resume_payload"
 	// CodeToolNameTaken: a client tool has the name of one of the agent's

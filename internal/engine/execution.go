@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -777,6 +778,10 @@ func (x *execution) approvalFor(ctx context.Context, c message.ToolCall) (*store
 	for _, d := range t.Approval.Allowed() {
 		it.AllowedDecisions = append(it.AllowedDecisions, string(d))
 	}
+	if ttl := cmp.Or(t.Approval.ExpiresAfter, x.r.ApprovalTTL); ttl > 0 {
+		e := it.CreatedAt.Add(ttl)
+		it.ExpiresAt = &e
+	}
 	it.ResponseSchema = ResponseSchema(t)
 	return it, nil
 }
@@ -801,6 +806,10 @@ func ResponseSchema(t *tool.Tool) json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":` + string(params) +
 		`},"anyOf":[{"required":["approved"]},{"required":["editedArgs"]}]}`)
 }
+
+// ExpiredResult is the tool result the model gets for a call whose
+// approval expired before anyone decided it.
+const ExpiredResult = "The approval request expired."
 
 // SkippedResult is the tool result the model gets for an in-doubt call a
 // human skipped without writing a message.
@@ -1035,6 +1044,9 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			case it.Reason == store.ReasonInDoubt:
 				// Retried: the arguments it ran with, again.
 				args = it.Args
+			case it.Status == store.Rejected && it.Decision != nil && it.Decision.Via == store.ViaExpiry:
+				results[i] = &callResult{msg: x.toolMessage(c, ExpiredResult, true)}
+				continue
 			case it.Status == store.Rejected:
 				text := "The user rejected this tool call."
 				if it.Decision != nil && it.Decision.Message != "" {

@@ -45,6 +45,9 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 		}
 		return nil, err
 	}
+	if err := r.checkExpired(ctx, it); err != nil {
+		return nil, err
+	}
 	if it.Status != store.Pending {
 		return nil, store.ErrAlreadyDecided
 	}
@@ -53,6 +56,12 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 	}
 	res, err := r.Store.Decide(ctx, tenant, id, store.Decision{Kind: storedKind(d), Approved: d.Approved, EditedArgs: d.EditedArgs, Message: d.Message,
 		Via: d.Via, ClaimedVia: d.ClaimedVia, By: d.By, At: r.Now()})
+	if errors.Is(err, store.ErrAlreadyDecided) {
+		// Another decider won; if that was the expiry sweep, say so.
+		if again, gerr := r.Store.GetInterrupt(ctx, tenant, id); gerr == nil && expiredDecision(again) {
+			return nil, fmt.Errorf("interrupt %q: %w", id, store.ErrDecisionExpired)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +71,69 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 		r.resumeAsync(tenant, it.ThreadID)
 	}
 	return res.Interrupt, nil
+}
+
+// expiredDecision reports whether an interrupt was decided by its expiry.
+func expiredDecision(it *store.Interrupt) bool {
+	return it.Status != store.Pending && it.Decision != nil && it.Decision.Via == store.ViaExpiry
+}
+
+// checkExpired refuses a decision on an interrupt that expired: one the
+// sweep already rejected, or a pending one past its expiry, which is
+// expired here first (the sweep may not have run yet).
+func (r *Runner) checkExpired(ctx context.Context, it *store.Interrupt) error {
+	if expiredDecision(it) {
+		return fmt.Errorf("interrupt %q: %w", it.ID, store.ErrDecisionExpired)
+	}
+	if it.Status != store.Pending || it.ExpiresAt == nil || r.Now().Before(*it.ExpiresAt) {
+		return nil
+	}
+	if _, err := r.expire(ctx, it, r.Now()); err != nil {
+		return err
+	}
+	return fmt.Errorf("interrupt %q: %w", it.ID, store.ErrDecisionExpired)
+}
+
+// expire records a pending interrupt past its expiry as a rejection with
+// Via store.ViaExpiry, with the same conditional update as any decision
+// (so across replicas exactly one records it), and resumes the run when it
+// was the last pending one. It reports whether this call recorded it.
+func (r *Runner) expire(ctx context.Context, it *store.Interrupt, now time.Time) (bool, error) {
+	res, err := r.Store.Decide(ctx, it.Tenant, it.ID, store.Decision{Approved: false, Message: ExpiredResult,
+		Via: store.ViaExpiry, By: "stackbone", At: now})
+	if errors.Is(err, store.ErrAlreadyDecided) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	r.decided(it.Tenant, res.Interrupt)
+	r.Logger.Info("decision expired", "interrupt", it.ID, "thread", it.ThreadID, "tool", it.Tool, "expiresAt", it.ExpiresAt)
+	if res.Queued {
+		r.resumeAsync(it.Tenant, it.ThreadID)
+	}
+	return true, nil
+}
+
+// ExpireDecisions records every pending interrupt past its expiry as of
+// now as a rejection (Via store.ViaExpiry) and resumes the runs that no
+// longer wait on anything. It returns how many this runner expired.
+func (r *Runner) ExpireDecisions(ctx context.Context, now time.Time) (int, error) {
+	ins, err := r.Store.ExpiredInterrupts(ctx, now, store.MaxLimit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range ins {
+		ok, err := r.expire(ctx, &ins[i], now)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // decided announces a decision to the bus (and so to other replicas and
@@ -186,12 +258,18 @@ func (r *Runner) Resume(ctx context.Context, tenant, threadID string) error {
 	return r.claimAndContinue(ctx, tenant, threadID, r.Now())
 }
 
-// Recover resumes, in the background, every run that must continue: queued
+// Recover first expires the pending decisions past their expiry
+// (ExpireDecisions as of the runner's clock), then resumes, in the background, every run that must
+// continue: queued
 // resumes and runs whose lease expired before now. A single-node server
 // passes a time past any lease it could have held to take over runs its
 // previous process left. The runs go on until they end or Shutdown stops
 // them, whatever becomes of ctx.
 func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
+	// Expiry reads the clock, not now: now may be set past any lease.
+	if _, err := r.ExpireDecisions(ctx, r.Now()); err != nil {
+		r.Logger.Error("expiring decisions failed", "err", err)
+	}
 	threads, err := r.Store.Stale(ctx, now, store.MaxLimit)
 	if err != nil {
 		return 0, err

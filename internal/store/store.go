@@ -22,6 +22,9 @@ var (
 	ErrApprovalPending = errors.New("the thread is waiting on a human decision")
 	ErrAgentMismatch   = errors.New("the thread belongs to another agent")
 	ErrAlreadyDecided  = errors.New("the decision was already made")
+	// ErrDecisionExpired: the decision expired before anyone made it (it
+	// is recorded as a rejection with Via ViaExpiry) and cannot be made.
+	ErrDecisionExpired = errors.New("the decision expired")
 	ErrLeaseLost       = errors.New("the run no longer holds the thread")
 	ErrNotClaimable    = errors.New("the thread has no run to claim")
 	// ErrUnavailable wraps a failure to reach the database.
@@ -173,8 +176,15 @@ type Interrupt struct {
 	Subagent  string          `json:"subagent,omitempty"`
 	Status    InterruptStatus `json:"status"`
 	CreatedAt time.Time       `json:"createdAt"`
-	Decision  *Decision       `json:"decision,omitempty"`
+	// ExpiresAt is when a pending interrupt expires (it is then decided as
+	// a rejection with Via ViaExpiry); nil means never.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	Decision  *Decision  `json:"decision,omitempty"`
 }
+
+// ViaExpiry is the Decision.Via of an interrupt rejected because it
+// expired before anyone decided it.
+const ViaExpiry = "expiry"
 
 // Decision is a human's answer to an interrupt, kept for audit.
 type Decision struct {
@@ -408,6 +418,10 @@ type Store interface {
 	// thread (ThreadID empty, Decision set): the audit record of an
 	// approval-gated call in a stateless turn. Anything else is ErrInvalid.
 	RecordDecided(ctx context.Context, in Interrupt) error
+
+	// ExpiredInterrupts lists, across tenants, pending interrupts whose
+	// ExpiresAt is at or before now, soonest expiry first, at most limit.
+	ExpiredInterrupts(ctx context.Context, now time.Time, limit int) ([]Interrupt, error)
 
 	// CountPending counts pending decisions across all tenants (a metric).
 	CountPending(ctx context.Context) (int, error)

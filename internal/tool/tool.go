@@ -62,6 +62,10 @@ type Approval struct {
 	// AllowedDecisions is a subset of approve, reject, edit; empty means
 	// approve and reject.
 	AllowedDecisions []Decision
+	// ExpiresAfter is how long a pending approval waits before it expires
+	// and is recorded as a rejection (decidedVia "expiry"); zero means the
+	// server's default (STACKBONE_APPROVAL_TTL), which may be none.
+	ExpiresAfter time.Duration
 }
 
 // Allowed returns the allowed decisions with the default applied.

@@ -53,6 +53,12 @@ export type NeedsApproval<A> =
       description?: string | ((args: A) => string | Promise<string>);
       /** Defaults to ['approve', 'reject']. */
       allowedDecisions?: Decision[];
+      /**
+       * How long a pending approval waits ('30m', or milliseconds) before it
+       * expires and is recorded as a rejection (decidedVia "expiry");
+       * omitted means the server's STACKBONE_APPROVAL_TTL (default: never).
+       */
+      expiresAfter?: Duration;
     };
 
 /** Headers of a host fetch request or response (names are case-insensitive). */

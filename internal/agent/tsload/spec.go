@@ -67,6 +67,9 @@ type approvalDescription struct {
 	Description      string   `json:"description"`
 	DescriptionFn    bool     `json:"descriptionFn"`
 	AllowedDecisions []string `json:"allowedDecisions"`
+	// ExpiresAfterMs is needsApproval.expiresAfter in milliseconds (0: the
+	// server's default).
+	ExpiresAfterMs int64 `json:"expiresAfterMs"`
 }
 
 type mcpServerDescription struct {
@@ -263,7 +266,7 @@ func (a *jsAgent) tool(td toolDescription) *tool.Tool {
 // approval builds a tool.Approval from a needsApproval description; key
 // names the hooks in the JS host (a tool name, or "mcp:server:tool").
 func (a *jsAgent) approval(key string, ap *approvalDescription, limit func() time.Duration) *tool.Approval {
-	out := &tool.Approval{}
+	out := &tool.Approval{ExpiresAfter: time.Duration(ap.ExpiresAfterMs) * time.Millisecond}
 	for _, d := range ap.AllowedDecisions {
 		out.AllowedDecisions = append(out.AllowedDecisions, tool.Decision(d))
 	}

@@ -823,3 +823,31 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// TestNeedsApprovalExpiresAfter: needsApproval.expiresAfter, a duration
+// string or milliseconds, becomes tool.Approval.ExpiresAfter; without it
+// the server's default applies (zero); a bad value fails the load.
+func TestNeedsApprovalExpiresAfter(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/ex.ts": `import { defineDeepAgent, tool } from 'stackbone';
+const exec = () => 'ok';
+export default defineDeepAgent({
+  name: 'ex', model: 'openai/x',
+  tools: {
+    text: tool({ needsApproval: { expiresAfter: '30m' }, execute: exec }),
+    ms: tool({ needsApproval: { when: (a) => a.n > 1, expiresAfter: 1500 }, execute: exec }),
+    plain: tool({ needsApproval: true, execute: exec }),
+  },
+});
+`}, Options{})
+	for name, want := range map[string]time.Duration{"text": 30 * time.Minute, "ms": 1500 * time.Millisecond, "plain": 0} {
+		if got := mustTool(t, s, name).Approval.ExpiresAfter; got != want {
+			t.Fatalf("%s: ExpiresAfter = %s, want %s", name, got, want)
+		}
+	}
+	dir := writeProject(t, map[string]string{"agents/a.ts": "import { defineDeepAgent, tool } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ needsApproval: { expiresAfter: 'soon' } as any, execute() {} }),\n} });\n"})
+	_, err := LoadDir(context.Background(), dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), `needsApproval.expiresAfter must be a positive number of milliseconds or a duration string`) {
+		t.Fatalf("bad expiresAfter: %v", err)
+	}
+}

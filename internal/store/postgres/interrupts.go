@@ -14,7 +14,7 @@ import (
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision, reason`
+	response_schema, subagent, status, created_at, decision, reason, expires_at`
 
 func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 	var (
@@ -22,9 +22,10 @@ func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 		c       store.InterruptColumns
 		desc    *string
 		created time.Time
+		expires *time.Time
 	)
 	dest := append([]any{&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
-		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason}, extra...)
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason, &expires}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -35,6 +36,10 @@ func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 		in.Description = *desc
 	}
 	in.CreatedAt = created.UTC()
+	if expires != nil {
+		t := expires.UTC()
+		in.ExpiresAt = &t
+	}
 	return &in, nil
 }
 
@@ -43,6 +48,8 @@ func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 type interruptRows struct {
 	id, runID, agent, call, tool, args, desc, allowed, schema, subagent, reason []string
 	created                                                                     []time.Time
+	// expires holds each expiry as RFC 3339 text, "" for none.
+	expires []string
 }
 
 // args returns the arrays in the order checkpointSQL binds them.
@@ -80,8 +87,18 @@ func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows,
 		r.subagent = append(r.subagent, e.In.Subagent)
 		r.created = append(r.created, e.CreatedAt)
 		r.reason = append(r.reason, e.In.Reason)
+		r.expires = append(r.expires, expiresText(e.In.ExpiresAt))
 	}
 	return r, nil
+}
+
+// expiresText is an expiry as the checkpoint statement binds it: "" for
+// none, else RFC 3339 text.
+func expiresText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // GetInterrupt returns an interrupt of the tenant, or store.ErrNotFound.
@@ -252,6 +269,14 @@ func (s *Store) CountPending(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// ExpiredInterrupts lists, across tenants, the pending interrupts whose
+// expiry is at or before now, soonest expiry first.
+func (s *Store) ExpiredInterrupts(ctx context.Context, now time.Time, limit int) ([]store.Interrupt, error) {
+	return s.queryInterrupts(ctx, "expired interrupts", `SELECT `+interruptCols+` FROM interrupts
+		WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1
+		ORDER BY expires_at, tenant, id LIMIT $2`, now, store.Limit(limit, store.DefaultLimit))
+}
+
 // RecordDecided adds an already decided interrupt of no thread: the audit
 // record of an approval-gated call in a stateless turn.
 func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
@@ -267,8 +292,8 @@ func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
 		schema = &r.Schema
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16)`,
+		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16, $17)`,
 		r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-		r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt, string(dj), r.In.Reason)
+		r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt, string(dj), r.In.Reason, r.In.ExpiresAt)
 	return mapErr("record decided", err)
 }

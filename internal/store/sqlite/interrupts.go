@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/store"
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision, reason`
+	response_schema, subagent, status, created_at, decision, reason, expires_at`
 
 func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 	var (
@@ -19,9 +20,10 @@ func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 		c       store.InterruptColumns
 		desc    sql.NullString
 		created sql.NullInt64
+		expires sql.NullInt64
 	)
 	if err := sc.Scan(&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
-		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason); err != nil {
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason, &expires); err != nil {
 		return nil, err
 	}
 	if err := c.Decode(&in); err != nil {
@@ -29,6 +31,10 @@ func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 	}
 	in.Description = desc.String
 	in.CreatedAt = fromMicros(created)
+	if expires.Valid {
+		t := fromMicros(expires)
+		in.ExpiresAt = &t
+	}
 	return &in, nil
 }
 
@@ -48,9 +54,9 @@ func insertInterrupts(ctx context.Context, tx *wtx, agent string, rows []store.E
 			schema = r.Schema
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, ?, ?)`,
 			r.In.ID, r.In.Tenant, r.In.ThreadID, r.In.RunID, a, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro(), r.In.Reason); err != nil {
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro(), r.In.Reason, expiresArg(r.In.ExpiresAt)); err != nil {
 			return fmt.Errorf("interrupt %s: %w", r.In.ID, err)
 		}
 	}
@@ -241,6 +247,22 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 	return res, nil
 }
 
+// expiresArg is an expiry as stored: NULL for none, else microseconds.
+func expiresArg(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// ExpiredInterrupts lists, across tenants, the pending interrupts whose
+// expiry is at or before now, soonest expiry first.
+func (s *Store) ExpiredInterrupts(ctx context.Context, now time.Time, limit int) ([]store.Interrupt, error) {
+	return s.queryInterrupts(ctx, "expired interrupts", `SELECT `+interruptCols+` FROM interrupts
+		WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?
+		ORDER BY expires_at, tenant, id LIMIT ?`, now.UnixMicro(), store.Limit(limit, store.DefaultLimit))
+}
+
 // CountPending counts pending decisions across all tenants.
 func (s *Store) CountPending(ctx context.Context) (int, error) {
 	var n int
@@ -266,9 +288,10 @@ func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
 	}
 	return s.write(ctx, "record decided", func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-			r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt.UnixMicro(), string(dj), r.In.Reason)
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt.UnixMicro(), string(dj), r.In.Reason,
+			expiresArg(r.In.ExpiresAt))
 		return err
 	})
 }

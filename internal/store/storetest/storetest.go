@@ -32,6 +32,9 @@
 //     RevokeSession deletes every revocation that lapsed at or before now.
 //   - a journal entry is returned while now is before ExpiresAt, and swept
 //     once now reaches it.
+//   - an interrupt's ExpiresAt is stored and read back (nil stays nil);
+//     ExpiredInterrupts lists, across tenants, only pending ones whose
+//     expiry is at or before now, soonest first, at most limit.
 //   - a record of RecordDecided (no thread) is listed and read like any
 //     decided interrupt, and deciding it again is ErrAlreadyDecided.
 //   - PutResponse stores an empty Request as "{}"; an id the tenant already
@@ -99,6 +102,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Decide/Reject", testDecideReject},
 		{"Decide/QueuesAfterLastPending", testDecideQueues},
 		{"Decide/WhileRunning", testDecideWhileRunning},
+		{"Interrupts/Expiry", testInterruptExpiry},
 		{"ListInterrupts", testListInterrupts},
 		{"CallInterrupts", testCallInterrupts},
 		{"CallInterrupts/InDoubtAfterApproval", testInDoubtAfterApproval},
@@ -871,6 +875,13 @@ func sameInterrupt(t *testing.T, what string, got, want *store.Interrupt) {
 	sameJSON(t, what+" response schema", got.ResponseSchema, want.ResponseSchema)
 	sameStrings(t, what+" allowed decisions", got.AllowedDecisions, want.AllowedDecisions)
 	sameTime(t, what+" CreatedAt", got.CreatedAt, want.CreatedAt)
+	switch {
+	case got.ExpiresAt == nil && want.ExpiresAt == nil:
+	case got.ExpiresAt == nil || want.ExpiresAt == nil:
+		t.Fatalf("%s ExpiresAt = %v, want %v", what, got.ExpiresAt, want.ExpiresAt)
+	default:
+		sameTime(t, what+" ExpiresAt", *got.ExpiresAt, *want.ExpiresAt)
+	}
 	switch {
 	case got.Decision == nil && want.Decision == nil:
 	case got.Decision == nil || want.Decision == nil:
@@ -2241,4 +2252,52 @@ func testGetMessage(t *testing.T, s store.Store) {
 	wantErr(t, "GetMessage of an unknown id", err, store.ErrNotFound)
 	_, err = s.GetMessage(ctx, "a", "bad\x00id")
 	wantErr(t, "GetMessage of an id with a NUL byte", err, store.ErrInvalid)
+}
+
+func testInterruptExpiry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	exp := func(id, call string, d time.Duration) store.Interrupt {
+		in := interrupt(id, call, T0)
+		e := at(d)
+		in.ExpiresAt = &e
+		return in
+	}
+	waiting(t, s, "acme", "t1", "refunds", "r1", T0, exp("int_late", "call_1", 10*time.Minute),
+		exp("int_soon", "call_2", 5*time.Minute), interrupt("int_never", "call_3", T0))
+	waiting(t, s, "other", "t2", "refunds", "r2", T0, exp("int_other", "call_1", 7*time.Minute))
+	waiting(t, s, "acme", "t3", "refunds", "r3", T0, exp("int_decided", "call_1", time.Minute))
+	decide(t, s, "acme", "int_decided", true, at(30*time.Second))
+
+	want := exp("int_soon", "call_2", 5*time.Minute)
+	want.Tenant, want.ThreadID, want.RunID, want.Agent, want.Status = "acme", "t1", "r1", "refunds", store.Pending
+	sameInterrupt(t, "interrupt with an expiry", getInterrupt(t, s, "acme", "int_soon"), &want)
+	if in := getInterrupt(t, s, "acme", "int_never"); in.ExpiresAt != nil {
+		t.Fatalf("an interrupt without an expiry reads ExpiresAt %v", in.ExpiresAt)
+	}
+
+	ids := func(now time.Time, limit int) []string {
+		t.Helper()
+		ins, err := s.ExpiredInterrupts(ctx, now, limit)
+		if err != nil {
+			t.Fatalf("ExpiredInterrupts at %v: %v", now, err)
+		}
+		out := []string{}
+		for _, in := range ins {
+			out = append(out, in.ID)
+		}
+		return out
+	}
+	sameStrings(t, "expired before any expiry", ids(at(4*time.Minute), 10), []string{})
+	sameStrings(t, "expired exactly at an expiry", ids(at(5*time.Minute), 10), []string{"int_soon"})
+	sameStrings(t, "expired across tenants", ids(at(time.Hour), 10), []string{"int_soon", "int_other", "int_late"})
+	sameStrings(t, "expired with a limit", ids(at(time.Hour), 2), []string{"int_soon", "int_other"})
+
+	if _, err := s.Decide(ctx, "acme", "int_soon", store.Decision{Approved: false, Message: "The approval request expired.",
+		Via: store.ViaExpiry, At: at(5 * time.Minute)}); err != nil {
+		t.Fatalf("Decide as expiry: %v", err)
+	}
+	sameStrings(t, "expired after one was decided", ids(at(time.Hour), 10), []string{"int_other", "int_late"})
+	if in := getInterrupt(t, s, "acme", "int_soon"); in.Status != store.Rejected || in.Decision == nil || in.Decision.Via != store.ViaExpiry || in.ExpiresAt == nil {
+		t.Fatalf("interrupt decided by expiry: %+v", in)
+	}
 }

@@ -54,6 +54,21 @@ function ago(iso) {
   return `${Math.floor(hr / 24)} days ago`;
 }
 
+// until says when a pending decision expires ("expires in 5 min"), or
+// that it has.
+function until(iso) {
+  const t = new Date(iso).getTime();
+  if (!Number.isFinite(t)) return '';
+  const s = Math.round((t - Date.now()) / 1000);
+  if (s <= 0) return 'expired';
+  if (s < 60) return `expires in ${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `expires in ${m} min`;
+  const hr = Math.floor(m / 60);
+  if (hr < 48) return `expires in ${hr} h`;
+  return `expires in ${Math.floor(hr / 24)} days`;
+}
+
 function timeEl(iso) {
   const d = new Date(iso);
   return h('time', { datetime: iso, title: d.toLocaleString(), 'data-ago': iso }, ago(iso));
@@ -61,6 +76,7 @@ function timeEl(iso) {
 
 setInterval(() => {
   for (const el of document.querySelectorAll('time[data-ago]')) el.textContent = ago(el.dataset.ago);
+  for (const el of document.querySelectorAll('[data-until]')) el.textContent = until(el.dataset.until);
 }, 15000);
 
 let toastTimer = null;
@@ -455,7 +471,8 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     inDoubt ? h('span', { class: 'badge reason-in-doubt', 'data-reason': 'in_doubt' }, 'in doubt: may already have run') : null,
     asks ? h('span', { class: 'badge reason-elicitation', 'data-reason': 'elicitation' }, 'question: the call waits for your answer') : null,
     showThread ? h('span', {}, 'thread ', h('a', { href: threadHref(it.threadId), class: 'thread-link' }, it.threadId)) : null,
-    h('span', {}, 'asked ', timeEl(it.createdAt)));
+    h('span', {}, 'asked ', timeEl(it.createdAt)),
+    it.expiresAt ? h('span', { class: 'expires', 'data-until': it.expiresAt, title: new Date(it.expiresAt).toLocaleString() }, until(it.expiresAt)) : null);
 
   const card = h('article', { class: 'decision', 'data-id': it.id, 'data-tool': it.tool, 'aria-labelledby': `${idp}-title` },
     h('header', {},

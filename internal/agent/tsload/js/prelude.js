@@ -21,7 +21,7 @@
   const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
-  const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions'];
+  const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions', 'expiresAfter'];
   const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools', 'modelSettings'];
   const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
   const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -146,6 +146,7 @@
         }
       }
     }
+    if (na.expiresAfter !== undefined) durationMs(na.expiresAfter, `${what}: needsApproval.expiresAfter`, loc);
   }
 
   function checkMCPServers(servers, what, loc) {
@@ -395,6 +396,7 @@
         entry.desc = na.description;
         approval.descriptionFn = true;
       }
+      if (na.expiresAfter !== undefined) approval.expiresAfterMs = durationMs(na.expiresAfter, 'needsApproval.expiresAfter', null);
     }
     return approval;
   }
