@@ -129,6 +129,10 @@ type InterruptColumns struct {
 	// Args, Allowed (the allowed decisions), Schema (the response schema,
 	// nil when NULL) and Decision (nil until decided) are JSON text.
 	Args, Allowed, Schema, Decision []byte
+	// Needed is approvals_needed; Approvals the approvals so far as JSON
+	// text (empty or [] for none).
+	Needed    int
+	Approvals []byte
 }
 
 // Decode checks the format version and sets in's Args, AllowedDecisions,
@@ -150,7 +154,28 @@ func (c InterruptColumns) Decode(in *Interrupt) error {
 		return fmt.Errorf("interrupt %s: %w", in.ID, err)
 	}
 	in.Decision = d
+	in.ApprovalsNeeded = c.Needed
+	if len(c.Approvals) > 0 {
+		if err := json.Unmarshal(c.Approvals, &in.Approvals); err != nil {
+			return fmt.Errorf("interrupt %s: approvals: %w", in.ID, err)
+		}
+		if len(in.Approvals) == 0 {
+			in.Approvals = nil
+		}
+	}
 	return nil
+}
+
+// EncodeApprovals returns approvals as stored JSON text ("[]" for none).
+func EncodeApprovals(a []Approval) (string, error) {
+	if a == nil {
+		a = []Approval{}
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return "", fmt.Errorf("%w: approvals: %w", ErrInvalid, err)
+	}
+	return string(b), nil
 }
 
 // EncodeMessages encodes messages as stored, one JSON text each; none gives

@@ -25,6 +25,9 @@ var (
 	// ErrDecisionExpired: the decision expired before anyone made it (it
 	// is recorded as a rejection with Via ViaExpiry) and cannot be made.
 	ErrDecisionExpired = errors.New("the decision expired")
+	// ErrAlreadyApproved: the decision needs approvals from several
+	// principals (a quorum) and this one has already approved it.
+	ErrAlreadyApproved = errors.New("this principal already approved")
 	ErrLeaseLost       = errors.New("the run no longer holds the thread")
 	ErrNotClaimable    = errors.New("the thread has no run to claim")
 	// ErrUnavailable wraps a failure to reach the database.
@@ -180,6 +183,54 @@ type Interrupt struct {
 	// a rejection with Via ViaExpiry); nil means never.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	Decision  *Decision  `json:"decision,omitempty"`
+	// ApprovalsNeeded is how many approvals from distinct principals the
+	// call needs before it runs (a quorum); 0 or 1 is one.
+	ApprovalsNeeded int `json:"approvalsNeeded,omitempty"`
+	// Approvals are the approvals so far, oldest first (an edit resets
+	// them to just itself: the others approved other arguments).
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval is one principal's approval toward an interrupt's quorum.
+type Approval struct {
+	By         string          `json:"by"`
+	Via        string          `json:"via"`
+	At         time.Time       `json:"at"`
+	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+}
+
+// Needed is the number of approvals the interrupt needs (at least one).
+func (in *Interrupt) Needed() int {
+	if in.ApprovalsNeeded < 1 {
+		return 1
+	}
+	return in.ApprovalsNeeded
+}
+
+// Tally applies d to a pending interrupt's quorum: it returns the
+// approvals after d and whether d decides the interrupt (a rejection, an
+// in-doubt decision, or the approval that reaches the count). The same By
+// approving twice without an edit is ErrAlreadyApproved; an edit resets
+// the approvals to just itself. When d completes a quorum whose first
+// approval edited the arguments, d gets those EditedArgs.
+func Tally(in *Interrupt, d *Decision) ([]Approval, bool, error) {
+	if !d.Approved || d.Kind != "" || in.Needed() <= 1 {
+		return in.Approvals, true, nil
+	}
+	a := Approval{By: d.By, Via: d.Via, At: d.At, EditedArgs: d.EditedArgs}
+	if len(d.EditedArgs) > 0 {
+		return []Approval{a}, in.Needed() <= 1, nil
+	}
+	for _, p := range in.Approvals {
+		if p.By == d.By {
+			return nil, false, fmt.Errorf("interrupt %q: %q: %w", in.ID, d.By, ErrAlreadyApproved)
+		}
+	}
+	out := append(append([]Approval{}, in.Approvals...), a)
+	if len(out[0].EditedArgs) > 0 {
+		d.EditedArgs = out[0].EditedArgs
+	}
+	return out, len(out) >= in.Needed(), nil
 }
 
 // ViaExpiry is the Decision.Via of an interrupt rejected because it

@@ -14,7 +14,7 @@ import (
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision, reason, expires_at`
+	response_schema, subagent, status, created_at, decision, reason, expires_at, approvals_needed, approvals`
 
 func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 	var (
@@ -25,7 +25,7 @@ func scanInterrupt(row pgx.Row, extra ...any) (*store.Interrupt, error) {
 		expires *time.Time
 	)
 	dest := append([]any{&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
-		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason, &expires}, extra...)
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason, &expires, &c.Needed, &c.Approvals}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -50,6 +50,8 @@ type interruptRows struct {
 	created                                                                     []time.Time
 	// expires holds each expiry as RFC 3339 text, "" for none.
 	expires []string
+	// needed holds each quorum (approvals needed).
+	needed []int32
 }
 
 // args returns the arrays in the order checkpointSQL binds them.
@@ -88,6 +90,7 @@ func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows,
 		r.created = append(r.created, e.CreatedAt)
 		r.reason = append(r.reason, e.In.Reason)
 		r.expires = append(r.expires, expiresText(e.In.ExpiresAt))
+		r.needed = append(r.needed, int32(e.In.Needed()))
 	}
 	return r, nil
 }
@@ -230,9 +233,40 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 		if err != nil {
 			return err
 		}
+		// The thread row is locked: decisions on its interrupts take
+		// turns, so the quorum read here is the one the update changes.
+		cur, err := scanInterrupt(tx.QueryRow(ctx, `SELECT `+interruptCols+` FROM interrupts
+			WHERE id = $1 AND tenant = $2 AND status = 'pending'`, id, tenant))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("interrupt %q: %w", id, store.ErrAlreadyDecided)
+		}
+		if err != nil {
+			return err
+		}
+		d := d
+		list, final, err := store.Tally(cur, &d)
+		if err != nil {
+			return err
+		}
+		approvals, err := store.EncodeApprovals(list)
+		if err != nil {
+			return err
+		}
+		if !final {
+			in, err := scanInterrupt(tx.QueryRow(ctx, `UPDATE interrupts SET approvals = $3::json
+				WHERE id = $1 AND tenant = $2 AND status = 'pending' RETURNING `+interruptCols, id, tenant, approvals))
+			if err != nil {
+				return err
+			}
+			res = store.DecideResult{Interrupt: in}
+			return nil
+		}
+		if status, dj, err = store.EncodeDecision(d); err != nil {
+			return err
+		}
 		var queued bool
 		in, err := scanInterrupt(tx.QueryRow(ctx, `WITH d AS (
-				UPDATE interrupts SET status = $3, decision = $4::json
+				UPDATE interrupts SET status = $3, decision = $4::json, approvals = $6::json
 				WHERE id = $1 AND tenant = $2 AND status = 'pending'
 				RETURNING `+interruptCols+`
 			), q AS (
@@ -244,7 +278,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 				RETURNING 1
 			)
 			SELECT `+interruptCols+`, EXISTS (SELECT 1 FROM q) FROM d`,
-			id, tenant, string(status), string(dj), d.At), &queued)
+			id, tenant, string(status), string(dj), d.At, approvals), &queued)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("interrupt %q: %w", id, store.ErrAlreadyDecided)
 		}
@@ -292,7 +326,7 @@ func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
 		schema = &r.Schema
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16, $17)`,
+		VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16, $17, 1, '[]')`,
 		r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
 		r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt, string(dj), r.In.Reason, r.In.ExpiresAt)
 	return mapErr("record decided", err)

@@ -295,10 +295,10 @@ const checkpointSQL = `WITH t AS (
 	INSERT INTO interrupts (` + interruptCols + `)
 	SELECT x.id, $1::text, $2::text, x.run_id, coalesce(nullif(x.agent, ''), t.agent), x.call, x.tool, $6::integer, x.args::json,
 		nullif(x.descr, ''), x.allowed::json, nullif(x.rschema, '')::json, x.subagent, 'pending', x.created, NULL, x.reason,
-		nullif(x.expires, '')::timestamptz
+		nullif(x.expires, '')::timestamptz, x.needed, '[]'::json
 	FROM t, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-		$16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::text[], $24::text[])
-		AS x(id, run_id, agent, call, tool, args, descr, allowed, rschema, subagent, created, reason, expires)
+		$16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::text[], $24::text[], $25::integer[])
+		AS x(id, run_id, agent, call, tool, args, descr, allowed, rschema, subagent, created, reason, expires, needed)
 ), u AS (
 	DELETE FROM tool_starts ts USING t
 	WHERE ts.tenant = $1 AND ts.thread_id = $2 AND ts.tool_call_id = ANY($21::text[])
@@ -321,7 +321,7 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	}
 	args := append([]any{c.Tenant, c.ThreadID, c.RunID, store.StateArg(c.State), timeArg(c.LeaseUntil), store.FormatVersion,
 		nonNil(msgs), nonNil(evs)}, ins.params()...)
-	args = append(args, nonNil(c.Unmarked()), nonNil(c.Started), s.now(), nonNil(ins.expires))
+	args = append(args, nonNil(c.Unmarked()), nonNil(c.Started), s.now(), nonNil(ins.expires), nonNilInts(ins.needed))
 	var evSeq int64
 	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -435,4 +435,11 @@ func (s *Store) ReleaseRun(ctx context.Context, r store.ReleaseRun) error {
 		}
 		return nil
 	})
+}
+
+func nonNilInts(v []int32) []int32 {
+	if v == nil {
+		return []int32{}
+	}
+	return v
 }

@@ -12,7 +12,7 @@ import (
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision, reason, expires_at`
+	response_schema, subagent, status, created_at, decision, reason, expires_at, approvals_needed, approvals`
 
 func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 	var (
@@ -23,7 +23,7 @@ func scanInterrupt(sc scanner) (*store.Interrupt, error) {
 		expires sql.NullInt64
 	)
 	if err := sc.Scan(&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
-		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason, &expires); err != nil {
+		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, &created, &c.Decision, &in.Reason, &expires, &c.Needed, &c.Approvals); err != nil {
 		return nil, err
 	}
 	if err := c.Decode(&in); err != nil {
@@ -54,9 +54,10 @@ func insertInterrupts(ctx context.Context, tx *wtx, agent string, rows []store.E
 			schema = r.Schema
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, ?, ?, ?, '[]')`,
 			r.In.ID, r.In.Tenant, r.In.ThreadID, r.In.RunID, a, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
-			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro(), r.In.Reason, expiresArg(r.In.ExpiresAt)); err != nil {
+			r.Args, desc, r.Allowed, schema, r.In.Subagent, r.CreatedAt.UnixMicro(), r.In.Reason, expiresArg(r.In.ExpiresAt),
+			r.In.Needed()); err != nil {
 			return fmt.Errorf("interrupt %s: %w", r.In.ID, err)
 		}
 	}
@@ -210,9 +211,39 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 	}
 	var res store.DecideResult
 	err = s.write(ctx, "decide", func(tx *wtx) error {
-		in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET status = ?, decision = ?
+		// The write transaction serialises decisions, so the quorum read
+		// here is the one the update below changes.
+		cur, err := scanInterrupt(tx.QueryRowContext(ctx, `SELECT `+interruptCols+` FROM interrupts
+			WHERE id = ? AND tenant = ? AND status = 'pending'`, id, tenant))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		approvals := "[]"
+		if cur != nil {
+			d := d
+			list, final, err := store.Tally(cur, &d)
+			if err != nil {
+				return err
+			}
+			if approvals, err = store.EncodeApprovals(list); err != nil {
+				return err
+			}
+			if !final {
+				in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET approvals = ?
+					WHERE id = ? AND tenant = ? AND status = 'pending' RETURNING `+interruptCols, approvals, id, tenant))
+				if err != nil {
+					return err
+				}
+				res = store.DecideResult{Interrupt: in}
+				return nil
+			}
+			if status, dj, err = store.EncodeDecision(d); err != nil {
+				return err
+			}
+		}
+		in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET status = ?, decision = ?, approvals = ?
 			WHERE id = ? AND tenant = ? AND status = 'pending'
-			RETURNING `+interruptCols, string(status), string(dj), id, tenant))
+			RETURNING `+interruptCols, string(status), string(dj), approvals, id, tenant))
 		if errors.Is(err, sql.ErrNoRows) {
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM interrupts WHERE id = ? AND tenant = ?`, id, tenant).Scan(&one)
@@ -288,7 +319,7 @@ func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
 	}
 	return s.write(ctx, "record decided", func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO interrupts (`+interruptCols+`)
-			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, '[]')`,
 			r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, store.FormatVersion,
 			r.Args, desc, r.Allowed, schema, r.In.Subagent, string(status), r.CreatedAt.UnixMicro(), string(dj), r.In.Reason,
 			expiresArg(r.In.ExpiresAt))

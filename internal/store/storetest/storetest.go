@@ -100,6 +100,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ListThreads", testListThreads},
 		{"Decide", testDecide},
 		{"Decide/Reject", testDecideReject},
+		{"Decide/Quorum", testDecideQuorum},
+		{"Decide/QuorumRejectAfterOne", testDecideQuorumReject},
+		{"Decide/QuorumEditResets", testDecideQuorumEdit},
 		{"Decide/QueuesAfterLastPending", testDecideQueues},
 		{"Decide/WhileRunning", testDecideWhileRunning},
 		{"Interrupts/Expiry", testInterruptExpiry},
@@ -1172,6 +1175,95 @@ func testDecideReject(t *testing.T, s store.Store) {
 	}
 	if th := getThread(t, s, "a", "t"); th.Status != store.Queued {
 		t.Fatalf("thread after its only interrupt was rejected: %s", th.Status)
+	}
+}
+
+// quorumInterrupt is interrupt needing two approvals.
+func quorumInterrupt(id, callID string) store.Interrupt {
+	in := interrupt(id, callID, T0)
+	in.ApprovalsNeeded = 2
+	return in
+}
+
+func approveAs(t *testing.T, s store.Store, id, by string, at time.Time, edited string) store.DecideResult {
+	t.Helper()
+	d := store.Decision{Approved: true, Via: "api", By: by, At: at}
+	if edited != "" {
+		d.EditedArgs = json.RawMessage(edited)
+	}
+	res, err := s.Decide(t.Context(), "a", id, d)
+	if err != nil {
+		t.Fatalf("approve %s as %s: %v", id, by, err)
+	}
+	return res
+}
+
+func approversOf(in *store.Interrupt) []string {
+	var out []string
+	for _, a := range in.Approvals {
+		out = append(out, a.By)
+	}
+	return out
+}
+
+func testDecideQuorum(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, quorumInterrupt("int_1", "call_1"))
+	if in := getInterrupt(t, s, "a", "int_1"); in.ApprovalsNeeded != 2 || len(in.Approvals) != 0 {
+		t.Fatalf("stored quorum interrupt: needed %d, approvals %+v", in.ApprovalsNeeded, in.Approvals)
+	}
+	res := approveAs(t, s, "int_1", "a/alice", at(time.Minute), "")
+	in := getInterrupt(t, s, "a", "int_1")
+	if res.Queued || res.Interrupt.Status != store.Pending || in.Status != store.Pending || in.Decision != nil ||
+		!slices.Equal(approversOf(in), []string{"a/alice"}) || in.Approvals[0].Via != "api" || !in.Approvals[0].At.Equal(at(time.Minute)) {
+		t.Fatalf("after one of two approvals: queued %v, %+v", res.Queued, in)
+	}
+	if th := getThread(t, s, "a", "t"); th.Status != store.Waiting {
+		t.Fatalf("thread after one of two approvals: %s", th.Status)
+	}
+	_, err := s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: true, Via: "api", By: "a/alice", At: at(2 * time.Minute)})
+	wantErr(t, "the same principal approving twice", err, store.ErrAlreadyApproved)
+	if in := getInterrupt(t, s, "a", "int_1"); in.Status != store.Pending || len(in.Approvals) != 1 {
+		t.Fatalf("a refused second approval changed the interrupt: %+v", in)
+	}
+	res = approveAs(t, s, "int_1", "a/bob", at(3*time.Minute), "")
+	in = getInterrupt(t, s, "a", "int_1")
+	if !res.Queued || in.Status != store.Approved || in.Decision == nil || in.Decision.By != "a/bob" ||
+		!slices.Equal(approversOf(in), []string{"a/alice", "a/bob"}) {
+		t.Fatalf("after two approvals: queued %v, %+v", res.Queued, in)
+	}
+	_, err = s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: true, Via: "api", By: "a/carol", At: at(4 * time.Minute)})
+	wantErr(t, "a third approval", err, store.ErrAlreadyDecided)
+}
+
+func testDecideQuorumReject(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, quorumInterrupt("int_1", "call_1"))
+	approveAs(t, s, "int_1", "a/alice", at(time.Minute), "")
+	res, err := s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: false, Message: "no", Via: "api", By: "a/bob", At: at(2 * time.Minute)})
+	if err != nil {
+		t.Fatalf("reject: %v", err)
+	}
+	in := getInterrupt(t, s, "a", "int_1")
+	if !res.Queued || in.Status != store.Rejected || in.Decision == nil || in.Decision.By != "a/bob" {
+		t.Fatalf("a reject after one approval: queued %v, %+v", res.Queued, in)
+	}
+}
+
+func testDecideQuorumEdit(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, quorumInterrupt("int_1", "call_1"))
+	approveAs(t, s, "int_1", "a/alice", at(time.Minute), "")
+	edited := `{"orderId":"A1","amount":5}`
+	res := approveAs(t, s, "int_1", "a/bob", at(2*time.Minute), edited)
+	in := getInterrupt(t, s, "a", "int_1")
+	if res.Queued || in.Status != store.Pending || !slices.Equal(approversOf(in), []string{"a/bob"}) ||
+		string(in.Approvals[0].EditedArgs) != edited {
+		t.Fatalf("an edit did not reset the approvals to itself: queued %v, %+v", res.Queued, in)
+	}
+	// alice approved other arguments: she may approve the edited ones.
+	res = approveAs(t, s, "int_1", "a/alice", at(3*time.Minute), "")
+	in = getInterrupt(t, s, "a", "int_1")
+	if !res.Queued || in.Status != store.Approved || in.Decision == nil || string(in.Decision.EditedArgs) != edited ||
+		!slices.Equal(approversOf(in), []string{"a/bob", "a/alice"}) {
+		t.Fatalf("after the edit and a second approval: queued %v, %+v (decision %+v)", res.Queued, in, in.Decision)
 	}
 }
 
