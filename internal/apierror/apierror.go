@@ -267,6 +267,10 @@ func mapError(err error) *Error {
 		e := New(Conflict, "decision_expired", "This decision expired before it was made; it was recorded as a rejection.")
 		e.NoRetry = true
 		return e
+	case errors.Is(err, store.ErrAlreadyApproved):
+		e := New(Conflict, "already_approved_by_you", "You already approved this call; it needs approvals from other principals too.")
+		e.NoRetry = true
+		return e
 	case errors.Is(err, store.ErrAlreadyDecided):
 		e := New(Conflict, "already_decided", "This decision was already made.")
 		e.NoRetry = true

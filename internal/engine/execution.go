@@ -782,6 +782,7 @@ func (x *execution) approvalFor(ctx context.Context, c message.ToolCall) (*store
 		e := it.CreatedAt.Add(ttl)
 		it.ExpiresAt = &e
 	}
+	it.ApprovalsNeeded = max(t.Approval.Approvals, 1)
 	it.ResponseSchema = ResponseSchema(t)
 	return it, nil
 }

@@ -66,6 +66,10 @@ type Approval struct {
 	// and is recorded as a rejection (decidedVia "expiry"); zero means the
 	// server's default (STACKBONE_APPROVAL_TTL), which may be none.
 	ExpiresAfter time.Duration
+	// Approvals is how many approvals from distinct principals the call
+	// needs before it runs (a quorum): one reject rejects it, an edit
+	// resets the count. Zero or one means one.
+	Approvals int
 }
 
 // Allowed returns the allowed decisions with the default applied.

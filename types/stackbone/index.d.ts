@@ -59,6 +59,12 @@ export type NeedsApproval<A> =
        * omitted means the server's STACKBONE_APPROVAL_TTL (default: never).
        */
       expiresAfter?: Duration;
+      /**
+       * A quorum: how many approvals from distinct principals (integer >= 1,
+       * default 1) the call needs before it runs. One reject rejects it; an
+       * edit resets the count to just the edit.
+       */
+      approvals?: number;
     };
 
 /** Headers of a host fetch request or response (names are case-insensitive). */

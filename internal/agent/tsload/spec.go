@@ -70,6 +70,8 @@ type approvalDescription struct {
 	// ExpiresAfterMs is needsApproval.expiresAfter in milliseconds (0: the
 	// server's default).
 	ExpiresAfterMs int64 `json:"expiresAfterMs"`
+	// Approvals is needsApproval.approvals, the quorum (0: one).
+	Approvals int `json:"approvals"`
 }
 
 type mcpServerDescription struct {
@@ -266,7 +268,7 @@ func (a *jsAgent) tool(td toolDescription) *tool.Tool {
 // approval builds a tool.Approval from a needsApproval description; key
 // names the hooks in the JS host (a tool name, or "mcp:server:tool").
 func (a *jsAgent) approval(key string, ap *approvalDescription, limit func() time.Duration) *tool.Approval {
-	out := &tool.Approval{ExpiresAfter: time.Duration(ap.ExpiresAfterMs) * time.Millisecond}
+	out := &tool.Approval{ExpiresAfter: time.Duration(ap.ExpiresAfterMs) * time.Millisecond, Approvals: ap.Approvals}
 	for _, d := range ap.AllowedDecisions {
 		out.AllowedDecisions = append(out.AllowedDecisions, tool.Decision(d))
 	}

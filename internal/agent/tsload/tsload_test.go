@@ -851,3 +851,32 @@ export default defineDeepAgent({
 		t.Fatalf("bad expiresAfter: %v", err)
 	}
 }
+
+// TestNeedsApprovalApprovals: needsApproval.approvals, the quorum, becomes
+// tool.Approval.Approvals (zero without it); a value that is not an integer
+// of at least 1 fails the load.
+func TestNeedsApprovalApprovals(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/q.ts": `import { defineDeepAgent, tool } from 'stackbone';
+const exec = () => 'ok';
+export default defineDeepAgent({
+  name: 'q', model: 'openai/x',
+  tools: {
+    two: tool({ needsApproval: { approvals: 2 }, execute: exec }),
+    plain: tool({ needsApproval: true, execute: exec }),
+  },
+});
+`}, Options{})
+	for name, want := range map[string]int{"two": 2, "plain": 0} {
+		if got := mustTool(t, s, name).Approval.Approvals; got != want {
+			t.Fatalf("%s: Approvals = %d, want %d", name, got, want)
+		}
+	}
+	for _, bad := range []string{"0", "1.5", "'2'"} {
+		dir := writeProject(t, map[string]string{"agents/a.ts": "import { defineDeepAgent, tool } from 'stackbone';\n" +
+			"export default defineDeepAgent({ name: 'a', model: 'openai/x', tools: {\n  x: tool({ needsApproval: { approvals: " + bad + " } as any, execute() {} }),\n} });\n"})
+		_, err := LoadDir(context.Background(), dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), `needsApproval.approvals must be an integer of at least 1`) {
+			t.Fatalf("approvals %s: %v", bad, err)
+		}
+	}
+}

@@ -21,7 +21,7 @@
   const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
-  const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions', 'expiresAfter'];
+  const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions', 'expiresAfter', 'approvals'];
   const SUBAGENT_KEYS = ['name', 'description', 'instructions', 'model', 'tools', 'modelSettings'];
   const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
   const TOOL_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -147,6 +147,9 @@
       }
     }
     if (na.expiresAfter !== undefined) durationMs(na.expiresAfter, `${what}: needsApproval.expiresAfter`, loc);
+    if (na.approvals !== undefined && !(Number.isInteger(na.approvals) && na.approvals >= 1)) {
+      fail(`${what}: needsApproval.approvals must be an integer of at least 1 (got ${str(na.approvals)})`, loc);
+    }
   }
 
   function checkMCPServers(servers, what, loc) {
@@ -397,6 +400,7 @@
         approval.descriptionFn = true;
       }
       if (na.expiresAfter !== undefined) approval.expiresAfterMs = durationMs(na.expiresAfter, 'needsApproval.expiresAfter', null);
+      if (na.approvals !== undefined) approval.approvals = na.approvals;
     }
     return approval;
   }
