@@ -140,7 +140,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	if th.Status == store.Running && onlyQuestions(plan) {
 		questions = r.Bus.Subscribe(in.Tenant, in.ThreadID)
 	}
-	fresh := 0
+	fresh, quorum := 0, false
 	for _, p := range plan {
 		if p.replay {
 			continue
@@ -152,6 +152,23 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			return err
 		}
 		r.decided(in.Tenant, res.Interrupt)
+		if res.Interrupt != nil && res.Interrupt.Status == store.Pending {
+			quorum = true
+		}
+	}
+	if quorum && questions == nil {
+		// An approval toward a quorum that is not reached yet: the
+		// thread still waits, so answer with its pending interrupts.
+		x, err := r.newExecution(spec, in.Tenant, in.ThreadID)
+		if err != nil {
+			return err
+		}
+		if x.msgs, err = r.Store.Messages(ctx, in.Tenant, in.ThreadID); err != nil {
+			return err
+		}
+		if ok, err := r.replayPending(ctx, x, in, run); err != nil || ok {
+			return err
+		}
 	}
 	if questions != nil {
 		r.followAnswered(in, run, questions)
@@ -259,6 +276,12 @@ func (r *Runner) reattach(ctx context.Context, spec *agent.Spec, in Input, run *
 	if fresh, err := x.newInput(x.msgs, in.Messages); err != nil || len(fresh) > 0 {
 		return false, nil // fresh (or bad) input: the caller refuses it
 	}
+	return r.replayPending(ctx, x, in, run)
+}
+
+// replayPending answers with the snapshots and the thread's pending
+// interrupts (false when none is pending), x holding its messages.
+func (r *Runner) replayPending(ctx context.Context, x *execution, in Input, run *Run) (bool, error) {
 	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
 	if err != nil {
 		return false, err

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,17 +13,15 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
-// TestQuorumApproval: a tool needing two approvals stays pending after
-// alice's (GET /v1/hitl shows 1 of 2, by alice), refuses alice again with
-// 409 already_approved_by_you, and runs once after bob's, finishing the turn.
-func TestQuorumApproval(t *testing.T) {
-	t.Parallel()
+// quorumEnv is a Start-mode server whose refund tool needs two approvals,
+// with a caller key and two approver keys labelled alice and bob.
+func quorumEnv(t *testing.T) *stacktest.Env {
 	keys := []config.Key{
 		{Tenant: "acme", Secret: "sk-caller-001", Role: config.RoleCaller, Label: "acme"},
 		{Tenant: "acme", Secret: "sk-approver-1", Role: config.RoleApprover, Label: "alice"},
 		{Tenant: "acme", Secret: "sk-approver-2", Role: config.RoleApprover, Label: "bob"},
 	}
-	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: keys, Agents: func(env *stacktest.Env) []*agent.Spec {
+	return stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: keys, Agents: func(env *stacktest.Env) []*agent.Spec {
 		specs := stacktest.DefaultAgents(env, "openai/test-model")
 		for _, s := range specs {
 			for _, tl := range s.Tools {
@@ -33,6 +32,50 @@ func TestQuorumApproval(t *testing.T) {
 		}
 		return specs
 	}})
+}
+
+// TestQuorumAGUIResume: an AG-UI resume is one approval, by the resuming
+// key: the run answers with the interrupt still pending (1 of 2), and an
+// approval by another key over the API runs the tool once.
+func TestQuorumAGUIResume(t *testing.T) {
+	t.Parallel()
+	env := quorumEnv(t)
+	paused := aguiPost(t, env, "assistant", aguiInput("quorum-ag", "run-1", "refund my order"), "Authorization", "Bearer sk-caller-001")
+	checkTerminal(t, paused)
+	out, _ := paused.last()["outcome"].(map[string]any)
+	if out["type"] != "interrupt" {
+		t.Fatalf("want an interrupt, got %v", paused.last())
+	}
+	id := out["interrupts"].([]any)[0].(map[string]any)["id"].(string)
+	body := fmt.Sprintf(`{"threadId":"quorum-ag","runId":"run-2","messages":[],"tools":[],"context":[],"resume":[{"interruptId":%q,"status":"resolved","payload":{"approved":true}}]}`, id)
+	first := aguiPost(t, env, "assistant", body, "Authorization", "Bearer sk-approver-1")
+	checkTerminal(t, first)
+	out, _ = first.last()["outcome"].(map[string]any)
+	if out["type"] != "interrupt" || out["interrupts"].([]any)[0].(map[string]any)["id"] != id {
+		t.Fatalf("after one of two approvals the resume should answer the pending interrupt again, got %v", first.last())
+	}
+	got, err := env.Store.GetInterrupt(t.Context(), "acme", id)
+	if err != nil || got.Status != store.Pending || len(got.Approvals) != 1 || got.Approvals[0].By != "alice" || got.Approvals[0].Via != "agui" {
+		t.Fatalf("after alice's AG-UI resume: %+v %v", got, err)
+	}
+	if env.Calls.Get("refund") != 0 {
+		t.Fatalf("refund ran after one of two approvals")
+	}
+	if r := call(t, "POST", env.URL+"/v1/hitl/"+id+"/approve", "", "Authorization", "Bearer sk-approver-2"); r.status != 200 {
+		t.Fatalf("bob approve: %d %s", r.status, r.body)
+	}
+	stacktest.WaitFor(t, "thread to go idle", func() bool { return env.Thread(t, "acme", "quorum-ag").Status == store.Idle })
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times, want once", n)
+	}
+}
+
+// TestQuorumApproval: a tool needing two approvals stays pending after
+// alice's (GET /v1/hitl shows 1 of 2, by alice), refuses alice again with
+// 409 already_approved_by_you, and runs once after bob's, finishing the turn.
+func TestQuorumApproval(t *testing.T) {
+	t.Parallel()
+	env := quorumEnv(t)
 	it := pauseAs(t, env, "sk-caller-001", "quorum-1")
 	if it.ApprovalsNeeded != 2 || len(it.Approvals) != 0 {
 		t.Fatalf("pending decision: needed %d, approvals %+v", it.ApprovalsNeeded, it.Approvals)
