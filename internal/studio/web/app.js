@@ -54,6 +54,13 @@ function ago(iso) {
   return `${Math.floor(hr / 24)} days ago`;
 }
 
+// quorumText says how many of the approvals a quorum needs were given, and
+// by whom ("1 of 2 approvals: alice").
+function quorumText(it) {
+  const by = (it.approvals || []).map((a) => a.by);
+  return `${by.length} of ${it.approvalsNeeded} approvals` + (by.length ? `: ${by.join(', ')}` : '');
+}
+
 // until says when a pending decision expires ("expires in 5 min"), or
 // that it has.
 function until(iso) {
@@ -340,7 +347,15 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     card.setAttribute('aria-busy', 'true');
     try {
       const route = { reject: 'reject', retry: 'retry', skip: 'skip' }[kind] || 'approve';
-      await api('POST', `/v1/hitl/${encodeURIComponent(it.id)}/${route}`, body);
+      const after = await api('POST', `/v1/hitl/${encodeURIComponent(it.id)}/${route}`, body);
+      if (after?.status === 'pending') {
+        // One approval toward a quorum: the call still waits on others.
+        const q = card.querySelector('.meta .approvals');
+        if (q) q.textContent = quorumText(after);
+        for (const b of card.querySelectorAll('button')) b.disabled = false;
+        announce(`Approved: ${quorumText(after)} for ${it.tool} on thread ${it.threadId}.`);
+        return;
+      }
       card.classList.add('decided');
       const verb = asks ? { reject: 'Declined', edit: 'Answered' }[kind] || 'Answered'
         : { reject: 'Rejected', edit: 'Approved with edits', retry: 'Retrying', skip: 'Skipped' }[kind] || 'Approved';
@@ -354,7 +369,8 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
         target.focus();
       }
     } catch (e) {
-      showError(e.status === 409 ? 'This call was already decided elsewhere.' : problemLines(e));
+      const mine = e.body?.error?.code === 'already_approved_by_you';
+      showError(e.status === 409 && !mine ? 'This call was already decided elsewhere.' : problemLines(e));
       for (const b of card.querySelectorAll('button')) b.disabled = false;
       submitter?.focus();
       if (e.status === 409 || e.status === 404) scheduleRefresh({ kind: 'decision' });
@@ -472,7 +488,8 @@ function decisionCard(it, { showThread = true, onDecided } = {}) {
     asks ? h('span', { class: 'badge reason-elicitation', 'data-reason': 'elicitation' }, 'question: the call waits for your answer') : null,
     showThread ? h('span', {}, 'thread ', h('a', { href: threadHref(it.threadId), class: 'thread-link' }, it.threadId)) : null,
     h('span', {}, 'asked ', timeEl(it.createdAt)),
-    it.expiresAt ? h('span', { class: 'expires', 'data-until': it.expiresAt, title: new Date(it.expiresAt).toLocaleString() }, until(it.expiresAt)) : null);
+    it.expiresAt ? h('span', { class: 'expires', 'data-until': it.expiresAt, title: new Date(it.expiresAt).toLocaleString() }, until(it.expiresAt)) : null,
+    (it.approvalsNeeded || 1) > 1 ? h('span', { class: 'approvals' }, quorumText(it)) : null);
 
   const card = h('article', { class: 'decision', 'data-id': it.id, 'data-tool': it.tool, 'aria-labelledby': `${idp}-title` },
     h('header', {},
@@ -509,7 +526,12 @@ const byNewest = (a, b) => new Date(b.createdAt) - new Date(a.createdAt);
 function syncCards(container, items, makeCard) {
   const keep = new Map();
   for (const el of container.querySelectorAll(':scope > article.decision')) keep.set(el.dataset.id, el);
-  const want = items.map((it) => keep.get(it.id) || makeCard(it));
+  const want = items.map((it) => {
+    const el = keep.get(it.id);
+    const q = el?.querySelector('.meta .approvals');
+    if (q) q.textContent = quorumText(it); // approvals given since it was drawn
+    return el || makeCard(it);
+  });
   const wantSet = new Set(want);
   for (const el of keep.values()) if (!wantSet.has(el)) el.remove();
   want.forEach((el, i) => {
