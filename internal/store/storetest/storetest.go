@@ -114,6 +114,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"TenantIsolation", testTenantIsolation},
 		{"Concurrent/Decide", testConcurrentDecide},
+		{"Concurrent/QuorumApprovals", testConcurrentQuorum},
 		{"Concurrent/BeginRun", testConcurrentBeginRun},
 		{"Concurrent/Claim", testConcurrentClaim},
 		{"Concurrent/Writers", testConcurrentWriters},
@@ -1669,6 +1670,40 @@ func oneWinner(t *testing.T, what string, errs []error, target error) int {
 }
 
 const racers = 8
+
+// testConcurrentQuorum: racing approvals by distinct principals toward a
+// quorum of racers-1 each count once: exactly racers-1 are accepted, the
+// one that reaches the count (and only it) queues the thread, and the rest
+// find it decided.
+func testConcurrentQuorum(t *testing.T, s store.Store) {
+	in := interrupt("int_1", "call_1", T0)
+	in.ApprovalsNeeded = racers - 1
+	waiting(t, s, "a", "t", "x", "r1", T0, in)
+	results := make([]store.DecideResult, racers)
+	errs := race(racers, func(i int) error {
+		var err error
+		results[i], err = s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: true,
+			Via: "api", By: fmt.Sprintf("a/k%d", i), At: at(time.Duration(i+1) * time.Second)})
+		return err
+	})
+	accepted, queued := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			accepted++
+			if results[i].Queued {
+				queued++
+			}
+		case !errors.Is(err, store.ErrAlreadyDecided):
+			t.Fatalf("approval %d: %v", i, err)
+		}
+	}
+	got := getInterrupt(t, s, "a", "int_1")
+	if accepted != racers-1 || queued != 1 || got.Status != store.Approved || len(got.Approvals) != racers-1 {
+		t.Fatalf("racing quorum approvals: %d accepted, %d queued, status %s, %d approvals; want %d, 1, approved, %d",
+			accepted, queued, got.Status, len(got.Approvals), racers-1, racers-1)
+	}
+}
 
 func testConcurrentDecide(t *testing.T, s store.Store) {
 	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
