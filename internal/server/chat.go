@@ -15,14 +15,11 @@ import (
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// SessionHeader makes a turn durable in the named thread.
-const SessionHeader = "x-stackbone-session"
+// SessionHeader makes a turn durable in the named thread (wire.SessionHeader).
+const SessionHeader = wire.SessionHeader
 
-// IdempotencyKeyHeader names a turn for its retries: a retry of a stateless
-// turn with the same key continues it from its recorded tool steps; on a
-// session, a request with the key of the thread's last turn attaches to that
-// turn (its answer, or the attempt still running) instead of starting another.
-const IdempotencyKeyHeader = "Idempotency-Key"
+// IdempotencyKeyHeader names a turn for its retries (wire.IdempotencyKeyHeader).
+const IdempotencyKeyHeader = wire.IdempotencyKeyHeader
 
 // DefaultKeepAliveInterval is how often idle streams get a keepalive unless
 // Server.KeepAliveInterval says otherwise.

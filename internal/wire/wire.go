@@ -52,6 +52,37 @@ type Resumer interface {
 	Answers() (via string, answers []engine.Answer)
 }
 
+// SessionHeader makes a turn durable in the named thread, on the wires
+// that take their thread from headers.
+const SessionHeader = "x-stackbone-session"
+
+// IdempotencyKeyHeader names a turn for its retries: a retry of a stateless
+// turn with the same key continues it from its recorded tool steps; on a
+// session, a request with the key of the thread's last turn attaches to that
+// turn (its answer, or the attempt still running) instead of starting another.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// TextJoiner concatenates the assistant text of every step of a turn into
+// one answer, separating steps (messages) with a blank line: the answer of
+// the wires that return one text (Chat Completions, Anthropic, MCP).
+type TextJoiner struct {
+	lastMsg string
+	any     bool
+}
+
+// Piece returns the text to add for a text delta, with the separator before
+// the first delta of a later message.
+func (j *TextJoiner) Piece(e event.Event) string {
+	if e.MessageID != j.lastMsg {
+		j.lastMsg = e.MessageID
+		if j.any {
+			return "\n\n" + e.Delta
+		}
+	}
+	j.any = true
+	return e.Delta
+}
+
 // Preparer is a Turn that finishes its input once the caller is known: the
 // server calls Prepare with the tenant, the caller and (on wires whose
 // SessionHeader is true) the header's thread and key filled in, and starts

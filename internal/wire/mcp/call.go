@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stackbone/stackbone/internal/wire"
+
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -308,10 +310,10 @@ func (t *call) settle(ctx context.Context, run *engine.Run, st pauseState) (res 
 // stopped: a stateless one with the request, a durable one with Cancel.
 func (t *call) consume(ctx context.Context, run *engine.Run) (*event.Outcome, string, error) {
 	var (
-		b       strings.Builder
-		lastMsg string
-		out     *event.Outcome
-		runErr  error
+		b      strings.Builder
+		j      wire.TextJoiner
+		out    *event.Outcome
+		runErr error
 	)
 	events := make(chan event.Event)
 	stop := make(chan struct{})
@@ -341,11 +343,7 @@ func (t *call) consume(ctx context.Context, run *engine.Run) (*event.Outcome, st
 			}
 			switch e.Type {
 			case event.TextDelta:
-				if e.MessageID != lastMsg && b.Len() > 0 {
-					b.WriteString("\n\n")
-				}
-				lastMsg = e.MessageID
-				b.WriteString(e.Delta)
+				b.WriteString(j.Piece(e))
 			case event.RunFinished:
 				out = e.Outcome
 				if out == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
@@ -78,31 +79,11 @@ func toolCalls(calls []message.ToolCall, withIndex bool) []ToolCall {
 	return out
 }
 
-// textJoiner concatenates the assistant text of every step of a turn,
-// separating steps with a blank line.
-type textJoiner struct {
-	lastMsg string
-	any     bool
-}
-
-// piece returns the text to show for a delta, with a separator before the
-// first delta of a later message.
-func (j *textJoiner) piece(e event.Event) string {
-	if e.MessageID != j.lastMsg {
-		j.lastMsg = e.MessageID
-		if j.any {
-			return "\n\n" + e.Delta
-		}
-	}
-	j.any = true
-	return e.Delta
-}
-
 // Collector builds a non-stream completion from a run's events.
 type Collector struct {
 	c    Completion
 	text strings.Builder
-	j    textJoiner
+	j    wire.TextJoiner
 	err  error
 }
 
@@ -118,10 +99,10 @@ func (c *Collector) Add(e event.Event) {
 	}
 	switch e.Type {
 	case event.TextDelta:
-		c.text.WriteString(c.j.piece(e))
+		c.text.WriteString(c.j.Piece(e))
 	case event.RunFinished:
 		if note, ok := event.WaitingNote(e.Outcome); ok {
-			c.text.WriteString(c.j.piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note}))
+			c.text.WriteString(c.j.Piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note}))
 		}
 		msg := ResponseMessage{Role: "assistant"}
 		if e.Outcome != nil && len(e.Outcome.PendingCalls) > 0 {

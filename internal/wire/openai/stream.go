@@ -5,6 +5,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -40,7 +41,7 @@ type Stream struct {
 	id, model    string
 	created      int64
 	includeUsage bool
-	j            textJoiner
+	j            wire.TextJoiner
 	done         bool
 }
 
@@ -75,11 +76,11 @@ func (s *Stream) Write(e event.Event) error {
 		if e.SubagentRunID != "" {
 			return nil
 		}
-		p := s.j.piece(e)
+		p := s.j.Piece(e)
 		return s.chunk(delta{Content: &p}, nil)
 	case event.RunFinished:
 		if note, ok := event.WaitingNote(e.Outcome); ok {
-			p := s.j.piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note})
+			p := s.j.Piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note})
 			if err := s.chunk(delta{Content: &p}, nil); err != nil {
 				return err
 			}

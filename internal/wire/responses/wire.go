@@ -215,7 +215,7 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 	}
 	switch {
 	case thread != "" && header != "" && thread != header:
-		return in, apierror.Invalid(SessionHeaderName, "The x-stackbone-session header names another conversation than the request's body.")
+		return in, apierror.Invalid(wire.SessionHeader, "The x-stackbone-session header names another conversation than the request's body.")
 	case thread == "":
 		thread = header
 	}
@@ -246,9 +246,6 @@ func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
 	in.Messages, t.origin = full.Messages, origin
 	return nil
 }
-
-// SessionHeaderName is the header that names a durable thread.
-const SessionHeaderName = "x-stackbone-session"
 
 // latest checks that prev is its thread's latest response, or the one
 // before a turn this request may retry: a chain continues from its end.
