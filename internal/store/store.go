@@ -519,6 +519,10 @@ type Store interface {
 	// NextResponse still sees it, so its neighbours keep their bounds.
 	DeleteResponse(ctx context.Context, tenant, id string) error
 
+	// Outbox: the webhook notices the transactions above write (Checkpoint
+	// with Interrupts, Decide, FinishRun) and their deliveries.
+	Outbox
+
 	// Ping checks the database answers.
 	Ping(ctx context.Context) error
 	Close() error

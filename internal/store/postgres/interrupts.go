@@ -52,6 +52,8 @@ type interruptRows struct {
 	expires []string
 	// needed holds each quorum (approvals needed).
 	needed []int32
+	// encoded are the interrupts as encoded, for their notices.
+	encoded []store.EncodedInterrupt
 }
 
 // args returns the arrays in the order checkpointSQL binds them.
@@ -75,7 +77,7 @@ func encodeInterrupts(c store.Checkpoint, now func() time.Time) (*interruptRows,
 	if err != nil {
 		return nil, err
 	}
-	r := &interruptRows{}
+	r := &interruptRows{encoded: encoded}
 	for _, e := range encoded {
 		r.id = append(r.id, e.In.ID)
 		r.runID = append(r.runID, e.In.RunID)
@@ -286,7 +288,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			return err
 		}
 		res = store.DecideResult{Interrupt: in, Queued: queued}
-		return nil
+		return s.notifyDecision(ctx, tx, in, d.At)
 	})
 	if err != nil {
 		return store.DecideResult{}, err

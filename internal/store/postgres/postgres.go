@@ -61,6 +61,8 @@ type Store struct {
 	schema string
 	logger *slog.Logger
 	now    func() time.Time
+	// webhooks are the endpoints notices are written for (SetWebhooks).
+	webhooks []string
 }
 
 var _ store.Store = (*Store)(nil)

@@ -307,7 +307,7 @@ const checkpointSQL = `WITH t AS (
 	SELECT $1::text, $2::text, x, $3::text, $23::timestamptz FROM t, unnest($22::text[]) AS x
 	ON CONFLICT (tenant, thread_id, tool_call_id) DO UPDATE SET run_id = excluded.run_id, started_at = excluded.started_at
 )
-SELECT event_seq FROM t`
+SELECT event_seq, agent FROM t`
 
 // Checkpoint stores a step boundary of the run in one statement.
 func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
@@ -323,7 +323,32 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 		nonNil(msgs), nonNil(evs)}, ins.params()...)
 	args = append(args, nonNil(c.Unmarked()), nonNil(c.Started), s.now(), nonNil(ins.expires), nonNilInts(ins.needed))
 	var evSeq int64
-	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq)
+	if len(s.webhooks) > 0 && len(ins.encoded) > 0 {
+		// New pending decisions: their notices join the checkpoint's
+		// transaction.
+		err = s.tx(ctx, "checkpoint", func(tx pgx.Tx) error {
+			var agent string
+			err := tx.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq, &agent)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return s.leaseLost(ctx, tx, c.Tenant, c.ThreadID, c.RunID)
+			}
+			if err != nil {
+				return err
+			}
+			notices, err := store.PendingNotices(agent, ins.encoded)
+			if err != nil {
+				return err
+			}
+			return s.notify(ctx, tx, notices...)
+		})
+		if err != nil {
+			return err
+		}
+		store.StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
+		return nil
+	}
+	var agent string
+	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq, &agent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return mapErr("checkpoint", s.leaseLost(ctx, s.pool, c.Tenant, c.ThreadID, c.RunID))
 	}
@@ -351,17 +376,17 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 		// land between the checkpoint that stored the interrupts and this
 		// call, while the thread is still Running; then nothing is left to
 		// wait for and the resume is due at once.
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM threads
+		var agent string
+		err := tx.QueryRow(ctx, `SELECT agent FROM threads
 			WHERE tenant = $1 AND id = $2 AND status = 'running' AND run_id = $3 FOR UPDATE`,
-			f.Tenant, f.ThreadID, f.RunID).Scan(&one)
+			f.Tenant, f.ThreadID, f.RunID).Scan(&agent)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)
 		}
 		if err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `WITH t AS (
+		err = tx.QueryRow(ctx, `WITH t AS (
 				UPDATE threads SET
 					status = CASE WHEN $3::text = 'waiting' AND NOT EXISTS (
 							SELECT 1 FROM interrupts WHERE tenant = $1 AND thread_id = $2 AND status = 'pending')
@@ -378,6 +403,14 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 			SELECT event_seq FROM t`,
 			f.Tenant, f.ThreadID, string(f.Status), store.CleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs),
 		).Scan(&evSeq)
+		if err != nil || len(s.webhooks) == 0 {
+			return err
+		}
+		n, ok, err := store.RunNotice(f.Tenant, agent, f.ThreadID, f.RunID, f.Status, store.CleanText(f.Error), f.Now)
+		if !ok {
+			return err
+		}
+		return s.notify(ctx, tx, n)
 	})
 	if err != nil {
 		return err

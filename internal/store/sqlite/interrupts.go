@@ -270,7 +270,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			return err
 		}
 		res = store.DecideResult{Interrupt: in, Queued: n == 1}
-		return nil
+		return s.notifyDecision(ctx, tx, in, d.At)
 	})
 	if err != nil {
 		return store.DecideResult{}, err

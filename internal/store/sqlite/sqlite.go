@@ -49,6 +49,8 @@ type Store struct {
 	// wc and rc cache the prepared statements of the writer and the
 	// readers (the same cache for an in-memory database).
 	wc, rc *stmtCache
+	// webhooks are the endpoints notices are written for (SetWebhooks).
+	webhooks []string
 }
 
 var _ store.Store = (*Store)(nil)

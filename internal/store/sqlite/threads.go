@@ -309,7 +309,17 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 		if err := markStarts(ctx, tx, c, s.now().UnixMicro()); err != nil {
 			return err
 		}
-		return insertInterrupts(ctx, tx, agent, ins)
+		if err := insertInterrupts(ctx, tx, agent, ins); err != nil {
+			return err
+		}
+		if len(s.webhooks) == 0 {
+			return nil
+		}
+		notices, err := store.PendingNotices(agent, ins)
+		if err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, notices...)
 	})
 	if err != nil {
 		return err
@@ -333,6 +343,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 		// A decision can land between the checkpoint that stored the
 		// interrupts and this call, while the thread is still Running; then
 		// nothing is left to wait for and the resume is due at once.
+		var agent string
 		err := tx.QueryRowContext(ctx, `UPDATE threads SET
 				status = CASE WHEN ?1 = 'waiting' AND NOT EXISTS (
 						SELECT 1 FROM interrupts WHERE tenant = ?5 AND thread_id = ?6 AND status = 'pending')
@@ -340,16 +351,26 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 				last_error = ?2, lease_owner = '', lease_until = NULL, updated_at = ?3,
 				event_seq = event_seq + ?4
 			WHERE tenant = ?5 AND id = ?6 AND status = 'running' AND run_id = ?7
-			RETURNING event_seq`,
+			RETURNING event_seq, agent`,
 			string(f.Status), store.CleanText(f.Error), f.Now.UnixMicro(), len(evs), f.Tenant, f.ThreadID, f.RunID,
-		).Scan(&evSeq)
+		).Scan(&evSeq, &agent)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)
 		}
 		if err != nil {
 			return err
 		}
-		return s.appendRows(ctx, tx, f.Tenant, f.ThreadID, nil, 0, evs, evSeq)
+		if err := s.appendRows(ctx, tx, f.Tenant, f.ThreadID, nil, 0, evs, evSeq); err != nil {
+			return err
+		}
+		if len(s.webhooks) == 0 {
+			return nil
+		}
+		n, ok, err := store.RunNotice(f.Tenant, agent, f.ThreadID, f.RunID, f.Status, store.CleanText(f.Error), f.Now)
+		if !ok {
+			return err
+		}
+		return s.notify(ctx, tx, n)
 	})
 	if err != nil {
 		return err

@@ -132,6 +132,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Responses/Invalid", testResponsesInvalid},
 		{"Responses/ConcurrentRetries", testResponsesConcurrent},
 		{"Messages/GetByID", testGetMessage},
+		{"Outbox/OffWritesNothing", testOutboxOff},
+		{"Outbox/Notices", testOutboxNotices},
+		{"Outbox/Delivery", testOutboxDelivery},
+		{"Concurrent/ClaimDeliveries", testConcurrentDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,240 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/ids"
+)
+
+// Webhook event types: what the outbox reports.
+const (
+	// NoticeDecisionPending: a tool call waits on a human decision.
+	NoticeDecisionPending = "decision.pending"
+	// NoticeDecisionDecided: a human decided (or a quorum was reached).
+	NoticeDecisionDecided = "decision.decided"
+	// NoticeDecisionExpired: nobody decided before the decision expired.
+	NoticeDecisionExpired = "decision.expired"
+	// NoticeRunCompleted: a run ended with the agent's answer.
+	NoticeRunCompleted = "run.completed"
+	// NoticeRunFailed: a run ended in an error.
+	NoticeRunFailed = "run.failed"
+)
+
+// Notice is one event of the webhook outbox. A driver configured with
+// endpoints (Outbox) writes one delivery row per endpoint in the same
+// transaction as the fact the notice reports (a checkpoint that creates
+// pending decisions, a decision, the end of a run), so a crash can never
+// lose a notice of a fact that was stored, nor report one that was not.
+type Notice struct {
+	// ID is the webhook-id: the same on every attempt and every endpoint.
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Tenant string `json:"tenant"`
+	// At is when the fact was stored.
+	At time.Time `json:"at"`
+	// Data is the event's payload, a JSON object (NoticeData).
+	Data json.RawMessage `json:"data"`
+}
+
+// NoticeData is what a notice tells: the thread and run it concerns and,
+// for decision.* notices, the decision.
+type NoticeData struct {
+	Tenant   string `json:"tenant"`
+	Agent    string `json:"agent"`
+	ThreadID string `json:"threadId,omitempty"`
+	RunID    string `json:"runId,omitempty"`
+	// DecisionID is the interrupt's id (decision.* only).
+	DecisionID  string          `json:"decisionId,omitempty"`
+	ToolCallID  string          `json:"toolCallId,omitempty"`
+	Tool        string          `json:"tool,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Args        json.RawMessage `json:"args,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Subagent    string          `json:"subagent,omitempty"`
+	ExpiresAt   *time.Time      `json:"expiresAt,omitempty"`
+	// ApprovalsNeeded is set for a quorum (more than one).
+	ApprovalsNeeded int `json:"approvalsNeeded,omitempty"`
+	// Decision is the decision made (decision.decided, decision.expired).
+	Decision *Decision `json:"decision,omitempty"`
+	// Error is a failed run's error (run.failed).
+	Error string `json:"error,omitempty"`
+}
+
+// DecisionNotice is the notice of an interrupt: decision.pending for a
+// pending one, decision.expired for one rejected by expiry, else
+// decision.decided.
+func DecisionNotice(in *Interrupt, at time.Time) (Notice, error) {
+	typ := NoticeDecisionPending
+	switch {
+	case in.Decision != nil && in.Decision.Via == ViaExpiry:
+		typ = NoticeDecisionExpired
+	case in.Decision != nil:
+		typ = NoticeDecisionDecided
+	}
+	d := NoticeData{Tenant: in.Tenant, Agent: in.Agent, ThreadID: in.ThreadID, RunID: in.RunID, DecisionID: in.ID,
+		ToolCallID: in.ToolCallID, Tool: in.Tool, Description: in.Description, Args: in.Args, Reason: in.Reason,
+		Subagent: in.Subagent, ExpiresAt: in.ExpiresAt, Decision: in.Decision}
+	if in.Needed() > 1 {
+		d.ApprovalsNeeded = in.Needed()
+	}
+	return newNotice(typ, d, at)
+}
+
+// RunNotice is the notice of a run's end: run.completed for Idle,
+// run.failed for Failed; ok is false for any other status (a run that
+// paused on decisions is reported by their decision.pending notices).
+func RunNotice(tenant, agent, threadID, runID string, status ThreadStatus, errText string, at time.Time) (n Notice, ok bool, err error) {
+	typ := NoticeRunCompleted
+	switch status {
+	case Idle:
+	case Failed:
+		typ = NoticeRunFailed
+	default:
+		return Notice{}, false, nil
+	}
+	n, err = newNotice(typ, NoticeData{Tenant: tenant, Agent: agent, ThreadID: threadID, RunID: runID, Error: errText}, at)
+	return n, err == nil, err
+}
+
+func newNotice(typ string, d NoticeData, at time.Time) (Notice, error) {
+	if len(d.Args) > 0 && !json.Valid(d.Args) {
+		d.Args = nil
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return Notice{}, fmt.Errorf("%w: notice %s: %w", ErrInvalid, typ, err)
+	}
+	return Notice{ID: ids.New("msg"), Type: typ, Tenant: d.Tenant, At: at.UTC(), Data: b}, nil
+}
+
+// DeliveryStatus is where a notice's delivery to one endpoint is.
+type DeliveryStatus string
+
+// Delivery statuses.
+const (
+	// DeliveryPending: not yet delivered; attempted again at NextAt.
+	DeliveryPending DeliveryStatus = "pending"
+	// DeliveryDelivered: the endpoint answered 2xx.
+	DeliveryDelivered DeliveryStatus = "delivered"
+	// DeliveryFailed: every attempt of the retry schedule failed.
+	DeliveryFailed DeliveryStatus = "failed"
+)
+
+// Delivery is a notice's delivery to one endpoint.
+type Delivery struct {
+	Notice
+	Endpoint string         `json:"endpoint"`
+	Status   DeliveryStatus `json:"status"`
+	Attempts int            `json:"attempts"`
+	// NextAt is when a pending delivery is attempted next.
+	NextAt time.Time `json:"nextAttemptAt"`
+	// LastStatus is the HTTP status of the last attempt (0: none, or no
+	// answer); LastError says why it failed.
+	LastStatus  int        `json:"lastStatus,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+}
+
+// ClaimDeliveries asks for due pending deliveries to the given endpoints:
+// each is leased to Owner until LeaseUntil, so that of several replicas
+// exactly one attempts it (another takes it over only once the lease
+// lapsed, e.g. the owner died mid-attempt).
+type ClaimDeliveries struct {
+	Endpoints  []string
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+	Limit      int
+}
+
+// DeliveryAttempt is the outcome of one attempt of a leased delivery.
+type DeliveryAttempt struct {
+	ID       string
+	Endpoint string
+	Owner    string
+	At       time.Time
+	// Delivered: the endpoint answered 2xx.
+	Delivered bool
+	// HTTPStatus is the endpoint's answer (0 when there was none).
+	HTTPStatus int
+	Error      string
+	// NextAt is when to try again after a failed attempt; zero gives up
+	// (the delivery is failed).
+	NextAt time.Time
+}
+
+// Outbox is the webhook outbox of a store driver: the notices its
+// transactions write, and their deliveries.
+type Outbox interface {
+	// SetWebhooks sets the endpoints every notice is delivered to (none:
+	// no notice is written). Call it once, before the store is used.
+	SetWebhooks(endpoints []string)
+	// ClaimDeliveries leases up to c.Limit due pending deliveries to
+	// c.Endpoints (NextAt at or before c.Now, no lease held at c.Now),
+	// oldest first. Concurrent claimers get disjoint sets.
+	ClaimDeliveries(ctx context.Context, c ClaimDeliveries) ([]Delivery, error)
+	// RecordAttempt records an attempt of a delivery c.Owner leased:
+	// delivered, or failed and due again at NextAt (or failed for good),
+	// releasing the lease. ErrLeaseLost when the lease is no longer
+	// c.Owner's.
+	RecordAttempt(ctx context.Context, a DeliveryAttempt) error
+	// ListDeliveries returns the tenant's deliveries, newest first.
+	ListDeliveries(ctx context.Context, tenant string, limit int) ([]Delivery, error)
+	// SweepDeliveries deletes the delivered and failed deliveries (of
+	// every tenant) of notices from before before, and returns how many.
+	SweepDeliveries(ctx context.Context, before time.Time) (int, error)
+}
+
+// OutboxRows are the delivery rows of notices to endpoints, as column
+// arrays ready to bind.
+type OutboxRows struct {
+	ID, Endpoint, Tenant, Type, Data []string
+	At                               []time.Time
+}
+
+// Add appends n's delivery to every endpoint.
+func (r *OutboxRows) Add(n Notice, endpoints []string) {
+	for _, e := range endpoints {
+		r.ID = append(r.ID, n.ID)
+		r.Endpoint = append(r.Endpoint, e)
+		r.Tenant = append(r.Tenant, n.Tenant)
+		r.Type = append(r.Type, n.Type)
+		r.Data = append(r.Data, string(n.Data))
+		r.At = append(r.At, n.At)
+	}
+}
+
+// Len is the number of rows.
+func (r *OutboxRows) Len() int { return len(r.ID) }
+
+// PendingNotices are the decision.pending notices of a checkpoint's new
+// interrupts (an interrupt without an agent has the thread's).
+func PendingNotices(agent string, ins []EncodedInterrupt) ([]Notice, error) {
+	out := make([]Notice, 0, len(ins))
+	for _, r := range ins {
+		in := r.In
+		if in.Agent == "" {
+			in.Agent = agent
+		}
+		n, err := DecisionNotice(&in, r.CreatedAt)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// AttemptOutcome is the status and next attempt time an attempt leaves.
+func AttemptOutcome(a DeliveryAttempt) (DeliveryStatus, time.Time) {
+	switch {
+	case a.Delivered:
+		return DeliveryDelivered, a.At
+	case a.NextAt.IsZero():
+		return DeliveryFailed, a.At
+	}
+	return DeliveryPending, a.NextAt
+}
