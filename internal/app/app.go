@@ -25,6 +25,7 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/providers"
+	"github.com/stackbone/stackbone/internal/notify"
 	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
@@ -67,7 +68,7 @@ func Logger(cfg *config.Config, w io.Writer) *slog.Logger {
 // is "NAME=value" entries) whose name ends in _API_KEY (tools' keys, the
 // CLI's STACKBONE_API_KEY).
 func Secrets(cfg *config.Config, environ []string) []string {
-	out := []string{cfg.OpenAIKey, cfg.AnthropicKey}
+	out := []string{cfg.OpenAIKey, cfg.AnthropicKey, cfg.WebhookSecret}
 	for _, k := range cfg.Keys {
 		out = append(out, k.Secret)
 	}
@@ -79,22 +80,24 @@ func Secrets(cfg *config.Config, environ []string) []string {
 	return out
 }
 
-// OpenStore opens the store the config names.
-// The store reads the config's clock.
+// OpenStore opens the store the config names. The store reads the
+// config's clock, and writes webhook notices when webhooks are configured.
 func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (store.Store, error) {
-	if p := cfg.SQLitePath(); p != "" {
-		s, err := sqlite.Open(ctx, p, logger)
-		if err != nil {
-			return nil, err
-		}
-		s.SetClock(cfg.Clock)
-		return s, nil
+	var s interface {
+		store.Store
+		SetClock(clock.Clock)
 	}
-	s, err := postgres.Open(ctx, cfg.DB, logger)
+	var err error
+	if p := cfg.SQLitePath(); p != "" {
+		s, err = sqlite.Open(ctx, p, logger)
+	} else {
+		s, err = postgres.Open(ctx, cfg.DB, logger)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.SetClock(cfg.Clock)
+	s.SetWebhooks(cfg.WebhookURLs)
 	return s, nil
 }
 
@@ -188,6 +191,14 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	if cfg.WrapStore != nil {
 		used = cfg.WrapStore(st)
 	}
+	var hooks *notify.Dispatcher
+	if len(cfg.WebhookURLs) > 0 {
+		if hooks, err = notify.New(notify.Config{Store: st, Endpoints: cfg.WebhookURLs, Secret: cfg.WebhookSecret,
+			Format: cfg.WebhookFormat, Logger: logger, Clock: cfg.Clock, Version: Version}); err != nil {
+			return err
+		}
+		used = hooks.Waking(used)
+	}
 	models, err := Models(cfg, logger)
 	if err != nil {
 		return err
@@ -237,6 +248,20 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		logger.Info("recovering runs left by a previous process", "count", n)
 	}
 	go RecoverLoop(ctx, runner, cfg, logger)
+	if hooks != nil {
+		public := cfg.PublicURL
+		if public == "" {
+			public = "http://" + addr
+		}
+		hooks.SetPublicURL(public)
+		// Deliveries go on through the graceful shutdown (runs finishing
+		// then report run.completed) and stop when Serve returns; what is
+		// left is delivered at the next start.
+		hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { defer close(done); hooks.Run(hctx) }()
+		defer func() { stop(); <-done }()
+	}
 
 	hs := server.HTTPServer(cfg, srv, logger)
 	errc := make(chan error, 1)

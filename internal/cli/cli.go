@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,6 +83,10 @@ type serverFlags struct {
 	statelessApproval string
 	// approvalTTL is config.Config's ApprovalTTL, bound on dev and start only.
 	approvalTTL time.Duration
+	// webhookURLs, webhookSecret, webhookFormat and publicURL are the
+	// webhook settings, bound on dev and start only.
+	webhookURLs                             []string
+	webhookSecret, webhookFormat, publicURL string
 }
 
 func (f *serverFlags) bind(cmd *cobra.Command, mode config.Mode) {
@@ -147,6 +152,17 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	if cmd.Flags().Lookup("approval-ttl") != nil && cmd.Flags().Changed("approval-ttl") {
 		cfg.ApprovalTTL = f.approvalTTL
 	}
+	if cmd.Flags().Lookup("webhook-url") != nil {
+		if cmd.Flags().Changed("webhook-url") {
+			cfg.WebhookURLs = config.SplitList(strings.Join(f.webhookURLs, ","))
+		}
+		for name, dst := range map[string][2]*string{"webhook-secret": {&cfg.WebhookSecret, &f.webhookSecret},
+			"webhook-format": {&cfg.WebhookFormat, &f.webhookFormat}, "public-url": {&cfg.PublicURL, &f.publicURL}} {
+			if cmd.Flags().Changed(name) {
+				*dst[0] = *dst[1]
+			}
+		}
+	}
 	if err := cfg.Finish(); err != nil {
 		return nil, err
 	}
@@ -178,6 +194,14 @@ func serveCmd(mode config.Mode, opts Options) *cobra.Command {
 		"run or refuse: what a turn without a session does with a call that needs approval (env STACKBONE_STATELESS_APPROVAL; default run)")
 	cmd.Flags().DurationVar(&f.approvalTTL, "approval-ttl", 0,
 		"how long a pending approval waits before it expires as a rejection; a tool's needsApproval.expiresAfter overrides it (env STACKBONE_APPROVAL_TTL; default never)")
+	cmd.Flags().StringSliceVar(&f.webhookURLs, "webhook-url", nil,
+		"deliver decision.* and run.* webhooks to this URL; repeat or comma-separate for several (env STACKBONE_WEBHOOK_URL)")
+	cmd.Flags().StringVar(&f.webhookSecret, "webhook-secret", "",
+		"Standard Webhooks signing secret, whsec_… (env STACKBONE_WEBHOOK_SECRET)")
+	cmd.Flags().StringVar(&f.webhookFormat, "webhook-format", "",
+		"standard or slack (env STACKBONE_WEBHOOK_FORMAT; default standard)")
+	cmd.Flags().StringVar(&f.publicURL, "public-url", "",
+		"the URL people reach this server at, for Studio links in webhooks (env STACKBONE_PUBLIC_URL; default http:// and --addr)")
 	return cmd
 }
 

@@ -4,6 +4,8 @@
 package config
 
 import (
+	"encoding/base64"
+	"net/url"
 	"errors"
 	"fmt"
 	"net"
@@ -129,6 +131,20 @@ type Config struct {
 	// needsApproval sets no expiresAfter (STACKBONE_APPROVAL_TTL,
 	// --approval-ttl); 0, the default, means never.
 	ApprovalTTL time.Duration
+	// WebhookURLs are the endpoints every webhook notice is delivered to
+	// (STACKBONE_WEBHOOK_URL, comma-separated; --webhook-url); none turns
+	// webhooks off.
+	WebhookURLs []string
+	// WebhookSecret signs deliveries per Standard Webhooks: "whsec_" and
+	// the base64 of the key (STACKBONE_WEBHOOK_SECRET, --webhook-secret).
+	WebhookSecret string
+	// WebhookFormat is WebhookStandard (the default) or WebhookSlack
+	// (STACKBONE_WEBHOOK_FORMAT, --webhook-format).
+	WebhookFormat string
+	// PublicURL is where people reach this server, for the Studio links
+	// of webhook notices (STACKBONE_PUBLIC_URL, --public-url; default
+	// http:// and the listening address).
+	PublicURL string
 
 	// Clock is the time seam every part of the server reads (the real
 	// clock when nil). It is not a setting: tests set it.
@@ -178,6 +194,12 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	set(&c.AnthropicBaseURL, "ANTHROPIC_BASE_URL")
 	set(&c.AnthropicKey, "ANTHROPIC_API_KEY")
 	set(&c.OllamaHost, "OLLAMA_HOST")
+	set(&c.WebhookSecret, "STACKBONE_WEBHOOK_SECRET")
+	set(&c.WebhookFormat, "STACKBONE_WEBHOOK_FORMAT")
+	set(&c.PublicURL, "STACKBONE_PUBLIC_URL")
+	if v := getenv("STACKBONE_WEBHOOK_URL"); v != "" {
+		c.WebhookURLs = SplitList(v)
+	}
 	if v := getenv("STACKBONE_STATELESS_APPROVAL"); v != "" {
 		c.StatelessApproval = StatelessPolicy(v)
 	}
@@ -225,6 +247,94 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 		c.OllamaHost = "http://" + c.OllamaHost
 	}
 	return errors.Join(errs...)
+}
+
+// Webhook formats (Config.WebhookFormat).
+const (
+	// WebhookStandard: a Standard Webhooks JSON body, signed.
+	WebhookStandard = "standard"
+	// WebhookSlack: a Slack incoming-webhook message ({"text": …}), signed
+	// too when a secret is set.
+	WebhookSlack = "slack"
+)
+
+// SplitList splits a comma-separated list, trimming spaces and dropping
+// empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// finishWebhooks validates the webhook settings: absolute http(s) URLs, a
+// whsec_ secret (required for the standard format), a known format.
+func (c *Config) finishWebhooks() []error {
+	var errs []error
+	if c.WebhookFormat == "" {
+		c.WebhookFormat = WebhookStandard
+	}
+	if c.WebhookFormat != WebhookStandard && c.WebhookFormat != WebhookSlack {
+		errs = append(errs, fmt.Errorf("webhook format %q must be standard or slack (STACKBONE_WEBHOOK_FORMAT, --webhook-format)", c.WebhookFormat))
+	}
+	seen := map[string]bool{}
+	for _, u := range c.WebhookURLs {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("webhook URL %q must be an absolute http:// or https:// URL (STACKBONE_WEBHOOK_URL)", Redact(u)))
+		}
+		if seen[u] {
+			errs = append(errs, fmt.Errorf("webhook URL %q is listed twice (STACKBONE_WEBHOOK_URL)", Redact(u)))
+		}
+		seen[u] = true
+	}
+	if c.WebhookSecret != "" {
+		if _, err := WebhookKey(c.WebhookSecret); err != nil {
+			errs = append(errs, err)
+		}
+	} else if len(c.WebhookURLs) > 0 && c.WebhookFormat == WebhookStandard {
+		errs = append(errs, errors.New("STACKBONE_WEBHOOK_URL is set without STACKBONE_WEBHOOK_SECRET: set a secret (whsec_ and the base64 of 24 to 64 random bytes) so receivers can verify deliveries"))
+	}
+	if c.PublicURL != "" {
+		p, err := url.Parse(c.PublicURL)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("public URL %q must be an absolute http:// or https:// URL (STACKBONE_PUBLIC_URL, --public-url)", c.PublicURL))
+		}
+		c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	}
+	return errs
+}
+
+// WebhookKey decodes a Standard Webhooks secret ("whsec_" and base64).
+func WebhookKey(secret string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return nil, errors.New("the webhook secret must start with whsec_ (STACKBONE_WEBHOOK_SECRET): whsec_ and the base64 of 24 to 64 random bytes")
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(key) < 24 || len(key) > 64 {
+		return nil, errors.New("the webhook secret must be whsec_ and the base64 of 24 to 64 random bytes (STACKBONE_WEBHOOK_SECRET)")
+	}
+	return key, nil
+}
+
+// Redact is a URL with its query and user info replaced by "…", for logs
+// and listings (a webhook URL may carry a token).
+func Redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if p.User != nil {
+		p.User = url.User("…")
+	}
+	if p.RawQuery != "" {
+		p.RawQuery = "…"
+	}
+	return p.String()
 }
 
 // ParseKeys reads "tenant:secret[:role[:label]],…". The role is admin,
@@ -322,6 +432,7 @@ func (c *Config) Finish() error {
 	default:
 		errs = append(errs, fmt.Errorf("stateless approval %q must be run or refuse (STACKBONE_STATELESS_APPROVAL, --stateless-approval)", c.StatelessApproval))
 	}
+	errs = append(errs, c.finishWebhooks()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

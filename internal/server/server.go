@@ -135,6 +135,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/threads", WireOpenAI, true, s.listThreads)
 	s.Handle("GET /v1/threads/{id}", WireOpenAI, true, s.getThread)
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
+	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
