@@ -36,8 +36,8 @@ type hookMessage struct {
 	Type string `json:"type"`
 	Data struct {
 		Tenant, Agent, ThreadID, RunID, DecisionID, Tool, StudioURL string
-		Args                                                         json.RawMessage
-		Decision                                                     *store.Decision
+		Args                                                        json.RawMessage
+		Decision                                                    *store.Decision
 	} `json:"data"`
 }
 

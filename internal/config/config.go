@@ -5,10 +5,10 @@ package config
 
 import (
 	"encoding/base64"
-	"net/url"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"

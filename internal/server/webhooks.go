@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/config"
-	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
 // Delivery is a webhook delivery as GET /v1/webhooks/deliveries shows it:
