@@ -187,3 +187,45 @@ func TestApprovalTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookSettings: STACKBONE_WEBHOOK_URL takes a comma list; a URL
+// needs a whsec_ secret (the slack format excepted); bad values are
+// refused with the setting's name and without the URL's token.
+func TestWebhookSettings(t *testing.T) {
+	load := func(env map[string]string) (*Config, error) {
+		c := Defaults(Start)
+		c.Keys = []Key{{Tenant: "acme", Secret: "acme-secret-key", Role: RoleAdmin}}
+		if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
+			return &c, err
+		}
+		c.Dir = project(t)
+		return &c, c.Finish()
+	}
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	c, err := load(map[string]string{"STACKBONE_WEBHOOK_URL": "https://a.example/h, https://b.example/h?token=x",
+		"STACKBONE_WEBHOOK_SECRET": secret, "STACKBONE_PUBLIC_URL": "https://sb.example/"})
+	if err != nil || len(c.WebhookURLs) != 2 || c.WebhookURLs[1] != "https://b.example/h?token=x" ||
+		c.WebhookFormat != WebhookStandard || c.PublicURL != "https://sb.example" {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	if _, err := load(map[string]string{"STACKBONE_WEBHOOK_URL": "https://hooks.slack.example/x", "STACKBONE_WEBHOOK_FORMAT": "slack"}); err != nil {
+		t.Fatalf("slack without a secret: %v", err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"STACKBONE_WEBHOOK_URL": "https://a.example/h"}, "STACKBONE_WEBHOOK_SECRET"},
+		{map[string]string{"STACKBONE_WEBHOOK_URL": "https://a.example/h", "STACKBONE_WEBHOOK_SECRET": "hunter2-hunter2"}, "whsec_"},
+		{map[string]string{"STACKBONE_WEBHOOK_URL": "https://a.example/h", "STACKBONE_WEBHOOK_SECRET": "whsec_c2hvcnQ="}, "24 to 64"},
+		{map[string]string{"STACKBONE_WEBHOOK_URL": "ftp://a.example/h?token=x", "STACKBONE_WEBHOOK_SECRET": secret}, "STACKBONE_WEBHOOK_URL"},
+		{map[string]string{"STACKBONE_WEBHOOK_URL": "https://a.example/h", "STACKBONE_WEBHOOK_SECRET": secret,
+			"STACKBONE_WEBHOOK_FORMAT": "teams"}, "STACKBONE_WEBHOOK_FORMAT"},
+		{map[string]string{"STACKBONE_PUBLIC_URL": "agents.example.com"}, "STACKBONE_PUBLIC_URL"},
+	} {
+		_, err := load(tc.env)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "token=x") {
+			t.Errorf("%v: %v, want an error naming %s", tc.env, err, tc.want)
+		}
+	}
+}

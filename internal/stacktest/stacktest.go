@@ -337,6 +337,9 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 		st = s
 	}
 	env.Store = st
+	if len(cfg.WebhookURLs) > 0 {
+		st.SetWebhooks(cfg.WebhookURLs)
+	}
 	specs := DefaultAgents(env, modelRef)
 	if opts.Agents != nil {
 		specs = opts.Agents(env)

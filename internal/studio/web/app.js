@@ -926,6 +926,62 @@ function agentCard(a) {
       : h('p', { class: 'muted' }, 'None: clients cannot write this agent\'s state.'));
 }
 
+// ---------- Webhooks ----------
+
+const deliveryLabels = { pending: 'retrying', delivered: 'delivered', failed: 'failed' };
+
+function webhooksView() {
+  const tbody = h('tbody', {});
+  const endpoints = h('p', { class: 'muted', id: 'wh-endpoints' });
+  const empty = h('p', { class: 'empty', hidden: true }, 'No deliveries yet. A delivery is made when a decision is asked, made or expires, and when a run ends.');
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  main.replaceChildren(h('section', { 'aria-labelledby': 'webhooks-h' },
+    h('div', { class: 'titlebar' }, h('h1', { id: 'webhooks-h', tabindex: '-1' }, 'Webhooks')),
+    endpoints, error,
+    h('table', { class: 'threads deliveries' },
+      h('caption', { class: 'sr-only' }, 'Recent webhook deliveries, newest first'),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col' }, 'Event'), h('th', { scope: 'col' }, 'Thread'), h('th', { scope: 'col' }, 'Endpoint'),
+        h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, 'Attempts'), h('th', { scope: 'col' }, 'Created'))),
+      tbody),
+    empty));
+
+  let seq = 0;
+  async function refresh() {
+    const mine = ++seq;
+    try {
+      const page = await api('GET', '/v1/webhooks/deliveries?limit=200');
+      if (mine !== seq) return;
+      error.hidden = true;
+      endpoints.textContent = page.endpoints.length
+        ? `Delivering to ${page.endpoints.join(', ')}, signed per Standard Webhooks.`
+        : 'Webhooks are off: set STACKBONE_WEBHOOK_URL and STACKBONE_WEBHOOK_SECRET to be told of decisions and runs.';
+      tbody.replaceChildren(...page.data.map((d) => {
+        const thread = d.data && d.data.threadId;
+        let status = deliveryLabels[d.status] || d.status;
+        if (d.status !== 'delivered' && (d.lastStatus || d.lastError)) status += ` (${d.lastError || d.lastStatus})`;
+        return h('tr', { 'data-delivery': d.id, 'data-status': d.status },
+          h('th', { scope: 'row' }, h('code', {}, d.type)),
+          h('td', {}, thread ? h('a', { href: threadHref(thread) }, thread) : ''),
+          h('td', {}, h('code', {}, d.endpoint)),
+          h('td', { class: 'delivery-status' }, status),
+          h('td', {}, String(d.attempts)),
+          h('td', {}, timeEl(d.createdAt)));
+      }));
+      empty.hidden = page.data.length > 0;
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = `Could not load the deliveries: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+  refresh();
+  // Deliveries change without a thread event (retries, the endpoint's
+  // answers): look again every few seconds while the page is open.
+  const timer = setInterval(refresh, 3000);
+  return { name: 'webhooks', refresh, close() { clearInterval(timer); } };
+}
+
 // ---------- Router ----------
 
 function route() {
@@ -948,6 +1004,9 @@ function route() {
   } else if (path === '/agents') {
     name = 'agents';
     app.view = agentsView();
+  } else if (path === '/webhooks') {
+    name = 'webhooks';
+    app.view = webhooksView();
   } else {
     name = 'inbox';
     app.view = inboxView();
