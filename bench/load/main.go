@@ -90,7 +90,7 @@ const (
 )
 
 // scenarioKeys names the scenarios, in the order they run.
-var scenarioKeys = []string{"floor-a", "floor-b", "floor-c", "a", "b", "c", "d"}
+var scenarioKeys = []string{"floor-a", "floor-b", "floor-c", "a", "b", "c", "d", "idle"}
 
 // options are the command-line settings.
 type options struct {
@@ -100,16 +100,18 @@ type options struct {
 	duration    time.Duration
 	concurrency int
 	bin         string
+	idle        int
 }
 
 func main() {
 	var o options
 	var sc string
-	flag.StringVar(&sc, "scenarios", "floor,a,b,c,d", "comma list of floor-a, floor-b, floor-c, a, b, c, d (floor = the three floors)")
+	flag.StringVar(&sc, "scenarios", "floor,a,b,c,d", "comma list of floor-a, floor-b, floor-c, a, b, c, d, idle (floor = the three floors)")
 	flag.IntVar(&o.turns, "turns", 2000, "measured turns per concurrency-1 scenario")
 	flag.IntVar(&o.warmup, "warmup", 100, "unmeasured turns before each scenario")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the concurrent scenarios (c, floor-c)")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "clients in the concurrent scenarios")
+	flag.IntVar(&o.idle, "idle", 10000, "idle SSE streams the idle scenario opens")
 	flag.StringVar(&o.bin, "bin", "", "a built stackbone binary (default: go build ./cmd/stackbone into a temp dir)")
 	flag.Parse()
 	for k := range strings.SplitSeq(sc, ",") {
@@ -162,8 +164,11 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 			return err
 		}
 	}
+	if slices.Contains(o.scenarios, "idle") {
+		raiseFileLimit(uint64(o.idle) + 4096)
+	}
 	srv, err := benchproc.Start(ctx, bin, []string{"dev", "--dir", tmp, "--addr", "127.0.0.1:0"},
-		[]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench"}, logger)
+		[]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench", "STACKBONE_MAX_CONNS_PER_IP=0"}, logger)
 	if err != nil {
 		return err
 	}
@@ -214,7 +219,7 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		}},
 	}
 	for _, sc := range all {
-		if !slices.Contains(o.scenarios, sc.key) {
+		if sc.key == "idle" || !slices.Contains(o.scenarios, sc.key) {
 			continue
 		}
 		logger.Info("scenario", "key", sc.key, "name", sc.name)
@@ -230,6 +235,14 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		}
 	}
 	rep.write(out)
+	if slices.Contains(o.scenarios, "idle") {
+		logger.Info("scenario", "key", "idle", "streams", o.idle)
+		r, err := idleStreams(ctx, srv.URL, "probe-tool", srv.PID(), o.idle)
+		if err != nil {
+			return fmt.Errorf("scenario idle: %w\nserver log tail:\n%s", err, srv.LogTail())
+		}
+		r.write(out)
+	}
 	return nil
 }
 

@@ -57,6 +57,9 @@ type execution struct {
 	// step stored for each of its calls (nil: the call needs none), so the
 	// calls run without reading back what was just written.
 	asked map[string]*store.Interrupt
+	// premarked are the calls the last step's checkpoint marked started
+	// (with the message that made them), so runCalls marks them no more.
+	premarked map[string]bool
 
 	// A subagent's execution runs inside its parent's run: scope is the
 	// `task` call whose conversation it holds, root the top execution.
@@ -617,7 +620,10 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 	if len(msg.ToolCalls) > 0 {
 		x.stop = event.StopToolCalls
 	}
-	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{msg}, Interrupts: interrupts, Events: stored}); err != nil {
+	// The answer is stored on its own, before the run's end: a crash in
+	// between must not lose an answer the client may have seen streaming.
+	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{msg}, Interrupts: interrupts, Events: stored,
+		Started: x.premark(msg.ToolCalls, interrupts)}); err != nil {
 		return msg, err
 	}
 	x.msgs = append(x.msgs, msg)
@@ -631,6 +637,36 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 		}
 	}
 	return msg, nil
+}
+
+// premark returns the calls of a step to mark started with the step's own
+// checkpoint: when every call is a server tool that runs at once (no
+// decision asked, no client tool), those not idempotent. The marker is
+// then durable with the message, before the calls run, and runCalls writes
+// none (one write less per tool step). Otherwise none: runCalls marks what
+// it runs.
+func (x *execution) premark(calls []message.ToolCall, interrupts []store.Interrupt) []string {
+	x.premarked = nil
+	if !x.durable || len(calls) == 0 || len(interrupts) > 0 {
+		return nil
+	}
+	var marks []string
+	for _, c := range calls {
+		t := x.tools[c.Name]
+		if t == nil || c.Client {
+			return nil
+		}
+		if !t.Idempotent {
+			marks = append(marks, c.ID)
+		}
+	}
+	if len(marks) > 0 {
+		x.premarked = make(map[string]bool, len(marks))
+		for _, id := range marks {
+			x.premarked[id] = true
+		}
+	}
+	return marks
 }
 
 // stream makes one model call and streams what it says as the assistant
@@ -1061,7 +1097,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				}
 			}
 		}
-		if x.durable && !t.Idempotent {
+		if x.durable && !t.Idempotent && !x.premarked[c.ID] {
 			marks = append(marks, c.ID)
 		}
 		jobs = append(jobs, job{i, c, t, args})

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,5 +372,74 @@ func BenchmarkDurableToolTurn(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// writeCounter counts a store's write transactions.
+type writeCounter struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (w *writeCounter) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
+	w.n.Add(1)
+	return w.Store.BeginRun(ctx, b)
+}
+
+func (w *writeCounter) Checkpoint(ctx context.Context, c store.Checkpoint) error {
+	if c.LeaseUntil.IsZero() || len(c.Messages)+len(c.Started)+len(c.Events)+len(c.Interrupts) > 0 {
+		w.n.Add(1)
+	}
+	return w.Store.Checkpoint(ctx, c)
+}
+
+func (w *writeCounter) FinishRun(ctx context.Context, f store.FinishRun) error {
+	w.n.Add(1)
+	return w.Store.FinishRun(ctx, f)
+}
+
+// TestToolTurnMarksWithItsCall: a durable turn whose step calls a tool
+// that is not idempotent stores the call's started marker with the
+// message that makes the call, before the tool runs: five writes in all
+// (begin, call and marker, result, answer, end), and after a crash
+// between the tool's start and its result the call is still found in
+// doubt (TestCrashMidToolIsInDoubt and the engine's in-doubt tests).
+func TestToolTurnMarksWithItsCall(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stackbone.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wc := &writeCounter{Store: s}
+	var markedBeforeRun atomic.Bool
+	spec := &agent.Spec{Name: "helper", Model: "scripted/helper", Instructions: "Help.", Tools: []*tool.Tool{{
+		Name: "refund", Execute: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			ids, err := s.StartedCalls(ctx, "acme", "t1", []string{"call_0"})
+			markedBeforeRun.Store(err == nil && len(ids) == 1)
+			return tool.Result{Content: "ok"}, nil
+		}}}}
+	r, err := engine.New(engine.Config{Store: wc, Agents: agent.NewRegistry(spec),
+		Models: fixed{&caller{name: "refund", id: "call_0", args: `{}`}}, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Wait()
+	run, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+		Messages: []message.Message{{Role: message.User, Content: "go"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range run.Events() {
+	}
+	r.Wait()
+	if !markedBeforeRun.Load() {
+		t.Fatal("the call was not marked started before the tool ran")
+	}
+	if n := wc.n.Load(); n != 5 {
+		t.Fatalf("%d writes for a durable tool turn, want 5", n)
+	}
+	if ids, _ := s.StartedCalls(t.Context(), "acme", "t1", []string{"call_0"}); len(ids) != 0 {
+		t.Fatalf("the marker outlived the call's result: %v", ids)
 	}
 }
