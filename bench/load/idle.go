@@ -21,6 +21,8 @@ type idleResult struct {
 	n                       int
 	rssBefore, rssWith      int64
 	goroutines, goroutines0 int
+	// stack and heap in use (go_memstats_*_inuse_bytes), before and with.
+	stack0, stack, heap0, heap float64
 }
 
 // raiseFileLimit lets the harness (and the server it starts, which
@@ -50,7 +52,7 @@ func idleStreams(ctx context.Context, base, thread string, pid, n int) (*idleRes
 		return nil, err
 	}
 	res := &idleResult{n: n}
-	if res.goroutines0, err = goroutines(ctx, base); err != nil {
+	if res.goroutines0, res.stack0, res.heap0, err = goroutines(ctx, base); err != nil {
 		return nil, err
 	}
 	if res.rssBefore, err = benchproc.RSS(pid); err != nil {
@@ -85,27 +87,39 @@ func idleStreams(ctx context.Context, base, thread string, pid, n int) (*idleRes
 	if res.rssWith, err = benchproc.RSS(pid); err != nil {
 		return nil, err
 	}
-	if res.goroutines, err = goroutines(ctx, base); err != nil {
+	if res.goroutines, res.stack, res.heap, err = goroutines(ctx, base); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// goroutines reads go_goroutines from the server's /metrics.
-func goroutines(ctx context.Context, base string) (int, error) {
+// goroutines reads go_goroutines and the stack and heap in use from the
+// server's /metrics.
+func goroutines(ctx context.Context, base string) (n int, stack, heap float64, err error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
+	found := false
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
+		name, v, _ := strings.Cut(sc.Text(), " ")
+		f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		switch name {
+		case "go_goroutines":
+			n, found = int(f), true
+		case "go_memstats_stack_inuse_bytes":
+			stack = f
+		case "go_memstats_heap_inuse_bytes":
+			heap = f
 		}
 	}
-	return 0, fmt.Errorf("no go_goroutines in /metrics")
+	if !found {
+		return 0, 0, 0, fmt.Errorf("no go_goroutines in /metrics")
+	}
+	return n, stack, heap, nil
 }
 
 func (r *idleResult) write(w io.Writer) {
@@ -113,4 +127,6 @@ func (r *idleResult) write(w io.Writer) {
 	fmt.Fprintf(w, "\n%d idle SSE streams (half thread events, half Studio live): RSS %.1f → %.1f MiB (%.1f KB per stream), goroutines %d → %d (%.2f per stream).\n",
 		r.n, float64(r.rssBefore)/(1<<20), float64(r.rssWith)/(1<<20), per/1024, r.goroutines0, r.goroutines,
 		float64(r.goroutines-r.goroutines0)/float64(r.n))
+	fmt.Fprintf(w, "Per stream: %.1f KB of goroutine stacks, %.1f KB of heap in use (the Go runtime's view).\n",
+		(r.stack-r.stack0)/float64(r.n)/1024, (r.heap-r.heap0)/float64(r.n)/1024)
 }

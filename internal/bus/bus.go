@@ -27,9 +27,12 @@ type Bus struct {
 // (thread "") every thread of it.
 type key struct{ tenant, thread string }
 
-// Subscription receives events on C until Close.
+// Subscription receives events on C until Close. Every subscriber of an
+// event gets the same *event.Event: read it, never change it. (Pointers
+// keep a subscription's buffer small: an idle stream holds a buffer of
+// pointers, not of events.)
 type Subscription struct {
-	C chan event.Event
+	C chan *event.Event
 	// Dropped receives a value when events were dropped because C was
 	// full (one pending value stands for any number of drops). A consumer
 	// that must not miss a stored event reads the store again after the
@@ -54,11 +57,11 @@ func (b *Bus) Subscribe(tenant, thread string) *Subscription {
 
 // SubscribeTenant listens to every thread of a tenant.
 func (b *Bus) SubscribeTenant(tenant string) *Subscription {
-	return b.subscribe(key{tenant, ""}, 1024)
+	return b.subscribe(key{tenant, ""}, 256)
 }
 
 func (b *Bus) subscribe(k key, buffer int) *Subscription {
-	s := &Subscription{C: make(chan event.Event, buffer), dropped: make(chan struct{}, 1), bus: b, key: k}
+	s := &Subscription{C: make(chan *event.Event, buffer), dropped: make(chan struct{}, 1), bus: b, key: k}
 	s.Dropped = s.dropped
 	b.mu.Lock()
 	m := b.subs[k]
@@ -89,10 +92,14 @@ func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 	if thread == "" {
 		keys = keys[1:] // a tenant-wide event (a stateless turn's decision): once
 	}
+	var p *event.Event // one copy, shared by every subscriber
 	for _, k := range keys {
 		for s := range b.subs[k] {
+			if p == nil {
+				p = &e
+			}
 			select {
-			case s.C <- e:
+			case s.C <- p:
 			default:
 				select {
 				case s.dropped <- struct{}{}:

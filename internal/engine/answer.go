@@ -254,7 +254,7 @@ func (r *Runner) followAnswered(in Input, run *Run, sub *bus.Subscription) {
 				if e.Type == event.RunStarted || e.Type == event.DecisionMade {
 					continue
 				}
-				if !send(e) || e.Type == event.RunFinished || e.Type == event.RunError {
+				if !send(*e) || e.Type == event.RunFinished || e.Type == event.RunError {
 					return
 				}
 			}

@@ -126,9 +126,17 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 // called: the one keepalive of every stream the server serves (ping must be
 // safe to call concurrently with the stream's writes, as sse.Writer is).
 func (s *Server) KeepAlive(ping func()) (stop func()) {
-	d := s.KeepAliveInterval
-	if d <= 0 {
-		d = DefaultKeepAliveInterval
+	return sse.KeepAlive(s.keepAliveEvery(), ping)
+}
+
+// KeepAliveTicker ticks at the keep-alive interval, for a long-lived
+// stream whose own select loop sends the pings: no goroutine per stream
+// (an idle stream costs its connection and its handler only).
+func (s *Server) KeepAliveTicker() *time.Ticker { return time.NewTicker(s.keepAliveEvery()) }
+
+func (s *Server) keepAliveEvery() time.Duration {
+	if s.KeepAliveInterval <= 0 {
+		return DefaultKeepAliveInterval
 	}
-	return sse.KeepAlive(d, ping)
+	return s.KeepAliveInterval
 }

@@ -389,7 +389,9 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := sw.Comment("stream open"); err != nil {
 		return nil
 	}
-	send := func(e event.Event) error {
+	// Events go by pointer: copies of them would make this long-lived
+	// frame bigger, and an idle stream's stack with it.
+	send := func(e *event.Event) error {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err
@@ -409,11 +411,11 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 				s.Logger.Warn("replay thread events", "thread", id, "err", err)
 				return false
 			}
-			for _, e := range evs {
-				if err := send(e); err != nil {
+			for i := range evs {
+				if err := send(&evs[i]); err != nil {
 					return false
 				}
-				after = e.Seq
+				after = evs[i].Seq
 			}
 			if len(evs) < 500 {
 				return true
@@ -423,12 +425,16 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	if !replay() {
 		return nil
 	}
-	stop := s.KeepAlive(func() { _ = sw.Comment("ping") })
-	defer stop()
+	ping := s.KeepAliveTicker()
+	defer ping.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
+		case <-ping.C:
+			if sw.Comment("ping") != nil {
+				return nil
+			}
 		case <-sub.Dropped:
 			// This stream fell behind and the bus dropped events for it.
 			// What is buffered is stale: its stored events come again from

@@ -118,7 +118,7 @@ func (e *Engine) Follow(t testing.TB, tenant, thread string) (wait func() []even
 		for {
 			select {
 			case ev := <-sub.C:
-				evs = append(evs, ev)
+				evs = append(evs, *ev)
 				if ev.Type == event.RunFinished || ev.Type == event.RunError {
 					return evs
 				}

@@ -173,12 +173,25 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 	if !send("hello", map[string]string{"tenant": tenant}) {
 		return nil
 	}
-	stop := st.srv.KeepAlive(func() { _ = sw.Comment("ping") })
-	defer stop()
+	ping := st.srv.KeepAliveTicker()
+	defer ping.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
+		case <-ping.C:
+			if sw.Comment("ping") != nil {
+				return nil
+			}
+		case <-sub.Dropped:
+			// Fell behind: what is buffered is stale. "hello" again makes
+			// the page read everything afresh.
+			for len(sub.C) > 0 {
+				<-sub.C
+			}
+			if !send("hello", map[string]string{"tenant": tenant}) {
+				return nil
+			}
 		case e := <-sub.C:
 			if tokenTypes[e.Type] {
 				continue

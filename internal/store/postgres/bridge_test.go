@@ -41,7 +41,7 @@ func next(t testing.TB, sub *bus.Subscription, what string) event.Event {
 	t.Helper()
 	select {
 	case e := <-sub.C:
-		return e
+		return *e
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s: no event arrived", what)
 		return event.Event{}

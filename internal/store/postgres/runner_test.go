@@ -112,7 +112,7 @@ func TestDecisionOnAnotherReplicaResumesThere(t *testing.T) {
 			if e.RunID == run.ID {
 				continue // A's own run, published locally
 			}
-			resumed = append(resumed, e)
+			resumed = append(resumed, *e)
 			done = e.Type == event.RunFinished && e.Seq > 0
 		case <-deadline:
 			t.Fatalf("A's subscriber did not see the resumed run finish; got %d events", len(resumed))
