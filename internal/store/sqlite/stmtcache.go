@@ -107,6 +107,9 @@ func (c *stmtCache) QueryContext(ctx context.Context, q string, args ...any) (*s
 }
 
 // wtx is a write transaction whose statements come from the writer's cache.
+// A group commit holds several writers' work, so a statement ignores the
+// cancellation of its context: an interrupted statement could roll back
+// the whole transaction, the other writers' work with it.
 type wtx struct {
 	*sql.Tx
 	c *stmtCache
@@ -114,6 +117,7 @@ type wtx struct {
 
 // QueryRowContext runs q in the transaction, prepared when cached.
 func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
@@ -122,6 +126,7 @@ func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 
 // ExecContext runs q in the transaction, prepared when cached.
 func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
@@ -130,6 +135,7 @@ func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 
 // QueryContext runs q in the transaction, prepared when cached.
 func (t *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
