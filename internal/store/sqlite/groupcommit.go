@@ -152,8 +152,8 @@ func (g *groupCommit) dequeue(n int) {
 // not run yet are returned for another transaction.
 func (s *Store) runBatch(batch []*writeReq) (rest []*writeReq) {
 	// No writer's cancellation may roll back the others' work: the
-	// transaction and its statements ignore it (wtx detaches each
-	// statement's context), and a writer whose context is done before its
+	// transaction and its statements ignore it (wtx runs them under the
+	// writer's context without its cancellation), and a writer whose context is done before its
 	// turn is skipped.
 	ctx := context.WithoutCancel(batch[0].ctx)
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -163,7 +163,7 @@ func (s *Store) runBatch(batch []*writeReq) (rest []*writeReq) {
 		}
 		return nil
 	}
-	wt := &wtx{Tx: tx, c: s.wc}
+	wt := &wtx{Tx: tx, c: s.wc, ctx: ctx}
 	alone := len(batch) == 1
 	ran := 0
 	for i, r := range batch {
@@ -240,6 +240,7 @@ func (s *Store) rollback(tx *sql.Tx, op string) {
 // writer once the batch is over.
 func (r *writeReq) call(tx *wtx) (err error) {
 	r.ran = true
+	tx.ctx = context.WithoutCancel(r.ctx)
 	defer func() {
 		if p := recover(); p != nil {
 			r.panic = p
