@@ -29,6 +29,7 @@ func BenchmarkCheckpointParallel(b *testing.B) {
 			Content: `{"city":"Paris","temperature":21,"conditions":"sunny","detail":"` + text + `"}`},
 	}
 	var next atomic.Int64
+	commits, writes := s.gc.commits.Load(), s.gc.writes.Load()
 	b.SetParallelism(8) // 8 × GOMAXPROCS goroutines
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -45,6 +46,7 @@ func BenchmarkCheckpointParallel(b *testing.B) {
 			}
 		}
 	})
+	b.ReportMetric(float64(s.gc.writes.Load()-writes)/float64(s.gc.commits.Load()-commits), "writes/commit")
 }
 
 // holdWriter starts a checkpoint whose COMMIT waits until n other writes
