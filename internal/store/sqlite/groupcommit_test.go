@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,12 @@ import (
 // runs, each on its own thread (the shape of 16 concurrent clients).
 func BenchmarkCheckpointParallel(b *testing.B) {
 	ctx := context.Background()
-	s := openFile(b, filepath.Join(b.TempDir(), "stackbone.db"))
+	path := filepath.Join(b.TempDir(), "stackbone.db")
+	s := openFile(b, path)
+	// The WAL is not checkpointed, so its size measures what was written.
+	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
+		b.Fatal(err)
+	}
 	text := fmt.Sprintf("%0450d", 0)
 	msgs := []message.Message{
 		{ID: "msg_assistant", Role: message.Assistant, Content: text,
@@ -31,9 +37,11 @@ func BenchmarkCheckpointParallel(b *testing.B) {
 	var next atomic.Int64
 	commits, writes := s.gc.commits.Load(), s.gc.writes.Load()
 	b.SetParallelism(8) // 8 × GOMAXPROCS goroutines
+	b.ResetTimer()
+	walBefore := walSize(b, path)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		id := fmt.Sprintf("t%d", next.Add(1))
+		id := fmt.Sprintf("t%d.%d", b.N, next.Add(1))
 		if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: id, Agent: "x", RunID: "r", Now: storetest.T0,
 			LeaseUntil: storetest.T0.Add(time.Hour)}); err != nil {
 			b.Error(err)
@@ -46,6 +54,7 @@ func BenchmarkCheckpointParallel(b *testing.B) {
 			}
 		}
 	})
+	b.ReportMetric(float64(walSize(b, path)-walBefore)/float64(b.N), "WAL-B/op")
 	b.ReportMetric(float64(s.gc.writes.Load()-writes)/float64(s.gc.commits.Load()-commits), "writes/commit")
 }
 
@@ -299,4 +308,12 @@ func TestGroupCommitSkipsCancelledWriter(t *testing.T) {
 	if err := checkpoint(ctx, "t2"); err != nil { // the writer is free again
 		t.Errorf("Checkpoint after: %v", err)
 	}
+}
+
+func walSize(b *testing.B, path string) int64 {
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
 }
