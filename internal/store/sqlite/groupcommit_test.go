@@ -317,3 +317,50 @@ func walSize(b *testing.B, path string) int64 {
 	}
 	return fi.Size()
 }
+
+// A write that panics inside a batch panics in its own writer, its rows
+// rolled back, while the writes batched with it commit.
+func TestGroupCommitPanicStaysInItsWriter(t *testing.T) {
+	ctx := t.Context()
+	s := openFile(t, filepath.Join(t.TempDir(), "stackbone.db"))
+	for _, id := range []string{"t1", "t2"} {
+		if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: id, Agent: "x", RunID: "r",
+			Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := holdWriter(t, s, 3)
+	var wg sync.WaitGroup
+	for _, id := range []string{"t1", "t2"} {
+		wg.Go(func() {
+			if err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: id, RunID: "r",
+				Messages: []message.Message{{ID: "m-" + id, Role: message.User, Content: "hi"}}}); err != nil {
+				t.Errorf("Checkpoint %s: %v", id, err)
+			}
+		})
+	}
+	var got any
+	wg.Go(func() {
+		defer func() { got = recover() }()
+		_ = s.write(ctx, "boom", func(tx *wtx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO studio_revoked_sessions (tenant, id, expires_at) VALUES ('a', 's', 1)`); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	})
+	wg.Wait()
+	held()
+	if got != "boom" {
+		t.Errorf("the panicking write's writer recovered %v; want boom", got)
+	}
+	var n int
+	if err := s.rc.QueryRowContext(ctx, `SELECT count(*) FROM studio_revoked_sessions`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("rows of the panicking write: %d, %v; want 0", n, err)
+	}
+	for _, id := range []string{"t1", "t2"} {
+		if ms, err := s.Messages(ctx, "a", id); err != nil || len(ms) != 1 {
+			t.Errorf("messages of %s: %v, %v; want its checkpoint's", id, msgIDs(ms), err)
+		}
+	}
+}
