@@ -5,7 +5,25 @@
 // Writes go through a pool of one connection and run in BEGIN IMMEDIATE
 // transactions, so writers of one process queue in Go instead of failing with
 // SQLITE_BUSY; reads use a separate read-only pool. Another process on the
-// same file waits up to the busy timeout. Messages, events, state, interrupt
+// same file waits up to the busy timeout.
+//
+// Group commit: the writes that queue while a transaction runs go together
+// in the next one (up to 64), each in a savepoint of its own, and commit
+// once. A write that fails is rolled back to its savepoint and returns its
+// own error (store.ErrLeaseLost, store.ErrAlreadyDecided, a constraint
+// error, ...) while the others commit. A write whose context ends while it
+// waits is skipped with the context's error; once it ran, it waits for the
+// COMMIT (its statements ignore the cancellation). A lone writer runs at
+// once on its own goroutine, without a savepoint.
+//
+// Durability: a write returns (is acknowledged) only after the COMMIT of the
+// transaction that holds it succeeded; when that COMMIT fails, every write
+// in the batch returns the error and none of them is stored. With
+// synchronous=NORMAL in WAL mode a committed transaction is in the WAL file
+// before the write returns, so a crash of the process (kill -9 included)
+// loses nothing acknowledged; a power loss or OS crash may lose the last
+// transactions before the next checkpoint of the WAL, never corrupting the
+// database. Messages, events, state, interrupt
 // arguments and decisions are stored as JSON text beside a format version
 // (store.FormatVersion); times as Unix microseconds.
 //
@@ -49,6 +67,7 @@ type Store struct {
 	// wc and rc cache the prepared statements of the writer and the
 	// readers (the same cache for an in-memory database).
 	wc, rc *stmtCache
+	gc     groupCommit // batches the write transactions
 	// webhooks are the endpoints notices are written for (SetWebhooks).
 	webhooks []string
 }
@@ -167,30 +186,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if err := s.r.PingContext(ctx); err != nil {
 		return mapErr("ping", err)
-	}
-	return nil
-}
-
-// write runs fn in one BEGIN IMMEDIATE transaction on the writer connection.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *wtx) error) error {
-	err := s.writeTx(ctx, op, fn)
-	s.wc.flush(ctx) // the connection is free again: prepare what the transaction missed
-	return err
-}
-
-func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *wtx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return mapErr(op, err)
-	}
-	if err := fn(&wtx{Tx: tx, c: s.wc}); err != nil {
-		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			s.logger.Warn("sqlite rollback failed", "op", op, "err", rerr)
-		}
-		return mapErr(op, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return mapErr(op, err)
 	}
 	return nil
 }

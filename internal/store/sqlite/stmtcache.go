@@ -107,13 +107,19 @@ func (c *stmtCache) QueryContext(ctx context.Context, q string, args ...any) (*s
 }
 
 // wtx is a write transaction whose statements come from the writer's cache.
+// A group commit holds several writers' work, so a statement runs under
+// ctx, the writer's context without its cancellation, instead of the one
+// it is given: an interrupted statement could roll back the whole
+// transaction, the other writers' work with it.
 type wtx struct {
 	*sql.Tx
-	c *stmtCache
+	c   *stmtCache
+	ctx context.Context
 }
 
 // QueryRowContext runs q in the transaction, prepared when cached.
-func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+func (t *wtx) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	ctx := t.ctx
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
@@ -121,7 +127,8 @@ func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 }
 
 // ExecContext runs q in the transaction, prepared when cached.
-func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+func (t *wtx) ExecContext(_ context.Context, q string, args ...any) (sql.Result, error) {
+	ctx := t.ctx
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
@@ -129,7 +136,8 @@ func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 }
 
 // QueryContext runs q in the transaction, prepared when cached.
-func (t *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+func (t *wtx) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx := t.ctx
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
