@@ -38,7 +38,8 @@ type Config struct {
 	BaseURL string
 	// APIKey authenticates the requests when not empty.
 	APIKey string
-	// HTTPClient is used for requests (nil: http.DefaultClient).
+	// HTTPClient is used for requests (nil: a client of the provider's own,
+	// with an idle pool sized for concurrent calls).
 	HTTPClient *http.Client
 	// Retry bounds retries of 429/5xx/connection failures.
 	Retry model.RetryPolicy
@@ -74,7 +75,7 @@ func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
 func New(cfg Config) *Provider {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = upstream.NewHTTPClient()
 	}
 	opts := []option.RequestOption{
 		// Nothing is read from the process environment: the caller decides.

@@ -148,3 +148,9 @@ func TestParamsSettings(t *testing.T) {
 		t.Fatalf("max tokens under the budget: %v", err)
 	}
 }
+
+func BenchmarkStream(b *testing.B) {
+	modeltest.BenchmarkProvider(b, modeltest.Anthropic, func(baseURL string, retry model.RetryPolicy) model.Provider {
+		return anthropic.New(anthropic.Config{BaseURL: baseURL, APIKey: "sk-ant-test", Retry: retry})
+	})
+}

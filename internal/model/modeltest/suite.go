@@ -204,6 +204,27 @@ func TestProvider(t *testing.T, kind Kind, newProvider NewProviderFunc) {
 		})
 	}
 
+	t.Run("sequential calls reuse one connection", func(t *testing.T) {
+		srv, p := start(t)
+		for range 50 {
+			if _, err := Collect(p.Stream(context.Background(), model.Request{Model: "m", Messages: user("hi")})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := srv.Conns(); n != 1 {
+			t.Fatalf("50 sequential streamed calls opened %d connections, want 1", n)
+		}
+		before := srv.Conns()
+		for range 50 {
+			if _, err := Collect(p.Stream(context.Background(), model.Request{Model: "m", Messages: user("bad request")})); err == nil {
+				t.Fatal("a 400 answer was not an error")
+			}
+		}
+		if n := srv.Conns() - before; n > 1 {
+			t.Fatalf("50 sequential error answers opened %d more connections, want none", n)
+		}
+	})
+
 	t.Run("retries are bounded", func(t *testing.T) {
 		srv, p := start(t)
 		srv.FailNext(10, 503)

@@ -229,6 +229,10 @@ func (p *Provider) read(ctx context.Context, body io.Reader, yield func(model.Ch
 			return
 		}
 		if bytes.HasPrefix(data, []byte("[DONE]")) {
+			// The chunked terminator may still be on its way: read it, so
+			// the connection goes back to the pool before the caller
+			// works on the answer.
+			upstream.Drain(r.br)
 			break
 		}
 		var c chunk
