@@ -58,6 +58,7 @@ type Provider struct {
 	urlErr error  // set when BaseURL does not parse
 	auth   string // the Authorization header value, "" for none
 	log    *slog.Logger
+	tools  toolCache
 }
 
 var (
