@@ -15,6 +15,7 @@ import (
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -284,16 +285,12 @@ func Params(req model.Request) (ant.MessageNewParams, error) {
 		}
 		params.Messages = appendTurn(params.Messages, user, blocks)
 	}
-	for _, t := range req.Tools {
-		schema, err := inputSchema(t.Parameters)
-		if err != nil {
-			return params, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
-		}
-		u := ant.ToolUnionParamOfTool(schema, t.Name)
-		if t.Description != "" {
-			u.OfTool.Description = ant.String(t.Description)
-		}
-		params.Tools = append(params.Tools, u)
+	tools, err := toolCache.Encode(req.Tools)
+	if err != nil {
+		return params, err
+	}
+	for _, t := range tools {
+		params.Tools = append(params.Tools, param.Override[ant.ToolUnionParam](json.RawMessage(t)))
 	}
 	serial := req.ParallelToolCalls != nil && !*req.ParallelToolCalls && len(req.Tools) > 0
 	switch req.ToolChoice {
@@ -392,6 +389,26 @@ func imageBlock(pt message.Part) (ant.ContentBlockParamUnion, bool) {
 		return ant.NewImageBlock(ant.URLImageSourceParam{URL: pt.URL}), true
 	}
 	return ant.ContentBlockParamUnion{}, false
+}
+
+// toolCache holds the tools Params sends, each encoded once.
+var toolCache = upstream.NewToolCache(encodeTool)
+
+// encodeTool encodes one entry of "tools" with its input_schema.
+func encodeTool(t model.ToolDef) ([]byte, error) {
+	schema, err := inputSchema(t.Parameters)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
+	}
+	u := ant.ToolUnionParamOfTool(schema, t.Name)
+	if t.Description != "" {
+		u.OfTool.Description = ant.String(t.Description)
+	}
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	return b, nil
 }
 
 func inputSchema(raw json.RawMessage) (ant.ToolInputSchemaParam, error) {

@@ -58,7 +58,7 @@ type Provider struct {
 	urlErr error  // set when BaseURL does not parse
 	auth   string // the Authorization header value, "" for none
 	log    *slog.Logger
-	tools  toolCache
+	tools  *upstream.ToolCache
 }
 
 var (
@@ -79,7 +79,7 @@ func New(cfg Config) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", cfg.Name)}
+	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", cfg.Name), tools: upstream.NewToolCache(encodeTool)}
 	p.url, p.urlErr = endpoint(cfg.BaseURL)
 	if cfg.APIKey != "" && cfg.AzureAPIVersion == "" {
 		p.auth = "Bearer " + cfg.APIKey

@@ -16,7 +16,7 @@ type chatRequest struct {
 	Model    string        `json:"model"`
 	Messages []chatMessage `json:"messages,omitempty"`
 	// The tools are written after the other fields, already encoded (see
-	// toolCache).
+	// upstream.ToolCache).
 	ToolChoice          any            `json:"tool_choice,omitempty"`
 	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
 	MaxTokens           int            `json:"max_tokens,omitempty"`
@@ -126,7 +126,7 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 	var tools [][]byte
 	if len(req.Tools) > 0 {
 		var err error
-		if tools, err = p.tools.encode(req.Tools); err != nil {
+		if tools, err = p.tools.Encode(req.Tools); err != nil {
 			return nil, err
 		}
 		// OpenAI refuses parallel_tool_calls on a request without tools.
@@ -203,68 +203,6 @@ func mergeBody(body, extra []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// maxCachedTools bounds a toolCache; it is emptied when full. An agent's
-// tools stay in it across calls; a client's tools, new in every request,
-// come and go.
-const maxCachedTools = 1024
-
-// toolCache holds the encoded form of the tool definitions a provider has
-// sent: an agent's tools are the same ToolDef values (the same Parameters
-// bytes) in every step, so each is checked, compacted and encoded once.
-// A tool is known by its name, description and the identity of its
-// Parameters bytes (kept alive by the key, so a reloaded agent's new
-// schemas are new keys); Parameters are never modified once built.
-type toolCache struct {
-	mu sync.Mutex
-	m  map[toolKey][]byte
-}
-
-type toolKey struct {
-	name, description string
-	params            *byte
-	n                 int
-}
-
-func keyOf(t model.ToolDef) toolKey {
-	k := toolKey{name: t.Name, description: t.Description, n: len(t.Parameters)}
-	if len(t.Parameters) > 0 {
-		k.params = &t.Parameters[0]
-	}
-	return k
-}
-
-// encode returns the encoded "tools" entries for defs, in order.
-func (c *toolCache) encode(defs []model.ToolDef) ([][]byte, error) {
-	out := make([][]byte, len(defs))
-	missing := false
-	c.mu.Lock()
-	for i, t := range defs {
-		out[i] = c.m[keyOf(t)]
-		missing = missing || out[i] == nil
-	}
-	c.mu.Unlock()
-	if !missing {
-		return out, nil
-	}
-	for i, t := range defs {
-		if out[i] != nil {
-			continue
-		}
-		enc, err := encodeTool(t)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = enc
-		c.mu.Lock()
-		if c.m == nil || len(c.m) >= maxCachedTools {
-			c.m = make(map[toolKey][]byte)
-		}
-		c.m[keyOf(t)] = enc
-		c.mu.Unlock()
-	}
-	return out, nil
 }
 
 // encodeTool encodes one entry of "tools" with its schema checked and
