@@ -390,7 +390,7 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	}
 	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, runner.NewID))
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
-	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.Encode, Now: s.Now, NewID: runner.NewID,
+	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.EncodeRun, Now: s.Now, NewID: runner.NewID,
 		Tenant: func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant }})
 	if err != nil {
 		return nil, nil, err

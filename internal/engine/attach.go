@@ -131,7 +131,8 @@ func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64
 		return nil, ErrShuttingDown
 	}
 	defer r.wg.Done()
-	run := &Run{ID: th.RunID, ThreadID: threadID, Existed: true, events: make(chan event.Event, 64), gone: make(chan struct{})}
+	run := newRun(th.RunID, threadID)
+	run.Existed = true
 	r.resumeLapsed(th)
 	r.spawn(nil, nil, func(ctx context.Context) {
 		defer close(run.events)

@@ -392,6 +392,19 @@ func (run *Run) Events() iter.Seq[event.Event] {
 	}
 }
 
+// runBuffer is how many events a run's producer gets ahead of its
+// consumer: enough for a burst of deltas, small enough that a turn does not
+// allocate a large buffer (an event is about 340 bytes).
+const runBuffer = 16
+
+func newRun(id, threadID string) *Run {
+	return &Run{ID: id, ThreadID: threadID, events: make(chan event.Event, runBuffer), gone: make(chan struct{})}
+}
+
+// Buffered returns how many events are ready to read without waiting: a
+// streaming consumer flushes its output when none is.
+func (run *Run) Buffered() int { return len(run.events) }
+
 func (run *Run) detach() { run.once.Do(func() { close(run.gone) }) }
 
 // deliver sends e to the run's consumer; false once the consumer is gone.
@@ -577,7 +590,7 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 		runID = r.NewID("run")
 	}
 	x.runID = runID
-	run = &Run{ID: runID, ThreadID: in.ThreadID, events: make(chan event.Event, 64), gone: make(chan struct{})}
+	run = newRun(runID, in.ThreadID)
 	if len(in.State) > 0 {
 		if !x.durable {
 			return nil, nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")

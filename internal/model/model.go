@@ -140,7 +140,10 @@ type FormatHonourer interface {
 type ToolDef struct {
 	Name        string
 	Description string
-	Parameters  json.RawMessage
+	// Parameters is the JSON Schema of the arguments. Its bytes are never
+	// modified once the definition is built (a provider may keep their
+	// encoded form by their identity); a changed schema is a new slice.
+	Parameters json.RawMessage
 }
 
 // ChunkType says what a Chunk carries.

@@ -51,17 +51,32 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire)
 	if err != nil {
 		return apierror.At(err, t.Param)
 	}
-	return s.Encode(t.Encoder(w, run), run.Events())
+	return s.EncodeRun(t.Encoder(w, run), run)
+}
+
+// EncodeRun is Encode for a run's events: a buffered encoder
+// (wire.Flusher) is flushed whenever the run has no further event ready, so
+// a burst of events goes out in one write and a lone event at once.
+func (s *Server) EncodeRun(enc wire.Encoder, run *engine.Run) error {
+	return s.encode(enc, run.Events(), run.Buffered)
 }
 
 // Encode writes a run's events with enc, with keepalives while it streams,
 // and ends the response: a run whose events end without a terminal event
-// is reported as incomplete on every wire.
+// is reported as incomplete on every wire. A buffered encoder (wire.Flusher)
+// is flushed after each event.
 func (s *Server) Encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
+	return s.encode(enc, events, func() int { return 0 })
+}
+
+// encode is the loop of Encode; ready tells how many events are ready
+// without waiting.
+func (s *Server) encode(enc wire.Encoder, events iter.Seq[event.Event], ready func() int) error {
 	if p, ok := enc.(wire.Pinger); ok {
 		stop := s.KeepAlive(func() { _ = p.Ping() })
 		defer stop()
 	}
+	fl, _ := enc.(wire.Flusher)
 	terminal := false
 	for e := range events {
 		if err := enc.Write(e); err != nil {
@@ -70,11 +85,22 @@ func (s *Server) Encode(enc wire.Encoder, events iter.Seq[event.Event]) error {
 		if e.Type == event.RunFinished || e.Type == event.RunError {
 			terminal = true
 		}
+		if fl != nil && ready() == 0 {
+			if err := fl.Flush(); err != nil {
+				return nil
+			}
+		}
 	}
+	var err error
 	if !terminal {
-		return enc.Close(apierror.IncompleteRun())
+		err = enc.Close(apierror.IncompleteRun())
+	} else {
+		err = enc.Close(nil)
 	}
-	return enc.Close(nil)
+	if fl != nil {
+		_ = fl.Flush()
+	}
+	return err
 }
 
 // startTurn starts a turn for the caller: the tenant from its key and, on

@@ -28,6 +28,13 @@ type Encoder interface {
 	Close(err *apierror.Error) error
 }
 
+// Flusher is an Encoder whose writes wait for Flush: the turn loop flushes
+// after an event when the run has no further event ready, so a burst of
+// events reaches the client in one write and a lone event at once.
+type Flusher interface {
+	Flush() error
+}
+
 // Pinger is an Encoder that streams: it gets a keepalive every
 // Server.KeepAliveInterval (the one keepalive mechanism), concurrently with Write.
 type Pinger interface {

@@ -4,6 +4,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -38,7 +41,8 @@ type Config struct {
 	BaseURL string
 	// APIKey authenticates the requests when not empty.
 	APIKey string
-	// HTTPClient is used for requests (nil: http.DefaultClient).
+	// HTTPClient is used for requests (nil: a client of the provider's own,
+	// with an idle pool sized for concurrent calls).
 	HTTPClient *http.Client
 	// Retry bounds retries of 429/5xx/connection failures.
 	Retry model.RetryPolicy
@@ -74,7 +78,7 @@ func (p *Provider) HonoursFormat(f model.ResponseFormat) bool {
 func New(cfg Config) *Provider {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = upstream.NewHTTPClient()
 	}
 	opts := []option.RequestOption{
 		// Nothing is read from the process environment: the caller decides.
@@ -106,10 +110,50 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 	})
 }
 
+// streamEvent is the part of a Messages stream event the provider reads
+// (the SDK's event union cost most of a call's CPU to decode).
+type streamEvent struct {
+	Type    string `json:"type"`
+	Index   int64  `json:"index"`
+	Message struct {
+		Usage eventUsage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string         `json:"type"`
+		Text        string         `json:"text"`
+		PartialJSON string         `json:"partial_json"`
+		StopReason  ant.StopReason `json:"stop_reason"`
+	} `json:"delta"`
+	Usage eventUsage `json:"usage"`
+}
+
+type eventUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// attempt sends the request once and streams its answer. The SDK sends it
+// (headers, errors); the events are read here.
 func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) iter.Seq2[model.Chunk, error] {
 	return func(yield func(model.Chunk, error) bool) {
-		stream := p.client.Messages.NewStreaming(ctx, params)
-		defer func() { _ = stream.Close() }()
+		fail := func(err error) { yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, statusOf)) }
+		var resp *http.Response
+		if err := p.client.Post(ctx, "v1/messages", params, &resp, option.WithJSONSet("stream", true)); err != nil {
+			fail(err)
+			return
+		}
+		dec := ssestream.NewDecoder(resp)
+		if dec == nil {
+			fail(errors.New("no answer body"))
+			return
+		}
+		defer func() { _ = dec.Close() }()
 
 		var (
 			calls   = map[int64]int{} // content block index -> call index
@@ -131,8 +175,26 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 			}
 			return yield(c, nil)
 		}
-		for stream.Next() {
-			ev := stream.Current()
+		var ev streamEvent
+		for dec.Next() {
+			// Events as the SDK's stream takes them: ping and unnamed ones
+			// skipped, an error event ends the stream.
+			data := bytes.TrimSuffix(dec.Event().Data, []byte("\n"))
+			switch dec.Event().Type {
+			case "ping", "":
+				continue
+			case "error":
+				fail(streamError(resp, data))
+				return
+			}
+			if len(data) == 0 {
+				continue
+			}
+			ev = streamEvent{}
+			if err := json.Unmarshal(data, &ev); err != nil {
+				fail(err)
+				return
+			}
 			switch ev.Type {
 			case "message_start":
 				usage.InputTokens = int(ev.Message.Usage.InputTokens)
@@ -176,8 +238,8 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 				stopped = true
 			}
 		}
-		if err := stream.Err(); err != nil {
-			yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, statusOf))
+		if err := dec.Err(); err != nil {
+			fail(err)
 			return
 		}
 		if !stopped {
@@ -186,6 +248,17 @@ func (p *Provider) attempt(ctx context.Context, params ant.MessageNewParams) ite
 		}
 		send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage})
 	}
+}
+
+// streamError is the failure an error event inside a 200 stream reports,
+// as the SDK builds it: an API error carrying the event's error.
+func streamError(resp *http.Response, data []byte) error {
+	e := &ant.Error{Request: resp.Request, Response: resp, StatusCode: resp.StatusCode,
+		RequestID: resp.Header.Get("request-id"), WorkspaceID: resp.Header.Get("anthropic-workspace-id")}
+	if e.UnmarshalJSON(data) != nil {
+		return fmt.Errorf("received error while streaming: %s", data)
+	}
+	return e
 }
 
 func statusOf(err error) (int, string, http.Header, bool) {
@@ -283,16 +356,12 @@ func Params(req model.Request) (ant.MessageNewParams, error) {
 		}
 		params.Messages = appendTurn(params.Messages, user, blocks)
 	}
-	for _, t := range req.Tools {
-		schema, err := inputSchema(t.Parameters)
-		if err != nil {
-			return params, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
-		}
-		u := ant.ToolUnionParamOfTool(schema, t.Name)
-		if t.Description != "" {
-			u.OfTool.Description = ant.String(t.Description)
-		}
-		params.Tools = append(params.Tools, u)
+	tools, err := toolCache.Encode(req.Tools)
+	if err != nil {
+		return params, err
+	}
+	for _, t := range tools {
+		params.Tools = append(params.Tools, param.Override[ant.ToolUnionParam](json.RawMessage(t)))
 	}
 	serial := req.ParallelToolCalls != nil && !*req.ParallelToolCalls && len(req.Tools) > 0
 	switch req.ToolChoice {
@@ -391,6 +460,26 @@ func imageBlock(pt message.Part) (ant.ContentBlockParamUnion, bool) {
 		return ant.NewImageBlock(ant.URLImageSourceParam{URL: pt.URL}), true
 	}
 	return ant.ContentBlockParamUnion{}, false
+}
+
+// toolCache holds the tools Params sends, each encoded once.
+var toolCache = upstream.NewToolCache(encodeTool)
+
+// encodeTool encodes one entry of "tools" with its input_schema.
+func encodeTool(t model.ToolDef) ([]byte, error) {
+	schema, err := inputSchema(t.Parameters)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
+	}
+	u := ant.ToolUnionParamOfTool(schema, t.Name)
+	if t.Description != "" {
+		u.OfTool.Description = ant.String(t.Description)
+	}
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	return b, nil
 }
 
 func inputSchema(raw json.RawMessage) (ant.ToolInputSchemaParam, error) {

@@ -3,6 +3,11 @@ package anthropic_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/message"
@@ -146,5 +151,30 @@ func TestParamsSettings(t *testing.T) {
 	req.MaxTokens = 2000
 	if _, err := anthropic.Params(req); err == nil || err.Error() != `max tokens 2000 must exceed the 4096-token thinking budget of reasoning effort "medium"` {
 		t.Fatalf("max tokens under the budget: %v", err)
+	}
+}
+
+func BenchmarkStream(b *testing.B) {
+	modeltest.BenchmarkProvider(b, modeltest.Anthropic, func(baseURL string, retry model.RetryPolicy) model.Provider {
+		return anthropic.New(anthropic.Config{BaseURL: baseURL, APIKey: "sk-ant-test", Retry: retry})
+	})
+}
+
+// An error event inside a 200 stream fails the step as a 502 with the
+// upstream's message; ping events and comments are skipped.
+func TestStreamErrorEvent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"c\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+			": a comment\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n"+
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+	}))
+	defer srv.Close()
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: model.RetryPolicy{Attempts: 1}})
+	_, err := modeltest.Collect(p.Stream(context.Background(), model.Request{Model: "c", Messages: []message.Message{{Role: message.User, Content: "hi"}}}))
+	var me *model.Error
+	if !errors.As(err, &me) || me.Status != http.StatusBadGateway || !strings.Contains(me.Message, "Overloaded") {
+		t.Fatalf("got %#v", err)
 	}
 }

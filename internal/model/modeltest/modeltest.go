@@ -17,11 +17,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,7 +431,8 @@ func pause(ctx context.Context, d time.Duration) bool {
 // Server is a mock upstream listening on a local port for one test.
 type Server struct {
 	*Mock
-	srv *httptest.Server
+	srv   *httptest.Server
+	conns atomic.Int64
 }
 
 // NewOpenAI starts a mock OpenAI upstream answering from s; it is closed
@@ -443,10 +446,20 @@ func NewAnthropic(t testing.TB, s *script.Script) *Server { return newServer(t, 
 func newServer(t testing.TB, kind Kind, s *script.Script) *Server {
 	t.Helper()
 	m := Handler(kind, s)
-	srv := &Server{Mock: m, srv: httptest.NewServer(m)}
+	srv := &Server{Mock: m, srv: httptest.NewUnstartedServer(m)}
+	srv.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			srv.conns.Add(1)
+		}
+	}
+	srv.srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// Conns returns the number of TCP connections the mock accepted so far: a
+// provider that reuses its connections opens one for sequential calls.
+func (s *Server) Conns() int { return int(s.conns.Load()) }
 
 // URL returns the base URL as the provider's SDK wants it: ".../v1" for
 // OpenAI, the bare root for Anthropic (its SDK appends "/v1/messages").

@@ -178,6 +178,44 @@ func TestProvider(t *testing.T, kind Kind, newProvider NewProviderFunc) {
 		}
 	})
 
+	t.Run("tools are sent as defined at each call", func(t *testing.T) {
+		srv, p := start(t)
+		sent := func(tools []model.ToolDef) []model.ToolDef {
+			t.Helper()
+			if _, err := Collect(p.Stream(context.Background(), model.Request{Model: "m", Messages: user("hi"), Tools: tools})); err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := srv.Last()
+			return rec.Request.Tools
+		}
+		schema := func(tools []model.ToolDef, i int) map[string]any {
+			var m map[string]any
+			if err := json.Unmarshal(tools[i].Parameters, &m); err != nil {
+				t.Fatalf("tool %d schema %s: %v", i, tools[i].Parameters, err)
+			}
+			return m
+		}
+		agent := []model.ToolDef{{Name: "find", Description: "Find <things> & more",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
+		for range 2 {
+			got := sent(agent)
+			if len(got) != 1 || got[0].Name != "find" || got[0].Description != "Find <things> & more" || schema(got, 0)["properties"].(map[string]any)["q"] == nil {
+				t.Fatalf("tools %+v", got)
+			}
+		}
+		// The agent reloaded: the same tool with another schema.
+		reloaded := []model.ToolDef{{Name: "find", Description: "Find <things> & more",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)}}
+		if got := sent(reloaded); schema(got, 0)["properties"].(map[string]any)["id"] == nil {
+			t.Fatalf("tools after a reload %+v", got)
+		}
+		// A client's tool for one request, after the agent's.
+		withClient := append(agent[:1:1], model.ToolDef{Name: "open_modal", Parameters: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`)})
+		if got := sent(withClient); len(got) != 2 || got[0].Name != "find" || got[1].Name != "open_modal" || schema(got, 1)["properties"].(map[string]any)["title"] == nil {
+			t.Fatalf("tools with a client tool %+v", got)
+		}
+	})
+
 	t.Run("upstream error is a model.Error and 400 is not retried", func(t *testing.T) {
 		srv, p := start(t)
 		_, err := Collect(p.Stream(context.Background(), model.Request{Model: "m", Messages: user("a bad request")}))
@@ -203,6 +241,27 @@ func TestProvider(t *testing.T, kind Kind, newProvider NewProviderFunc) {
 			}
 		})
 	}
+
+	t.Run("sequential calls reuse one connection", func(t *testing.T) {
+		srv, p := start(t)
+		for range 50 {
+			if _, err := Collect(p.Stream(context.Background(), model.Request{Model: "m", Messages: user("hi")})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := srv.Conns(); n != 1 {
+			t.Fatalf("50 sequential streamed calls opened %d connections, want 1", n)
+		}
+		before := srv.Conns()
+		for range 50 {
+			if _, err := Collect(p.Stream(context.Background(), model.Request{Model: "m", Messages: user("bad request")})); err == nil {
+				t.Fatal("a 400 answer was not an error")
+			}
+		}
+		if n := srv.Conns() - before; n > 1 {
+			t.Fatalf("50 sequential error answers opened %d more connections, want none", n)
+		}
+	})
 
 	t.Run("retries are bounded", func(t *testing.T) {
 		srv, p := start(t)

@@ -36,7 +36,8 @@ type Config struct {
 	// deployment, requests go to BaseURL/deployments/MODEL/chat/completions
 	// with this api-version query, and the key is the api-key header.
 	AzureAPIVersion string
-	// HTTPClient is used for requests (nil: http.DefaultClient).
+	// HTTPClient is used for requests (nil: a client of the provider's own,
+	// with an idle pool sized for concurrent calls).
 	HTTPClient *http.Client
 	// Retry bounds retries of 429/5xx/connection failures.
 	Retry model.RetryPolicy
@@ -57,6 +58,7 @@ type Provider struct {
 	urlErr error  // set when BaseURL does not parse
 	auth   string // the Authorization header value, "" for none
 	log    *slog.Logger
+	tools  *upstream.ToolCache
 }
 
 var (
@@ -71,13 +73,13 @@ func New(cfg Config) *Provider {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = upstream.NewHTTPClient()
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", cfg.Name)}
+	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", cfg.Name), tools: upstream.NewToolCache(encodeTool)}
 	p.url, p.urlErr = endpoint(cfg.BaseURL)
 	if cfg.APIKey != "" && cfg.AzureAPIVersion == "" {
 		p.auth = "Bearer " + cfg.APIKey
@@ -148,7 +150,9 @@ func (p *Provider) attempt(ctx context.Context, target string, body []byte) iter
 		}
 		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, readAPIError(resp), statusOf))
+			err := readAPIError(resp)
+			upstream.Drain(resp.Body)
+			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, statusOf))
 			return
 		}
 		p.read(ctx, resp.Body, yield)

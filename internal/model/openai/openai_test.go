@@ -108,3 +108,9 @@ func TestLegacyMaxTokens(t *testing.T) {
 		t.Fatalf("no key configured, but sent %q", rec.Header.Get("Authorization"))
 	}
 }
+
+func BenchmarkStream(b *testing.B) {
+	modeltest.BenchmarkProvider(b, modeltest.OpenAI, func(baseURL string, retry model.RetryPolicy) model.Provider {
+		return openai.New(openai.Config{BaseURL: baseURL, APIKey: "sk-test", Retry: retry})
+	})
+}

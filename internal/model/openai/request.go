@@ -13,9 +13,10 @@ import (
 // chatRequest is the body of POST /chat/completions (wire.md §1.1), as
 // this provider sends it: always streamed, with usage.
 type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []chatMessage  `json:"messages,omitempty"`
-	Tools               []chatTool     `json:"tools,omitempty"`
+	Model    string        `json:"model"`
+	Messages []chatMessage `json:"messages,omitempty"`
+	// The tools are written after the other fields, already encoded (see
+	// upstream.ToolCache).
 	ToolChoice          any            `json:"tool_choice,omitempty"`
 	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
 	MaxTokens           int            `json:"max_tokens,omitempty"`
@@ -122,14 +123,11 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 	for _, m := range req.Messages {
 		body.Messages = append(body.Messages, toWire(m))
 	}
+	var tools [][]byte
 	if len(req.Tools) > 0 {
-		body.Tools = make([]chatTool, len(req.Tools))
-		for i, t := range req.Tools {
-			params, err := toolParameters(t.Parameters)
-			if err != nil {
-				return nil, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
-			}
-			body.Tools[i] = chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: params}}
+		var err error
+		if tools, err = p.tools.Encode(req.Tools); err != nil {
+			return nil, err
 		}
 		// OpenAI refuses parallel_tool_calls on a request without tools.
 		body.ParallelToolCalls = req.ParallelToolCalls
@@ -164,7 +162,20 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 	if err := enc.Encode(&body); err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	out := bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	// The object ends with "}\n"; the tools go before the brace.
+	buf.Truncate(buf.Len() - 2)
+	if len(tools) > 0 {
+		buf.WriteString(`,"tools":[`)
+		for i, t := range tools {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(t)
+		}
+		buf.WriteByte(']')
+	}
+	buf.WriteByte('}')
+	out := bytes.Clone(buf.Bytes())
 	if extra := req.ProviderOptions[p.cfg.Name]; len(extra) > 0 {
 		return mergeBody(out, extra)
 	}
@@ -190,6 +201,22 @@ func mergeBody(body, extra []byte) ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(m); err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// encodeTool encodes one entry of "tools" with its schema checked and
+// compacted.
+func encodeTool(t model.ToolDef) ([]byte, error) {
+	params, err := toolParameters(t.Parameters)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: params}}); err != nil {
+		return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

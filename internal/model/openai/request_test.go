@@ -131,3 +131,49 @@ func TestRequestSettings(t *testing.T) {
 		t.Fatalf("ollama body %s", body)
 	}
 }
+
+// An agent's tools are sent as they are defined at each call: the same
+// definitions again, a reloaded agent's changed schema, and a client's
+// tools next to them, HTML characters unescaped.
+func TestRequestToolsFollowDefinitions(t *testing.T) {
+	var body []byte
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		body, _ = io.ReadAll(r.Body)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(strings.NewReader(data(`{}`, `"stop"`) + doneEvent)), Request: r}, nil
+	})}
+	p := openai.New(openai.Config{HTTPClient: hc})
+	tools := func(req model.Request) string {
+		t.Helper()
+		if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Tools json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("body %s: %v", body, err)
+		}
+		return string(m.Tools)
+	}
+	agent := []model.ToolDef{{Name: "find", Description: "a <b> & c",
+		Parameters: json.RawMessage(`{ "type": "object", "properties": { "q": { "type": "string" } } }`)}}
+	req := model.Request{Model: "m", Messages: []message.Message{{Role: message.User, Content: "hi"}}, Tools: agent}
+	want := `[{"type":"function","function":{"name":"find","description":"a <b> & c","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]`
+	for range 2 {
+		if got := tools(req); got != want {
+			t.Fatalf("tools %s, want %s", got, want)
+		}
+	}
+	// The agent reloaded: its tool has another schema, the same name.
+	req.Tools = []model.ToolDef{{Name: "find", Description: "a <b> & c", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer"}}}`)}}
+	if got := tools(req); !strings.Contains(got, `"id":{"type":"integer"}`) || strings.Contains(got, `"q"`) {
+		t.Fatalf("tools after reload %s", got)
+	}
+	// A client's tool for this request only, after the agent's.
+	req.Tools = append(agent[:1:1], model.ToolDef{Name: "open_modal", Parameters: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`)})
+	got := tools(req)
+	if !strings.HasPrefix(got, want[:len(want)-1]+`,`) || !strings.Contains(got, `"name":"open_modal"`) {
+		t.Fatalf("tools with a client tool %s", got)
+	}
+}

@@ -97,30 +97,35 @@ func streamError(raw json.RawMessage) error {
 }
 
 // chunk is the part of a ChatCompletionChunk the provider reads.
+// It is decoded by decodeChunk.
 type chunk struct {
 	Choices []choice `json:"choices"`
-	Usage   *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage   *usage   `json:"usage"`
 	// Error is set (even to null) only on an in-stream error event.
 	Error json.RawMessage `json:"error"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
 }
 
 type choice struct {
 	Index int `json:"index"`
 	Delta struct {
-		Content   string `json:"content"`
-		ToolCalls []struct {
-			Index    int    `json:"index"`
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
+		Content   string          `json:"content"`
+		ToolCalls []toolCallDelta `json:"tool_calls"`
 	} `json:"delta"`
 	FinishReason string `json:"finish_reason"`
+}
+
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // sseReader reads the data of server-sent events line by line (wire.md
@@ -229,10 +234,14 @@ func (p *Provider) read(ctx context.Context, body io.Reader, yield func(model.Ch
 			return
 		}
 		if bytes.HasPrefix(data, []byte("[DONE]")) {
+			// The chunked terminator may still be on its way: read it, so
+			// the connection goes back to the pool before the caller
+			// works on the answer.
+			upstream.Drain(r.br)
 			break
 		}
 		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := decodeChunk(data, &c); err != nil {
 			fail(err)
 			return
 		}

@@ -41,7 +41,8 @@ type Config struct {
 	AnthropicKey     string
 	// OllamaHost is Ollama's root URL; a bare "host:port" gets "http://".
 	OllamaHost string
-	// HTTPClient is used by every HTTP provider (nil: http.DefaultClient).
+	// HTTPClient is used by every HTTP provider (nil: each provider has a
+	// client of its own, with an idle pool sized for concurrent calls).
 	HTTPClient *http.Client
 	// Retry is the retry policy of every HTTP provider.
 	Retry model.RetryPolicy

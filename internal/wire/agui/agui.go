@@ -96,7 +96,7 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	if runID == "" {
 		runID = run.ID
 	}
-	sw := sse.New(w)
+	sw := sse.NewBuffered(w)
 	return &stream{Stream: NewStream(sw, t.req.ThreadID, runID, t.wr.now).ForClient(t.req), sw: sw}
 }
 
@@ -115,6 +115,8 @@ func (s *stream) Close(err *apierror.Error) error {
 }
 
 func (s *stream) Ping() error { return s.sw.Comment("ping") }
+
+func (s *stream) Flush() error { return s.sw.Flush() }
 
 // WriteError renders an error that happened before the stream started:
 // authentication and permission failures and an over-limit body as HTTP

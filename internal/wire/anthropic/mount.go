@@ -91,11 +91,17 @@ func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
 		c := NewCollector(id, t.req.Model)
 		return wire.Collect(w, c.Add, c.Result)
 	}
-	return &stream{NewStream(sse.New(w), id, t.req.Model, EstimateTokens(t.req, agentText(t.wr.agents.Get(t.req.Model))...))}
+	sw := sse.NewBuffered(w)
+	return &stream{NewStream(sw, id, t.req.Model, EstimateTokens(t.req, agentText(t.wr.agents.Get(t.req.Model))...)), sw}
 }
 
 // stream answers a streaming turn with Messages stream events.
-type stream struct{ *Stream }
+type stream struct {
+	*Stream
+	sw *sse.Writer
+}
+
+func (s stream) Flush() error { return s.sw.Flush() }
 
 func (s stream) Close(err *apierror.Error) error {
 	if err != nil {

@@ -68,7 +68,7 @@ func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
 		c := NewCollector(id, t.req.Model, created)
 		return wire.Collect(w, c.Add, c.Result)
 	}
-	sw := sse.New(w)
+	sw := sse.NewBuffered(w)
 	return &stream{Stream: NewStream(sw, id, t.req.Model, created, t.req.StreamOptions != nil && t.req.StreamOptions.IncludeUsage), sw: sw}
 }
 
@@ -86,3 +86,5 @@ func (s *stream) Close(err *apierror.Error) error {
 }
 
 func (s *stream) Ping() error { return s.sw.Comment("keepalive") }
+
+func (s *stream) Flush() error { return s.sw.Flush() }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"net/http"
 	"strconv"
 	"time"
@@ -51,8 +50,8 @@ type Config struct {
 	// Tenant is the caller's tenant (the server authenticated it).
 	Tenant func(ctx context.Context) string
 	// Encode writes a run's events with an encoder, with the server's
-	// keepalives: the same loop as every turn's.
-	Encode func(enc wire.Encoder, events iter.Seq[event.Event]) error
+	// keepalives: the same loop as every turn's (Server.EncodeRun).
+	Encode func(enc wire.Encoder, run *engine.Run) error
 	Now    func() time.Time
 	NewID  ids.Generator
 }
@@ -276,7 +275,7 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	var sw *sse.Writer
 	var sink Sink
 	if t.req.Stream {
-		sw = sse.New(w)
+		sw = sse.NewBuffered(w)
 		sink = sw.Event
 	}
 	f := newFold(t.head, sink, -1)
@@ -369,6 +368,8 @@ func (s *stream) Close(err *apierror.Error) error {
 
 func (s *stream) Ping() error { return s.sw.Comment("keepalive") }
 
+func (s *stream) Flush() error { return s.sw.Flush() }
+
 // errDetached ends a background response's request once it is answered;
 // its run goes on.
 var errDetached = errors.New("responses: background response answered")
@@ -454,9 +455,9 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		sw := sse.New(w)
+		sw := sse.NewBuffered(w)
 		f := newFold(rec.Head, sw.Event, after)
-		return wr.c.Encode(&stream{fold: f, sw: sw, w: w}, run.Events())
+		return wr.c.Encode(&stream{fold: f, sw: sw, w: w}, run)
 	}
 	resp, err := wr.current(r.Context(), sr, rec)
 	if err != nil {

@@ -1,6 +1,7 @@
-// Package sse writes Server-Sent Events: LF-only frames, flushed one by one,
-// with keepalives from a ticker. It is safe for concurrent use so keepalives
-// can interleave with events.
+// Package sse writes Server-Sent Events: LF-only frames, flushed one by one
+// (or, from a buffered writer, a burst at a time), with keepalives from a
+// ticker. It is safe for concurrent use so keepalives can interleave with
+// events.
 package sse
 
 import (
@@ -11,18 +12,40 @@ import (
 
 // Writer writes SSE frames to a response.
 type Writer struct {
-	mu      sync.Mutex
-	w       http.ResponseWriter
-	f       http.Flusher
-	started bool
-	buf     []byte
-	err     error
+	mu       sync.Mutex
+	w        http.ResponseWriter
+	f        http.Flusher
+	buffered bool
+	started  bool
+	buf      []byte
+	err      error
 }
 
-// New prepares w for an event stream. Headers are sent with the first frame.
+// New prepares w for an event stream. Headers are sent with the first frame;
+// each frame is flushed as it is written.
 func New(w http.ResponseWriter) *Writer {
 	f, _ := w.(http.Flusher)
 	return &Writer{w: w, f: f}
+}
+
+// NewBuffered is New for a writer whose frames reach the client at the next
+// Flush (or comment), so a burst of events goes out in one write: the turn
+// loop flushes whenever the run has no further event ready.
+func NewBuffered(w http.ResponseWriter) *Writer {
+	s := New(w)
+	s.buffered = true
+	return s
+}
+
+// Flush sends the frames written so far; it returns the error of a failed
+// write, if any.
+func (s *Writer) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil && s.started && s.f != nil {
+		s.f.Flush()
+	}
+	return s.err
 }
 
 func (s *Writer) begin() {
@@ -75,7 +98,7 @@ func (s *Writer) frame(name, id string, b []byte) error {
 	s.buf = append(s.buf, "data: "...)
 	s.buf = append(s.buf, b...)
 	s.buf = append(s.buf, '\n', '\n')
-	return s.write()
+	return s.write(!s.buffered)
 }
 
 // Comment writes ": <text>\n\n" (a keepalive every SSE parser skips).
@@ -89,15 +112,15 @@ func (s *Writer) Comment(text string) error {
 	s.buf = append(s.buf[:0], ": "...)
 	s.buf = append(s.buf, text...)
 	s.buf = append(s.buf, '\n', '\n')
-	return s.write()
+	return s.write(true)
 }
 
-func (s *Writer) write() error {
+func (s *Writer) write(flush bool) error {
 	if _, err := s.w.Write(s.buf); err != nil {
 		s.err = err
 		return err
 	}
-	if s.f != nil {
+	if flush && s.f != nil {
 		s.f.Flush()
 	}
 	return nil

@@ -1,4 +1,5 @@
-// Package upstream holds what the HTTP model providers share: turning API
+// Package upstream holds what the HTTP model providers share: their HTTP
+// client, draining answers so connections are reused, and turning API and
 // transport failures into *model.Error.
 package upstream
 
@@ -13,6 +14,42 @@ import (
 
 	"github.com/stackbone/stackbone/internal/model"
 )
+
+// MaxIdleConnsPerHost bounds the idle connections a provider keeps to its
+// upstream: enough for the concurrent calls of a busy server, where
+// http.DefaultTransport keeps 2 and opens a new connection for most calls.
+const MaxIdleConnsPerHost = 256
+
+// NewHTTPClient returns the client a provider uses when it is given none:
+// its own transport with an idle pool sized for concurrent calls, HTTP/2
+// where the upstream offers it, the proxy from the environment
+// (HTTPS_PROXY, NO_PROXY) and bounded dial and TLS handshake times. It has
+// no overall timeout: an answer streams for as long as the model writes
+// (model.Timeouts bound a call).
+func NewHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4 * MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}}
+}
+
+// maxDrain bounds what Drain reads.
+const maxDrain = 64 << 10
+
+// Drain reads what is left of an answer's body (at most 64 KiB), so that
+// closing it returns the connection to the idle pool instead of closing it:
+// after an SSE stream's last event the chunked terminator is often still in
+// flight. Call it only once the answer is known to be over (its last event
+// read, an error answer read), never on a stream the caller abandoned.
+func Drain(body io.Reader) {
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+}
 
 // StatusFunc recognises an SDK's API error and returns its HTTP status,
 // public message and response headers (nil when unknown).
