@@ -101,6 +101,7 @@ type options struct {
 	concurrency int
 	bin         string
 	idle        int
+	db          string
 }
 
 func main() {
@@ -112,6 +113,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the concurrent scenarios (c, floor-c)")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "clients in the concurrent scenarios")
 	flag.IntVar(&o.idle, "idle", 10000, "idle SSE streams the idle scenario opens")
+	flag.StringVar(&o.db, "db", "", "the server's store (STACKBONE_DB; default SQLite in the temp project), e.g. postgres://…")
 	flag.StringVar(&o.bin, "bin", "", "a built stackbone binary (default: go build ./cmd/stackbone into a temp dir)")
 	flag.Parse()
 	for k := range strings.SplitSeq(sc, ",") {
@@ -168,7 +170,7 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		raiseFileLimit(uint64(o.idle) + 4096)
 	}
 	srv, err := benchproc.Start(ctx, bin, []string{"dev", "--dir", tmp, "--addr", "127.0.0.1:0"},
-		[]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench", "STACKBONE_MAX_CONNS_PER_IP=0"}, logger)
+		append([]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench", "STACKBONE_MAX_CONNS_PER_IP=0"}, dbEnv(o.db)...), logger)
 	if err != nil {
 		return err
 	}
@@ -525,4 +527,12 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nServer RSS: idle %s MiB, after (c) %s MiB. Server CPU from /proc/PID/stat (10 ms ticks).\n", mib(r.rssIdle), mib(r.rssAfterC))
 	fmt.Fprintf(w, "Floors replay the exact upstream requests Stackbone made (stream=%t); a floor (b) turn is its two requests in a row.\n", r.upstreamStream)
+}
+
+// dbEnv points the server at db, when set.
+func dbEnv(db string) []string {
+	if db == "" {
+		return nil
+	}
+	return []string{"STACKBONE_DB=" + db}
 }
