@@ -502,7 +502,7 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
-		Known: len(stored), Turn: turn,
+		Known: len(stored), Turn: turn, New: th == nil,
 	})
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another attempt of this turn may have begun it since the read.

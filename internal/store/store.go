@@ -284,6 +284,10 @@ type BeginRun struct {
 	// Turn is recorded as the thread's last turn (its Seq is set by the
 	// store: the sequence number of the first of Events).
 	Turn Turn
+	// New says the caller found no such thread: a driver may try creating
+	// it first, and fall back to the existing thread's path when another
+	// creator was first. Only a hint: the outcome is the same either way.
+	New bool
 	// Known is how many of the thread's messages the caller holds already
 	// (a conversation it read before; messages are only ever appended):
 	// Begun.Messages starts after them.

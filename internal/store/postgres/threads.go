@@ -165,6 +165,16 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 	}
 	state := store.StateArg(b.State)
 
+	if b.New {
+		th, created, err := s.beginNew(ctx, b, state, msgs, evs)
+		if err != nil {
+			return nil, mapErr("begin run", err)
+		}
+		if created {
+			store.StampEvents(b.Events, b.ThreadID, b.RunID, int64(len(evs)))
+			return &store.Begun{Thread: *th, Messages: append([]message.Message(nil), b.Input...)}, nil
+		}
+	}
 	var (
 		th            *store.Thread
 		convo         []message.Message
@@ -212,6 +222,50 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 }
 
 // retakeThread starts a run on an existing thread, locked first.
+// beginNew creates the thread of b with its input and events in one round
+// trip: a pipelined batch, which PostgreSQL runs as one implicit
+// transaction. The rows are appended only when the insert created the
+// thread for b.RunID; created is false when the thread existed (another
+// creator was first), and nothing was written.
+func (s *Store) beginNew(ctx context.Context, b store.BeginRun, state any, msgs, evs []string) (*store.Thread, bool, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO threads
+			(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
+			 turn_seq, turn_key, turn_digest)
+		VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14)
+		ON CONFLICT (tenant, id) DO NOTHING
+		RETURNING `+threadCols,
+		b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, b.LeaseUntil, b.Now,
+		len(msgs), len(evs), store.OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest)
+	batch.Queue(`WITH ok AS (
+			SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 AND run_id = $3
+		), m AS (
+			INSERT INTO messages (tenant, thread_id, seq, v, json)
+			SELECT $1::text, $2::text, x.n, $6::integer, x.j::json
+			FROM ok, unnest($4::text[]) WITH ORDINALITY AS x(j, n)
+		)
+		INSERT INTO events (tenant, thread_id, seq, v, json)
+		SELECT $1::text, $2::text, x.n, $6::integer, x.j::json
+		FROM ok, unnest($5::text[]) WITH ORDINALITY AS x(j, n)`,
+		b.Tenant, b.ThreadID, b.RunID, nonNil(msgs), nonNil(evs), store.FormatVersion)
+	res := s.pool.SendBatch(ctx, batch)
+	th, err := scanThread(res.QueryRow())
+	created := err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	if err == nil {
+		_, err = res.Exec()
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return th, created, nil
+}
+
 func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, state any, nMsgs, nEvs int,
 	msgSeq, evSeq *int64,
 ) (*store.Thread, error) {
@@ -359,6 +413,26 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	return nil
 }
 
+// finishRunSQL ends a run (its WHERE is completed by the caller), then
+// finishRunEventsSQL appends its events; $1 tenant, $2 thread, $3 status,
+// $4 error, $5 now, $6 format version, $7 events.
+const (
+	finishRunSQL = `WITH t AS (
+				UPDATE threads SET
+					status = CASE WHEN $3::text = 'waiting' AND NOT EXISTS (
+							SELECT 1 FROM interrupts WHERE tenant = $1 AND thread_id = $2 AND status = 'pending')
+						THEN 'queued' ELSE $3 END,
+					last_error = $4, lease_owner = '', lease_until = NULL, updated_at = $5,
+					event_seq = event_seq + cardinality($7::text[])
+				WHERE tenant = $1 AND id = $2`
+	finishRunEventsSQL = `
+				INSERT INTO events (tenant, thread_id, seq, v, json)
+				SELECT $1::text, $2::text, t.event_seq - cardinality($7::text[]) + x.n, $6::integer, x.j::json
+				FROM t, unnest($7::text[]) WITH ORDINALITY AS x(j, n)
+			)
+			SELECT event_seq FROM t`
+)
+
 // FinishRun ends the run: the thread takes f.Status (Queued instead of
 // Waiting when no decision is pending any more) and its lease is released.
 func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
@@ -370,6 +444,35 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 		f.Now = s.now()
 	}
 	var evSeq int64
+	if len(s.webhooks) == 0 {
+		// One round trip: the lock and the update as one pipelined batch,
+		// which PostgreSQL runs as one implicit transaction. The lock comes
+		// first for the reason below; the update checks the run again, so
+		// a run that lost the thread updates nothing.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 AND status = 'running' AND run_id = $3 FOR UPDATE`,
+			f.Tenant, f.ThreadID, f.RunID)
+		b.Queue(finishRunSQL+` AND status = 'running' AND run_id = $8
+				RETURNING event_seq
+			), e AS (`+finishRunEventsSQL,
+			f.Tenant, f.ThreadID, string(f.Status), store.CleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs), f.RunID)
+		res := s.pool.SendBatch(ctx, b)
+		_, err := res.Exec()
+		if err == nil {
+			err = res.QueryRow().Scan(&evSeq)
+		}
+		if cerr := res.Close(); err == nil {
+			err = cerr
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return mapErr("finish run", s.leaseLost(ctx, s.pool, f.Tenant, f.ThreadID, f.RunID))
+		}
+		if err != nil {
+			return mapErr("finish run", err)
+		}
+		store.StampEvents(f.Events, f.ThreadID, f.RunID, evSeq)
+		return nil
+	}
 	err = s.tx(ctx, "finish run", func(tx pgx.Tx) error {
 		// Lock the thread first, so the update below reads the interrupts
 		// after any decision that took the lock before us: a decision can
@@ -386,21 +489,9 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 		if err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `WITH t AS (
-				UPDATE threads SET
-					status = CASE WHEN $3::text = 'waiting' AND NOT EXISTS (
-							SELECT 1 FROM interrupts WHERE tenant = $1 AND thread_id = $2 AND status = 'pending')
-						THEN 'queued' ELSE $3 END,
-					last_error = $4, lease_owner = '', lease_until = NULL, updated_at = $5,
-					event_seq = event_seq + cardinality($7::text[])
-				WHERE tenant = $1 AND id = $2
+		err = tx.QueryRow(ctx, finishRunSQL+`
 				RETURNING event_seq
-			), e AS (
-				INSERT INTO events (tenant, thread_id, seq, v, json)
-				SELECT $1::text, $2::text, t.event_seq - cardinality($7::text[]) + x.n, $6::integer, x.j::json
-				FROM t, unnest($7::text[]) WITH ORDINALITY AS x(j, n)
-			)
-			SELECT event_seq FROM t`,
+			), e AS (`+finishRunEventsSQL,
 			f.Tenant, f.ThreadID, string(f.Status), store.CleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs),
 		).Scan(&evSeq)
 		if err != nil || len(s.webhooks) == 0 {

@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BeginRun/AfterFailed", testBeginRunAfterFailed},
 		{"BeginRun/Invalid", testBeginRunInvalid},
 		{"BeginRun/Options", testBeginRunOptions},
+		{"BeginRun/NewHint", testBeginRunNewHint},
 		{"InvalidText", testInvalidText},
 		{"InvalidText/FreeTextCleaned", testFreeTextCleaned},
 		{"Messages/RoundTripInOrder", testMessagesRoundTrip},
