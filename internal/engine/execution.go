@@ -1114,15 +1114,21 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				"thread", x.threadID, "tool", it.Tool, "toolCallId", it.ToolCallID, "interrupt", it.ID)
 		}
 	}
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
-		}()
+	if len(jobs) == 1 {
+		// One call runs here: no goroutine to hand it to and wait for.
+		j := jobs[0]
+		results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
+	} else {
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		// The run was stopped while its tools ran: their results may be
 		// cut short, so none is stored.
