@@ -110,6 +110,13 @@ func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 	}
 }
 
+// Drain discards what C holds: after a drop, what is buffered is stale.
+func (s *Subscription) Drain() {
+	for len(s.C) > 0 {
+		<-s.C
+	}
+}
+
 // Close stops the subscription.
 func (s *Subscription) Close() {
 	s.once.Do(func() {

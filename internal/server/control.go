@@ -440,9 +440,7 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 			// What is buffered is stale: its stored events come again from
 			// the store, its token deltas are superseded by the stored
 			// text_end.
-			for len(sub.C) > 0 {
-				<-sub.C
-			}
+			sub.Drain()
 			if !replay() {
 				return nil
 			}

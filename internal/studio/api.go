@@ -186,9 +186,7 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 		case <-sub.Dropped:
 			// Fell behind: what is buffered is stale. "hello" again makes
 			// the page read everything afresh.
-			for len(sub.C) > 0 {
-				<-sub.C
-			}
+			sub.Drain()
 			if !send("hello", map[string]string{"tenant": tenant}) {
 				return nil
 			}
