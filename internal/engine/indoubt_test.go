@@ -443,3 +443,55 @@ func TestToolTurnMarksWithItsCall(t *testing.T) {
 		t.Fatalf("the marker outlived the call's result: %v", ids)
 	}
 }
+
+// journalCounter counts a store's journal writes.
+type journalCounter struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (j *journalCounter) PutJournal(ctx context.Context, e store.JournalEntry) error {
+	j.n.Add(1)
+	return j.Store.PutJournal(ctx, e)
+}
+
+// TestStatelessTextTurnWritesNoJournal: a stateless turn of an agent with
+// tools is journaled for client retries, but one that ran no tool step has
+// nothing a retry could repeat: it writes no entry, not even the closing
+// one (a turn with a tool step writes its step and the close).
+func TestStatelessTextTurnWritesNoJournal(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stackbone.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	jc := &journalCounter{Store: s}
+	spec := &agent.Spec{Name: "helper", Model: "scripted/helper", Instructions: "Help.", Tools: []*tool.Tool{{
+		Name: "refund", Execute: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "ok"}, nil }}}}
+	for _, tc := range []struct {
+		name   string
+		model  model.Provider
+		writes int32
+	}{
+		{"text", &counting{text: "hello"}, 0},
+		{"tool", &caller{name: "refund", id: "call_0", args: `{}`}, 2},
+	} {
+		jc.n.Store(0)
+		r, err := engine.New(engine.Config{Store: jc, Agents: agent.NewRegistry(spec), Models: fixed{tc.model}, Lease: time.Hour, JournalTTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper",
+			Messages: []message.Message{{Role: message.User, Content: "go " + tc.name}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range run.Events() {
+		}
+		r.Wait()
+		if n := jc.n.Load(); n != tc.writes {
+			t.Fatalf("%s turn: %d journal writes, want %d", tc.name, n, tc.writes)
+		}
+	}
+}

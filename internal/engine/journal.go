@@ -34,6 +34,9 @@ type journal struct {
 	replay []message.Message
 	// writing is closed when the write in flight ends.
 	writing chan struct{}
+	// stored is set once the turn has an entry (an earlier attempt's, or
+	// one this attempt wrote): only then is there one to close.
+	stored bool
 }
 
 // turnDigest is the digest of what defines a turn: agent, messages as sent,
@@ -94,6 +97,7 @@ func (x *execution) openJournal(ctx context.Context, digest string) error {
 		e.Code = CodeIdempotencyKeyReused
 		return e
 	}
+	j.stored = true
 	x.journal = j
 	if len(e.Messages) == 0 {
 		return nil
@@ -159,6 +163,7 @@ func (x *execution) record(ctx context.Context) {
 		Messages: slices.Clip(x.msgs[x.journal.base:]), State: x.state, UpdatedAt: now, ExpiresAt: now.Add(x.r.JournalTTL)}
 	done := make(chan struct{})
 	x.journal.writing = done
+	x.journal.stored = true
 	go func() {
 		defer close(done)
 		if err := x.r.Store.PutJournal(context.WithoutCancel(ctx), e); err != nil {
@@ -175,8 +180,8 @@ func (x *execution) record(ctx context.Context) {
 // client's Idempotency-Key stays for the window, as that key promises.
 func (x *execution) closeJournal(ctx context.Context) {
 	j := x.journal
-	if j == nil || x.scope != "" || !strings.HasPrefix(j.key, "req:") || len(x.msgs) == j.base {
-		return
+	if j == nil || x.scope != "" || !strings.HasPrefix(j.key, "req:") || !j.stored {
+		return // no entry: a turn without a tool step wrote none
 	}
 	now := x.r.Now()
 	e := store.JournalEntry{Tenant: x.tenant, Key: j.key, Digest: j.digest, UpdatedAt: now, ExpiresAt: now}
