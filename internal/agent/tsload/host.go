@@ -47,6 +47,12 @@ func (r *jsRuntime) hostObject() *goja.Object {
 		return r.vm.ToValue(r.vm.NewArrayBuffer([]byte(c.Argument(0).String())))
 	})
 	set("utf8Decode", r.hostUTF8Decode)
+	set("parseJSON", func(c goja.FunctionCall) goja.Value {
+		if v, ok := r.jsonValue(c.Argument(0).String()); ok {
+			return v
+		}
+		return goja.Undefined() // the prelude falls back to JSON.parse
+	})
 	set("atob", r.hostAtob)
 	set("btoa", r.hostBtoa)
 	set("randomUUID", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(randomUUID()) })

@@ -51,6 +51,13 @@
   const isPlain = (v) => isObj(v) && !Array.isArray(v);
   const isFn = (v) => typeof v === 'function';
   const str = (v) => JSON.stringify(v);
+  // parseJSON is JSON.parse for the texts Go hands in (arguments, state):
+  // decoded natively into the same plain values when the host can, else by
+  // JSON.parse (which throws the same errors as always).
+  const parseJSON = (text) => {
+    const v = host.parseJSON(text);
+    return v === undefined ? JSON.parse(text) : v;
+  };
 
   function unknownKeys(obj, allowed, what, loc) {
     for (const k of Object.keys(obj)) {
@@ -519,7 +526,7 @@
   }
 
   async function parseArgs(entry, argsJSON, strict) {
-    let args = argsJSON ? JSON.parse(argsJSON) : {};
+    let args = argsJSON ? parseJSON(argsJSON) : {};
     if (entry.std) {
       let r = entry.std.validate(args);
       if (r && isFn(r.then)) r = await r;
@@ -564,7 +571,7 @@
   async function call(name, argsJSON, stateJSON, meta) {
     const entry = lookup(name);
     const args = await parseArgs(entry, argsJSON, true);
-    let state = stateJSON ? JSON.parse(stateJSON) : {};
+    let state = stateJSON ? parseJSON(stateJSON) : {};
     if (!isPlain(state)) state = {};
     const before = JSON.stringify(state);
     const ctx = {
@@ -611,7 +618,7 @@
   async function instructions(stateJSON, meta) {
     const fn = AGENT && AGENT.instructions;
     if (!isFn(fn)) throw new TypeError('the agent has no instructions function');
-    let state = stateJSON ? JSON.parse(stateJSON) : {};
+    let state = stateJSON ? parseJSON(stateJSON) : {};
     if (!isPlain(state)) state = {};
     let v = fn({ state, threadId: meta.threadId, agent: meta.agent });
     if (v && isFn(v.then)) v = await v;
