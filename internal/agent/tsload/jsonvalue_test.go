@@ -300,3 +300,47 @@ export default defineDeepAgent({ name: 'z', model: 'openai/x', tools: {
 		t.Fatalf("invalid = %v", err)
 	}
 }
+
+// TestStateChangeIsJudgedOnContent checks that a call's result carries a
+// state only when the state's content changed, whatever the stored text's
+// spelling (spaces, escapes, number forms, Go's HTML escaping).
+func TestStateChangeIsJudgedOnContent(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/st.ts": `import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({ name: 'st', model: 'openai/x', tools: {
+  read: tool({ execute(_a, ctx) { return Object.keys(ctx.state).join(','); } }),
+  same: tool({ execute(_a, ctx) { ctx.state.n = ctx.state.n; ctx.state = JSON.parse(JSON.stringify(ctx.state)); } }),
+  bump: tool({ execute(_a, ctx) { ctx.state.n += 1; } }),
+  none: tool({ execute() { return 'x'; } }),
+} });
+`}, Options{})
+	exec := func(name, state string) tool.Result {
+		t.Helper()
+		res, err := mustTool(t, s, name).Execute(context.Background(), tool.Call{Args: json.RawMessage(`{}`), State: json.RawMessage(state)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, state := range []string{
+		`{"n":1,"s":"<a>","f":0.5,"l":[1,{"k":null}]}`,
+		`{ "n": 1.0, "s": "\u003ca\u003e", "f": 5e-1, "l": [ 1, { "k": null } ] }`,
+		`{"n":1,"s":"\u003ca>","f":0.50,"l":[1E0,{"k":null}]}`,
+	} {
+		for _, name := range []string{"read", "same", "none"} {
+			if res := exec(name, state); res.State != nil {
+				t.Errorf("%s on %s: state %s, want unchanged", name, state, res.State)
+			}
+		}
+		if got := exec("bump", state).State; string(got) != `{"n":2,"s":"<a>","f":0.5,"l":[1,{"k":null}]}` {
+			t.Errorf("bump on %s: state %s", state, got)
+		}
+	}
+	for _, state := range []string{``, `null`, `[]`, `"x"`, `{}`} {
+		if res := exec("read", state); res.State != nil || res.Content != "" {
+			t.Errorf("read on %q: %+v", state, res)
+		}
+		if got := exec("same", state).State; got != nil {
+			t.Errorf("same on %q: state %s, want unchanged", state, got)
+		}
+	}
+}

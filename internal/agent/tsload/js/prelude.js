@@ -573,7 +573,6 @@
     const args = await parseArgs(entry, argsJSON, true);
     let state = stateJSON ? parseJSON(stateJSON) : {};
     if (!isPlain(state)) state = {};
-    const before = JSON.stringify(state);
     const ctx = {
       fetch: fetch,
       state,
@@ -594,7 +593,19 @@
     if (content === undefined) content = '';
     if (!isPlain(ctx.state)) throw new TypeError('ctx.state must stay a plain object');
     const after = JSON.stringify(ctx.state);
-    return { content, state: after !== before ? after : null };
+    return { content, state: stateChanged(after, stateJSON) ? after : null };
+  }
+
+  // stateChanged reports whether after, JSON.stringify of ctx.state when a
+  // call ends, differs from JSON.stringify of the state the call started
+  // with (stateJSON decoded). Stored states are mostly JSON.stringify's own
+  // output, so comparing the texts usually settles it without encoding the
+  // starting state again.
+  function stateChanged(after, stateJSON) {
+    if (after === stateJSON) return false;
+    let before = stateJSON ? parseJSON(stateJSON) : {};
+    if (!isPlain(before)) before = {};
+    return after !== JSON.stringify(before);
   }
 
   async function approvalWhen(name, argsJSON) {
