@@ -3,6 +3,7 @@ package tsload
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/tool"
@@ -29,6 +30,42 @@ func BenchmarkPooledCall(b *testing.B) {
 		for pb.Next() {
 			res, err := echo.Execute(ctx, call)
 			if err != nil || res.Content == "" {
+				b.Fatal(res, err)
+			}
+		}
+	})
+}
+
+// BenchmarkPooledCallLarger is BenchmarkPooledCall with arguments and a
+// thread state of a more typical size (about 1 KB and 4 KB of JSON) that the
+// tool reads but does not change.
+func BenchmarkPooledCallLarger(b *testing.B) {
+	s := loadOne(b, map[string]string{"agents/bench.ts": `import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({ name: 'bench', model: 'openai/x', tools: {
+  order: tool({
+    async execute({ id, lines }, ctx) { return { id, n: lines.length, todos: ctx.state.todos.length }; },
+  }),
+} });
+`}, Options{})
+	order := mustTool(b, s, "order")
+	var lines, todos []map[string]any
+	for i := range 10 {
+		lines = append(lines, map[string]any{"sku": fmt.Sprintf("sku-%04d", i), "qty": i + 1, "price": 9.99 + float64(i),
+			"note": "gift wrap, leave at the door", "tags": []string{"a", "b"}})
+	}
+	for i := range 30 {
+		todos = append(todos, map[string]any{"content": fmt.Sprintf("step %d: check the order lines and confirm with the customer", i),
+			"status": "pending", "id": i})
+	}
+	args, _ := json.Marshal(map[string]any{"id": "ord_123", "lines": lines, "rush": true, "customer": map[string]any{"name": "Zoë", "email": "z@example.com"}})
+	state, _ := json.Marshal(map[string]any{"todos": todos, "files": map[string]string{"notes.md": "# Notes\n\nsome text"}})
+	call := tool.Call{ThreadID: "th", ToolCallID: "c1", Args: args, State: state}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := order.Execute(ctx, call)
+			if err != nil || res.Content == "" || res.State != nil {
 				b.Fatal(res, err)
 			}
 		}
