@@ -43,6 +43,10 @@ type jsRuntime struct {
 	register, call, when, describe goja.Callable
 	instructions                   goja.Callable
 
+	// env is the object of the agent's env values handed to every tool
+	// call (the prelude freezes a copy once), made on the first call.
+	env *goja.Object
+
 	cur      *callState // the call in progress, nil between calls
 	nextID   int64
 	poisoned bool // interrupted or timed out: never reuse (goja bug)

@@ -525,22 +525,27 @@
     return p.map((k) => (isObj(k) && 'key' in k ? k.key : k)).map(String).join('.');
   }
 
-  async function parseArgs(entry, argsJSON, strict) {
-    let args = argsJSON ? parseJSON(argsJSON) : {};
-    if (entry.std) {
-      let r = entry.std.validate(args);
-      if (r && isFn(r.then)) r = await r;
-      if (r.issues) {
-        if (!strict) return args;
-        const list = r.issues.map((i) => {
-          const p = issuePath(i.path);
-          return p ? `${p}: ${i.message}` : i.message;
-        });
-        throw new ToolArgumentsError(`invalid tool arguments: ${list.join('; ')}`, r.issues);
-      }
-      args = r.value;
+  // parseArgs decodes a call's arguments and runs the tool's Standard Schema
+  // over them. It returns a promise only when the schema validates
+  // asynchronously, so most calls take no extra turn of the job queue.
+  function parseArgs(entry, argsJSON, strict) {
+    const args = argsJSON ? parseJSON(argsJSON) : {};
+    if (!entry.std) return args;
+    const r = entry.std.validate(args);
+    if (r && isFn(r.then)) return Promise.resolve(r).then((res) => validated(res, args, strict));
+    return validated(r, args, strict);
+  }
+
+  function validated(r, args, strict) {
+    if (r.issues) {
+      if (!strict) return args;
+      const list = r.issues.map((i) => {
+        const p = issuePath(i.path);
+        return p ? `${p}: ${i.message}` : i.message;
+      });
+      throw new ToolArgumentsError(`invalid tool arguments: ${list.join('; ')}`, r.issues);
     }
-    return args;
+    return r.value;
   }
 
   function lookup(name) {
@@ -568,21 +573,34 @@
     onabort: null,
   });
 
-  async function call(name, argsJSON, stateJSON, meta) {
+  // envFor returns ctx.env for the host's env object: only the names the
+  // agent lists, frozen; a null prototype keeps 'toString' and the like
+  // undefined too. The host passes the same object on every call of a
+  // runtime, so it is copied once.
+  let envSrc = null;
+  let envObj = null;
+  function envFor(src) {
+    if (src !== envSrc) {
+      envObj = Object.freeze(Object.assign(Object.create(null), src));
+      envSrc = src;
+    }
+    return envObj;
+  }
+
+  async function call(name, argsJSON, stateJSON, threadId, toolCallId, idempotencyKey, agent, env) {
     const entry = lookup(name);
-    const args = await parseArgs(entry, argsJSON, true);
+    let args = parseArgs(entry, argsJSON, true);
+    if (args && isFn(args.then)) args = await args;
     let state = stateJSON ? parseJSON(stateJSON) : {};
     if (!isPlain(state)) state = {};
     const ctx = {
       fetch: fetch,
       state,
-      threadId: meta.threadId,
-      toolCallId: meta.toolCallId,
-      idempotencyKey: meta.idempotencyKey,
-      agent: meta.agent,
-      // Only the names the agent lists; a null prototype keeps 'toString'
-      // and the like undefined too.
-      env: Object.freeze(Object.assign(Object.create(null), meta.env)),
+      threadId,
+      toolCallId,
+      idempotencyKey,
+      agent,
+      env: envFor(env),
       signal,
     };
     const out = await entry.def.execute(args, ctx);
