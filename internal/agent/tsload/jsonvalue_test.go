@@ -344,3 +344,46 @@ export default defineDeepAgent({ name: 'st', model: 'openai/x', tools: {
 		}
 	}
 }
+
+// TestCtxStateBehavesAsAPlainProperty covers the ways a tool can reach
+// ctx.state: reads see one object, writes and replacements come back, a
+// deleted or non-object state fails the call, an untouched state is
+// unchanged.
+func TestCtxStateBehavesAsAPlainProperty(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/cs.ts": `import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({ name: 'cs', model: 'openai/x', tools: {
+  keys: tool({ execute(_a, ctx) { return Object.keys(ctx).join(',') + '|' + Object.keys({ ...ctx }.state).join(','); } }),
+  same: tool({ execute(_a, ctx) { const { state } = ctx; return String(state === ctx.state && ctx.state === ctx.state); } }),
+  later: tool({ async execute(_a, ctx) { await new Promise((r) => setTimeout(r, 1)); ctx.state.n = 5; } }),
+  setThenRead: tool({ execute(_a, ctx) { ctx.state = { a: 1 }; ctx.state.b = 2; } }),
+  define: tool({ execute(_a, ctx) { Object.defineProperty(ctx, 'state', { value: { d: 1 }, writable: true, enumerable: true, configurable: true }); } }),
+  remove: tool({ execute(_a, ctx) { delete ctx.state; } }),
+  notObject: tool({ execute(_a, ctx) { ctx.state = [1]; } }),
+  ignore: tool({ execute() { return 'x'; } }),
+} });
+`}, Options{})
+	exec := func(name string) (tool.Result, error) {
+		return mustTool(t, s, name).Execute(context.Background(), tool.Call{Args: json.RawMessage(`{}`), State: json.RawMessage(`{"n":1,"m":{"k":[1]}}`)})
+	}
+	for name, want := range map[string]string{
+		"keys":        `fetch,state,threadId,toolCallId,idempotencyKey,agent,env,signal|n,m;`,
+		"same":        `true;`,
+		"later":       `;{"n":5,"m":{"k":[1]}}`,
+		"setThenRead": `;{"a":1,"b":2}`,
+		"define":      `;{"d":1}`,
+		"ignore":      `x;`,
+	} {
+		res, err := exec(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := res.Content + ";" + string(res.State); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	for _, name := range []string{"remove", "notObject"} {
+		if _, err := exec(name); err == nil || err.Error() != "TypeError: ctx.state must stay a plain object" {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}

@@ -573,6 +573,8 @@
     onabort: null,
   });
 
+  const UNTOUCHED = Symbol('untouched state');
+
   // envFor returns ctx.env for the host's env object: only the names the
   // agent lists, frozen; a null prototype keeps 'toString' and the like
   // undefined too. The host passes the same object on every call of a
@@ -591,11 +593,26 @@
     const entry = lookup(name);
     let args = parseArgs(entry, argsJSON, true);
     if (args && isFn(args.then)) args = await args;
-    let state = stateJSON ? parseJSON(stateJSON) : {};
-    if (!isPlain(state)) state = {};
+    // ctx.state is decoded when first used: many tools never touch it, and a
+    // state nobody touched is unchanged.
+    let state;
+    let stateUsed = false;
+    let probing = false;
     const ctx = {
       fetch: fetch,
-      state,
+      get state() {
+        if (probing) return UNTOUCHED;
+        if (!stateUsed) {
+          stateUsed = true;
+          state = stateJSON ? parseJSON(stateJSON) : {};
+          if (!isPlain(state)) state = {};
+        }
+        return state;
+      },
+      set state(v) {
+        stateUsed = true;
+        state = v;
+      },
       threadId,
       toolCallId,
       idempotencyKey,
@@ -609,6 +626,13 @@
     else if (out === undefined) content = '';
     else content = JSON.stringify(out);
     if (content === undefined) content = '';
+    if (!stateUsed) {
+      // Unless the tool replaced or deleted the property itself.
+      probing = true;
+      const untouched = ctx.state === UNTOUCHED;
+      probing = false;
+      if (untouched) return { content, state: null };
+    }
     if (!isPlain(ctx.state)) throw new TypeError('ctx.state must stay a plain object');
     const after = JSON.stringify(ctx.state);
     return { content, state: stateChanged(after, stateJSON) ? after : null };
