@@ -37,17 +37,19 @@ func BenchmarkPooledCall(b *testing.B) {
 }
 
 // BenchmarkPooledCallLarger is BenchmarkPooledCall with arguments and a
-// thread state of a more typical size (about 1 KB and 4 KB of JSON) that the
-// tool reads but does not change.
+// thread state of a more typical size (about 1 KB and 4 KB of JSON), by a
+// tool that reads the state without changing it and by one that ignores it.
 func BenchmarkPooledCallLarger(b *testing.B) {
 	s := loadOne(b, map[string]string{"agents/bench.ts": `import { defineDeepAgent, tool } from 'stackbone';
 export default defineDeepAgent({ name: 'bench', model: 'openai/x', tools: {
-  order: tool({
+  readsState: tool({
     async execute({ id, lines }, ctx) { return { id, n: lines.length, todos: ctx.state.todos.length }; },
+  }),
+  ignoresState: tool({
+    async execute({ id, lines }, ctx) { return { id, n: lines.length, thread: ctx.threadId }; },
   }),
 } });
 `}, Options{})
-	order := mustTool(b, s, "order")
 	var lines, todos []map[string]any
 	for i := range 10 {
 		lines = append(lines, map[string]any{"sku": fmt.Sprintf("sku-%04d", i), "qty": i + 1, "price": 9.99 + float64(i),
@@ -61,13 +63,18 @@ export default defineDeepAgent({ name: 'bench', model: 'openai/x', tools: {
 	state, _ := json.Marshal(map[string]any{"todos": todos, "files": map[string]string{"notes.md": "# Notes\n\nsome text"}})
 	call := tool.Call{ThreadID: "th", ToolCallID: "c1", Args: args, State: state}
 	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			res, err := order.Execute(ctx, call)
-			if err != nil || res.Content == "" || res.State != nil {
-				b.Fatal(res, err)
-			}
-		}
-	})
+	for _, name := range []string{"readsState", "ignoresState"} {
+		t := mustTool(b, s, name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					res, err := t.Execute(ctx, call)
+					if err != nil || res.Content == "" || res.State != nil {
+						b.Fatal(res, err)
+					}
+				}
+			})
+		})
+	}
 }
