@@ -130,6 +130,7 @@ func (r *jsRuntime) hostSetTimer(c goja.FunctionCall) goja.Value {
 			args = append(args, a.Get(fmt.Sprint(i)))
 		}
 	}
+	cs.pending()
 	t := &jsTimer{id: id, fn: fn, args: args}
 	if c.Argument(3).ToBoolean() {
 		t.every = max(d, time.Millisecond)
@@ -387,6 +388,7 @@ func (r *jsRuntime) hostFetch(c goja.FunctionCall) goja.Value {
 		}
 	}
 	client := r.sh.opts.HTTPClient
+	cs.pending()
 	cs.inflight++
 	go func() {
 		res, err := doFetch(client, req)

@@ -53,7 +53,8 @@ type jsRuntime struct {
 }
 
 // callState is one host call into JS. Host operations started during the call
-// post their completions on jobs; they give up once done is closed.
+// post their completions on jobs; they give up once done is closed. Both
+// channels and timers are nil until the call starts one (pending).
 type callState struct {
 	ctx      context.Context
 	label    string // tool name for logs
@@ -61,6 +62,17 @@ type callState struct {
 	done     chan struct{}
 	inflight int
 	timers   map[int64]*jsTimer
+}
+
+// pending readies cs for a host operation that completes later (a timer,
+// a fetch): its goroutine posts on jobs until done is closed. Most calls
+// start none, so the channels are made on first use.
+func (cs *callState) pending() {
+	if cs.jobs == nil {
+		cs.jobs = make(chan func() error)
+		cs.done = make(chan struct{})
+		cs.timers = map[int64]*jsTimer{}
+	}
 }
 
 // newRuntime creates a runtime, runs the prelude and evaluates the agent
@@ -160,16 +172,12 @@ func (r *jsRuntime) invoke(parent context.Context, label string, limit time.Dura
 	start func() (goja.Value, error), finish func(goja.Value) error) error {
 	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
-	cs := &callState{
-		ctx:    ctx,
-		label:  label,
-		jobs:   make(chan func() error),
-		done:   make(chan struct{}),
-		timers: map[int64]*jsTimer{},
-	}
+	cs := &callState{ctx: ctx, label: label}
 	r.cur = cs
 	defer func() {
-		close(cs.done)
+		if cs.done != nil {
+			close(cs.done)
+		}
 		for _, t := range cs.timers {
 			t.timer.Stop()
 		}
