@@ -3,6 +3,7 @@ package tsload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -384,6 +385,56 @@ export default defineDeepAgent({ name: 'cs', model: 'openai/x', tools: {
 	for _, name := range []string{"remove", "notObject"} {
 		if _, err := exec(name); err == nil || err.Error() != "TypeError: ctx.state must stay a plain object" {
 			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}
+
+// TestToolReturnForms covers what execute may return or throw, sync or
+// async: every form reaches the caller as before.
+func TestToolReturnForms(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/rf.ts": `import { defineDeepAgent, tool } from 'stackbone';
+const asyncSchema = { '~standard': { version: 1, vendor: 'test', validate: async (v) => (v.n > 0 ? { value: { n: v.n * 2 } } : { issues: [{ message: 'n must be positive', path: ['n'] }] }) } };
+export default defineDeepAgent({ name: 'rf', model: 'openai/x', tools: {
+  syncValue: tool({ execute: (a) => ({ got: a.x }) }),
+  syncString: tool({ execute: () => 'plain' }),
+  syncThrow: tool({ execute: () => { throw new RangeError('too far'); } }),
+  syncThrowValue: tool({ execute: () => { throw { code: 7 }; } }),
+  thenable: tool({ execute: (a, ctx) => ({ then(res) { ctx.state.t = 1; res({ via: 'thenable' }); } }) }),
+  rejects: tool({ execute: () => Promise.reject(new TypeError('nope')) }),
+  asyncThrow: tool({ async execute() { await null; throw new Error('late'); } }),
+  circular: tool({ execute: () => { const o = {}; o.o = o; return o; } }),
+  badState: tool({ async execute(_a, ctx) { ctx.state = 'x'; return 'ok'; } }),
+  validated: tool({ parameters: asyncSchema, jsonSchema: { type: 'object' }, async execute(a, ctx) { ctx.state.n = a.n; return a; } }),
+} });
+`}, Options{})
+	for _, c := range []struct{ name, args, want, err string }{
+		{"syncValue", `{"x":[1]}`, `{"got":[1]};`, ""},
+		{"syncString", `{}`, `plain;`, ""},
+		{"syncThrow", `{}`, "", "RangeError: too far"},
+		{"syncThrowValue", `{}`, "", `{"code":7}`},
+		{"thenable", `{}`, `{"via":"thenable"};{"t":1}`, ""},
+		{"rejects", `{}`, "", "TypeError: nope"},
+		{"asyncThrow", `{}`, "", "late"},
+		{"circular", `{}`, "", "TypeError: "},
+		{"badState", `{}`, "", "TypeError: ctx.state must stay a plain object"},
+		{"validated", `{"n":2}`, `{"n":4};{"n":4}`, ""},
+		{"validated", `{"n":0}`, "", "invalid tool arguments: n: n must be positive"},
+		{"syncValue", `{"x":`, "", "SyntaxError: "},
+	} {
+		res, err := run(t, s, c.name, c.args)
+		if c.err != "" {
+			var te *ToolError
+			if err == nil || !strings.HasPrefix(err.Error(), c.err) || !errors.As(err, &te) {
+				t.Errorf("%s(%s): error %v (%T), want %q", c.name, c.args, err, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s(%s): %v", c.name, c.args, err)
+			continue
+		}
+		if got := res.Content + ";" + string(res.State); got != c.want {
+			t.Errorf("%s(%s) = %s, want %s", c.name, c.args, got, c.want)
 		}
 	}
 }

@@ -40,8 +40,8 @@ type jsRuntime struct {
 	vm *goja.Runtime
 	sh *shared
 
-	register, call, when, describe goja.Callable
-	instructions                   goja.Callable
+	register, call, finishCall, when, describe goja.Callable
+	instructions                               goja.Callable
 
 	// env is the object of the agent's env values handed to every tool
 	// call (the prelude freezes a copy once), made on the first call.
@@ -93,7 +93,7 @@ func newRuntime(ctx context.Context, sh *shared) (*jsRuntime, error) {
 	}
 	apiObj := apiVal.ToObject(vm)
 	for name, dst := range map[string]*goja.Callable{
-		"register": &r.register, "call": &r.call,
+		"register": &r.register, "call": &r.call, "finishCall": &r.finishCall,
 		"approvalWhen": &r.when, "approvalDescription": &r.describe,
 		"instructions": &r.instructions,
 	} {
@@ -234,6 +234,16 @@ func (r *jsRuntime) await(cs *callState, v goja.Value) (goja.Value, error) {
 			return nil, context.Cause(cs.ctx)
 		}
 	}
+}
+
+// jsError turns a JS exception thrown synchronously by a host call into
+// the *ToolError a rejection with the same value gives; other errors
+// (interrupts, stack overflows) pass through.
+func (r *jsRuntime) jsError(err error) error {
+	if ex, ok := err.(*goja.Exception); ok {
+		return r.thrown(ex.Value())
+	}
+	return err
 }
 
 // thrown converts a thrown JS value into a *ToolError.

@@ -394,8 +394,12 @@ func (a *jsAgent) run(ctx context.Context, label string, limit time.Duration,
 }
 
 func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (tool.Result, error) {
-	var res tool.Result
+	var (
+		res tool.Result
+		rt  *jsRuntime
+	)
 	err := a.run(ctx, t.Name, t.TimeLimit(), func(r *jsRuntime) (goja.Value, error) {
+		rt = r
 		if r.env == nil {
 			r.env = r.vm.NewObject()
 			for k, v := range a.env {
@@ -403,9 +407,14 @@ func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (to
 			}
 		}
 		vm := r.vm
-		return r.call(goja.Undefined(), vm.ToValue(t.Name), vm.ToValue(string(call.Args)), vm.ToValue(string(call.State)),
+		v, err := r.call(goja.Undefined(), vm.ToValue(t.Name), vm.ToValue(string(call.Args)), vm.ToValue(string(call.State)),
 			vm.ToValue(call.ThreadID), vm.ToValue(call.ToolCallID), vm.ToValue(call.IdempotencyKey), vm.ToValue(call.Agent), r.env)
+		return v, r.jsError(err)
 	}, func(v goja.Value) error {
+		v, err := rt.finishCall(goja.Undefined(), v)
+		if err != nil {
+			return rt.jsError(err)
+		}
 		o, ok := v.(*goja.Object)
 		if !ok {
 			return fmt.Errorf("tool %q: unexpected result from the JS host", t.Name)

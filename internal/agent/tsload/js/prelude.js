@@ -589,29 +589,32 @@
     return envObj;
   }
 
-  async function call(name, argsJSON, stateJSON, threadId, toolCallId, idempotencyKey, agent, env) {
+  // A tool call is two host calls: call runs execute and returns what it
+  // returned (a promise when it is async, which the host awaits), then
+  // finishCall turns the settled value into {content, state}. Calls on a
+  // runtime never overlap; current is the one in progress.
+  let current = null;
+
+  function call(name, argsJSON, stateJSON, threadId, toolCallId, idempotencyKey, agent, env) {
     const entry = lookup(name);
-    let args = parseArgs(entry, argsJSON, true);
-    if (args && isFn(args.then)) args = await args;
+    const args = parseArgs(entry, argsJSON, true);
     // ctx.state is decoded when first used: many tools never touch it, and a
     // state nobody touched is unchanged.
-    let state;
-    let stateUsed = false;
-    let probing = false;
+    const rec = { stateJSON, state: undefined, used: false, probing: false, ctx: null };
     const ctx = {
       fetch: fetch,
       get state() {
-        if (probing) return UNTOUCHED;
-        if (!stateUsed) {
-          stateUsed = true;
-          state = stateJSON ? parseJSON(stateJSON) : {};
-          if (!isPlain(state)) state = {};
+        if (rec.probing) return UNTOUCHED;
+        if (!rec.used) {
+          rec.used = true;
+          const state = stateJSON ? parseJSON(stateJSON) : {};
+          rec.state = isPlain(state) ? state : {};
         }
-        return state;
+        return rec.state;
       },
       set state(v) {
-        stateUsed = true;
-        state = v;
+        rec.used = true;
+        rec.state = v;
       },
       threadId,
       toolCallId,
@@ -620,22 +623,37 @@
       env: envFor(env),
       signal,
     };
-    const out = await entry.def.execute(args, ctx);
+    rec.ctx = ctx;
+    current = rec;
+    if (args && isFn(args.then)) return args.then((a) => entry.def.execute(a, ctx));
+    const out = entry.def.execute(args, ctx);
+    // Any thenable is awaited, as await would.
+    return out && isFn(out.then) ? Promise.resolve(out) : out;
+  }
+
+  function finishCall(out) {
+    const rec = current;
+    current = null;
     let content;
     if (typeof out === 'string') content = out;
     else if (out === undefined) content = '';
     else content = JSON.stringify(out);
     if (content === undefined) content = '';
-    if (!stateUsed) {
+    const ctx = rec.ctx;
+    if (!rec.used) {
       // Unless the tool replaced or deleted the property itself.
-      probing = true;
-      const untouched = ctx.state === UNTOUCHED;
-      probing = false;
+      rec.probing = true;
+      let untouched;
+      try {
+        untouched = ctx.state === UNTOUCHED;
+      } finally {
+        rec.probing = false;
+      }
       if (untouched) return { content, state: null };
     }
     if (!isPlain(ctx.state)) throw new TypeError('ctx.state must stay a plain object');
     const after = JSON.stringify(ctx.state);
-    return { content, state: stateChanged(after, stateJSON) ? after : null };
+    return { content, state: stateChanged(after, rec.stateJSON) ? after : null };
   }
 
   // stateChanged reports whether after, JSON.stringify of ctx.state when a
@@ -1362,5 +1380,5 @@
   }
   if (globalThis.self === undefined) def(globalThis, 'self', globalThis);
 
-  return { register, call, approvalWhen, approvalDescription, instructions };
+  return { register, call, finishCall, approvalWhen, approvalDescription, instructions };
 });
