@@ -47,6 +47,12 @@ func (r *jsRuntime) hostObject() *goja.Object {
 		return r.vm.ToValue(r.vm.NewArrayBuffer([]byte(c.Argument(0).String())))
 	})
 	set("utf8Decode", r.hostUTF8Decode)
+	set("parseJSON", func(c goja.FunctionCall) goja.Value {
+		if v, ok := r.jsonValue(c.Argument(0).String()); ok {
+			return v
+		}
+		return goja.Undefined() // the prelude falls back to JSON.parse
+	})
 	set("atob", r.hostAtob)
 	set("btoa", r.hostBtoa)
 	set("randomUUID", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(randomUUID()) })
@@ -124,6 +130,7 @@ func (r *jsRuntime) hostSetTimer(c goja.FunctionCall) goja.Value {
 			args = append(args, a.Get(fmt.Sprint(i)))
 		}
 	}
+	cs.pending()
 	t := &jsTimer{id: id, fn: fn, args: args}
 	if c.Argument(3).ToBoolean() {
 		t.every = max(d, time.Millisecond)
@@ -381,6 +388,7 @@ func (r *jsRuntime) hostFetch(c goja.FunctionCall) goja.Value {
 		}
 	}
 	client := r.sh.opts.HTTPClient
+	cs.pending()
 	cs.inflight++
 	go func() {
 		res, err := doFetch(client, req)

@@ -40,8 +40,12 @@ type jsRuntime struct {
 	vm *goja.Runtime
 	sh *shared
 
-	register, call, when, describe goja.Callable
-	instructions                   goja.Callable
+	register, call, finishCall, when, describe goja.Callable
+	instructions                               goja.Callable
+
+	// env is the object of the agent's env values handed to every tool
+	// call (the prelude freezes a copy once), made on the first call.
+	env *goja.Object
 
 	cur      *callState // the call in progress, nil between calls
 	nextID   int64
@@ -49,7 +53,8 @@ type jsRuntime struct {
 }
 
 // callState is one host call into JS. Host operations started during the call
-// post their completions on jobs; they give up once done is closed.
+// post their completions on jobs; they give up once done is closed. Both
+// channels and timers are nil until the call starts one (pending).
 type callState struct {
 	ctx      context.Context
 	label    string // tool name for logs
@@ -57,6 +62,17 @@ type callState struct {
 	done     chan struct{}
 	inflight int
 	timers   map[int64]*jsTimer
+}
+
+// pending readies cs for a host operation that completes later (a timer,
+// a fetch): its goroutine posts on jobs until done is closed. Most calls
+// start none, so the channels are made on first use.
+func (cs *callState) pending() {
+	if cs.jobs == nil {
+		cs.jobs = make(chan func() error)
+		cs.done = make(chan struct{})
+		cs.timers = map[int64]*jsTimer{}
+	}
 }
 
 // newRuntime creates a runtime, runs the prelude and evaluates the agent
@@ -77,7 +93,7 @@ func newRuntime(ctx context.Context, sh *shared) (*jsRuntime, error) {
 	}
 	apiObj := apiVal.ToObject(vm)
 	for name, dst := range map[string]*goja.Callable{
-		"register": &r.register, "call": &r.call,
+		"register": &r.register, "call": &r.call, "finishCall": &r.finishCall,
 		"approvalWhen": &r.when, "approvalDescription": &r.describe,
 		"instructions": &r.instructions,
 	} {
@@ -156,16 +172,12 @@ func (r *jsRuntime) invoke(parent context.Context, label string, limit time.Dura
 	start func() (goja.Value, error), finish func(goja.Value) error) error {
 	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
-	cs := &callState{
-		ctx:    ctx,
-		label:  label,
-		jobs:   make(chan func() error),
-		done:   make(chan struct{}),
-		timers: map[int64]*jsTimer{},
-	}
+	cs := &callState{ctx: ctx, label: label}
 	r.cur = cs
 	defer func() {
-		close(cs.done)
+		if cs.done != nil {
+			close(cs.done)
+		}
 		for _, t := range cs.timers {
 			t.timer.Stop()
 		}
@@ -222,6 +234,16 @@ func (r *jsRuntime) await(cs *callState, v goja.Value) (goja.Value, error) {
 			return nil, context.Cause(cs.ctx)
 		}
 	}
+}
+
+// jsError turns a JS exception thrown synchronously by a host call into
+// the *ToolError a rejection with the same value gives; other errors
+// (interrupts, stack overflows) pass through.
+func (r *jsRuntime) jsError(err error) error {
+	if ex, ok := err.(*goja.Exception); ok {
+		return r.thrown(ex.Value())
+	}
+	return err
 }
 
 // thrown converts a thrown JS value into a *ToolError.

@@ -394,21 +394,27 @@ func (a *jsAgent) run(ctx context.Context, label string, limit time.Duration,
 }
 
 func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (tool.Result, error) {
-	var res tool.Result
+	var (
+		res tool.Result
+		rt  *jsRuntime
+	)
 	err := a.run(ctx, t.Name, t.TimeLimit(), func(r *jsRuntime) (goja.Value, error) {
-		meta := r.vm.NewObject()
-		_ = meta.Set("threadId", call.ThreadID)
-		_ = meta.Set("toolCallId", call.ToolCallID)
-		_ = meta.Set("idempotencyKey", call.IdempotencyKey)
-		_ = meta.Set("agent", call.Agent)
-		env := r.vm.NewObject()
-		for k, v := range a.env {
-			_ = env.Set(k, v)
+		rt = r
+		if r.env == nil {
+			r.env = r.vm.NewObject()
+			for k, v := range a.env {
+				_ = r.env.Set(k, v)
+			}
 		}
-		_ = meta.Set("env", env)
-		return r.call(goja.Undefined(), r.vm.ToValue(t.Name), r.vm.ToValue(string(call.Args)),
-			r.vm.ToValue(string(call.State)), meta)
+		vm := r.vm
+		v, err := r.call(goja.Undefined(), vm.ToValue(t.Name), vm.ToValue(string(call.Args)), vm.ToValue(string(call.State)),
+			vm.ToValue(call.ThreadID), vm.ToValue(call.ToolCallID), vm.ToValue(call.IdempotencyKey), vm.ToValue(call.Agent), r.env)
+		return v, r.jsError(err)
 	}, func(v goja.Value) error {
+		v, err := rt.finishCall(goja.Undefined(), v)
+		if err != nil {
+			return rt.jsError(err)
+		}
 		o, ok := v.(*goja.Object)
 		if !ok {
 			return fmt.Errorf("tool %q: unexpected result from the JS host", t.Name)

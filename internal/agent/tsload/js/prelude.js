@@ -51,6 +51,13 @@
   const isPlain = (v) => isObj(v) && !Array.isArray(v);
   const isFn = (v) => typeof v === 'function';
   const str = (v) => JSON.stringify(v);
+  // parseJSON is JSON.parse for the texts Go hands in (arguments, state):
+  // decoded natively into the same plain values when the host can, else by
+  // JSON.parse (which throws the same errors as always).
+  const parseJSON = (text) => {
+    const v = host.parseJSON(text);
+    return v === undefined ? JSON.parse(text) : v;
+  };
 
   function unknownKeys(obj, allowed, what, loc) {
     for (const k of Object.keys(obj)) {
@@ -518,22 +525,27 @@
     return p.map((k) => (isObj(k) && 'key' in k ? k.key : k)).map(String).join('.');
   }
 
-  async function parseArgs(entry, argsJSON, strict) {
-    let args = argsJSON ? JSON.parse(argsJSON) : {};
-    if (entry.std) {
-      let r = entry.std.validate(args);
-      if (r && isFn(r.then)) r = await r;
-      if (r.issues) {
-        if (!strict) return args;
-        const list = r.issues.map((i) => {
-          const p = issuePath(i.path);
-          return p ? `${p}: ${i.message}` : i.message;
-        });
-        throw new ToolArgumentsError(`invalid tool arguments: ${list.join('; ')}`, r.issues);
-      }
-      args = r.value;
+  // parseArgs decodes a call's arguments and runs the tool's Standard Schema
+  // over them. It returns a promise only when the schema validates
+  // asynchronously, so most calls take no extra turn of the job queue.
+  function parseArgs(entry, argsJSON, strict) {
+    const args = argsJSON ? parseJSON(argsJSON) : {};
+    if (!entry.std) return args;
+    const r = entry.std.validate(args);
+    if (r && isFn(r.then)) return Promise.resolve(r).then((res) => validated(res, args, strict));
+    return validated(r, args, strict);
+  }
+
+  function validated(r, args, strict) {
+    if (r.issues) {
+      if (!strict) return args;
+      const list = r.issues.map((i) => {
+        const p = issuePath(i.path);
+        return p ? `${p}: ${i.message}` : i.message;
+      });
+      throw new ToolArgumentsError(`invalid tool arguments: ${list.join('; ')}`, r.issues);
     }
-    return args;
+    return r.value;
   }
 
   function lookup(name) {
@@ -561,33 +573,99 @@
     onabort: null,
   });
 
-  async function call(name, argsJSON, stateJSON, meta) {
+  const UNTOUCHED = Symbol('untouched state');
+
+  // envFor returns ctx.env for the host's env object: only the names the
+  // agent lists, frozen; a null prototype keeps 'toString' and the like
+  // undefined too. The host passes the same object on every call of a
+  // runtime, so it is copied once.
+  let envSrc = null;
+  let envObj = null;
+  function envFor(src) {
+    if (src !== envSrc) {
+      envObj = Object.freeze(Object.assign(Object.create(null), src));
+      envSrc = src;
+    }
+    return envObj;
+  }
+
+  // A tool call is two host calls: call runs execute and returns what it
+  // returned (a promise when it is async, which the host awaits), then
+  // finishCall turns the settled value into {content, state}. Calls on a
+  // runtime never overlap; current is the one in progress.
+  let current = null;
+
+  function call(name, argsJSON, stateJSON, threadId, toolCallId, idempotencyKey, agent, env) {
     const entry = lookup(name);
-    const args = await parseArgs(entry, argsJSON, true);
-    let state = stateJSON ? JSON.parse(stateJSON) : {};
-    if (!isPlain(state)) state = {};
-    const before = JSON.stringify(state);
+    const args = parseArgs(entry, argsJSON, true);
+    // ctx.state is decoded when first used: many tools never touch it, and a
+    // state nobody touched is unchanged.
+    const rec = { stateJSON, state: undefined, used: false, probing: false, ctx: null };
     const ctx = {
       fetch: fetch,
-      state,
-      threadId: meta.threadId,
-      toolCallId: meta.toolCallId,
-      idempotencyKey: meta.idempotencyKey,
-      agent: meta.agent,
-      // Only the names the agent lists; a null prototype keeps 'toString'
-      // and the like undefined too.
-      env: Object.freeze(Object.assign(Object.create(null), meta.env)),
+      get state() {
+        if (rec.probing) return UNTOUCHED;
+        if (!rec.used) {
+          rec.used = true;
+          const state = stateJSON ? parseJSON(stateJSON) : {};
+          rec.state = isPlain(state) ? state : {};
+        }
+        return rec.state;
+      },
+      set state(v) {
+        rec.used = true;
+        rec.state = v;
+      },
+      threadId,
+      toolCallId,
+      idempotencyKey,
+      agent,
+      env: envFor(env),
       signal,
     };
-    const out = await entry.def.execute(args, ctx);
+    rec.ctx = ctx;
+    current = rec;
+    if (args && isFn(args.then)) return args.then((a) => entry.def.execute(a, ctx));
+    const out = entry.def.execute(args, ctx);
+    // Any thenable is awaited, as await would.
+    return out && isFn(out.then) ? Promise.resolve(out) : out;
+  }
+
+  function finishCall(out) {
+    const rec = current;
+    current = null;
     let content;
     if (typeof out === 'string') content = out;
     else if (out === undefined) content = '';
     else content = JSON.stringify(out);
     if (content === undefined) content = '';
+    const ctx = rec.ctx;
+    if (!rec.used) {
+      // Unless the tool replaced or deleted the property itself.
+      rec.probing = true;
+      let untouched;
+      try {
+        untouched = ctx.state === UNTOUCHED;
+      } finally {
+        rec.probing = false;
+      }
+      if (untouched) return { content, state: null };
+    }
     if (!isPlain(ctx.state)) throw new TypeError('ctx.state must stay a plain object');
     const after = JSON.stringify(ctx.state);
-    return { content, state: after !== before ? after : null };
+    return { content, state: stateChanged(after, rec.stateJSON) ? after : null };
+  }
+
+  // stateChanged reports whether after, JSON.stringify of ctx.state when a
+  // call ends, differs from JSON.stringify of the state the call started
+  // with (stateJSON decoded). Stored states are mostly JSON.stringify's own
+  // output, so comparing the texts usually settles it without encoding the
+  // starting state again.
+  function stateChanged(after, stateJSON) {
+    if (after === stateJSON) return false;
+    let before = stateJSON ? parseJSON(stateJSON) : {};
+    if (!isPlain(before)) before = {};
+    return after !== JSON.stringify(before);
   }
 
   async function approvalWhen(name, argsJSON) {
@@ -611,7 +689,7 @@
   async function instructions(stateJSON, meta) {
     const fn = AGENT && AGENT.instructions;
     if (!isFn(fn)) throw new TypeError('the agent has no instructions function');
-    let state = stateJSON ? JSON.parse(stateJSON) : {};
+    let state = stateJSON ? parseJSON(stateJSON) : {};
     if (!isPlain(state)) state = {};
     let v = fn({ state, threadId: meta.threadId, agent: meta.agent });
     if (v && isFn(v.then)) v = await v;
@@ -1302,5 +1380,5 @@
   }
   if (globalThis.self === undefined) def(globalThis, 'self', globalThis);
 
-  return { register, call, approvalWhen, approvalDescription, instructions };
+  return { register, call, finishCall, approvalWhen, approvalDescription, instructions };
 });
