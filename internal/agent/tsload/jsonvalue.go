@@ -128,20 +128,32 @@ func (d *jsonDecoder) object(depth int) (goja.Value, bool) {
 		if o.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE) != nil {
 			return nil, false
 		}
-		d.space()
-		if d.pos >= len(d.data) {
+		done, ok := d.sep('}')
+		if !ok {
 			return nil, false
 		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
+		if done {
 			return o, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// sep reads what follows an object member or an array element: ',' (more
+// follow) or the closing byte (done).
+func (d *jsonDecoder) sep(closing byte) (done, ok bool) {
+	d.space()
+	if d.pos >= len(d.data) {
+		return false, false
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		return false, true
+	case closing:
+		d.pos++
+		return true, true
+	}
+	return false, false
 }
 
 func (d *jsonDecoder) array(depth int) (goja.Value, bool) {
@@ -161,18 +173,12 @@ func (d *jsonDecoder) array(depth int) (goja.Value, bool) {
 			return nil, false
 		}
 		items = append(items, v)
-		d.space()
-		if d.pos >= len(d.data) {
+		done, ok := d.sep(']')
+		if !ok {
 			return nil, false
 		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
+		if done {
 			return d.vm.NewArray(items...), true
-		default:
-			return nil, false
 		}
 	}
 }

@@ -271,12 +271,7 @@ func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
 func TestGroupCommitSkipsCancelledWriter(t *testing.T) {
 	ctx := t.Context()
 	s := openFile(t, filepath.Join(t.TempDir(), "stackbone.db"))
-	for _, id := range []string{"t1", "t2"} {
-		if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: id, Agent: "x", RunID: "r",
-			Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	beginThreads(t, s, "t1", "t2")
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	s.gc.beforeCommit = func(int) { once.Do(func() { close(held); <-release }) }
@@ -323,12 +318,7 @@ func walSize(b *testing.B, path string) int64 {
 func TestGroupCommitPanicStaysInItsWriter(t *testing.T) {
 	ctx := t.Context()
 	s := openFile(t, filepath.Join(t.TempDir(), "stackbone.db"))
-	for _, id := range []string{"t1", "t2"} {
-		if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: id, Agent: "x", RunID: "r",
-			Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	beginThreads(t, s, "t1", "t2")
 	held := holdWriter(t, s, 3)
 	var wg sync.WaitGroup
 	for _, id := range []string{"t1", "t2"} {
@@ -361,6 +351,17 @@ func TestGroupCommitPanicStaysInItsWriter(t *testing.T) {
 	for _, id := range []string{"t1", "t2"} {
 		if ms, err := s.Messages(ctx, "a", id); err != nil || len(ms) != 1 {
 			t.Errorf("messages of %s: %v, %v; want its checkpoint's", id, msgIDs(ms), err)
+		}
+	}
+}
+
+// beginThreads starts run "r" of tenant a's threads ids, agent x.
+func beginThreads(t *testing.T, s *Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "a", ThreadID: id, Agent: "x", RunID: "r",
+			Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
