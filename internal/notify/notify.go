@@ -118,6 +118,15 @@ func New(cfg Config) (*Dispatcher, error) {
 	return d, nil
 }
 
+// scheduleSpan is how long the retry schedule lasts in all.
+func (d *Dispatcher) scheduleSpan() time.Duration {
+	var total time.Duration
+	for _, w := range d.cfg.Schedule {
+		total += w
+	}
+	return total
+}
+
 // SetPublicURL sets the base of Studio links once the server's address is
 // known; call it before Run.
 func (d *Dispatcher) SetPublicURL(u string) { d.cfg.PublicURL = u }
@@ -142,7 +151,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		now := clock.Or(d.cfg.Clock).Now()
 		if now.Sub(lastSweep) > time.Hour {
 			lastSweep = now
-			if _, err := d.cfg.Store.SweepDeliveries(ctx, now.Add(-Retention)); err != nil && ctx.Err() == nil {
+			// A delivery still pending an hour after its whole schedule
+			// would have ended is one no dispatcher attempts (its
+			// endpoint was removed): it is marked failed.
+			if _, err := d.cfg.Store.SweepDeliveries(ctx, now.Add(-Retention), now.Add(-d.scheduleSpan()-time.Hour)); err != nil && ctx.Err() == nil {
 				d.cfg.Logger.Warn("sweep webhook deliveries", "err", err)
 			}
 		}

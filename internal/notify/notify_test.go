@@ -20,7 +20,9 @@ import (
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-var t0 = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC) // before the real clock
+// t0 is a minute before the real clock: notices are due at once, and within
+// their retry schedule.
+var t0 = time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
 
 // receiver is a webhook endpoint that verifies every request with the
 // Standard Webhooks library and answers with the status fail returns.

@@ -184,8 +184,12 @@ type Outbox interface {
 	// ListDeliveries returns the tenant's deliveries, newest first.
 	ListDeliveries(ctx context.Context, tenant string, limit int) ([]Delivery, error)
 	// SweepDeliveries deletes the delivered and failed deliveries (of
-	// every tenant) of notices from before before, and returns how many.
-	SweepDeliveries(ctx context.Context, before time.Time) (int, error)
+	// every tenant) of notices from before before, and returns how many. It
+	// first marks failed (StaleDelivery) the deliveries still pending of
+	// notices from before staleBefore: no dispatcher attempts them any more
+	// (their endpoint was removed from the configuration), so they are
+	// shown as failed instead of pending forever.
+	SweepDeliveries(ctx context.Context, before, staleBefore time.Time) (int, error)
 }
 
 // OutboxRows are the delivery rows of notices to endpoints, as column
@@ -227,6 +231,9 @@ func PendingNotices(agent string, ins []EncodedInterrupt) ([]Notice, error) {
 	}
 	return out, nil
 }
+
+// StaleDelivery is the LastError of a delivery SweepDeliveries gave up on.
+const StaleDelivery = "not delivered within the retry schedule: is the endpoint still configured?"
 
 // AttemptOutcome is the status and next attempt time an attempt leaves.
 func AttemptOutcome(a DeliveryAttempt) (DeliveryStatus, time.Time) {

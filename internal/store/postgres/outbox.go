@@ -123,12 +123,22 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, limit int) ([
 		ORDER BY created_at DESC, id DESC, endpoint LIMIT $2`, tenant, store.Limit(limit, store.DefaultLimit))
 }
 
-// SweepDeliveries deletes the finished deliveries of notices from before
+// SweepDeliveries marks failed the deliveries pending since before
+// staleBefore, then deletes the finished deliveries of notices from before
 // before.
-func (s *Store) SweepDeliveries(ctx context.Context, before time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_outbox WHERE status <> 'pending' AND created_at < $1`, before)
+func (s *Store) SweepDeliveries(ctx context.Context, before, staleBefore time.Time) (int, error) {
+	var n int64
+	err := s.tx(ctx, "sweep deliveries", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE webhook_outbox SET status = 'failed', last_error = $2, lease_owner = '', lease_until = NULL
+			WHERE status = 'pending' AND created_at < $1`, staleBefore, store.StaleDelivery); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM webhook_outbox WHERE status <> 'pending' AND created_at < $1`, before)
+		n = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
-		return 0, mapErr("sweep deliveries", err)
+		return 0, err
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }

@@ -129,11 +129,16 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, limit int) ([
 	return out, nil
 }
 
-// SweepDeliveries deletes the finished deliveries of notices from before
+// SweepDeliveries marks failed the deliveries pending since before
+// staleBefore, then deletes the finished deliveries of notices from before
 // before.
-func (s *Store) SweepDeliveries(ctx context.Context, before time.Time) (int, error) {
+func (s *Store) SweepDeliveries(ctx context.Context, before, staleBefore time.Time) (int, error) {
 	var n int64
 	err := s.write(ctx, "sweep deliveries", func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET status = 'failed', last_error = ?, lease_owner = '', lease_until = NULL
+			WHERE status = 'pending' AND created_at < ?`, store.StaleDelivery, staleBefore.UnixMicro()); err != nil {
+			return err
+		}
 		r, err := tx.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE status <> 'pending' AND created_at < ?`, before.UnixMicro())
 		if err != nil {
 			return err

@@ -234,11 +234,32 @@ func testOutboxDelivery(t *testing.T, s store.Store) {
 		t.Fatalf("tenant b sees tenant a's deliveries: %+v", other)
 	}
 	// Sweeping: finished deliveries of notices older than the cut go.
-	if n, err := s.SweepDeliveries(ctx, T0); err != nil || n != 0 {
+	if n, err := s.SweepDeliveries(ctx, T0, T0); err != nil || n != 0 {
 		t.Fatalf("sweep before the notice: %d, %v", n, err)
 	}
-	if n, err := s.SweepDeliveries(ctx, at(time.Second)); err != nil || n != 2 {
+	if n, err := s.SweepDeliveries(ctx, at(time.Second), T0); err != nil || n != 2 {
 		t.Fatalf("sweep after: %d, %v; want 2", n, err)
+	}
+	// A delivery pending past the stale cut (its endpoint was removed) is
+	// marked failed, then swept like the others.
+	waiting(t, s, "a", "t2", "x", "r1", at(time.Hour), interrupt("int_2", "call_1", at(time.Hour)))
+	if n, err := s.SweepDeliveries(ctx, at(time.Hour), at(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("sweep at the stale cut: %d, %v", n, err)
+	}
+	if ds, _ := s.ListDeliveries(ctx, "a", 10); len(ds) != 2 || ds[0].Status != store.DeliveryPending {
+		t.Fatalf("deliveries not yet stale: %+v", ds)
+	}
+	if n, err := s.SweepDeliveries(ctx, at(time.Hour), at(2*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("sweep past the stale cut: %d, %v", n, err)
+	}
+	ds, _ = s.ListDeliveries(ctx, "a", 10)
+	for _, d := range ds {
+		if d.Status != store.DeliveryFailed || d.LastError != store.StaleDelivery {
+			t.Fatalf("a stale delivery: %+v", d)
+		}
+	}
+	if n, err := s.SweepDeliveries(ctx, at(2*time.Hour), at(2*time.Hour)); err != nil || n != 2 {
+		t.Fatalf("sweep of the stale deliveries: %d, %v; want 2", n, err)
 	}
 }
 
