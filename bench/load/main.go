@@ -221,7 +221,7 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		}},
 	}
 	for _, sc := range all {
-		if sc.key == "idle" || !slices.Contains(o.scenarios, sc.key) {
+		if !slices.Contains(o.scenarios, sc.key) {
 			continue
 		}
 		logger.Info("scenario", "key", sc.key, "name", sc.name)

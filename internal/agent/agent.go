@@ -95,9 +95,6 @@ const (
 	OverrideStop        = "stop"
 )
 
-// ClientOverridable lists the settings a client's request can carry.
-var ClientOverridable = []string{OverrideTemperature, OverrideMaxTokens, OverrideStop}
-
 // AllowsClient reports whether a client's value for setting is used.
 func (s *Spec) AllowsClient(setting string) bool {
 	for _, o := range s.ClientOverrides {

@@ -363,6 +363,10 @@ func storedFailure(f *engine.StoredFailure) *Error {
 	return e
 }
 
+// CodeForbiddenRole is the code of a 403 to a key whose role may not do
+// what it asked (the server's role check; a wire maps it to its own form).
+const CodeForbiddenRole = "forbidden_role"
+
 // The public codes of upstream and store failures.
 const (
 	codeUpstreamRateLimited = "upstream_rate_limited"

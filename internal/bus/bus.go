@@ -96,7 +96,8 @@ func (b *Bus) PublishLocal(tenant, thread string, e event.Event) {
 	for _, k := range keys {
 		for s := range b.subs[k] {
 			if p == nil {
-				p = &e
+				cp := e // a copy: taking e's address would move every call's e to the heap
+				p = &cp
 			}
 			select {
 			case s.C <- p:

@@ -138,7 +138,7 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	for name, d := range map[string][2]*time.Duration{"header-timeout": {&cfg.HeaderTimeout, &f.headerTimeout},
 		"body-timeout": {&cfg.BodyTimeout, &f.bodyTimeout}, "idle-timeout": {&cfg.IdleTimeout, &f.idleTimeout},
 		"shutdown-timeout": {&cfg.ShutdownTimeout, &f.shutdownTimeout}, "model-timeout": {&cfg.ModelTimeout, &f.modelTimeout},
-		"model-idle-timeout": {&cfg.ModelIdleTimeout, &f.modelIdleTimeout}} {
+		"model-idle-timeout": {&cfg.ModelIdleTimeout, &f.modelIdleTimeout}, "approval-ttl": {&cfg.ApprovalTTL, &f.approvalTTL}} {
 		if cmd.Flags().Changed(name) {
 			*d[0] = *d[1]
 		}
@@ -146,21 +146,18 @@ func (f *serverFlags) load(cmd *cobra.Command, mode config.Mode) (*config.Config
 	if cmd.Flags().Changed("max-conns-per-ip") {
 		cfg.MaxConnsPerIP = f.maxConnsPerIP
 	}
-	if cmd.Flags().Lookup("stateless-approval") != nil && cmd.Flags().Changed("stateless-approval") {
+	// Flags bound on dev and start only: Changed is false where they are
+	// not defined.
+	if cmd.Flags().Changed("stateless-approval") {
 		cfg.StatelessApproval = config.StatelessPolicy(f.statelessApproval)
 	}
-	if cmd.Flags().Lookup("approval-ttl") != nil && cmd.Flags().Changed("approval-ttl") {
-		cfg.ApprovalTTL = f.approvalTTL
+	if cmd.Flags().Changed("webhook-url") {
+		cfg.WebhookURLs = config.SplitList(strings.Join(f.webhookURLs, ","))
 	}
-	if cmd.Flags().Lookup("webhook-url") != nil {
-		if cmd.Flags().Changed("webhook-url") {
-			cfg.WebhookURLs = config.SplitList(strings.Join(f.webhookURLs, ","))
-		}
-		for name, dst := range map[string][2]*string{"webhook-secret": {&cfg.WebhookSecret, &f.webhookSecret},
-			"webhook-format": {&cfg.WebhookFormat, &f.webhookFormat}, "public-url": {&cfg.PublicURL, &f.publicURL}} {
-			if cmd.Flags().Changed(name) {
-				*dst[0] = *dst[1]
-			}
+	for name, dst := range map[string][2]*string{"webhook-secret": {&cfg.WebhookSecret, &f.webhookSecret},
+		"webhook-format": {&cfg.WebhookFormat, &f.webhookFormat}, "public-url": {&cfg.PublicURL, &f.publicURL}} {
+		if cmd.Flags().Changed(name) {
+			*dst[0] = *dst[1]
 		}
 	}
 	if err := cfg.Finish(); err != nil {

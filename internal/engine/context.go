@@ -70,9 +70,12 @@ func fixedTokens(system string, tools []model.ToolDef) int {
 // with a user message. ok is false when even those do not fit (kept then
 // holds them alone). msgs is not changed.
 func trimToFit(msgs []message.Message, budget int) (kept []message.Message, ok bool) {
+	// Each message is estimated once.
+	est := make([]int, len(msgs))
 	total := 0
-	for _, m := range msgs {
-		total += estimateTokens(m)
+	for i, m := range msgs {
+		est[i] = estimateTokens(m)
+		total += est[i]
 	}
 	if total <= budget {
 		return msgs, true
@@ -81,7 +84,7 @@ func trimToFit(msgs []message.Message, budget int) (kept []message.Message, ok b
 	type unit struct{ start, end, tokens int }
 	var units []unit
 	for i, m := range msgs {
-		t := estimateTokens(m)
+		t := est[i]
 		if m.Role == message.Tool && len(units) > 0 {
 			units[len(units)-1].end = i + 1
 			units[len(units)-1].tokens += t
@@ -174,10 +177,7 @@ func (x *execution) fitContext(ctx context.Context, req *model.Request) error {
 // tooLarge is the error of a turn whose latest message (with the unit the
 // model answers, kept) does not fit the window.
 func (x *execution) tooLarge(kept []message.Message, fixed, reserve, window int) error {
-	need := fixed + reserve
-	for _, m := range kept {
-		need += estimateTokens(m)
-	}
+	need := fixed + reserve + sumTokens(kept)
 	return &InputError{Code: CodeContextLength, Field: FieldMessages, Index: -1,
 		Reason: fmt.Sprintf("The latest message does not fit the context window of agent %q: it needs about %d tokens "+
 			"(with the system prompt, the tools and %d tokens reserved for the answer), the window is %d tokens (contextWindow).",
@@ -299,6 +299,7 @@ func (x *execution) summarize(ctx context.Context, req *model.Request, budget in
 	return true, nil
 }
 
+// sumTokens is the estimated tokens of msgs.
 func sumTokens(msgs []message.Message) int {
 	n := 0
 	for _, m := range msgs {

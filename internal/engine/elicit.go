@@ -91,7 +91,7 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 // closeQuestion records a question nobody will answer as rejected by the
 // system, unless someone decided it meanwhile.
 func (r *Runner) closeQuestion(ctx context.Context, it store.Interrupt, why string) {
-	res, err := r.Store.Decide(ctx, it.Tenant, it.ID, store.Decision{Approved: false, Message: why, Via: "system", By: "stackbone", At: r.Now()})
+	res, err := r.Store.Decide(ctx, it.Tenant, it.ID, store.Decision{Approved: false, Message: why, Via: store.ViaSystem, By: "stackbone", At: r.Now()})
 	switch {
 	case err == nil:
 		r.decided(it.Tenant, res.Interrupt)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -417,10 +416,6 @@ func (run *Run) deliver(e event.Event) bool {
 	}
 }
 
-// Detach lets a run go on without a consumer (a background run): a durable
-// run is stored as it goes; a stateless one is cancelled.
-func (run *Run) Detach() { run.detach() }
-
 // Start validates a turn and, for a durable one, takes the thread's lease and
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
@@ -644,20 +639,11 @@ func outputFormat(spec *agent.Spec, client *model.ResponseFormat) (*model.Respon
 		}
 		return own, nil
 	}
-	if client.Type == model.FormatJSONSchema && sameJSON(client.Schema, own.Schema) {
+	if client.Type == model.FormatJSONSchema && jsonEqual(client.Schema, own.Schema) {
 		return own, nil
 	}
 	return nil, inputError(FieldResponseFormat, "Agent `%s` declares its output schema, and this response_format asks for another one: "+
 		"leave response_format out (or send the agent's schema) to get the agent's output.", spec.Name)
-}
-
-// sameJSON reports whether two JSON texts hold the same value.
-func sameJSON(a, b json.RawMessage) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
 }
 
 // honours refuses a response format the agent's provider cannot honour,

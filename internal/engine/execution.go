@@ -1081,7 +1081,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			case it.Reason == store.ReasonInDoubt:
 				// Retried: the arguments it ran with, again.
 				args = it.Args
-			case it.Status == store.Rejected && it.Decision != nil && it.Decision.Via == store.ViaExpiry:
+			case it.Status == store.Rejected && expiredDecision(&it):
 				results[i] = &callResult{msg: x.toolMessage(c, ExpiredResult, true)}
 				continue
 			case it.Status == store.Rejected:

@@ -111,15 +111,16 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 	p := PrincipalFrom(r.Context())
 	// The one role check of every turn wire: a resume decides (an AG-UI
 	// resume), anything else starts a turn.
+	var via string
+	var answers []engine.Answer
 	if rs, ok := t.(wire.Resumer); ok {
-		if _, answers := rs.Answers(); len(answers) > 0 {
-			if err := p.Allow(ActDecide, "resume"); err != nil {
-				return nil, err
-			}
-		} else if err := p.Allow(ActTurn, ""); err != nil {
-			return nil, err
-		}
-	} else if err := p.Allow(ActTurn, ""); err != nil {
+		via, answers = rs.Answers()
+	}
+	act, param := ActTurn, ""
+	if len(answers) > 0 {
+		act, param = ActDecide, "resume"
+	}
+	if err := p.Allow(act, param); err != nil {
 		return nil, err
 	}
 	in := t.Input()
@@ -140,10 +141,8 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 			return nil, err
 		}
 	}
-	if rs, ok := t.(wire.Resumer); ok {
-		if via, answers := rs.Answers(); len(answers) > 0 {
-			return s.Runner.ResumeDecisions(r.Context(), in, via, answers)
-		}
+	if len(answers) > 0 {
+		return s.Runner.ResumeDecisions(r.Context(), in, via, answers)
 	}
 	return s.Runner.Start(r.Context(), in)
 }

@@ -165,7 +165,7 @@ type Principal struct {
 
 // CodeForbiddenRole is the error code of a request the caller's key role
 // does not allow (403).
-const CodeForbiddenRole = "forbidden_role"
+const CodeForbiddenRole = apierror.CodeForbiddenRole
 
 // Action is what a request does, as far as key roles care.
 type Action int

@@ -192,28 +192,6 @@ type Outbox interface {
 	SweepDeliveries(ctx context.Context, before, staleBefore time.Time) (int, error)
 }
 
-// OutboxRows are the delivery rows of notices to endpoints, as column
-// arrays ready to bind.
-type OutboxRows struct {
-	ID, Endpoint, Tenant, Type, Data []string
-	At                               []time.Time
-}
-
-// Add appends n's delivery to every endpoint.
-func (r *OutboxRows) Add(n Notice, endpoints []string) {
-	for _, e := range endpoints {
-		r.ID = append(r.ID, n.ID)
-		r.Endpoint = append(r.Endpoint, e)
-		r.Tenant = append(r.Tenant, n.Tenant)
-		r.Type = append(r.Type, n.Type)
-		r.Data = append(r.Data, string(n.Data))
-		r.At = append(r.At, n.At)
-	}
-}
-
-// Len is the number of rows.
-func (r *OutboxRows) Len() int { return len(r.ID) }
-
 // PendingNotices are the decision.pending notices of a checkpoint's new
 // interrupts (an interrupt without an agent has the thread's).
 func PendingNotices(agent string, ins []EncodedInterrupt) ([]Notice, error) {

@@ -219,7 +219,7 @@ func Tally(in *Interrupt, d *Decision) ([]Approval, bool, error) {
 	}
 	a := Approval{By: d.By, Via: d.Via, At: d.At, EditedArgs: d.EditedArgs}
 	if len(d.EditedArgs) > 0 {
-		return []Approval{a}, in.Needed() <= 1, nil
+		return []Approval{a}, false, nil
 	}
 	for _, p := range in.Approvals {
 		if p.By == d.By {
@@ -258,6 +258,10 @@ type Decision struct {
 	By string    `json:"decidedBy"`
 	At time.Time `json:"decidedAt"`
 }
+
+// ViaSystem is the Via of a decision the server made itself: a question a
+// running tool asked, closed because the call can no longer wait for it.
+const ViaSystem = "system"
 
 // ViaStateless is the Via of a decision no human made: an approval-gated
 // call of a stateless turn, run or refused by the server's policy.

@@ -241,8 +241,9 @@ func (a *jsAgent) redactErr(err error) error {
 		te.Message, te.Stack = a.red.String(te.Message), a.red.String(te.Stack)
 		return err
 	}
-	if msg := err.Error(); a.red.String(msg) != msg {
-		return errors.New(a.red.String(msg))
+	msg := err.Error()
+	if red := a.red.String(msg); red != msg {
+		return errors.New(red)
 	}
 	return err
 }

@@ -263,8 +263,12 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			res = store.DecideResult{Interrupt: in}
 			return nil
 		}
-		if status, dj, err = store.EncodeDecision(d); err != nil {
-			return err
+		if cur.Needed() > 1 {
+			// The approval that completes a quorum may carry the first
+			// approval's edit (Tally).
+			if status, dj, err = store.EncodeDecision(d); err != nil {
+				return err
+			}
 		}
 		var queued bool
 		in, err := scanInterrupt(tx.QueryRow(ctx, `WITH d AS (

@@ -14,14 +14,33 @@ import (
 // no notice is written.
 func (s *Store) SetWebhooks(endpoints []string) { s.webhooks = append([]string(nil), endpoints...) }
 
+// outboxRows are the delivery rows of notices to endpoints, as column
+// arrays to unnest.
+type outboxRows struct {
+	ID, Endpoint, Tenant, Type, Data []string
+	At                               []time.Time
+}
+
+// add appends n's delivery to every endpoint.
+func (r *outboxRows) add(n store.Notice, endpoints []string) {
+	for _, e := range endpoints {
+		r.ID = append(r.ID, n.ID)
+		r.Endpoint = append(r.Endpoint, e)
+		r.Tenant = append(r.Tenant, n.Tenant)
+		r.Type = append(r.Type, n.Type)
+		r.Data = append(r.Data, string(n.Data))
+		r.At = append(r.At, n.At)
+	}
+}
+
 // notify writes the notices' delivery rows in tx, when webhooks are set.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx, notices ...store.Notice) error {
 	if len(s.webhooks) == 0 || len(notices) == 0 {
 		return nil
 	}
-	var rows store.OutboxRows
+	var rows outboxRows
 	for _, n := range notices {
-		rows.Add(n, s.webhooks)
+		rows.add(n, s.webhooks)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at)
 		SELECT x.id, x.endpoint, x.tenant, x.type, x.data::json, x.at, x.at

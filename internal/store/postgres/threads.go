@@ -377,37 +377,34 @@ func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 		nonNil(msgs), nonNil(evs)}, ins.params()...)
 	args = append(args, nonNil(c.Unmarked()), nonNil(c.Started), s.now(), nonNil(ins.expires), nonNilInts(ins.needed))
 	var evSeq int64
-	if len(s.webhooks) > 0 && len(ins.encoded) > 0 {
-		// New pending decisions: their notices join the checkpoint's
-		// transaction.
-		err = s.tx(ctx, "checkpoint", func(tx pgx.Tx) error {
-			var agent string
-			err := tx.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq, &agent)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return s.leaseLost(ctx, tx, c.Tenant, c.ThreadID, c.RunID)
-			}
-			if err != nil {
-				return err
-			}
-			notices, err := store.PendingNotices(agent, ins.encoded)
-			if err != nil {
-				return err
-			}
-			return s.notify(ctx, tx, notices...)
-		})
-		if err != nil {
+	// run stores the checkpoint through q; notices are written when new
+	// pending decisions have webhook notices to join its transaction.
+	run := func(q querier, notify func(agent string) error) error {
+		var agent string
+		err := q.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq, &agent)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.leaseLost(ctx, q, c.Tenant, c.ThreadID, c.RunID)
+		}
+		if err != nil || notify == nil {
 			return err
 		}
-		store.StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
-		return nil
+		return notify(agent)
 	}
-	var agent string
-	err = s.pool.QueryRow(ctx, checkpointSQL, args...).Scan(&evSeq, &agent)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return mapErr("checkpoint", s.leaseLost(ctx, s.pool, c.Tenant, c.ThreadID, c.RunID))
+	if len(s.webhooks) > 0 && len(ins.encoded) > 0 {
+		err = s.tx(ctx, "checkpoint", func(tx pgx.Tx) error {
+			return run(tx, func(agent string) error {
+				notices, err := store.PendingNotices(agent, ins.encoded)
+				if err != nil {
+					return err
+				}
+				return s.notify(ctx, tx, notices...)
+			})
+		})
+	} else {
+		err = mapErr("checkpoint", run(s.pool, nil))
 	}
 	if err != nil {
-		return mapErr("checkpoint", err)
+		return err
 	}
 	store.StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
 	return nil
@@ -494,7 +491,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
 			), e AS (`+finishRunEventsSQL,
 			f.Tenant, f.ThreadID, string(f.Status), store.CleanText(f.Error), f.Now, store.FormatVersion, nonNil(evs),
 		).Scan(&evSeq)
-		if err != nil || len(s.webhooks) == 0 {
+		if err != nil {
 			return err
 		}
 		n, ok, err := store.RunNotice(f.Tenant, agent, f.ThreadID, f.RunID, f.Status, store.CleanText(f.Error), f.Now)

@@ -218,33 +218,8 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		approvals := "[]"
-		if cur != nil {
-			d := d
-			list, final, err := store.Tally(cur, &d)
-			if err != nil {
-				return err
-			}
-			if approvals, err = store.EncodeApprovals(list); err != nil {
-				return err
-			}
-			if !final {
-				in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET approvals = ?
-					WHERE id = ? AND tenant = ? AND status = 'pending' RETURNING `+interruptCols, approvals, id, tenant))
-				if err != nil {
-					return err
-				}
-				res = store.DecideResult{Interrupt: in}
-				return nil
-			}
-			if status, dj, err = store.EncodeDecision(d); err != nil {
-				return err
-			}
-		}
-		in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET status = ?, decision = ?, approvals = ?
-			WHERE id = ? AND tenant = ? AND status = 'pending'
-			RETURNING `+interruptCols, string(status), string(dj), approvals, id, tenant))
-		if errors.Is(err, sql.ErrNoRows) {
+		if cur == nil {
+			// Not pending: unknown, or decided already.
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM interrupts WHERE id = ? AND tenant = ?`, id, tenant).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
@@ -255,6 +230,36 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			}
 			return fmt.Errorf("interrupt %q: %w", id, store.ErrAlreadyDecided)
 		}
+		d := d
+		list, final, err := store.Tally(cur, &d)
+		if err != nil {
+			return err
+		}
+		approvals, err := store.EncodeApprovals(list)
+		if err != nil {
+			return err
+		}
+		if !final {
+			in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET approvals = ?
+				WHERE id = ? AND tenant = ? AND status = 'pending' RETURNING `+interruptCols, approvals, id, tenant))
+			if err != nil {
+				return err
+			}
+			res = store.DecideResult{Interrupt: in}
+			return nil
+		}
+		if cur.Needed() > 1 {
+			// The approval that completes a quorum may carry the first
+			// approval's edit (Tally).
+			if status, dj, err = store.EncodeDecision(d); err != nil {
+				return err
+			}
+		}
+		// The write transaction serialises decisions: the row read above
+		// is still pending.
+		in, err := scanInterrupt(tx.QueryRowContext(ctx, `UPDATE interrupts SET status = ?, decision = ?, approvals = ?
+			WHERE id = ? AND tenant = ? AND status = 'pending'
+			RETURNING `+interruptCols, string(status), string(dj), approvals, id, tenant))
 		if err != nil {
 			return err
 		}

@@ -19,15 +19,13 @@ func (s *Store) notify(ctx context.Context, tx *wtx, notices ...store.Notice) er
 	if len(s.webhooks) == 0 {
 		return nil
 	}
-	var rows store.OutboxRows
 	for _, n := range notices {
-		rows.Add(n, s.webhooks)
-	}
-	for i := range rows.Len() {
-		at := rows.At[i].UnixMicro()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, rows.ID[i], rows.Endpoint[i], rows.Tenant[i], rows.Type[i], rows.Data[i], at, at); err != nil {
-			return fmt.Errorf("webhook outbox: %w", err)
+		at := n.At.UnixMicro()
+		for _, ep := range s.webhooks {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, n.ID, ep, n.Tenant, n.Type, string(n.Data), at, at); err != nil {
+				return fmt.Errorf("webhook outbox: %w", err)
+			}
 		}
 	}
 	return nil

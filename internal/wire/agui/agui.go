@@ -124,7 +124,7 @@ func (s *stream) Flush() error { return s.sw.Flush() }
 // RUN_ERROR.
 func (wr *Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error {
 	switch {
-	case e.Status == http.StatusForbidden && e.Code == "forbidden_role" && e.Param == "resume":
+	case e.Status == http.StatusForbidden && e.Code == apierror.CodeForbiddenRole && e.Param == "resume":
 		// A resume refused for the key's role is a RUN_ERROR, like any
 		// other resume that cannot decide.
 	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusRequestEntityTooLarge:

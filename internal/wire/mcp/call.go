@@ -356,7 +356,7 @@ func (t *call) consume(ctx context.Context, run *engine.Run) (*event.Outcome, st
 			if t.args.Session != "" {
 				_ = t.h.c.Runner.Cancel(context.WithoutCancel(ctx), t.caller.Tenant, t.args.Session)
 			}
-			return nil, b.String(), apierror.New(apierror.InvalidRequest, "cancelled", "The call was cancelled.")
+			return nil, b.String(), errCancelled()
 		}
 	}
 }

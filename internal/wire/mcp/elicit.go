@@ -61,7 +61,7 @@ func (t *call) ask(ctx context.Context, st pauseState, pending []store.Interrupt
 		r, err := t.req.Session.Elicit(ctx, t.form(it))
 		if err != nil {
 			if ctx.Err() != nil {
-				return errorResult(st.Text, apierror.New(apierror.InvalidRequest, "cancelled", "The call was cancelled.")), nil
+				return errorResult(st.Text, errCancelled()), nil
 			}
 			t.h.c.Logger.Info("mcp: elicitation failed; the decision stays pending", "interrupt", it.ID, "err", err)
 			continue
@@ -230,4 +230,9 @@ func (t *call) waiting(st pauseState, pending []store.Interrupt, notes []string)
 	fmt.Fprintf(&b, "Then call %s again with session %q: the call reports the outcome.", t.agent, t.args.Session)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}},
 		StructuredContent: map[string]any{"status": "waiting_for_decision", "session": t.args.Session, "decisions": decisions, "studio": studio}}
+}
+
+// errCancelled is the error of a call its client cancelled.
+func errCancelled() error {
+	return apierror.New(apierror.InvalidRequest, engine.CodeCancelled, "The call was cancelled.")
 }

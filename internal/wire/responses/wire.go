@@ -230,7 +230,7 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 // resolveRefs maps the input again, now with each item_reference replaced
 // by the tenant's stored message it names.
 func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
-	full, origin, err := t.req.input(t.items, func(id string) (*message.Message, error) {
+	msgs, origin, err := Messages(t.req.Instructions, t.items, func(id string) (*message.Message, error) {
 		m, err := t.wr.c.Store.GetMessage(ctx, t.tenant, id)
 		if errors.Is(err, store.ErrNotFound) {
 			e := apierror.New(apierror.NotFound, "item_not_found", fmt.Sprintf("Item with id '%s' not found.", id))
@@ -242,7 +242,7 @@ func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
 	if err != nil {
 		return err
 	}
-	in.Messages, t.origin = full.Messages, origin
+	in.Messages, t.origin = msgs, origin
 	return nil
 }
 
@@ -319,17 +319,15 @@ func (t *turn) start(seq int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, _, err := t.wr.c.Store.PutResponse(t.ctx, store.Response{ID: t.wr.c.NewID("resp"),
+	r, created, err := t.wr.c.Store.PutResponse(t.ctx, store.Response{ID: t.wr.c.NewID("resp"),
 		Tenant: t.tenant, ThreadID: t.in.ThreadID, Seq: seq, PreviousID: t.req.PreviousResponseID, Background: t.req.Background,
 		Request: rec, CreatedAt: time.Unix(t.head.CreatedAt, 0)})
 	if err != nil {
 		return "", err
 	}
-	if r.Request != nil {
-		var stored record
-		if json.Unmarshal(r.Request, &stored) == nil {
-			t.head.CreatedAt = stored.Head.CreatedAt
-		}
+	if !created {
+		// A retry: the response is its first attempt's, created then.
+		t.head.CreatedAt = r.CreatedAt.Unix()
 	}
 	return r.ID, nil
 }
