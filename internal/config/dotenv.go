@@ -16,9 +16,9 @@ const DotEnvFile = ".env"
 // envName is a valid environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// ValidEnvName reports whether name is a valid environment variable name:
+// validEnvName reports whether name is a valid environment variable name:
 // letters, digits and "_", not starting with a digit.
-func ValidEnvName(name string) bool { return envName.MatchString(name) }
+func validEnvName(name string) bool { return envName.MatchString(name) }
 
 // DotEnvError is a syntax error in a .env file. It names the line, never a
 // value.
@@ -55,7 +55,7 @@ func ParseDotEnv(file, text string) (map[string]string, error) {
 			return nil, &DotEnvError{file, lineNo, "expected KEY=VALUE"}
 		}
 		key = strings.TrimSpace(key)
-		if !ValidEnvName(key) {
+		if !validEnvName(key) {
 			return nil, &DotEnvError{file, lineNo, fmt.Sprintf("%q is not a valid variable name (letters, digits and _, not starting with a digit)", key)}
 		}
 		val = strings.TrimLeft(val, " \t")
@@ -145,4 +145,22 @@ func EnvLookup(dotenv map[string]string) func(string) (string, bool) {
 		v, ok := dotenv[name]
 		return v, ok
 	}
+}
+
+// envRef matches a ${NAME} reference.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// ExpandRefs replaces every ${NAME} in s with lookup's value of NAME, and
+// returns the first NAME lookup did not find ("" when every one was found;
+// its reference is replaced by "").
+func ExpandRefs(s string, lookup func(string) (string, bool)) (out, unset string) {
+	out = envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := envRef.FindStringSubmatch(ref)[1]
+		v, ok := lookup(name)
+		if !ok && unset == "" {
+			unset = name
+		}
+		return v
+	})
+	return out, unset
 }

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/dop251/goja"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -345,9 +345,6 @@ func (a *jsAgent) mcpServer(md mcpServerDescription, lookup func(string) (string
 	return srv, nil
 }
 
-// envRef matches a ${VAR} reference.
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 // expandAll replaces every ${VAR} in m's values with the variable's value;
 // an unset variable is an error naming it (and the field), never the value.
 func expandAll(m map[string]string, field string, lookup func(string) (string, bool)) (map[string]string, error) {
@@ -357,14 +354,7 @@ func expandAll(m map[string]string, field string, lookup func(string) (string, b
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		var missing string
-		out[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
-			name := envRef.FindStringSubmatch(ref)[1]
-			val, ok := lookup(name)
-			if !ok && missing == "" {
-				missing = name
-			}
-			return val
-		})
+		out[k], missing = config.ExpandRefs(v, lookup)
 		if missing != "" {
 			return nil, fmt.Errorf("%s.%s: environment variable %s is not set", field, k, missing)
 		}

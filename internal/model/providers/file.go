@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/stackbone/stackbone/internal/config"
 )
 
 // ProjectFile is the project's provider configuration file, DIR/stackbone.json.
@@ -87,8 +88,6 @@ type fileProvider struct {
 	// APIVersion is for azure-openai only.
 	APIVersion *string `json:"apiVersion"`
 }
-
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // LoadFile reads DIR/stackbone.json. A missing file is no providers. lookup
 // resolves ${NAME} references in baseURL and apiKey (the caller reads the
@@ -168,26 +167,13 @@ func LoadFile(dir string, lookup func(string) (string, bool)) (map[string]Custom
 			}
 			continue
 		}
-		var unset []string
-		expand := func(s string) string {
-			return envRef.ReplaceAllStringFunc(s, func(m string) string {
-				n := envRef.FindStringSubmatch(m)[1]
-				v, ok := lookup(n)
-				if !ok {
-					unset = append(unset, n)
-				}
-				return v
-			})
-		}
-		c.BaseURL = expand(*fp.BaseURL)
-		if len(unset) > 0 {
-			c.unset = &FileError{File: path, Field: field + ".baseURL", Msg: "${" + unset[0] + "} is set neither in the environment nor in .env"}
+		var unset string
+		if c.BaseURL, unset = config.ExpandRefs(*fp.BaseURL, lookup); unset != "" {
+			c.unset = &FileError{File: path, Field: field + ".baseURL", Msg: "${" + unset + "} is set neither in the environment nor in .env"}
 		}
 		if fp.APIKey != nil {
-			unset = nil
-			c.APIKey = expand(*fp.APIKey)
-			if len(unset) > 0 && c.unset == nil {
-				c.unset = &FileError{File: path, Field: field + ".apiKey", Msg: "${" + unset[0] + "} is set neither in the environment nor in .env"}
+			if c.APIKey, unset = config.ExpandRefs(*fp.APIKey, lookup); unset != "" && c.unset == nil {
+				c.unset = &FileError{File: path, Field: field + ".apiKey", Msg: "${" + unset + "} is set neither in the environment nor in .env"}
 			}
 		}
 		out[name] = c
