@@ -307,8 +307,25 @@ func (f *fold) delta(d string) error {
 			return nil
 		}
 	}
-	return f.deliver("response.output_text.delta", last, map[string]any{"item_id": f.msg.ID, "output_index": f.msgIdx,
-		"content_index": 0, "delta": d, "logprobs": []any{}})
+	// The most frequent event: a struct, not a map, with its fields in the
+	// order encoding/json writes a map's keys (the same bytes).
+	b, err := json.Marshal(textDelta{Delta: d, ItemID: f.msg.ID, Logprobs: []any{}, OutputIndex: f.msgIdx,
+		SequenceNumber: last, Type: "response.output_text.delta"})
+	if err != nil {
+		return err
+	}
+	return f.sink("response.output_text.delta", b)
+}
+
+// textDelta is a response.output_text.delta event.
+type textDelta struct {
+	ContentIndex   int    `json:"content_index"`
+	Delta          string `json:"delta"`
+	ItemID         string `json:"item_id"`
+	Logprobs       []any  `json:"logprobs"`
+	OutputIndex    int    `json:"output_index"`
+	SequenceNumber int64  `json:"sequence_number"`
+	Type           string `json:"type"`
 }
 
 // close ends the open message item (id "" closes whichever is open).
