@@ -129,6 +129,7 @@ type Runner struct {
 
 	builtins sync.Map // *agent.Spec → []*tool.Tool
 	toolsets sync.Map // *agent.Spec → *toolset
+	models   sync.Map // *agent.Spec → specModel
 }
 
 // DefaultLease is Config.Lease when zero: a run renews its lease every
@@ -360,6 +361,7 @@ func (r *Runner) Retire(specs []*agent.Spec) {
 func (r *Runner) closeSpec(s *agent.Spec) {
 	r.toolsets.Delete(s)
 	r.builtins.Delete(s)
+	r.models.Delete(s)
 	if s.Close != nil {
 		s.Close()
 	}

@@ -145,24 +145,46 @@ func (x *execution) addUsage(u event.Usage) {
 }
 
 func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execution, error) {
+	m, err := r.modelOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	ts := r.toolsetOf(spec)
+	return &execution{r: r, spec: spec, provider: m.provider, modelName: m.name, tenant: tenant, threadID: threadID,
+		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, state: json.RawMessage(`{}`), begun: r.Now()}, nil
+}
+
+// specModel is an agent's resolved model: its provider (a fallback over its
+// model list when it has one) and the model name sent upstream.
+type specModel struct {
+	provider model.Provider
+	name     string
+}
+
+// modelOf resolves spec's model once per spec (a reloaded agent is a new
+// spec); a reference that does not resolve is an error, not remembered.
+func (r *Runner) modelOf(spec *agent.Spec) (specModel, error) {
+	if v, ok := r.models.Load(spec); ok {
+		return v.(specModel), nil
+	}
 	p, name, err := r.Models.Resolve(spec.Model, spec.ModelDir())
 	if err != nil {
-		return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
+		return specModel{}, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}
 	if len(spec.Fallbacks) > 0 {
 		cands := []model.Candidate{{Provider: p, Name: name, Ref: spec.Model}}
 		for _, ref := range spec.Fallbacks {
 			fp, fname, err := r.Models.Resolve(ref, spec.ModelDir())
 			if err != nil {
-				return nil, fmt.Errorf("agent %s: %w", spec.Name, err)
+				return specModel{}, fmt.Errorf("agent %s: %w", spec.Name, err)
 			}
 			cands = append(cands, model.Candidate{Provider: fp, Name: fname, Ref: ref})
 		}
 		p = model.NewFallback(cands, r.Logger.With("agent", spec.Name))
 	}
-	ts := r.toolsetOf(spec)
-	return &execution{r: r, spec: spec, provider: p, modelName: name, tenant: tenant, threadID: threadID,
-		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, state: json.RawMessage(`{}`), begun: r.Now()}, nil
+	m := specModel{provider: p, name: name}
+	r.models.Store(spec, m)
+	return m, nil
 }
 
 // toolset is an agent's tools (built-ins first), looked up by name and as
