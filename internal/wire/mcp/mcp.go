@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -110,6 +111,7 @@ type Handler struct {
 
 	mu     sync.Mutex
 	listed map[string]string // tool name → description, as last registered
+	synced []*agent.Spec     // the agents listed then (a reload makes new specs)
 	// waiting remembers, per tenant and session, the pause a call answered
 	// with a "waiting on a human decision" result: the next call on that
 	// session reports the paused turn's outcome. Kept in memory: a restart
@@ -223,12 +225,19 @@ func caller(req *sdk.CallToolRequest) (Caller, string) {
 // (connected session-based clients are told the list changed).
 func (h *Handler) sync() {
 	specs := h.c.Agents.List()
+	h.mu.Lock()
+	same := slices.Equal(specs, h.synced)
+	h.mu.Unlock()
+	if same {
+		return // the same agents as at the last request: nothing to redo
+	}
 	want := make(map[string]string, len(specs))
 	for _, s := range specs {
 		want[s.Name] = toolDescription(s)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.synced = specs
 	var gone []string
 	for name := range h.listed {
 		if _, ok := want[name]; !ok {
