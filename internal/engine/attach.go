@@ -109,12 +109,18 @@ func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, no
 // then its live ones until its end. A turn whose process died (its lease
 // lapsed) is taken over first, so the retry gets the recovered answer.
 func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
-	run.Existed = true
 	r.Logger.Info("retried turn attaches to its first attempt", "agent", in.Agent, "thread", in.ThreadID, "run", th.RunID)
+	r.followFrom(in, th, th.Turn.Seq, run)
+}
+
+// followFrom streams th's events from seq from on to run, in the
+// background, after taking over a run whose process died.
+func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
+	run.Existed = true
 	r.resumeLapsed(th)
 	r.spawn(nil, nil, func(ctx context.Context) {
 		defer close(run.events)
-		r.follow(ctx, in, th.Turn.Seq, run)
+		r.follow(ctx, in, from, run)
 	})
 }
 
@@ -132,12 +138,7 @@ func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64
 	}
 	defer r.wg.Done()
 	run := newRun(th.RunID, threadID)
-	run.Existed = true
-	r.resumeLapsed(th)
-	r.spawn(nil, nil, func(ctx context.Context) {
-		defer close(run.events)
-		r.follow(ctx, Input{Tenant: tenant, ThreadID: threadID}, from, run)
-	})
+	r.followFrom(Input{Tenant: tenant, ThreadID: threadID}, th, from, run)
 	return run, nil
 }
 
