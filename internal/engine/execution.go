@@ -858,7 +858,13 @@ func ResponseSchema(t *tool.Tool) json.RawMessage {
 	if !edit {
 		return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"]}`)
 	}
-	params := t.Parameters
+	return editResponseSchema(t.Parameters)
+}
+
+// editResponseSchema is the answer to a decision that may edit: approved,
+// or editedArgs following params (any object when params is empty), or
+// both.
+func editResponseSchema(params json.RawMessage) json.RawMessage {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object"}`)
 	}
