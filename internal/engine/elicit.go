@@ -45,8 +45,8 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 	it := store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
 		ToolCallID: c.ID, Tool: t.Name, Args: args, Reason: store.ReasonElicitation, Description: q.Message,
 		AllowedDecisions: []string{string(tool.Approve), string(tool.Edit), string(tool.Reject)},
-		ResponseSchema: editResponseSchema(sch),
-		Status: store.Pending, CreatedAt: x.r.Now()}
+		ResponseSchema:   editResponseSchema(sch),
+		Status:           store.Pending, CreatedAt: x.r.Now()}
 	sub := x.r.Bus.Subscribe(x.tenant, x.threadID)
 	defer sub.Close()
 	info := interruptInfo(it)
