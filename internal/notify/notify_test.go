@@ -192,9 +192,23 @@ func TestRetriesKeepTheID(t *testing.T) {
 	s := openStore(t, srv.URL, nsrv.URL)
 	start(t, notify.Config{Store: s, Endpoints: []string{srv.URL, nsrv.URL}, Clock: clk})
 	pendingDecision(t, s, "t1")
-	waitFor(t, "the first attempts", func() bool { return len(rcv.all()) == 1 && len(never.all()) == 1 })
+	// recorded: each endpoint's n-th attempt is recorded (its next attempt
+	// is scheduled from the clock as it was then, so the clock moves on only
+	// after that).
+	recorded := func(n int) bool {
+		ds, _ := s.ListDeliveries(t.Context(), "acme", 10)
+		got := map[string]int{}
+		for _, d := range ds {
+			got[d.Endpoint] = d.Attempts
+		}
+		return got[nsrv.URL] == n && got[srv.URL] == min(n, 4)
+	}
+	waitFor(t, "the first attempts", func() bool { return len(rcv.all()) == 1 && len(never.all()) == 1 && recorded(1) })
 	var total time.Duration
 	for i, wait := range notify.Schedule {
+		if i > 0 {
+			waitFor(t, "the retry recorded", func() bool { return recorded(i + 1) })
+		}
 		total += wait
 		clk.Advance(wait - time.Millisecond)
 		time.Sleep(50 * time.Millisecond) // polls see nothing due yet
