@@ -210,6 +210,9 @@ func (s *Store) runBatch(batch []*writeReq) (rest []*writeReq) {
 	}
 	s.gc.commits.Add(1)
 	s.gc.writes.Add(int64(ran))
+	if s.ckpt != nil {
+		s.ckpt.committed()
+	}
 	return nil
 }
 

@@ -21,9 +21,11 @@
 // in the batch returns the error and none of them is stored. With
 // synchronous=NORMAL in WAL mode a committed transaction is in the WAL file
 // before the write returns, so a crash of the process (kill -9 included)
-// loses nothing acknowledged; a power loss or OS crash may lose the last
-// transactions before the next checkpoint of the WAL, never corrupting the
-// database. Messages, events, state, interrupt
+// loses nothing acknowledged; a power loss or OS crash may lose the
+// transactions since the last checkpoint of the WAL, never corrupting the
+// database. The store checkpoints on a goroutine and a connection of its
+// own (checkpoint.go), not inside a writer's COMMIT, at the latest a second
+// after a write, which bounds that window. Messages, events, state, interrupt
 // arguments and decisions are stored as JSON text beside a format version
 // (store.FormatVersion); times as Unix microseconds.
 //
@@ -68,6 +70,8 @@ type Store struct {
 	// readers (the same cache for an in-memory database).
 	wc, rc *stmtCache
 	gc     groupCommit // batches the write transactions
+	// ckpt checkpoints the WAL off the write path (nil in memory).
+	ckpt *checkpointer
 	// webhooks are the endpoints notices are written for (SetWebhooks).
 	webhooks []string
 }
@@ -128,7 +132,8 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 		s.w.SetConnMaxIdleTime(0)
 		s.r = s.w
 	} else {
-		s.w, err = sql.Open("sqlite", path+"?_txlock=immediate&"+params("journal_mode(WAL)"))
+		s.w, err = sql.Open("sqlite", path+"?_txlock=immediate&"+params("journal_mode(WAL)",
+			fmt.Sprintf("wal_autocheckpoint(%d)", ckptBackstop)))
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: open: %w", err)
 		}
@@ -154,6 +159,17 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 		s.r.SetMaxOpenConns(n)
 		s.r.SetMaxIdleConns(n)
 		s.r.SetConnMaxIdleTime(5 * time.Minute)
+		ck, err := sql.Open("sqlite", path+"?"+params())
+		if err != nil {
+			s.w.Close()
+			s.r.Close()
+			return nil, fmt.Errorf("sqlite: open: %w", err)
+		}
+		ck.SetMaxOpenConns(1)
+		ck.SetMaxIdleConns(1)
+		ck.SetConnMaxIdleTime(0)
+		ck.SetConnMaxLifetime(0)
+		s.ckpt = newCheckpointer(ck, logger)
 	}
 	s.wc = newStmtCache(s.w)
 	s.rc = s.wc
@@ -166,13 +182,17 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 
 // Close closes the database.
 func (s *Store) Close() error {
+	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
 	if s.wc != nil {
 		s.wc.close()
 	}
 	if s.rc != nil && s.rc != s.wc {
 		s.rc.close()
 	}
-	err := s.w.Close()
+	err = errors.Join(err, s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}
