@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -35,6 +36,8 @@ type checkpointer struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
+	once    sync.Once
+	err     error
 	// runs counts the checkpoints that ran (tests read it).
 	runs atomic.Int64
 }
@@ -94,9 +97,13 @@ func (c *checkpointer) checkpoint() {
 	c.logger.Debug("sqlite wal checkpoint", "frames", frames, "copied", copied, "busy", busy == 1)
 }
 
-// close stops the goroutine and closes its connection.
+// close stops the goroutine and closes its connection; closing again
+// returns the first close's error.
 func (c *checkpointer) close() error {
-	close(c.stop)
-	<-c.done
-	return c.db.Close()
+	c.once.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.err = c.db.Close()
+	})
+	return c.err
 }

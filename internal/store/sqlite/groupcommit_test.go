@@ -24,6 +24,10 @@ func BenchmarkCheckpointParallel(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "stackbone.db")
 	s := openFile(b, path)
 	// The WAL is not checkpointed, so its size measures what was written.
+	if err := s.ckpt.close(); err != nil {
+		b.Fatal(err)
+	}
+	s.ckpt = nil
 	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
 		b.Fatal(err)
 	}
