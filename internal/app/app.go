@@ -271,7 +271,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
-	shutdown(cfg, hs, runner, logger)
+	shutdown(cfg, hs, srv, runner, logger)
 	closeSpecs(reg.List())
 	return serveErr
 }
@@ -280,7 +280,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 // new runs, lets runs in flight (and the responses streaming them) finish
 // within cfg.ShutdownTimeout, then stops the rest, whose threads are
 // released for the next start or another replica to resume.
-func shutdown(cfg *config.Config, hs *http.Server, runner *engine.Runner, logger *slog.Logger) {
+func shutdown(cfg *config.Config, hs *http.Server, srv *server.Server, runner *engine.Runner, logger *slog.Logger) {
 	logger.Info("shutting down", "grace", cfg.ShutdownTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -296,13 +296,15 @@ func shutdown(cfg *config.Config, hs *http.Server, runner *engine.Runner, logger
 	}
 	// Every run has ended: the turns' responses finish writing at once,
 	// while event streams (Studio's live feed, thread events) never end by
-	// themselves and are cut off after a short drain.
+	// themselves and are cut off after a short drain; most of them were
+	// taken off net/http (server.Stream), so hs does not see them.
 	select {
 	case <-httpDone:
 	case <-time.After(drainAfterRuns):
 		_ = hs.Close()
 		<-httpDone
 	}
+	srv.CloseStreams()
 }
 
 // drainAfterRuns is how long a stopping server waits, once its runs ended,

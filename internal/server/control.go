@@ -384,9 +384,9 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 		after, _ = strconv.ParseInt(v, 10, 64)
 	}
 	sub := s.Runner.Bus.Subscribe(tenant, id)
-	defer sub.Close()
 	sw := sse.New(w)
 	if err := sw.Comment("stream open"); err != nil {
+		sub.Close()
 		return nil
 	}
 	// Events go by pointer: copies of them would make this long-lived
@@ -404,11 +404,13 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	// replay sends the stored events after the last one sent. Sequence
 	// numbers are contiguous per thread, so it is how the stream starts and
 	// how it fills any hole the live feed leaves.
-	replay := func() bool {
+	replay := func(ctx context.Context) bool {
 		for {
-			evs, err := s.Store.Events(r.Context(), tenant, id, after, 500)
+			evs, err := s.Store.Events(ctx, tenant, id, after, 500)
 			if err != nil {
-				s.Logger.Warn("replay thread events", "thread", id, "err", err)
+				if ctx.Err() == nil {
+					s.Logger.Warn("replay thread events", "thread", id, "err", err)
+				}
 				return false
 			}
 			for i := range evs {
@@ -422,41 +424,46 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	if !replay() {
+	if !replay(r.Context()) {
+		sub.Close()
 		return nil
 	}
-	ping := s.KeepAliveTicker()
-	defer ping.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-ping.C:
-			if sw.Comment("ping") != nil {
-				return nil
-			}
-		case <-sub.Dropped:
-			// This stream fell behind and the bus dropped events for it.
-			// What is buffered is stale: its stored events come again from
-			// the store, its token deltas are superseded by the stored
-			// text_end.
-			sub.Drain()
-			if !replay() {
-				return nil
-			}
-		case e := <-sub.C:
-			if e.Seq > after+1 && !replay() {
-				return nil // a hole: the events before e come from the store
-			}
-			if e.Seq > 0 && e.Seq <= after {
-				continue
-			}
-			if e.Seq > 0 {
-				after = e.Seq
-			}
-			if send(e) != nil {
-				return nil
+	s.Stream(r, sw, func(ctx context.Context) {
+		defer sub.Close()
+		ping := s.KeepAliveTicker()
+		defer ping.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ping.C:
+				if sw.Comment("ping") != nil {
+					return
+				}
+			case <-sub.Dropped:
+				// This stream fell behind and the bus dropped events for
+				// it. What is buffered is stale: its stored events come
+				// again from the store, its token deltas are superseded by
+				// the stored text_end.
+				sub.Drain()
+				if !replay(ctx) {
+					return
+				}
+			case e := <-sub.C:
+				if e.Seq > after+1 && !replay(ctx) {
+					return // a hole: the events before e come from the store
+				}
+				if e.Seq > 0 && e.Seq <= after {
+					continue
+				}
+				if e.Seq > 0 {
+					after = e.Seq
+				}
+				if send(e) != nil {
+					return
+				}
 			}
 		}
-	}
+	})
+	return nil
 }

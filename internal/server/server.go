@@ -64,6 +64,7 @@ type Server struct {
 
 	mux     *http.ServeMux
 	writers map[Wire]ErrorWriter
+	streams streamSet // event streams taken off net/http (Stream)
 }
 
 // Config is what New builds a Server from. Settings and Runner are

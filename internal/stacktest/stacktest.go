@@ -72,6 +72,8 @@ type Env struct {
 	Calls *Counter
 	// Logs holds what the server logged.
 	Logs *LogBuffer
+	// Server is the HTTP handler under test.
+	Server *server.Server
 }
 
 // Counter counts tool executions by name.
@@ -245,6 +247,7 @@ func New(t testing.TB, opts Options) *Env {
 		t.Fatalf("build the stack: %v", err)
 	}
 	env.Runner = runner
+	env.Server = srv
 	srv.KeepAliveInterval = opts.KeepAliveInterval
 	// The production server settings and connection cap, on a test
 	// listener.
@@ -254,6 +257,7 @@ func New(t testing.TB, opts Options) *Env {
 	hs.Start()
 	env.URL = hs.URL
 	t.Cleanup(func() {
+		srv.CloseStreams()
 		hs.Close()
 		env.Runner.Wait()
 		_ = env.Store.Close()

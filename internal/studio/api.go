@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -164,43 +165,47 @@ var tokenTypes = map[event.Type]bool{
 func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 	tenant := server.PrincipalFrom(r.Context()).Tenant
 	sub := st.srv.Runner.Bus.SubscribeTenant(tenant)
-	defer sub.Close()
 	sw := sse.New(w)
 	send := func(name string, v any) bool {
 		b, err := json.Marshal(v)
 		return err == nil && sw.Event(name, b) == nil
 	}
 	if !send("hello", map[string]string{"tenant": tenant}) {
+		sub.Close()
 		return nil
 	}
-	ping := st.srv.KeepAliveTicker()
-	defer ping.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-ping.C:
-			if sw.Comment("ping") != nil {
-				return nil
-			}
-		case <-sub.Dropped:
-			// Fell behind: what is buffered is stale. "hello" again makes
-			// the page read everything afresh.
-			sub.Drain()
-			if !send("hello", map[string]string{"tenant": tenant}) {
-				return nil
-			}
-		case e := <-sub.C:
-			if tokenTypes[e.Type] {
-				continue
-			}
-			c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}
-			if e.Type == event.DecisionMade {
-				c = Change{Kind: "decision", ThreadID: e.ThreadID}
-			}
-			if !send("change", c) {
-				return nil
+	st.srv.Stream(r, sw, func(ctx context.Context) {
+		defer sub.Close()
+		ping := st.srv.KeepAliveTicker()
+		defer ping.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ping.C:
+				if sw.Comment("ping") != nil {
+					return
+				}
+			case <-sub.Dropped:
+				// Fell behind: what is buffered is stale. "hello" again
+				// makes the page read everything afresh.
+				sub.Drain()
+				if !send("hello", map[string]string{"tenant": tenant}) {
+					return
+				}
+			case e := <-sub.C:
+				if tokenTypes[e.Type] {
+					continue
+				}
+				c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}
+				if e.Type == event.DecisionMade {
+					c = Change{Kind: "decision", ThreadID: e.ThreadID}
+				}
+				if !send("change", c) {
+					return
+				}
 			}
 		}
-	}
+	})
+	return nil
 }

@@ -5,10 +5,21 @@
 package sse
 
 import (
+	"errors"
+	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
+
+// WriteTimeout is how long a frame of a hijacked stream may take to reach
+// the client's socket; a client that stops reading is cut off then.
+const WriteTimeout = 10 * time.Second
+
+// idleBuf is the largest frame buffer a hijacked stream keeps between
+// frames: an idle stream should not hold the memory of its largest event.
+const idleBuf = 1 << 10
 
 // Writer writes SSE frames to a response.
 type Writer struct {
@@ -19,6 +30,8 @@ type Writer struct {
 	started  bool
 	buf      []byte
 	err      error
+	// conn is the connection once Hijack took it over from net/http.
+	conn net.Conn
 }
 
 // New prepares w for an event stream. Headers are sent with the first frame;
@@ -116,6 +129,9 @@ func (s *Writer) Comment(text string) error {
 }
 
 func (s *Writer) write(flush bool) error {
+	if s.conn != nil {
+		return s.writeChunk()
+	}
 	if _, err := s.w.Write(s.buf); err != nil {
 		s.err = err
 		return err
@@ -153,3 +169,69 @@ type Frames interface {
 }
 
 var _ Frames = (*Writer)(nil)
+
+// Hijack takes the stream's connection over from net/http once its headers
+// are out, so that a long-lived stream holds neither net/http's goroutines
+// nor its read and write buffers: from then on each frame goes straight to
+// the connection as an HTTP/1.1 chunk, written within WriteTimeout, and
+// Close ends the body and the connection. The client cannot tell. A client
+// that hangs up is noticed at the next frame (the keepalives). It reports
+// false, changing nothing, where the stream cannot be hijacked: HTTP/2 and
+// HTTP/1.0 requests, a buffered writer, a writer that is no connection.
+func (s *Writer) Hijack(r *http.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.conn != nil || s.buffered || s.f == nil ||
+		r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.Method != http.MethodGet {
+		return false
+	}
+	s.begin()
+	s.f.Flush() // the headers and every frame so far, as chunks
+	conn, _, err := http.NewResponseController(s.w).Hijack()
+	if err != nil {
+		return false
+	}
+	// net/http's buffers are dropped with the handler: a request the
+	// client pipelined behind an endless stream is never answered anyway.
+	s.conn, s.w, s.f, s.buf = conn, nil, nil, nil
+	return true
+}
+
+// writeChunk writes s.buf as one chunk of the hijacked connection, in one
+// write: the size line, the frame and its CRLF.
+func (s *Writer) writeChunk() error {
+	out := make([]byte, 0, len(s.buf)+20)
+	out = strconv.AppendInt(out, int64(len(s.buf)), 16)
+	out = append(out, '\r', '\n')
+	out = append(out, s.buf...)
+	out = append(out, '\r', '\n')
+	if cap(s.buf) > idleBuf {
+		s.buf = nil
+	}
+	_ = s.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	if _, err := s.conn.Write(out); err != nil {
+		s.err = err
+		return err
+	}
+	return nil
+}
+
+// errClosed is the error of frames written after Close.
+var errClosed = errors.New("sse: stream closed")
+
+// Close ends a hijacked stream: it writes the end of the chunked body and
+// closes the connection. On a stream net/http still serves it does
+// nothing: the handler's return ends that one.
+func (s *Writer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil || errors.Is(s.err, errClosed) {
+		return nil
+	}
+	if s.err == nil {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = s.conn.Write([]byte("0\r\n\r\n"))
+	}
+	s.err = errClosed
+	return s.conn.Close()
+}
