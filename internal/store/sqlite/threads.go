@@ -186,43 +186,61 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 			agent, status string
 			lease         sql.NullInt64
 			existed       = true
+			row           *sql.Row
 		)
-		err := tx.QueryRowContext(ctx, `SELECT agent, status, lease_until FROM threads WHERE tenant = ? AND id = ?`,
-			b.Tenant, b.ThreadID).Scan(&agent, &status, &lease)
-		var row *sql.Row
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			existed = false
-			if state == nil {
-				state = store.EmptyState
+		create := func() *sql.Row {
+			newState := state
+			if newState == nil {
+				newState = store.EmptyState
 			}
-			row = tx.QueryRowContext(ctx, `INSERT INTO threads
+			return tx.QueryRowContext(ctx, `INSERT INTO threads
 				(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
 				 turn_seq, turn_key, turn_digest)
 				VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+				ON CONFLICT (tenant, id) DO NOTHING
 				RETURNING `+threadCols+`, message_seq, event_seq`,
-				b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, state, b.Owner, micros(b.LeaseUntil),
+				b.Tenant, b.ThreadID, b.Agent, b.RunID, store.FormatVersion, newState, b.Owner, micros(b.LeaseUntil),
 				now, now, len(msgs), len(evs), store.OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest)
-		case err != nil:
-			return err
-		default:
-			cur := store.Thread{ID: b.ThreadID, Agent: agent, Status: store.ThreadStatus(status), LeaseUntil: fromMicros(lease)}
-			if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+		}
+		if b.New {
+			// The caller found no thread: create it in one statement. The
+			// writer is the only one, so no thread appears meanwhile from
+			// this process; another process's leaves the insert a no-op.
+			th, err = scanThread(create(), &msgSeq, &evSeq)
+			if err == nil {
+				existed = false
+			} else if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			row = tx.QueryRowContext(ctx, `UPDATE threads SET
-					status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
-					state = coalesce(?, state), v = ?, options = ?,
-					message_seq = message_seq + ?, event_seq = event_seq + ?,
-					turn_seq = event_seq + 1, turn_key = ?, turn_digest = ?
-				WHERE tenant = ? AND id = ?
-				RETURNING `+threadCols+`, message_seq, event_seq`,
-				b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion, store.OptionsArg(b.Options),
-				len(msgs), len(evs), b.Turn.Key, b.Turn.Digest, b.Tenant, b.ThreadID)
 		}
-		th, err = scanThread(row, &msgSeq, &evSeq)
-		if err != nil {
-			return err
+		if existed {
+			err := tx.QueryRowContext(ctx, `SELECT agent, status, lease_until FROM threads WHERE tenant = ? AND id = ?`,
+				b.Tenant, b.ThreadID).Scan(&agent, &status, &lease)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				existed = false
+				row = create()
+			case err != nil:
+				return err
+			default:
+				cur := store.Thread{ID: b.ThreadID, Agent: agent, Status: store.ThreadStatus(status), LeaseUntil: fromMicros(lease)}
+				if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+					return err
+				}
+				row = tx.QueryRowContext(ctx, `UPDATE threads SET
+						status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
+						state = coalesce(?, state), v = ?, options = ?,
+						message_seq = message_seq + ?, event_seq = event_seq + ?,
+						turn_seq = event_seq + 1, turn_key = ?, turn_digest = ?
+					WHERE tenant = ? AND id = ?
+					RETURNING `+threadCols+`, message_seq, event_seq`,
+					b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion, store.OptionsArg(b.Options),
+					len(msgs), len(evs), b.Turn.Key, b.Turn.Digest, b.Tenant, b.ThreadID)
+			}
+			th, err = scanThread(row, &msgSeq, &evSeq)
+			if err != nil {
+				return err
+			}
 		}
 		if err := s.appendRows(ctx, tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq); err != nil {
 			return err
