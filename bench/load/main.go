@@ -90,7 +90,7 @@ const (
 )
 
 // scenarioKeys names the scenarios, in the order they run.
-var scenarioKeys = []string{"floor-a", "floor-b", "floor-c", "a", "b", "c", "d", "idle"}
+var scenarioKeys = []string{"floor-a", "floor-b", "floor-c", "a", "b", "c", "d", "e", "idle"}
 
 // options are the command-line settings.
 type options struct {
@@ -107,7 +107,7 @@ type options struct {
 func main() {
 	var o options
 	var sc string
-	flag.StringVar(&sc, "scenarios", "floor,a,b,c,d", "comma list of floor-a, floor-b, floor-c, a, b, c, d, idle (floor = the three floors)")
+	flag.StringVar(&sc, "scenarios", "floor,a,b,c,d,e", "comma list of floor-a, floor-b, floor-c, a, b, c, d, e, idle (floor = the three floors)")
 	flag.IntVar(&o.turns, "turns", 2000, "measured turns per concurrency-1 scenario")
 	flag.IntVar(&o.warmup, "warmup", 100, "unmeasured turns before each scenario")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the concurrent scenarios (c, floor-c)")
@@ -218,6 +218,11 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		{key: "c", name: fmt.Sprintf("(c) durable tool turn at concurrency %d", o.concurrency), conc: o.concurrency, dur: o.duration, calls: 2, server: true, turn: durable(toolTurn, toolAnswer)},
 		{key: "d", name: "(d) stateless text turn", conc: 1, turns: o.turns, calls: 1, server: true, turn: func(ctx context.Context) error {
 			return c.chat(ctx, srv.URL, "", textTurn, textAnswer)
+		}},
+		// Each text differs: a repeated stateless request is a client's
+		// retry, answered from the retry journal without running the tool.
+		{key: "e", name: "(e) stateless 2-step tool turn", conc: 1, turns: o.turns, calls: 2, server: true, turn: func(ctx context.Context) error {
+			return c.chat(ctx, srv.URL, "", fmt.Sprintf("%s %d", toolTurn, seq.Add(1)), toolAnswer)
 		}},
 	}
 	for _, sc := range all {
@@ -513,7 +518,7 @@ func (r *report) write(w io.Writer) {
 
 	fmt.Fprintln(w, "| scenario | clients | turns | turns/s | p50 ms | p99 ms | p99 added over floor ms | server CPU ms per turn |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	floorOf := map[string]string{"a": "floor-a", "b": "floor-b", "c": "floor-c", "d": "floor-a"}
+	floorOf := map[string]string{"a": "floor-a", "b": "floor-b", "c": "floor-c", "d": "floor-a", "e": "floor-b"}
 	for _, x := range r.results {
 		added, cpu := "—", "—"
 		if f := r.get(floorOf[x.sc.key]); f != nil {
