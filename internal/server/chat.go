@@ -154,11 +154,6 @@ func (s *Server) KeepAlive(ping func()) (stop func()) {
 	return sse.KeepAlive(s.keepAliveEvery(), ping)
 }
 
-// KeepAliveTicker ticks at the keep-alive interval, for a long-lived
-// stream whose own select loop sends the pings: no goroutine per stream
-// (an idle stream costs its connection and its handler only).
-func (s *Server) KeepAliveTicker() *time.Ticker { return time.NewTicker(s.keepAliveEvery()) }
-
 func (s *Server) keepAliveEvery() time.Duration {
 	if s.KeepAliveInterval <= 0 {
 		return DefaultKeepAliveInterval

@@ -428,42 +428,24 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 		sub.Close()
 		return nil
 	}
-	s.Stream(r, sw, func(ctx context.Context) {
-		defer sub.Close()
-		ping := s.KeepAliveTicker()
-		defer ping.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ping.C:
-				if sw.Comment("ping") != nil {
-					return
-				}
-			case <-sub.Dropped:
-				// This stream fell behind and the bus dropped events for
-				// it. What is buffered is stale: its stored events come
-				// again from the store, its token deltas are superseded by
-				// the stored text_end.
-				sub.Drain()
-				if !replay(ctx) {
-					return
-				}
-			case e := <-sub.C:
-				if e.Seq > after+1 && !replay(ctx) {
-					return // a hole: the events before e come from the store
-				}
-				if e.Seq > 0 && e.Seq <= after {
-					continue
-				}
-				if e.Seq > 0 {
-					after = e.Seq
-				}
-				if send(e) != nil {
-					return
-				}
+	s.Stream(r, sw, Feed{
+		Sub: sub,
+		// Fell behind, and the bus dropped events for this stream: its
+		// stored events come again from the store, its token deltas are
+		// superseded by the stored text_end.
+		Resync: replay,
+		Deliver: func(ctx context.Context, e *event.Event) bool {
+			if e.Seq > after+1 && !replay(ctx) {
+				return false // a hole: the events before e come from the store
 			}
-		}
+			if e.Seq > 0 && e.Seq <= after {
+				return true
+			}
+			if e.Seq > 0 {
+				after = e.Seq
+			}
+			return send(e) == nil
+		},
 	})
 	return nil
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
+	"github.com/stackbone/stackbone/internal/bus"
+	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -17,14 +20,50 @@ type streamSet struct {
 	wg     sync.WaitGroup
 }
 
-// Stream runs loop, the rest of a long-lived event stream whose frames go
-// through sw, until loop returns. Where the connection can be taken over
-// from net/http (sse.Writer.Hijack) the handler's goroutine and net/http's
-// buffers are let go: loop runs on a goroutine of its own, with a context
-// that ends at CloseStreams, and Stream returns at once; the stream ends
-// when loop returns. Otherwise loop runs here with r's context. Either
-// way, loop must watch its context and stop when a frame fails.
-func (s *Server) Stream(r *http.Request, sw *sse.Writer, loop func(ctx context.Context)) {
+// Feed is what an event stream follows once it is past its replay: a bus
+// subscription, what to do when the bus dropped events for the stream
+// (Resync: the buffered ones are stale; Drain was called) and with each
+// live event (Deliver). Either returns false to end the stream (a failed
+// frame). Stream closes Sub when the stream ends.
+type Feed struct {
+	Sub     *bus.Subscription
+	Resync  func(ctx context.Context) bool
+	Deliver func(ctx context.Context, e *event.Event) bool
+}
+
+// Stream serves the rest of a long-lived event stream whose frames go
+// through sw: f's live events, a keepalive comment every keep-alive
+// interval, until a frame fails, the client is gone or the server closes
+// its streams. Where the connection can be taken over from net/http
+// (sse.Writer.Hijack) the handler's goroutine and net/http's buffers are
+// let go: the stream goes on on a goroutine of its own, with a context
+// that ends at CloseStreams, and Stream returns at once. Otherwise it runs
+// here under r's context.
+func (s *Server) Stream(r *http.Request, sw *sse.Writer, f Feed) {
+	loop := func(ctx context.Context) {
+		defer f.Sub.Close()
+		ping := time.NewTicker(s.keepAliveEvery())
+		defer ping.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ping.C:
+				if sw.Comment("ping") != nil {
+					return
+				}
+			case <-f.Sub.Dropped:
+				f.Sub.Drain()
+				if !f.Resync(ctx) {
+					return
+				}
+			case e := <-f.Sub.C:
+				if !f.Deliver(ctx, e) {
+					return
+				}
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	set := &s.streams
 	set.mu.Lock()

@@ -174,38 +174,21 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 		sub.Close()
 		return nil
 	}
-	st.srv.Stream(r, sw, func(ctx context.Context) {
-		defer sub.Close()
-		ping := st.srv.KeepAliveTicker()
-		defer ping.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ping.C:
-				if sw.Comment("ping") != nil {
-					return
-				}
-			case <-sub.Dropped:
-				// Fell behind: what is buffered is stale. "hello" again
-				// makes the page read everything afresh.
-				sub.Drain()
-				if !send("hello", map[string]string{"tenant": tenant}) {
-					return
-				}
-			case e := <-sub.C:
-				if tokenTypes[e.Type] {
-					continue
-				}
-				c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}
-				if e.Type == event.DecisionMade {
-					c = Change{Kind: "decision", ThreadID: e.ThreadID}
-				}
-				if !send("change", c) {
-					return
-				}
+	st.srv.Stream(r, sw, server.Feed{
+		Sub: sub,
+		// Fell behind: what is buffered is stale. "hello" again makes the
+		// page read everything afresh.
+		Resync: func(context.Context) bool { return send("hello", map[string]string{"tenant": tenant}) },
+		Deliver: func(_ context.Context, e *event.Event) bool {
+			if tokenTypes[e.Type] {
+				return true
 			}
-		}
+			c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}
+			if e.Type == event.DecisionMade {
+				c = Change{Kind: "decision", ThreadID: e.ThreadID}
+			}
+			return send("change", c)
+		},
 	})
 	return nil
 }
