@@ -24,8 +24,9 @@
 // loses nothing acknowledged; a power loss or OS crash may lose the
 // transactions since the last checkpoint of the WAL, never corrupting the
 // database. The store checkpoints on a goroutine and a connection of its
-// own (checkpoint.go), not inside a writer's COMMIT, at the latest a second
-// after a write, which bounds that window. Messages, events, state, interrupt
+// own (checkpoint.go), not inside a writer's COMMIT, about a second after a
+// write at the latest, which bounds that window (a long read holds a
+// checkpoint back until it ends: PASSIVE does not wait for readers). Messages, events, state, interrupt
 // arguments and decisions are stored as JSON text beside a format version
 // (store.FormatVersion); times as Unix microseconds.
 //
