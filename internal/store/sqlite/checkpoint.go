@@ -92,7 +92,13 @@ func (c *checkpointer) checkpoint() {
 	c.runs.Add(1)
 	if err != nil {
 		c.logger.Warn("sqlite wal checkpoint failed", "err", err)
+		c.pending.Add(1) // again at the next tick
 		return
+	}
+	if busy == 1 || copied < frames {
+		// A reader's snapshot held part of the WAL back: again at the
+		// next tick, even if no write comes.
+		c.pending.Add(1)
 	}
 	c.logger.Debug("sqlite wal checkpoint", "frames", frames, "copied", copied, "busy", busy == 1)
 }

@@ -82,3 +82,45 @@ func TestBusyWritesKeepTheWALSmall(t *testing.T) {
 		t.Fatalf("WAL is %d bytes after %d commits, want ≤ %d", fi.Size(), len(ids), max)
 	}
 }
+
+// A read that holds an old snapshot keeps the checkpoint from copying the
+// writes after it; once the read ends, the store checkpoints again by
+// itself, with no further write to prompt it.
+func TestCheckpointRetriesAfterAReadHeldItBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stackbone.db")
+	s := openFile(t, path)
+	beginThreads(t, s, "t0")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if n, _ := threadsInFile(t, path); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first write never reached the database file")
+		}
+	}
+	reader := rawDB(t, path)
+	tx, err := reader.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM threads`).Scan(&n); err != nil { // the snapshot: one thread
+		t.Fatal(err)
+	}
+	beginThreads(t, s, "t1", "t2")
+	time.Sleep(2*ckptIdle + 200*time.Millisecond) // checkpoints ran, held back by the read
+	if n, _ := threadsInFile(t, path); n != 1 {
+		t.Fatalf("the file holds %d threads while the read holds its snapshot, want 1", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if n, _ := threadsInFile(t, path); n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writes held back by the read never reached the database file")
+		}
+	}
+}
