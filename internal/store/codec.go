@@ -166,8 +166,8 @@ func (c InterruptColumns) Decode(in *Interrupt) error {
 	return nil
 }
 
-// EncodeApprovals returns approvals as stored JSON text ("[]" for none).
-func EncodeApprovals(a []Approval) (string, error) {
+// encodeApprovals returns approvals as stored JSON text ("[]" for none).
+func encodeApprovals(a []Approval) (string, error) {
 	if a == nil {
 		a = []Approval{}
 	}

@@ -208,12 +208,22 @@ func (in *Interrupt) Needed() int {
 }
 
 // Tally applies d to a pending interrupt's quorum: it returns the
-// approvals after d and whether d decides the interrupt (a rejection, an
-// in-doubt decision, or the approval that reaches the count). The same By
+// approvals after d, encoded as stored, and whether d decides the interrupt
+// (a rejection, an in-doubt decision, or the approval that reaches the
+// count). The same By
 // approving twice without an edit is ErrAlreadyApproved; an edit resets
 // the approvals to just itself. When d completes a quorum whose first
 // approval edited the arguments, d gets those EditedArgs.
-func Tally(in *Interrupt, d *Decision) ([]Approval, bool, error) {
+func Tally(in *Interrupt, d *Decision) (approvals string, final bool, err error) {
+	list, final, err := tally(in, d)
+	if err != nil {
+		return "", false, err
+	}
+	approvals, err = encodeApprovals(list)
+	return approvals, final, err
+}
+
+func tally(in *Interrupt, d *Decision) ([]Approval, bool, error) {
 	if !d.Approved || d.Kind != "" || in.Needed() <= 1 {
 		return in.Approvals, true, nil
 	}

@@ -246,11 +246,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			return err
 		}
 		d := d
-		list, final, err := store.Tally(cur, &d)
-		if err != nil {
-			return err
-		}
-		approvals, err := store.EncodeApprovals(list)
+		approvals, final, err := store.Tally(cur, &d)
 		if err != nil {
 			return err
 		}

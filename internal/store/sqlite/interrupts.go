@@ -231,11 +231,7 @@ func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision)
 			return fmt.Errorf("interrupt %q: %w", id, store.ErrAlreadyDecided)
 		}
 		d := d
-		list, final, err := store.Tally(cur, &d)
-		if err != nil {
-			return err
-		}
-		approvals, err := store.EncodeApprovals(list)
+		approvals, final, err := store.Tally(cur, &d)
 		if err != nil {
 			return err
 		}

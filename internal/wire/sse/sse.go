@@ -30,8 +30,10 @@ type Writer struct {
 	started  bool
 	buf      []byte
 	err      error
-	// conn is the connection once Hijack took it over from net/http.
-	conn net.Conn
+	// conn is the connection once Hijack took it over from net/http;
+	// chunk is its reused output buffer (a frame in HTTP/1.1 chunk form).
+	conn  net.Conn
+	chunk []byte
 }
 
 // New prepares w for an event stream. Headers are sent with the first frame;
@@ -198,15 +200,16 @@ func (s *Writer) Hijack(r *http.Request) bool {
 }
 
 // writeChunk writes s.buf as one chunk of the hijacked connection, in one
-// write: the size line, the frame and its CRLF.
+// write: the size line, the frame and its CRLF. Buffers grown past idleBuf
+// by a large frame are let go after it.
 func (s *Writer) writeChunk() error {
-	out := make([]byte, 0, len(s.buf)+20)
-	out = strconv.AppendInt(out, int64(len(s.buf)), 16)
+	out := strconv.AppendInt(s.chunk[:0], int64(len(s.buf)), 16)
 	out = append(out, '\r', '\n')
 	out = append(out, s.buf...)
 	out = append(out, '\r', '\n')
-	if cap(s.buf) > idleBuf {
-		s.buf = nil
+	s.chunk = out
+	if cap(out) > idleBuf {
+		s.buf, s.chunk = nil, nil
 	}
 	_ = s.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	if _, err := s.conn.Write(out); err != nil {
