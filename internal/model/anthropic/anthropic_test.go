@@ -123,22 +123,18 @@ func TestInputTokensBeforeOutput(t *testing.T) {
 	}
 }
 
-// TestParamsSettings: reasoning effort becomes a thinking budget (max_tokens
+// TestRequestSettings: reasoning effort becomes a thinking budget (max_tokens
 // raised past it when unset, an error when set below it), parallelToolCalls
 // false disables parallel tool use, providerOptions.anthropic fields are
 // set on the body; temperature and top_p are not sent.
-func TestParamsSettings(t *testing.T) {
+func TestRequestSettings(t *testing.T) {
 	temp, par := 0.2, false
 	req := model.Request{Model: "c", Messages: []message.Message{{Role: message.User, Content: "hi"}},
 		Tools: []model.ToolDef{{Name: "t"}}}
 	model.Settings{Temperature: &temp, TopP: &temp, Stop: []string{"END"}, ReasoningEffort: "medium", ParallelToolCalls: &par,
 		ProviderOptions: map[string]json.RawMessage{"anthropic": json.RawMessage(`{"metadata":{"user_id":"u1"}}`),
 			"openai": json.RawMessage(`{"user":"x"}`)}}.Apply(&req)
-	params, err := anthropic.Params(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(params)
+	raw, _ := sent(t, req)
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
 	th, _ := m["thinking"].(map[string]any)
@@ -149,7 +145,8 @@ func TestParamsSettings(t *testing.T) {
 		t.Fatalf("params %s", raw)
 	}
 	req.MaxTokens = 2000
-	if _, err := anthropic.Params(req); err == nil || err.Error() != `max tokens 2000 must exceed the 4096-token thinking budget of reasoning effort "medium"` {
+	p := anthropic.New(anthropic.Config{APIKey: "k", Retry: modeltest.FastRetry})
+	if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err == nil || err.Error() != `max tokens 2000 must exceed the 4096-token thinking budget of reasoning effort "medium"` {
 		t.Fatalf("max tokens under the budget: %v", err)
 	}
 }
@@ -176,5 +173,22 @@ func TestStreamErrorEvent(t *testing.T) {
 	var me *model.Error
 	if !errors.As(err, &me) || me.Status != http.StatusBadGateway || !strings.Contains(me.Message, "Overloaded") {
 		t.Fatalf("got %#v", err)
+	}
+}
+
+// A tool without parameters is sent with the input_schema the API requires
+// ({"type":"object"}); the mock, like the API, refuses a tool without one.
+func TestToolWithoutParameters(t *testing.T) {
+	srv := modeltest.NewAnthropic(t, script.MustParse(`[{"reply":{"text":"ok"}}]`))
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL(), APIKey: "sk-ant-test", Retry: modeltest.FastRetry})
+	req := model.Request{Model: "claude-test", Messages: []message.Message{{Role: message.User, Content: "what time is it?"}},
+		Tools: []model.ToolDef{{Name: "now", Description: "the time"}, {Name: "ping", Parameters: json.RawMessage(`{}`)}}}
+	st, err := modeltest.Collect(p.Stream(context.Background(), req))
+	if err != nil || st.Text != "ok" {
+		t.Fatalf("%q, %v", st.Text, err)
+	}
+	rec, _ := srv.Last()
+	if len(rec.Request.Tools) != 2 || string(rec.Request.Tools[0].Parameters) != `{"type":"object"}` {
+		t.Fatalf("tools as the upstream saw them: %+v", rec.Request.Tools)
 	}
 }

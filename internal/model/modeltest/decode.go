@@ -304,7 +304,14 @@ func decodeAnthropic(body []byte) (wireRequest, error) {
 		}
 	}
 	r.System = strings.Join(nonEmpty(system), "\n")
-	for _, t := range in.Tools {
+	for i, t := range in.Tools {
+		// As the API: a custom tool must have an object input_schema.
+		var schema struct {
+			Type string `json:"type"`
+		}
+		if len(t.InputSchema) == 0 || json.Unmarshal(t.InputSchema, &schema) != nil || schema.Type != "object" {
+			return wireRequest{}, fmt.Errorf("tools.%d.custom.input_schema: Field required (an object schema with type \"object\")", i)
+		}
 		r.Tools = append(r.Tools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	if tc := in.ToolChoice; tc != nil {

@@ -145,14 +145,14 @@ func (p *Provider) attempt(ctx context.Context, target string, body []byte) iter
 	return func(yield func(model.Chunk, error) bool) {
 		resp, err := p.send(ctx, target, body)
 		if err != nil {
-			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, statusOf))
+			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, upstream.StatusOf))
 			return
 		}
 		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			err := readAPIError(resp)
+			err := upstream.ReadAPIError(resp)
 			upstream.Drain(resp.Body)
-			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, statusOf))
+			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, upstream.StatusOf))
 			return
 		}
 		p.read(ctx, resp.Body, yield)

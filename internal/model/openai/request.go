@@ -8,6 +8,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/model/internal/upstream"
 )
 
 // chatRequest is the body of POST /chat/completions (wire.md §1.1), as
@@ -177,32 +178,9 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 	buf.WriteByte('}')
 	out := bytes.Clone(buf.Bytes())
 	if extra := req.ProviderOptions[p.cfg.Name]; len(extra) > 0 {
-		return mergeBody(out, extra)
+		return upstream.MergeBody(out, extra)
 	}
 	return out, nil
-}
-
-// mergeBody sets extra's fields (a JSON object: modelSettings.providerOptions
-// for this provider) on the encoded body, replacing fields it already has.
-func mergeBody(body, extra []byte) ([]byte, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(extra, &fields); err != nil {
-		return nil, fmt.Errorf("provider options: %w", err)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	for k, v := range fields {
-		m[k] = v
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // encodeTool encodes one entry of "tools" with its schema checked and

@@ -1,0 +1,241 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/model/internal/upstream"
+)
+
+// streamEvent is the part of a Messages stream event the provider reads.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Index   int    `json:"index"`
+	Message struct {
+		Usage eventUsage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage eventUsage `json:"usage"`
+	// Error is the error of an "error" event.
+	Error json.RawMessage `json:"error"`
+}
+
+type eventUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// read streams the events of a 200 answer as chunks (wire.md §3.4): ping
+// and unnamed events are skipped, an error event ends the stream with its
+// error, and the stream must end with message_stop.
+func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bool) {
+	r := upstream.NewSSEReader(body)
+	defer r.Release()
+	fail := func(err error) { yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, upstream.StatusOf)) }
+	var (
+		calls   = map[int]int{} // content block index -> call index
+		n       int
+		stop    string
+		usage   event.Usage
+		stopped bool
+		early   bool // input tokens reported
+	)
+	// send yields c, preceded by the input tokens message_start reported,
+	// so a client learns them before any output (and a retry is still
+	// possible until the first chunk).
+	send := func(c model.Chunk) bool {
+		if !early && usage.InputTokens > 0 {
+			early = true
+			if !yield(model.Chunk{Type: model.InputTokens, Usage: event.Usage{InputTokens: usage.InputTokens}}, nil) {
+				return false
+			}
+		}
+		return yield(c, nil)
+	}
+	var ev streamEvent
+	for {
+		name, data, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		switch string(name) {
+		case "ping", "":
+			continue
+		}
+		if len(data) == 0 {
+			continue
+		}
+		if err := decodeEvent(data, &ev); err != nil {
+			fail(err)
+			return
+		}
+		if string(name) == "error" {
+			fail(upstream.StreamError(ev.Error))
+			return
+		}
+		switch ev.Type {
+		case "message_start":
+			usage.InputTokens = ev.Message.Usage.InputTokens
+			usage.OutputTokens = ev.Message.Usage.OutputTokens
+		case "content_block_start":
+			cb := ev.ContentBlock
+			switch cb.Type {
+			case "text":
+				if cb.Text != "" && !send(model.Chunk{Type: model.Text, Text: cb.Text}) {
+					return
+				}
+			case "tool_use":
+				calls[ev.Index] = n
+				n++
+				if !send(model.Chunk{Type: model.ToolCallStart, Index: calls[ev.Index], ID: cb.ID, Name: cb.Name}) {
+					return
+				}
+			}
+		case "content_block_delta":
+			switch ev.Delta.Type {
+			case "text_delta":
+				if ev.Delta.Text != "" && !send(model.Chunk{Type: model.Text, Text: ev.Delta.Text}) {
+					return
+				}
+			case "input_json_delta":
+				idx, ok := calls[ev.Index]
+				if ok && ev.Delta.PartialJSON != "" &&
+					!send(model.Chunk{Type: model.ToolCallArgs, Index: idx, Text: ev.Delta.PartialJSON}) {
+					return
+				}
+			}
+		case "message_delta":
+			if ev.Delta.StopReason != "" {
+				stop = ev.Delta.StopReason
+			}
+			if ev.Usage.InputTokens > 0 {
+				usage.InputTokens = ev.Usage.InputTokens
+			}
+			usage.OutputTokens = ev.Usage.OutputTokens
+		case "message_stop":
+			stopped = true
+			// The chunked terminator may still be on its way: read it, so
+			// the connection goes back to the pool before the caller works
+			// on the answer.
+			r.Drain()
+		}
+	}
+	if !stopped {
+		yield(model.Chunk{}, &model.Error{Status: http.StatusBadGateway, Message: "anthropic: stream ended without message_stop"})
+		return
+	}
+	send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage})
+}
+
+func stopReason(r string, hadCalls bool) event.StopReason {
+	switch {
+	case hadCalls || r == "tool_use":
+		return event.StopToolCalls
+	case r == "max_tokens" || r == "model_context_window_exceeded":
+		return event.StopLength
+	default:
+		return event.StopEnd
+	}
+}
+
+// decodeEvent decodes one stream event's data into ev as json.Unmarshal
+// would. The events the Messages API sends are decoded by hand
+// (upstream.JSONScanner); anything the hand decoder does not expect goes to
+// json.Unmarshal, which decodes it or reports the error. FuzzDecodeEvent
+// holds the two to the same results.
+func decodeEvent(data []byte, ev *streamEvent) error {
+	*ev = streamEvent{}
+	var d upstream.JSONScanner
+	d.Reset(data)
+	if readEvent(&d, ev) {
+		return nil
+	}
+	*ev = streamEvent{}
+	return json.Unmarshal(data, ev)
+}
+
+func readEvent(d *upstream.JSONScanner, ev *streamEvent) bool {
+	return d.Object(func(key []byte) bool {
+		switch string(key) {
+		case "type":
+			return d.Str(&ev.Type)
+		case "index":
+			return d.Integer(&ev.Index)
+		case "message":
+			return d.Object(func(key []byte) bool {
+				if string(key) == "usage" {
+					return readUsage(d, &ev.Message.Usage)
+				}
+				return d.Other(key, "usage")
+			})
+		case "content_block":
+			cb := &ev.ContentBlock
+			return d.Object(func(key []byte) bool {
+				switch string(key) {
+				case "type":
+					return d.Str(&cb.Type)
+				case "text":
+					return d.Str(&cb.Text)
+				case "id":
+					return d.Str(&cb.ID)
+				case "name":
+					return d.Str(&cb.Name)
+				}
+				return d.Other(key, "type", "text", "id", "name")
+			})
+		case "delta":
+			dl := &ev.Delta
+			return d.Object(func(key []byte) bool {
+				switch string(key) {
+				case "type":
+					return d.Str(&dl.Type)
+				case "text":
+					return d.Str(&dl.Text)
+				case "partial_json":
+					return d.Str(&dl.PartialJSON)
+				case "stop_reason":
+					return d.Str(&dl.StopReason)
+				}
+				return d.Other(key, "type", "text", "partial_json", "stop_reason")
+			})
+		case "usage":
+			return readUsage(d, &ev.Usage)
+		case "error":
+			raw, ok := d.Raw()
+			ev.Error = raw
+			return ok
+		}
+		return d.Other(key, "type", "index", "message", "content_block", "delta", "usage", "error")
+	}) && d.End()
+}
+
+func readUsage(d *upstream.JSONScanner, u *eventUsage) bool {
+	return d.Object(func(key []byte) bool {
+		switch string(key) {
+		case "input_tokens":
+			return d.Integer(&u.InputTokens)
+		case "output_tokens":
+			return d.Integer(&u.OutputTokens)
+		}
+		return d.Other(key, "input_tokens", "output_tokens")
+	})
+}

@@ -1,0 +1,103 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// APIError is an error answer of an upstream: a non-2xx status with its
+// error envelope, or (Status 0) an error event inside a 200 stream.
+type APIError struct {
+	Status  int
+	Message string
+	Header  http.Header
+}
+
+func (e *APIError) Error() string {
+	if e.Status == 0 {
+		return e.Message
+	}
+	return http.StatusText(e.Status) + ": " + e.Message
+}
+
+// StatusOf recognises an *APIError for MapError.
+func StatusOf(err error) (int, string, http.Header, bool) {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status, ae.Message, ae.Header, true
+	}
+	return 0, "", nil, false
+}
+
+// ReadAPIError reads a non-2xx answer: the message of its error envelope
+// ({"error": {"message": …}} as OpenAI and Anthropic send it, or
+// {"error": "…"}), else the status text.
+func ReadAPIError(resp *http.Response) error {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	msg := ""
+	if json.Unmarshal(data, &env) == nil {
+		msg = ErrorMessage(env.Error)
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &APIError{Status: resp.StatusCode, Message: msg, Header: resp.Header}
+}
+
+// ErrorMessage returns the message of an "error" value: an object's
+// "message" or a bare string; "" when there is none.
+func ErrorMessage(raw json.RawMessage) string {
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		return obj.Message
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// StreamError is the failure an error event inside a 200 stream reports,
+// from its "error" value.
+func StreamError(raw json.RawMessage) error {
+	msg := ErrorMessage(raw)
+	if msg == "" && string(raw) != "null" {
+		msg = string(raw)
+	}
+	return &APIError{Message: "received error while streaming: " + msg}
+}
+
+// MergeBody sets extra's fields (a JSON object: modelSettings.providerOptions
+// for this provider) on an encoded request body, replacing fields it already
+// has.
+func MergeBody(body, extra []byte) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(extra, &fields); err != nil {
+		return nil, fmt.Errorf("provider options: %w", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	for k, v := range fields {
+		m[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
