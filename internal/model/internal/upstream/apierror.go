@@ -15,13 +15,20 @@ type APIError struct {
 	Status  int
 	Message string
 	Header  http.Header
+	// RequestID is the upstream's id of the request (its request-id or
+	// x-request-id header), for the logs: a provider's support asks for it.
+	RequestID string
 }
 
 func (e *APIError) Error() string {
-	if e.Status == 0 {
-		return e.Message
+	msg := e.Message
+	if e.Status != 0 {
+		msg = http.StatusText(e.Status) + ": " + msg
 	}
-	return http.StatusText(e.Status) + ": " + e.Message
+	if e.RequestID != "" {
+		msg += " (request id " + e.RequestID + ")"
+	}
+	return msg
 }
 
 // StatusOf recognises an *APIError for MapError.
@@ -51,7 +58,11 @@ func ReadAPIError(resp *http.Response) error {
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return &APIError{Status: resp.StatusCode, Message: msg, Header: resp.Header}
+	id := resp.Header.Get("Request-Id")
+	if id == "" {
+		id = resp.Header.Get("X-Request-Id")
+	}
+	return &APIError{Status: resp.StatusCode, Message: msg, Header: resp.Header, RequestID: id}
 }
 
 // ErrorMessage returns the message of an "error" value: an object's

@@ -1,0 +1,57 @@
+package upstream
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// An error answer's message comes from either provider's envelope (or is
+// the status text); the upstream's request id is kept for the logs.
+func TestReadAPIError(t *testing.T) {
+	for _, c := range []struct{ body, id, msg, text string }{
+		{`{"type":"error","error":{"type":"rate_limit_error","message":"Slow down"}}`, "req_011", "Slow down", "Too Many Requests: Slow down (request id req_011)"},
+		{`{"error":{"message":"Rate limit reached","type":"requests"}}`, "", "Rate limit reached", "Too Many Requests: Rate limit reached"},
+		{`{"error":"busy"}`, "", "busy", "Too Many Requests: busy"},
+		{`<html>429</html>`, "", "Too Many Requests", "Too Many Requests: Too Many Requests"},
+	} {
+		h := http.Header{}
+		if c.id != "" {
+			h.Set("request-id", c.id)
+		}
+		err := ReadAPIError(&http.Response{StatusCode: 429, Header: h, Body: io.NopCloser(strings.NewReader(c.body))})
+		st, msg, _, ok := StatusOf(err)
+		if !ok || st != 429 || msg != c.msg || err.Error() != c.text {
+			t.Errorf("%s: %d %q %v, %q", c.body, st, msg, ok, err)
+		}
+	}
+}
+
+// Events carry their own name (none when they have no event field), an
+// event without data is not dispatched, and CRLF line ends are read.
+func TestSSEReaderNames(t *testing.T) {
+	r := NewSSEReader(strings.NewReader("event: ping\r\n\r\nevent: message_start\r\ndata: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\ndata: y\n\nevent: error\ndata: e\n\nevent: cut\ndata: never dispatched"))
+	defer r.Release()
+	type ev struct{ name, data string }
+	var got []ev
+	for {
+		name, data, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev{string(name), string(data)})
+	}
+	want := []ev{{"message_start", `{"a":1}`}, {"", "x\ny"}, {"error", "e"}}
+	if len(got) != len(want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+	}
+}
