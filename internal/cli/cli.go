@@ -183,6 +183,7 @@ func serveCmd(mode config.Mode, opts Options) *cobra.Command {
 			}
 			cfg.WrapStore = opts.WrapStore
 			logger := app.Logger(cfg, cmd.ErrOrStderr())
+			app.TuneGC(logger)
 			return app.Serve(cmd.Context(), cfg, logger, cmd.OutOrStdout())
 		},
 	}
