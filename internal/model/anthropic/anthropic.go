@@ -9,12 +9,9 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"errors"
 	"iter"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/internal/upstream"
@@ -91,34 +88,11 @@ func New(cfg Config) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", "anthropic")}
-	p.url, p.urlErr = endpoint(cfg.BaseURL)
+	p.url, p.urlErr = upstream.Endpoint(cfg.BaseURL, defaultBaseURL, "v1/messages")
 	if cfg.APIKey != "" {
 		p.auth = "Bearer " + cfg.APIKey
 	}
 	return p
-}
-
-// endpoint resolves "v1/messages" against base the way the SDK does: the
-// base path gets a trailing slash, so "https://gw/anthropic" gives
-// "https://gw/anthropic/v1/messages".
-func endpoint(base string) (string, error) {
-	if base == "" {
-		base = defaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", errors.New("base URL must be http or https")
-	}
-	if !strings.HasSuffix(u.Path, "/") {
-		u.Path += "/"
-		if u.RawPath != "" {
-			u.RawPath += "/"
-		}
-	}
-	return u.ResolveReference(&url.URL{Path: "v1/messages"}).String(), nil
 }
 
 // Stream runs one step as a streamed message.

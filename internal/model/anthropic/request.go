@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -70,8 +69,6 @@ type outputConfig struct {
 		Schema json.RawMessage `json:"schema"`
 	} `json:"format"`
 }
-
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // encode builds the request body for req: the system prompt (and system
 // messages) in "system", tool messages as tool_result blocks in user turns
@@ -165,32 +162,7 @@ func encode(req model.Request) ([]byte, error) {
 		}
 	}
 
-	buf := bufPool.Get().(*bytes.Buffer)
-	defer bufPool.Put(buf)
-	buf.Reset()
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&body); err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	// The object ends with "}\n"; the tools go before the brace.
-	buf.Truncate(buf.Len() - 2)
-	if len(tools) > 0 {
-		buf.WriteString(`,"tools":[`)
-		for i, t := range tools {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(t)
-		}
-		buf.WriteByte(']')
-	}
-	buf.WriteByte('}')
-	out := bytes.Clone(buf.Bytes())
-	if extra := req.ProviderOptions["anthropic"]; len(extra) > 0 {
-		return upstream.MergeBody(out, extra)
-	}
-	return out, nil
+	return upstream.EncodeBody(&body, tools, req.ProviderOptions["anthropic"])
 }
 
 // toBlocks returns the content blocks of a user, tool or assistant message

@@ -138,3 +138,30 @@ func TestRequestKeepsText(t *testing.T) {
 		t.Fatalf("body %s", body)
 	}
 }
+
+// Requests go to the base URL plus "/v1/messages", as the SDK sends them: the
+// API by default, a gateway's path kept; a base URL that is not http(s) is an
+// error before anything is sent.
+func TestEndpoint(t *testing.T) {
+	for base, want := range map[string]string{
+		"":                              "https://api.anthropic.com/v1/messages",
+		"https://gw.example/anthropic":  "https://gw.example/anthropic/v1/messages",
+		"https://gw.example/anthropic/": "https://gw.example/anthropic/v1/messages",
+		"http://127.0.0.1:9000":         "http://127.0.0.1:9000/v1/messages",
+	} {
+		var got string
+		hc := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			got = r.URL.String()
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Request: r,
+				Body: io.NopCloser(strings.NewReader("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))}, nil
+		})}
+		p := anthropic.New(anthropic.Config{BaseURL: base, HTTPClient: hc, Retry: modeltest.FastRetry})
+		if _, err := modeltest.Collect(p.Stream(context.Background(), sdkCases()[1].req)); err != nil || got != want {
+			t.Errorf("base %q: sent to %q (%v); want %q", base, got, err, want)
+		}
+	}
+	p := anthropic.New(anthropic.Config{BaseURL: "ftp://x"})
+	if _, err := modeltest.Collect(p.Stream(context.Background(), sdkCases()[1].req)); err == nil {
+		t.Fatal("an ftp base URL was accepted")
+	}
+}

@@ -8,7 +8,6 @@ package openai
 import (
 	"bytes"
 	"context"
-	"errors"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -80,33 +79,11 @@ func New(cfg Config) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{cfg: cfg, hc: hc, log: log.With("upstream", cfg.Name), tools: upstream.NewToolCache(encodeTool)}
-	p.url, p.urlErr = endpoint(cfg.BaseURL)
+	p.url, p.urlErr = upstream.Endpoint(cfg.BaseURL, defaultBaseURL, "chat/completions")
 	if cfg.APIKey != "" && cfg.AzureAPIVersion == "" {
 		p.auth = "Bearer " + cfg.APIKey
 	}
 	return p
-}
-
-// endpoint resolves "chat/completions" against base the way the SDK did:
-// the base path gets a trailing slash, so ".../v1" gives ".../v1/chat/completions".
-func endpoint(base string) (string, error) {
-	if base == "" {
-		base = defaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", errors.New("base URL must be http or https")
-	}
-	if !strings.HasSuffix(u.Path, "/") {
-		u.Path += "/"
-		if u.RawPath != "" {
-			u.RawPath += "/"
-		}
-	}
-	return u.ResolveReference(&url.URL{Path: "chat/completions"}).String(), nil
 }
 
 // HonoursFormat reports that both response formats pass through as

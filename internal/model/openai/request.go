@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -103,8 +102,6 @@ type chatNamedChoice struct {
 // emptySchema stands in for a tool without parameters.
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // encode builds the request body for req.
 func (p *Provider) encode(req model.Request) ([]byte, error) {
 	body := chatRequest{
@@ -155,32 +152,7 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 			body.MaxCompletionTokens = req.MaxTokens
 		}
 	}
-	buf := bufPool.Get().(*bytes.Buffer)
-	defer bufPool.Put(buf)
-	buf.Reset()
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&body); err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	// The object ends with "}\n"; the tools go before the brace.
-	buf.Truncate(buf.Len() - 2)
-	if len(tools) > 0 {
-		buf.WriteString(`,"tools":[`)
-		for i, t := range tools {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(t)
-		}
-		buf.WriteByte(']')
-	}
-	buf.WriteByte('}')
-	out := bytes.Clone(buf.Bytes())
-	if extra := req.ProviderOptions[p.cfg.Name]; len(extra) > 0 {
-		return upstream.MergeBody(out, extra)
-	}
-	return out, nil
+	return upstream.EncodeBody(&body, tools, req.ProviderOptions[p.cfg.Name])
 }
 
 // encodeTool encodes one entry of "tools" with its schema checked and

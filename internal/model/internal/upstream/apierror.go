@@ -89,10 +89,10 @@ func StreamError(raw json.RawMessage) error {
 	return &APIError{Message: "received error while streaming: " + msg}
 }
 
-// MergeBody sets extra's fields (a JSON object: modelSettings.providerOptions
+// mergeBody sets extra's fields (a JSON object: modelSettings.providerOptions
 // for this provider) on an encoded request body, replacing fields it already
 // has.
-func MergeBody(body, extra []byte) ([]byte, error) {
+func mergeBody(body, extra []byte) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(extra, &fields); err != nil {
 		return nil, fmt.Errorf("provider options: %w", err)
