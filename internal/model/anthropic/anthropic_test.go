@@ -192,3 +192,27 @@ func TestToolWithoutParameters(t *testing.T) {
 		t.Fatalf("tools as the upstream saw them: %+v", rec.Request.Tools)
 	}
 }
+
+// A stream cut before message_stop, or an event that is not JSON, fails the
+// step as a 502 (nothing is taken as a finished answer).
+func TestBrokenStreams(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	for name, c := range map[string]struct{ body, msg string }{
+		"cut":       {start + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n", "without message_stop"},
+		"malformed": {start + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\n\n", "unreadable answer"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, c.body)
+		}))
+		p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: model.RetryPolicy{Attempts: 1}})
+		_, err := modeltest.Collect(p.Stream(context.Background(), model.Request{Model: "c", Messages: []message.Message{{Role: message.User, Content: "hi"}}}))
+		srv.Close()
+		var me *model.Error
+		if !errors.As(err, &me) || me.Status != http.StatusBadGateway || !strings.Contains(me.Message, c.msg) {
+			t.Errorf("%s: got %#v", name, err)
+		}
+	}
+}
