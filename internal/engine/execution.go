@@ -746,6 +746,10 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 			emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
 		case model.InputTokens:
 			x.reportInput(ch.Usage.InputTokens)
+		case model.Reasoning:
+			if ch.Reasoning != nil {
+				msg.Reasoning = append(msg.Reasoning, *ch.Reasoning)
+			}
 		case model.Finish:
 			if ch.Stop != "" {
 				x.stop = ch.Stop

@@ -46,6 +46,21 @@ type Message struct {
 	// message of the thread the summary covers. Clients are not shown it
 	// as a turn of the conversation.
 	Summarizes string `json:"summarizes,omitempty"`
+	// Reasoning holds the blocks of reasoning that came with an assistant
+	// message and that its provider needs back with it (Anthropic's extended
+	// thinking: a thinking block with its signature, or a redacted one),
+	// stored as the provider sent them.
+	Reasoning []Reasoning `json:"reasoning,omitempty"`
+}
+
+// Reasoning is one block of a model's reasoning, kept verbatim so that it
+// can be sent back to the provider that wrote it.
+type Reasoning struct {
+	// Type is "thinking" (Text and Signature) or "redacted_thinking" (Data).
+	Type      string `json:"type"`
+	Text      string `json:"text,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
 }
 
 // ToolCall is a call of a tool by the model.

@@ -164,6 +164,12 @@ const (
 	// message_start). It comes at most once, right before the step's first
 	// other chunk; Finish still carries the step's whole usage.
 	InputTokens
+	// Reasoning carries a finished block of the model's reasoning in
+	// Reasoning, to be stored with the assistant message and sent back with
+	// it (Anthropic's extended thinking). A provider yields it together
+	// with the step's first visible chunk or its Finish, so that a failure
+	// during the reasoning can still be retried.
+	Reasoning
 )
 
 // Chunk is one piece of a streamed model step.
@@ -175,6 +181,8 @@ type Chunk struct {
 	Name  string
 	Stop  event.StopReason
 	Usage event.Usage
+	// Reasoning is the block of a Reasoning chunk.
+	Reasoning *message.Reasoning
 }
 
 // Provider calls one model.

@@ -165,7 +165,8 @@ func TestClientOverrides(t *testing.T) {
 }
 
 // TestModelSettingsReachAnthropicUpstream: the same settings reach an
-// Anthropic upstream as max_tokens, stop_sequences, a thinking budget,
+// Anthropic upstream as max_tokens, stop_sequences, a thinking budget (whose
+// thinking block goes back with the tool call, as the API requires),
 // disable_parallel_tool_use and providerOptions.anthropic (temperature and
 // top_p are not sent: the API version in use dropped them), and the dynamic
 // instructions follow the state there too.
@@ -194,6 +195,20 @@ func TestModelSettingsReachAnthropicUpstream(t *testing.T) {
 			b["temperature"] != nil || b["top_p"] != nil || b["user"] != nil {
 			t.Fatalf("step %d body: %v", i+1, b)
 		}
+	}
+	// Extended thinking in a tool-use cycle: the second call sends the
+	// first answer's thinking block back, verbatim and first, as the API
+	// requires (the mock refuses it otherwise); the thinking never reaches
+	// the client's answer.
+	msgs, _ := bodies[1]["messages"].([]any)
+	first := map[string]any{}
+	if len(msgs) >= 2 {
+		if content, _ := msgs[1].(map[string]any)["content"].([]any); len(content) > 0 {
+			first, _ = content[0].(map[string]any)
+		}
+	}
+	if first["type"] != "thinking" || first["thinking"] != modeltest.ThinkingText || first["signature"] != modeltest.ThinkingSignature(modeltest.ThinkingText) {
+		t.Fatalf("the tool call's assistant turn as sent back: %v", msgs)
 	}
 	system := func(b map[string]any) string {
 		blocks, _ := b["system"].([]any)

@@ -216,3 +216,84 @@ func TestBrokenStreams(t *testing.T) {
 		}
 	}
 }
+
+// Extended thinking: thinking and redacted_thinking blocks become Reasoning
+// chunks (text, signature and data verbatim), yielded after the input tokens
+// and before the first text; they are sent back first in their assistant
+// turn when thinking is on, and not at all when it is off.
+func TestThinkingBlocks(t *testing.T) {
+	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Hmm, \"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"weather.\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAh\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgB\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_delta\",\"text\":\"Sunny.\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":20}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	var sentBody []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sentBody, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: modeltest.FastRetry})
+	req := model.Request{Model: "c", ReasoningEffort: "low", Messages: []message.Message{{Role: message.User, Content: "weather?"}}}
+	var types []model.ChunkType
+	var got []message.Reasoning
+	text := ""
+	for c, err := range p.Stream(context.Background(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, c.Type)
+		switch c.Type {
+		case model.Reasoning:
+			got = append(got, *c.Reasoning)
+		case model.Text:
+			text += c.Text
+		}
+	}
+	want := []message.Reasoning{{Type: "thinking", Text: "Hmm, weather.", Signature: "EqQBCgIYAh"}, {Type: "redacted_thinking", Data: "EmwKAhgB"}}
+	if text != "Sunny." || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("text %q, reasoning %+v", text, got)
+	}
+	if len(types) < 4 || types[0] != model.InputTokens || types[1] != model.Reasoning || types[2] != model.Reasoning || types[3] != model.Text {
+		t.Fatalf("chunk order %v", types)
+	}
+
+	// Sent back: first in the assistant turn with thinking on, absent with it off.
+	history := []message.Message{{Role: message.User, Content: "weather?"},
+		{Role: message.Assistant, Reasoning: got, ToolCalls: []message.ToolCall{{ID: "toolu_1", Name: "w", Arguments: `{}`}}},
+		{Role: message.Tool, ToolCallID: "toolu_1", Content: "sun"}}
+	for _, effort := range []string{"low", ""} {
+		req := model.Request{Model: "c", ReasoningEffort: effort, Messages: history}
+		if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err != nil {
+			t.Fatal(err)
+		}
+		var b struct {
+			Messages []struct {
+				Content []map[string]any `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(sentBody, &b); err != nil || len(b.Messages) != 3 {
+			t.Fatalf("body %s: %v", sentBody, err)
+		}
+		c := b.Messages[1].Content
+		if effort == "" {
+			if len(c) != 1 || c[0]["type"] != "tool_use" {
+				t.Fatalf("thinking off: assistant turn %v", c)
+			}
+			continue
+		}
+		if len(c) != 3 || c[0]["type"] != "thinking" || c[0]["thinking"] != "Hmm, weather." || c[0]["signature"] != "EqQBCgIYAh" ||
+			c[1]["type"] != "redacted_thinking" || c[1]["data"] != "EmwKAhgB" || c[2]["type"] != "tool_use" {
+			t.Fatalf("thinking on: assistant turn %v", c)
+		}
+	}
+}

@@ -32,7 +32,8 @@ type turn struct {
 	Content []block `json:"content"`
 }
 
-// block is a content block: text, image, tool_use or tool_result.
+// block is a content block: text, image, tool_use, tool_result, thinking or
+// redacted_thinking.
 type block struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text,omitempty"`
@@ -43,6 +44,11 @@ type block struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   []block         `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// Thinking and Signature are set on thinking, Data on
+	// redacted_thinking.
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature string  `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
 }
 
 type imageSource struct {
@@ -100,7 +106,7 @@ func encode(req model.Request) ([]byte, error) {
 			}
 			continue
 		}
-		user, blocks := toBlocks(m)
+		user, blocks := toBlocks(m, req.ReasoningEffort != "")
 		if len(blocks) == 0 {
 			continue // the API rejects empty turns
 		}
@@ -166,10 +172,22 @@ func encode(req model.Request) ([]byte, error) {
 }
 
 // toBlocks returns the content blocks of a user, tool or assistant message
-// and whether they belong to a user turn.
-func toBlocks(m message.Message) (user bool, blocks []block) {
+// and whether they belong to a user turn. With thinking on, an assistant
+// message starts with the thinking blocks it came with, verbatim: the API
+// requires them back in a tool-use cycle.
+func toBlocks(m message.Message, thinking bool) (user bool, blocks []block) {
 	switch m.Role {
 	case message.Assistant:
+		if thinking {
+			for _, r := range m.Reasoning {
+				switch r.Type {
+				case "thinking":
+					blocks = append(blocks, block{Type: "thinking", Thinking: &r.Text, Signature: r.Signature})
+				case "redacted_thinking":
+					blocks = append(blocks, block{Type: "redacted_thinking", Data: r.Data})
+				}
+			}
+		}
 		if m.Content != "" {
 			blocks = append(blocks, block{Type: "text", Text: m.Content})
 		}

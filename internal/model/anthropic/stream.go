@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/internal/upstream"
 )
@@ -19,16 +21,21 @@ type streamEvent struct {
 		Usage eventUsage `json:"usage"`
 	} `json:"message"`
 	ContentBlock struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-		ID   string `json:"id"`
-		Name string `json:"name"`
+		Type      string `json:"type"`
+		Text      string `json:"text"`
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+		Data      string `json:"data"`
 	} `json:"content_block"`
 	Delta struct {
 		Type        string `json:"type"`
 		Text        string `json:"text"`
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
 	} `json:"delta"`
 	Usage eventUsage `json:"usage"`
 	// Error is the error of an "error" event.
@@ -42,7 +49,9 @@ type eventUsage struct {
 
 // read streams the events of a 200 answer as chunks (wire.md §3.4): ping
 // and unnamed events are skipped, an error event ends the stream with its
-// error, and the stream must end with message_stop.
+// error, and the stream must end with message_stop. Thinking blocks
+// (extended thinking) become Reasoning chunks, yielded with the first
+// visible chunk or the Finish.
 func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bool) {
 	r := upstream.NewSSEReader(body)
 	defer r.Release()
@@ -54,10 +63,14 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 		usage   event.Usage
 		stopped bool
 		early   bool // input tokens reported
+		// thinking holds the open thinking blocks by content block index,
+		// done the finished ones not yielded yet.
+		thinking = map[int]*thinkingBlock{}
+		done     []message.Reasoning
 	)
 	// send yields c, preceded by the input tokens message_start reported,
 	// so a client learns them before any output (and a retry is still
-	// possible until the first chunk).
+	// possible until the first chunk), and by the finished reasoning.
 	send := func(c model.Chunk) bool {
 		if !early && usage.InputTokens > 0 {
 			early = true
@@ -65,6 +78,12 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 				return false
 			}
 		}
+		for i := range done {
+			if !yield(model.Chunk{Type: model.Reasoning, Reasoning: &done[i]}, nil) {
+				return false
+			}
+		}
+		done = nil
 		return yield(c, nil)
 	}
 	var ev streamEvent
@@ -109,6 +128,12 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 				if !send(model.Chunk{Type: model.ToolCallStart, Index: calls[ev.Index], ID: cb.ID, Name: cb.Name}) {
 					return
 				}
+			case "thinking":
+				b := &thinkingBlock{signature: cb.Signature}
+				b.text.WriteString(cb.Thinking)
+				thinking[ev.Index] = b
+			case "redacted_thinking":
+				thinking[ev.Index] = &thinkingBlock{redacted: true, data: cb.Data}
 			}
 		case "content_block_delta":
 			switch ev.Delta.Type {
@@ -122,6 +147,19 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 					!send(model.Chunk{Type: model.ToolCallArgs, Index: idx, Text: ev.Delta.PartialJSON}) {
 					return
 				}
+			case "thinking_delta":
+				if b := thinking[ev.Index]; b != nil {
+					b.text.WriteString(ev.Delta.Thinking)
+				}
+			case "signature_delta":
+				if b := thinking[ev.Index]; b != nil {
+					b.signature += ev.Delta.Signature
+				}
+			}
+		case "content_block_stop":
+			if b := thinking[ev.Index]; b != nil {
+				delete(thinking, ev.Index)
+				done = append(done, b.block())
 			}
 		case "message_delta":
 			if ev.Delta.StopReason != "" {
@@ -144,6 +182,21 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 		return
 	}
 	send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage})
+}
+
+// thinkingBlock is a thinking or redacted_thinking block being read.
+type thinkingBlock struct {
+	redacted  bool
+	text      strings.Builder
+	signature string
+	data      string
+}
+
+func (b *thinkingBlock) block() message.Reasoning {
+	if b.redacted {
+		return message.Reasoning{Type: "redacted_thinking", Data: b.data}
+	}
+	return message.Reasoning{Type: "thinking", Text: b.text.String(), Signature: b.signature}
 }
 
 func stopReason(r string, hadCalls bool) event.StopReason {
@@ -199,8 +252,14 @@ func readEvent(d *upstream.JSONScanner, ev *streamEvent) bool {
 					return d.Str(&cb.ID)
 				case "name":
 					return d.Str(&cb.Name)
+				case "thinking":
+					return d.Str(&cb.Thinking)
+				case "signature":
+					return d.Str(&cb.Signature)
+				case "data":
+					return d.Str(&cb.Data)
 				}
-				return d.Other(key, "type", "text", "id", "name")
+				return d.Other(key, "type", "text", "id", "name", "thinking", "signature", "data")
 			})
 		case "delta":
 			dl := &ev.Delta
@@ -214,8 +273,12 @@ func readEvent(d *upstream.JSONScanner, ev *streamEvent) bool {
 					return d.Str(&dl.PartialJSON)
 				case "stop_reason":
 					return d.Str(&dl.StopReason)
+				case "thinking":
+					return d.Str(&dl.Thinking)
+				case "signature":
+					return d.Str(&dl.Signature)
 				}
-				return d.Other(key, "type", "text", "partial_json", "stop_reason")
+				return d.Other(key, "type", "text", "partial_json", "stop_reason", "thinking", "signature")
 			})
 		case "usage":
 			return readUsage(d, &ev.Usage)

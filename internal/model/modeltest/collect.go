@@ -15,6 +15,8 @@ type Step struct {
 	ToolCalls []message.ToolCall
 	Stop      event.StopReason
 	Usage     event.Usage
+	// Reasoning holds the Reasoning chunks' blocks, in order.
+	Reasoning []message.Reasoning
 	// EarlyInputTokens is what an InputTokens chunk reported (0: none).
 	EarlyInputTokens int
 	// Finished is true when a Finish chunk arrived.
@@ -55,6 +57,11 @@ func Collect(seq iter.Seq2[model.Chunk, error]) (Step, error) {
 				return s, fmt.Errorf("input tokens reported after the step's output")
 			}
 			s.EarlyInputTokens = c.Usage.InputTokens
+		case model.Reasoning:
+			if c.Reasoning == nil {
+				return s, fmt.Errorf("a Reasoning chunk without its block")
+			}
+			s.Reasoning = append(s.Reasoning, *c.Reasoning)
 		case model.Finish:
 			s.Finished, s.Stop, s.Usage = true, c.Stop, c.Usage
 		default:

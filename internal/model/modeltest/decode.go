@@ -16,6 +16,9 @@ type wireRequest struct {
 	req          model.Request
 	stream       bool
 	includeUsage bool
+	// thinking is an Anthropic request's extended thinking: the answer
+	// starts with a thinking block.
+	thinking bool
 }
 
 // --- OpenAI Chat Completions ---
@@ -195,6 +198,9 @@ type anRequest struct {
 	Stream        bool            `json:"stream"`
 	StopSequences []string        `json:"stop_sequences"`
 	Temperature   *float64        `json:"temperature"`
+	Thinking      *struct {
+		Type string `json:"type"`
+	} `json:"thinking"`
 }
 
 type anMessage struct {
@@ -211,6 +217,8 @@ type anBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
 	Source    struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -241,9 +249,14 @@ func decodeAnthropic(body []byte) (wireRequest, error) {
 	case in.MaxTokens <= 0:
 		return wireRequest{}, errors.New("max_tokens: Field required")
 	}
-	out := wireRequest{stream: in.Stream}
+	out := wireRequest{stream: in.Stream, thinking: in.Thinking != nil && in.Thinking.Type == "enabled"}
 	r := &out.req
 	r.Model, r.MaxTokens, r.StopSequences, r.Temperature = in.Model, in.MaxTokens, in.StopSequences, in.Temperature
+	if out.thinking {
+		if err := checkThinking(in.Messages); err != nil {
+			return wireRequest{}, err
+		}
+	}
 	sys, err := anBlocks(in.System)
 	if err != nil {
 		return wireRequest{}, fmt.Errorf("system: %w", err)
@@ -326,6 +339,42 @@ func decodeAnthropic(body []byte) (wireRequest, error) {
 	}
 	nameToolMessages(r.Messages)
 	return out, nil
+}
+
+// checkThinking enforces the API's rule for extended thinking in a tool-use
+// cycle: the last assistant message, when it calls tools, starts with the
+// thinking block it came with, verbatim (its signature is the one the mock
+// gave that thinking).
+func checkThinking(msgs []anMessage) error {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "assistant" {
+			continue
+		}
+		blocks, err := anBlocks(msgs[i].Content)
+		if err != nil || len(blocks) == 0 {
+			return nil // reported by the decoding below
+		}
+		calls := false
+		for _, b := range blocks {
+			calls = calls || b.Type == "tool_use"
+		}
+		if !calls {
+			return nil
+		}
+		switch b := blocks[0]; b.Type {
+		case "redacted_thinking":
+			return nil
+		case "thinking":
+			if b.Signature != ThinkingSignature(b.Thinking) {
+				return fmt.Errorf("messages.%d.content.0: Invalid `signature` in `thinking` block", i)
+			}
+			return nil
+		default:
+			return fmt.Errorf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+				"When `thinking` is enabled, a final `assistant` message must start with a thinking block", i, b.Type)
+		}
+	}
+	return nil
 }
 
 // anBlocks reads a content that is null, a string or a block array.

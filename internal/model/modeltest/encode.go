@@ -2,6 +2,8 @@ package modeltest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 
@@ -119,8 +121,23 @@ func anthropicStop(r event.StopReason) string {
 	}
 }
 
-func anthropicMessage(id, model string, rep script.Reply) map[string]any {
+// ThinkingText is the thinking the mock Anthropic upstream writes first
+// when a request turns extended thinking on; ThinkingSignature(ThinkingText)
+// is its signature.
+const ThinkingText = "Let me think about what was asked."
+
+// ThinkingSignature is the signature the mock gives a thinking block's text
+// (the API's is opaque; the mock checks it is sent back unchanged).
+func ThinkingSignature(text string) string {
+	sum := sha256.Sum256([]byte("mock thinking: " + text))
+	return "sig_" + hex.EncodeToString(sum[:12])
+}
+
+func anthropicMessage(id, model string, rep script.Reply, thinking bool) map[string]any {
 	content := []map[string]any{}
+	if thinking {
+		content = append(content, map[string]any{"type": "thinking", "thinking": ThinkingText, "signature": ThinkingSignature(ThinkingText)})
+	}
 	if rep.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": rep.Text})
 	}
@@ -140,7 +157,7 @@ func anthropicMessage(id, model string, rep script.Reply) map[string]any {
 // streamAnthropic writes named events: message_start, blocks with gapless
 // indexes (tool_use starting with input {}), message_delta with usage,
 // message_stop.
-func streamAnthropic(ctx context.Context, w http.ResponseWriter, id, model string, rep script.Reply) {
+func streamAnthropic(ctx context.Context, w http.ResponseWriter, id, model string, rep script.Reply, thinking bool) {
 	s := newSSE(w)
 	first := true
 	ev := func(name string, data map[string]any) bool {
@@ -160,6 +177,19 @@ func streamAnthropic(ctx context.Context, w http.ResponseWriter, id, model strin
 		return
 	}
 	idx := 0
+	if thinking {
+		// As the API streams it: the text in thinking_delta events, then
+		// the signature in a signature_delta.
+		half := len(ThinkingText) / 2
+		if !ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}}) ||
+			!ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "thinking_delta", "thinking": ThinkingText[:half]}}) ||
+			!ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "thinking_delta", "thinking": ThinkingText[half:]}}) ||
+			!ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "signature_delta", "signature": ThinkingSignature(ThinkingText)}}) ||
+			!ev("content_block_stop", map[string]any{"index": idx}) {
+			return
+		}
+		idx++
+	}
 	if rep.Text != "" {
 		if !ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "text", "text": ""}}) ||
 			!ev("ping", map[string]any{}) {

@@ -287,9 +287,9 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.kind == OpenAI:
 		writeJSON(w, http.StatusOK, openAICompletion(id, model, rep))
 	case wr.stream:
-		streamAnthropic(r.Context(), w, id, model, rep)
+		streamAnthropic(r.Context(), w, id, model, rep, wr.thinking)
 	default:
-		writeJSON(w, http.StatusOK, anthropicMessage(id, model, rep))
+		writeJSON(w, http.StatusOK, anthropicMessage(id, model, rep, wr.thinking))
 	}
 }
 
