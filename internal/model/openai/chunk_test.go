@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -49,6 +50,11 @@ var chunkSeeds = []string{
 func FuzzDecodeChunk(f *testing.F) {
 	for _, s := range chunkSeeds {
 		f.Add([]byte(s))
+	}
+	// At encoding/json's nesting limit and past it (refused, not a stack
+	// overflow).
+	for _, n := range []int{9999, 10000} {
+		f.Add([]byte(`{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got, want chunk

@@ -16,12 +16,27 @@ import (
 // refuses a key that matches a field but for case, and Object one with
 // escapes, as json.Unmarshal would match them.
 type JSONScanner struct {
-	data []byte
-	i    int
+	data  []byte
+	i     int
+	depth int // objects and arrays open at the cursor
 }
 
+// maxDepth is encoding/json's nesting limit: deeper documents are left to
+// json.Unmarshal, which refuses them ("exceeded max depth"), instead of
+// recursing until the stack overflows.
+const maxDepth = 10000
+
 // Reset starts reading data.
-func (d *JSONScanner) Reset(data []byte) { d.data, d.i = data, 0 }
+func (d *JSONScanner) Reset(data []byte) { d.data, d.i, d.depth = data, 0, 0 }
+
+// enter opens a nesting level; false past maxDepth. The caller calls
+// leave when the level ends.
+func (d *JSONScanner) enter() bool {
+	d.depth++
+	return d.depth <= maxDepth
+}
+
+func (d *JSONScanner) leave() { d.depth-- }
 
 func (d *JSONScanner) ws() {
 	for d.i < len(d.data) {
@@ -53,6 +68,10 @@ func (d *JSONScanner) Object(field func(key []byte) bool) bool {
 		return false
 	}
 	d.i++
+	defer d.leave()
+	if !d.enter() {
+		return false
+	}
 	if d.Peek() == '}' {
 		d.i++
 		return true
@@ -91,6 +110,10 @@ func (d *JSONScanner) Array(elem func() bool) bool {
 		return false
 	}
 	d.i++
+	defer d.leave()
+	if !d.enter() {
+		return false
+	}
 	if d.Peek() == ']' {
 		d.i++
 		return true

@@ -55,3 +55,23 @@ func TestSSEReaderNames(t *testing.T) {
 		}
 	}
 }
+
+// A document nested deeper than encoding/json allows is refused, as
+// json.Unmarshal refuses it, rather than recursing until the stack
+// overflows; at the limit it is read.
+func TestJSONScannerDepth(t *testing.T) {
+	nested := func(n int) []byte {
+		return []byte(`{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
+	}
+	var d JSONScanner
+	d.Reset(nested(9999)) // the object is one level more
+	if !d.Object(func([]byte) bool { return d.Skip() }) || !d.End() {
+		t.Fatal("a document 10000 levels deep was refused")
+	}
+	for _, n := range []int{10000, 1 << 20} {
+		d.Reset(nested(n))
+		if d.Object(func([]byte) bool { return d.Skip() }) {
+			t.Fatalf("a document %d levels deep was read", n+1)
+		}
+	}
+}
