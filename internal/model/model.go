@@ -170,6 +170,11 @@ const (
 	// with the step's first visible chunk or its Finish, so that a failure
 	// during the reasoning can still be retried.
 	Reasoning
+	// Alive says the upstream is still working on the step with nothing to
+	// show yet (Anthropic's thinking deltas and pings): it restarts the idle
+	// timeout (Timeouts.Idle). The retry policy consumes it: it never
+	// reaches the caller and does not count as output.
+	Alive
 )
 
 // Chunk is one piece of a streamed model step.

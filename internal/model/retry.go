@@ -195,6 +195,10 @@ func (t Timeouts) run(ctx context.Context, attempt func(ctx context.Context) ite
 			failed = err
 			break
 		}
+		if c.Type == Alive {
+			arm()
+			continue
+		}
 		delivered = true
 		if !yield(c, nil) {
 			return delivered, nil, true

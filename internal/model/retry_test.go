@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/model"
 )
 
@@ -200,5 +201,48 @@ func TestRetryAfterHeader(t *testing.T) {
 		if got := model.RetryAfter(c.h, now); got != c.want {
 			t.Errorf("%v: %s, want %s", c.h, got, c.want)
 		}
+	}
+}
+
+// Alive chunks (an upstream still thinking) restart the idle timeout and
+// never reach the caller: a step that stays silent longer than Idle but
+// sends Alive more often completes; an attempt that failed after only Alive
+// chunks delivered nothing, so it is retried.
+func TestAliveKeepsTheIdleTimeoutOff(t *testing.T) {
+	p := model.RetryPolicy{Attempts: 2, Base: time.Microsecond, Max: time.Microsecond}
+	calls := 0
+	attempt := func(ctx context.Context) iter.Seq2[model.Chunk, error] {
+		calls++
+		n := calls
+		return func(yield func(model.Chunk, error) bool) {
+			for range 8 { // 8 × 10 ms of thinking, Idle is 30 ms
+				select {
+				case <-ctx.Done():
+					yield(model.Chunk{}, ctx.Err())
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				if !yield(model.Chunk{Type: model.Alive}, nil) {
+					return
+				}
+			}
+			if n == 1 {
+				yield(model.Chunk{}, &model.Error{Status: 529, Message: "overloaded"})
+				return
+			}
+			if yield(model.Chunk{Type: model.Text, Text: "done"}, nil) {
+				yield(model.Chunk{Type: model.Finish, Stop: event.StopEnd}, nil)
+			}
+		}
+	}
+	var types []model.ChunkType
+	for c, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: 30 * time.Millisecond}, attempt) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, c.Type)
+	}
+	if calls != 2 || len(types) != 2 || types[0] != model.Text || types[1] != model.Finish {
+		t.Fatalf("%d attempts, chunks %v", calls, types)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -295,5 +296,35 @@ func TestThinkingBlocks(t *testing.T) {
 			c[1]["type"] != "redacted_thinking" || c[1]["data"] != "EmwKAhgB" || c[2]["type"] != "tool_use" {
 			t.Fatalf("thinking on: assistant turn %v", c)
 		}
+	}
+}
+
+// A model that thinks for longer than the idle timeout, sending thinking
+// deltas, is not cut off: only silence is.
+func TestLongThinkingIsNotIdle(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		write := func(s string) { _, _ = io.WriteString(w, s); _ = rc.Flush() }
+		write("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n")
+		for range 6 { // 6 × 40 ms of thinking; the idle timeout is 100 ms
+			time.Sleep(40 * time.Millisecond)
+			write("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm \"}}\n\n")
+		}
+		write("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"s1\"}}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"42\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	defer srv.Close()
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: model.RetryPolicy{Attempts: 1}})
+	st, err := modeltest.Collect(p.Stream(context.Background(), model.Request{Model: "c", ReasoningEffort: "high",
+		Messages: []message.Message{{Role: message.User, Content: "think hard"}}, Timeouts: model.Timeouts{Idle: 100 * time.Millisecond}}))
+	if err != nil || st.Text != "42" || len(st.Reasoning) != 1 || st.Reasoning[0].Text != "hmm hmm hmm hmm hmm hmm " {
+		t.Fatalf("%+v, %v", st, err)
 	}
 }

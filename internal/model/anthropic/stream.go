@@ -97,7 +97,12 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 			return
 		}
 		switch string(name) {
-		case "ping", "":
+		case "ping":
+			if !yield(model.Chunk{Type: model.Alive}, nil) {
+				return
+			}
+			continue
+		case "":
 			continue
 		}
 		if len(data) == 0 {
@@ -147,13 +152,15 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 					!send(model.Chunk{Type: model.ToolCallArgs, Index: idx, Text: ev.Delta.PartialJSON}) {
 					return
 				}
-			case "thinking_delta":
+			case "thinking_delta", "signature_delta":
 				if b := thinking[ev.Index]; b != nil {
 					b.text.WriteString(ev.Delta.Thinking)
-				}
-			case "signature_delta":
-				if b := thinking[ev.Index]; b != nil {
 					b.signature += ev.Delta.Signature
+				}
+				// Thinking shows nothing until it ends, however long it
+				// takes: it keeps the idle timeout from firing.
+				if !yield(model.Chunk{Type: model.Alive}, nil) {
+					return
 				}
 			}
 		case "content_block_stop":
