@@ -45,6 +45,10 @@ func estimateTokens(m message.Message) int {
 			n += textTokens(p.Data) + textTokens(p.URL)
 		}
 	}
+	for _, r := range m.Reasoning {
+		// Sent back with the message (Anthropic's thinking blocks).
+		n += textTokens(r.Text) + textTokens(r.Data)
+	}
 	return n
 }
 

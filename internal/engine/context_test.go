@@ -156,7 +156,7 @@ func TestTrimToFit(t *testing.T) {
 }
 
 // TestEstimateTokens: about four bytes a token plus a per-message overhead,
-// tool calls and images counted, the same answer every time.
+// tool calls, images and thinking blocks counted, the same answer every time.
 func TestEstimateTokens(t *testing.T) {
 	if got := estimateTokens(message.Message{Role: message.User, Content: strings.Repeat("a", 400)}); got != 104 {
 		t.Fatalf("400 bytes: %d tokens, want 104", got)
@@ -168,6 +168,12 @@ func TestEstimateTokens(t *testing.T) {
 	img := message.Message{Role: message.User, Parts: []message.Part{{Type: "image", MediaType: "image/png", Data: strings.Repeat("A", 100000)}}}
 	if got := estimateTokens(img); got != messageOverhead+imageTokens {
 		t.Fatalf("an image: %d tokens, want %d", got, messageOverhead+imageTokens)
+	}
+	// Thinking blocks go back with their message: they count.
+	thought := message.Message{Role: message.Assistant, Content: strings.Repeat("a", 400),
+		Reasoning: []message.Reasoning{{Type: "thinking", Text: strings.Repeat("t", 4000), Signature: "s"}, {Type: "redacted_thinking", Data: strings.Repeat("d", 400)}}}
+	if got := estimateTokens(thought); got != 104+1000+100 {
+		t.Fatalf("a message with thinking: %d tokens, want %d", got, 104+1000+100)
 	}
 }
 

@@ -125,7 +125,7 @@ func (p *Provider) attempt(ctx context.Context, body []byte) iter.Seq2[model.Chu
 			yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, upstream.StatusOf))
 			return
 		}
-		read(ctx, resp.Body, yield)
+		read(ctx, resp.Body, upstream.RequestID(resp.Header), yield)
 	}
 }
 

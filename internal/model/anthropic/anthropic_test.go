@@ -159,11 +159,13 @@ func BenchmarkStream(b *testing.B) {
 }
 
 // An error event inside a 200 stream fails the step as a 502 with the
-// upstream's message; ping events and comments are skipped.
+// upstream's message (its request id kept for the logs); ping events and
+// comments are skipped.
 func TestStreamErrorEvent(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("request-id", "req_stream_1")
 		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"c\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
 			": a comment\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n"+
 			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
@@ -174,6 +176,10 @@ func TestStreamErrorEvent(t *testing.T) {
 	var me *model.Error
 	if !errors.As(err, &me) || me.Status != http.StatusBadGateway || !strings.Contains(me.Message, "Overloaded") {
 		t.Fatalf("got %#v", err)
+	}
+	// The upstream's request id is kept for the logs (not the public message).
+	if me.Err == nil || !strings.Contains(me.Err.Error(), "req_stream_1") || strings.Contains(me.Message, "req_stream_1") {
+		t.Fatalf("request id: message %q, cause %v", me.Message, me.Err)
 	}
 }
 
@@ -221,7 +227,8 @@ func TestBrokenStreams(t *testing.T) {
 // Extended thinking: thinking and redacted_thinking blocks become Reasoning
 // chunks (text, signature and data verbatim), yielded after the input tokens
 // and before the first text; they are sent back first in their assistant
-// turn when thinking is on, and not at all when it is off.
+// turn when thinking is on (by reasoning effort or by providerOptions'
+// "thinking", which wins), and not at all when it is off.
 func TestThinkingBlocks(t *testing.T) {
 	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9}}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n" +
@@ -272,8 +279,19 @@ func TestThinkingBlocks(t *testing.T) {
 	history := []message.Message{{Role: message.User, Content: "weather?"},
 		{Role: message.Assistant, Reasoning: got, ToolCalls: []message.ToolCall{{ID: "toolu_1", Name: "w", Arguments: `{}`}}},
 		{Role: message.Tool, ToolCallID: "toolu_1", Content: "sun"}}
-	for _, effort := range []string{"low", ""} {
-		req := model.Request{Model: "c", ReasoningEffort: effort, Messages: history}
+	for _, c := range []struct {
+		effort, options string
+		on              bool
+	}{
+		{"low", "", true},
+		{"", "", false},
+		{"", `{"thinking":{"type":"enabled","budget_tokens":2048}}`, true}, // thinking set through providerOptions
+		{"low", `{"thinking":{"type":"disabled"}}`, false},                 // providerOptions replace the effort's
+	} {
+		req := model.Request{Model: "c", ReasoningEffort: c.effort, Messages: history}
+		if c.options != "" {
+			req.ProviderOptions = map[string]json.RawMessage{"anthropic": json.RawMessage(c.options)}
+		}
 		if _, err := modeltest.Collect(p.Stream(context.Background(), req)); err != nil {
 			t.Fatal(err)
 		}
@@ -285,16 +303,16 @@ func TestThinkingBlocks(t *testing.T) {
 		if err := json.Unmarshal(sentBody, &b); err != nil || len(b.Messages) != 3 {
 			t.Fatalf("body %s: %v", sentBody, err)
 		}
-		c := b.Messages[1].Content
-		if effort == "" {
-			if len(c) != 1 || c[0]["type"] != "tool_use" {
-				t.Fatalf("thinking off: assistant turn %v", c)
+		turn := b.Messages[1].Content
+		if !c.on {
+			if len(turn) != 1 || turn[0]["type"] != "tool_use" {
+				t.Fatalf("%+v: thinking off, assistant turn %v", c, turn)
 			}
 			continue
 		}
-		if len(c) != 3 || c[0]["type"] != "thinking" || c[0]["thinking"] != "Hmm, weather." || c[0]["signature"] != "EqQBCgIYAh" ||
-			c[1]["type"] != "redacted_thinking" || c[1]["data"] != "EmwKAhgB" || c[2]["type"] != "tool_use" {
-			t.Fatalf("thinking on: assistant turn %v", c)
+		if len(turn) != 3 || turn[0]["type"] != "thinking" || turn[0]["thinking"] != "Hmm, weather." || turn[0]["signature"] != "EqQBCgIYAh" ||
+			turn[1]["type"] != "redacted_thinking" || turn[1]["data"] != "EmwKAhgB" || turn[2]["type"] != "tool_use" {
+			t.Fatalf("%+v: thinking on, assistant turn %v", c, turn)
 		}
 	}
 }

@@ -99,6 +99,7 @@ func encode(req model.Request) ([]byte, error) {
 	if req.System != "" {
 		body.System = append(body.System, block{Type: "text", Text: req.System})
 	}
+	thinkingOn := thinks(req)
 	for _, m := range req.Messages {
 		if m.Role == message.System {
 			if m.Content != "" {
@@ -106,7 +107,7 @@ func encode(req model.Request) ([]byte, error) {
 			}
 			continue
 		}
-		user, blocks := toBlocks(m, req.ReasoningEffort != "")
+		user, blocks := toBlocks(m, thinkingOn)
 		if len(blocks) == 0 {
 			continue // the API rejects empty turns
 		}
@@ -169,6 +170,26 @@ func encode(req model.Request) ([]byte, error) {
 	}
 
 	return upstream.EncodeBody(&body, tools, req.ProviderOptions["anthropic"])
+}
+
+// thinks reports whether the request's body turns extended thinking on: a
+// reasoning effort does, unless providerOptions.anthropic sets "thinking",
+// which replaces it in the body: then that says (any type but "disabled" is
+// on, "enabled" or "adaptive").
+func thinks(req model.Request) bool {
+	on := req.ReasoningEffort != ""
+	if extra := req.ProviderOptions["anthropic"]; len(extra) > 0 {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(extra, &fields) == nil {
+			if raw, ok := fields["thinking"]; ok {
+				var t struct {
+					Type string `json:"type"`
+				}
+				on = json.Unmarshal(raw, &t) == nil && t.Type != "" && t.Type != "disabled"
+			}
+		}
+	}
+	return on
 }
 
 // toBlocks returns the content blocks of a user, tool or assistant message

@@ -52,7 +52,7 @@ type eventUsage struct {
 // error, and the stream must end with message_stop. Thinking blocks
 // (extended thinking) become Reasoning chunks, yielded with the first
 // visible chunk or the Finish.
-func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bool) {
+func read(ctx context.Context, body io.Reader, requestID string, yield func(model.Chunk, error) bool) {
 	r := upstream.NewSSEReader(body)
 	defer r.Release()
 	fail := func(err error) { yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, upstream.StatusOf)) }
@@ -113,7 +113,7 @@ func read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bo
 			return
 		}
 		if string(name) == "error" {
-			fail(upstream.StreamError(ev.Error))
+			fail(upstream.StreamError(ev.Error, requestID))
 			return
 		}
 		switch ev.Type {

@@ -249,7 +249,7 @@ func decodeAnthropic(body []byte) (wireRequest, error) {
 	case in.MaxTokens <= 0:
 		return wireRequest{}, errors.New("max_tokens: Field required")
 	}
-	out := wireRequest{stream: in.Stream, thinking: in.Thinking != nil && in.Thinking.Type == "enabled"}
+	out := wireRequest{stream: in.Stream, thinking: in.Thinking != nil && in.Thinking.Type != "" && in.Thinking.Type != "disabled"}
 	r := &out.req
 	r.Model, r.MaxTokens, r.StopSequences, r.Temperature = in.Model, in.MaxTokens, in.StopSequences, in.Temperature
 	if out.thinking {

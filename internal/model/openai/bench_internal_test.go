@@ -59,7 +59,7 @@ func BenchmarkRead(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		p.read(context.Background(), bytes.NewReader(stream), func(c model.Chunk, err error) bool {
+		p.read(context.Background(), bytes.NewReader(stream), "", func(c model.Chunk, err error) bool {
 			if err != nil {
 				b.Fatal(err)
 			}

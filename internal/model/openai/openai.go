@@ -132,7 +132,7 @@ func (p *Provider) attempt(ctx context.Context, target string, body []byte) iter
 			yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, upstream.StatusOf))
 			return
 		}
-		p.read(ctx, resp.Body, yield)
+		p.read(ctx, resp.Body, upstream.RequestID(resp.Header), yield)
 	}
 }
 

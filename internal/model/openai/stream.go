@@ -46,7 +46,7 @@ type toolCallDelta struct {
 }
 
 // read streams the events of a 200 answer as chunks.
-func (p *Provider) read(ctx context.Context, body io.Reader, yield func(model.Chunk, error) bool) {
+func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, yield func(model.Chunk, error) bool) {
 	r := upstream.NewSSEReader(body)
 	defer r.Release()
 
@@ -83,7 +83,7 @@ func (p *Provider) read(ctx context.Context, body io.Reader, yield func(model.Ch
 			return
 		}
 		if c.Error != nil {
-			fail(upstream.StreamError(c.Error))
+			fail(upstream.StreamError(c.Error, requestID))
 			return
 		}
 		if c.Usage != nil && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {

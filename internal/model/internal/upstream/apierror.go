@@ -58,11 +58,16 @@ func ReadAPIError(resp *http.Response) error {
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	id := resp.Header.Get("Request-Id")
-	if id == "" {
-		id = resp.Header.Get("X-Request-Id")
+	return &APIError{Status: resp.StatusCode, Message: msg, Header: resp.Header, RequestID: RequestID(resp.Header)}
+}
+
+// RequestID is the upstream's id of a request, from its answer's headers
+// (Anthropic's request-id, OpenAI's x-request-id); "" when there is none.
+func RequestID(h http.Header) string {
+	if id := h.Get("Request-Id"); id != "" {
+		return id
 	}
-	return &APIError{Status: resp.StatusCode, Message: msg, Header: resp.Header, RequestID: id}
+	return h.Get("X-Request-Id")
 }
 
 // ErrorMessage returns the message of an "error" value: an object's
@@ -80,13 +85,13 @@ func ErrorMessage(raw json.RawMessage) string {
 }
 
 // StreamError is the failure an error event inside a 200 stream reports,
-// from its "error" value.
-func StreamError(raw json.RawMessage) error {
+// from its "error" value and the upstream's request id.
+func StreamError(raw json.RawMessage, requestID string) error {
 	msg := ErrorMessage(raw)
 	if msg == "" && string(raw) != "null" {
 		msg = string(raw)
 	}
-	return &APIError{Message: "received error while streaming: " + msg}
+	return &APIError{Message: "received error while streaming: " + msg, RequestID: requestID}
 }
 
 // mergeBody sets extra's fields (a JSON object: modelSettings.providerOptions
