@@ -61,6 +61,10 @@ type Reasoning struct {
 	Text      string `json:"text,omitempty"`
 	Signature string `json:"signature,omitempty"`
 	Data      string `json:"data,omitempty"`
+	// AfterCalls is how many of the message's tool calls came before the
+	// block (interleaved thinking puts blocks between calls), so it goes
+	// back in its place.
+	AfterCalls int `json:"afterCalls,omitempty"`
 }
 
 // ToolCall is a call of a tool by the model.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -344,5 +345,63 @@ func TestLongThinkingIsNotIdle(t *testing.T) {
 		Messages: []message.Message{{Role: message.User, Content: "think hard"}}, Timeouts: model.Timeouts{Idle: 100 * time.Millisecond}}))
 	if err != nil || st.Text != "42" || len(st.Reasoning) != 1 || st.Reasoning[0].Text != "hmm hmm hmm hmm hmm hmm " {
 		t.Fatalf("%+v, %v", st, err)
+	}
+}
+
+// Interleaved thinking (a thinking block between two tool calls) goes back
+// in its place, not moved to the front.
+func TestInterleavedThinkingKeepsItsPlace(t *testing.T) {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	body := ev("message_start", `{"type":"message_start","message":{"usage":{"input_tokens":3}}}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"first"}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s0"}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_a","name":"a","input":{}}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":1}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":"between"}}`) +
+		ev("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"s2"}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":2}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_b","name":"b","input":{}}}`) +
+		ev("content_block_stop", `{"type":"content_block_stop","index":3}`) +
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`) +
+		ev("message_stop", `{"type":"message_stop"}`)
+	var sentBody []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sentBody, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: modeltest.FastRetry})
+	opts := map[string]json.RawMessage{"anthropic": json.RawMessage(`{"thinking":{"type":"adaptive"}}`)}
+	st, err := modeltest.Collect(p.Stream(context.Background(), model.Request{Model: "c", ProviderOptions: opts,
+		Messages: []message.Message{{Role: message.User, Content: "go"}}}))
+	if err != nil || len(st.Reasoning) != 2 || st.Reasoning[0].AfterCalls != 0 || st.Reasoning[1].AfterCalls != 1 {
+		t.Fatalf("%+v, %v", st.Reasoning, err)
+	}
+	calls := st.ToolCalls
+	for i := range calls {
+		calls[i].Arguments = "{}"
+	}
+	history := []message.Message{{Role: message.User, Content: "go"},
+		{Role: message.Assistant, Reasoning: st.Reasoning, ToolCalls: calls},
+		{Role: message.Tool, ToolCallID: "toolu_a", Content: "A"}, {Role: message.Tool, ToolCallID: "toolu_b", Content: "B"}}
+	if _, err := modeltest.Collect(p.Stream(context.Background(), model.Request{Model: "c", ProviderOptions: opts, Messages: history})); err != nil {
+		t.Fatal(err)
+	}
+	var b struct {
+		Messages []struct {
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(sentBody, &b)
+	var order []string
+	if len(b.Messages) > 1 {
+		for _, c := range b.Messages[1].Content {
+			order = append(order, fmt.Sprint(c["type"], ":", c["thinking"], c["id"]))
+		}
+	}
+	if strings.Join(order, " ") != "thinking:first<nil> tool_use:<nil>toolu_a thinking:between<nil> tool_use:<nil>toolu_b" {
+		t.Fatalf("assistant turn sent back as %v", order)
 	}
 }

@@ -194,13 +194,21 @@ func thinks(req model.Request) bool {
 
 // toBlocks returns the content blocks of a user, tool or assistant message
 // and whether they belong to a user turn. With thinking on, an assistant
-// message starts with the thinking blocks it came with, verbatim: the API
-// requires them back in a tool-use cycle.
+// message has the thinking blocks it came with, verbatim and in their
+// places: the API requires them back in a tool-use cycle.
 func toBlocks(m message.Message, thinking bool) (user bool, blocks []block) {
 	switch m.Role {
 	case message.Assistant:
-		if thinking {
+		// Each thinking block goes where it came: before the text, or
+		// after the tool call it followed (interleaved thinking).
+		reasoning := func(after int, last bool) {
+			if !thinking {
+				return
+			}
 			for _, r := range m.Reasoning {
+				if r.AfterCalls != after && !(last && r.AfterCalls > after) {
+					continue
+				}
 				switch r.Type {
 				case "thinking":
 					blocks = append(blocks, block{Type: "thinking", Thinking: &r.Text, Signature: r.Signature})
@@ -209,11 +217,13 @@ func toBlocks(m message.Message, thinking bool) (user bool, blocks []block) {
 				}
 			}
 		}
+		reasoning(0, len(m.ToolCalls) == 0)
 		if m.Content != "" {
 			blocks = append(blocks, block{Type: "text", Text: m.Content})
 		}
-		for _, tc := range m.ToolCalls {
+		for i, tc := range m.ToolCalls {
 			blocks = append(blocks, block{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: tc.ArgsJSON()})
+			reasoning(i+1, i == len(m.ToolCalls)-1)
 		}
 		return false, blocks
 	case message.Tool:

@@ -134,11 +134,11 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 					return
 				}
 			case "thinking":
-				b := &thinkingBlock{signature: cb.Signature}
+				b := &thinkingBlock{signature: cb.Signature, afterCalls: n}
 				b.text.WriteString(cb.Thinking)
 				thinking[ev.Index] = b
 			case "redacted_thinking":
-				thinking[ev.Index] = &thinkingBlock{redacted: true, data: cb.Data}
+				thinking[ev.Index] = &thinkingBlock{redacted: true, data: cb.Data, afterCalls: n}
 			}
 		case "content_block_delta":
 			switch ev.Delta.Type {
@@ -193,17 +193,18 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 
 // thinkingBlock is a thinking or redacted_thinking block being read.
 type thinkingBlock struct {
-	redacted  bool
-	text      strings.Builder
-	signature string
-	data      string
+	redacted   bool
+	text       strings.Builder
+	signature  string
+	data       string
+	afterCalls int // tool calls started before it
 }
 
 func (b *thinkingBlock) block() message.Reasoning {
 	if b.redacted {
-		return message.Reasoning{Type: "redacted_thinking", Data: b.data}
+		return message.Reasoning{Type: "redacted_thinking", Data: b.data, AfterCalls: b.afterCalls}
 	}
-	return message.Reasoning{Type: "thinking", Text: b.text.String(), Signature: b.signature}
+	return message.Reasoning{Type: "thinking", Text: b.text.String(), Signature: b.signature, AfterCalls: b.afterCalls}
 }
 
 func stopReason(r string, hadCalls bool) event.StopReason {
