@@ -244,14 +244,7 @@ func TestThinkingBlocks(t *testing.T) {
 		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n" +
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":20}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-	var sentBody []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sentBody, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	defer srv.Close()
-	p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: modeltest.FastRetry})
+	p, sent := fixedUpstream(t, body)
 	req := model.Request{Model: "c", ReasoningEffort: "low", Messages: []message.Message{{Role: message.User, Content: "weather?"}}}
 	var types []model.ChunkType
 	var got []message.Reasoning
@@ -301,8 +294,8 @@ func TestThinkingBlocks(t *testing.T) {
 				Content []map[string]any `json:"content"`
 			} `json:"messages"`
 		}
-		if err := json.Unmarshal(sentBody, &b); err != nil || len(b.Messages) != 3 {
-			t.Fatalf("body %s: %v", sentBody, err)
+		if err := json.Unmarshal(*sent, &b); err != nil || len(b.Messages) != 3 {
+			t.Fatalf("body %s: %v", *sent, err)
 		}
 		turn := b.Messages[1].Content
 		if !c.on {
@@ -365,14 +358,7 @@ func TestInterleavedThinkingKeepsItsPlace(t *testing.T) {
 		ev("content_block_stop", `{"type":"content_block_stop","index":3}`) +
 		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`) +
 		ev("message_stop", `{"type":"message_stop"}`)
-	var sentBody []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sentBody, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	defer srv.Close()
-	p := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: modeltest.FastRetry})
+	p, sent := fixedUpstream(t, body)
 	opts := map[string]json.RawMessage{"anthropic": json.RawMessage(`{"thinking":{"type":"adaptive"}}`)}
 	st, err := modeltest.Collect(p.Stream(context.Background(), model.Request{Model: "c", ProviderOptions: opts,
 		Messages: []message.Message{{Role: message.User, Content: "go"}}}))
@@ -394,7 +380,7 @@ func TestInterleavedThinkingKeepsItsPlace(t *testing.T) {
 			Content []map[string]any `json:"content"`
 		} `json:"messages"`
 	}
-	_ = json.Unmarshal(sentBody, &b)
+	_ = json.Unmarshal(*sent, &b)
 	var order []string
 	if len(b.Messages) > 1 {
 		for _, c := range b.Messages[1].Content {
@@ -404,4 +390,19 @@ func TestInterleavedThinkingKeepsItsPlace(t *testing.T) {
 	if strings.Join(order, " ") != "thinking:first<nil> tool_use:<nil>toolu_a thinking:between<nil> tool_use:<nil>toolu_b" {
 		t.Fatalf("assistant turn sent back as %v", order)
 	}
+}
+
+// fixedUpstream starts an Anthropic upstream answering every request with
+// body (an event stream), and returns a provider on it and the last request
+// body it received.
+func fixedUpstream(t *testing.T, body string) (*anthropic.Provider, *[]byte) {
+	t.Helper()
+	sent := new([]byte)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*sent, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Retry: modeltest.FastRetry}), sent
 }
