@@ -210,6 +210,11 @@ func TestModelSettingsReachAnthropicUpstream(t *testing.T) {
 	if first["type"] != "thinking" || first["thinking"] != modeltest.ThinkingText || first["signature"] != modeltest.ThinkingSignature(modeltest.ThinkingText) {
 		t.Fatalf("the tool call's assistant turn as sent back: %v", msgs)
 	}
+	// The durable thread holds it with its message, as the README says.
+	view := call(t, "GET", env.URL+"/v1/threads/s-ant", "")
+	if !strings.Contains(string(view.body), `"reasoning":[{"type":"thinking","text":"`+modeltest.ThinkingText+`","signature":"`+modeltest.ThinkingSignature(modeltest.ThinkingText)+`"}]`) {
+		t.Fatalf("thread s-ant: %s", view.body)
+	}
 	system := func(b map[string]any) string {
 		blocks, _ := b["system"].([]any)
 		var parts []string

@@ -133,12 +133,10 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 				if !send(model.Chunk{Type: model.ToolCallStart, Index: calls[ev.Index], ID: cb.ID, Name: cb.Name}) {
 					return
 				}
-			case "thinking":
-				b := &thinkingBlock{signature: cb.Signature, afterCalls: n}
+			case "thinking", "redacted_thinking":
+				b := &thinkingBlock{r: message.Reasoning{Type: cb.Type, Signature: cb.Signature, Data: cb.Data, AfterCalls: n}}
 				b.text.WriteString(cb.Thinking)
 				thinking[ev.Index] = b
-			case "redacted_thinking":
-				thinking[ev.Index] = &thinkingBlock{redacted: true, data: cb.Data, afterCalls: n}
 			}
 		case "content_block_delta":
 			switch ev.Delta.Type {
@@ -155,7 +153,7 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 			case "thinking_delta", "signature_delta":
 				if b := thinking[ev.Index]; b != nil {
 					b.text.WriteString(ev.Delta.Thinking)
-					b.signature += ev.Delta.Signature
+					b.r.Signature += ev.Delta.Signature
 				}
 				// Thinking shows nothing until it ends, however long it
 				// takes: it keeps the idle timeout from firing.
@@ -191,20 +189,16 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 	send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage})
 }
 
-// thinkingBlock is a thinking or redacted_thinking block being read.
+// thinkingBlock is a thinking or redacted_thinking block being read: r
+// without its text, which grows in text until the block ends.
 type thinkingBlock struct {
-	redacted   bool
-	text       strings.Builder
-	signature  string
-	data       string
-	afterCalls int // tool calls started before it
+	r    message.Reasoning
+	text strings.Builder
 }
 
 func (b *thinkingBlock) block() message.Reasoning {
-	if b.redacted {
-		return message.Reasoning{Type: "redacted_thinking", Data: b.data, AfterCalls: b.afterCalls}
-	}
-	return message.Reasoning{Type: "thinking", Text: b.text.String(), Signature: b.signature, AfterCalls: b.afterCalls}
+	b.r.Text = b.text.String()
+	return b.r
 }
 
 func stopReason(r string, hadCalls bool) event.StopReason {
