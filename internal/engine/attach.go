@@ -74,35 +74,57 @@ func changesState(th *store.Thread, keys map[string]json.RawMessage) bool {
 	return err != nil || !jsonEqual(merged, th.State)
 }
 
-// retries reports whether a durable turn is a retry of the thread's last
-// turn that must attach to it: same key, or (without a key) same input or
-// nothing new. A known Idempotency-Key sent with another request is an
-// error.
-func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (bool, error) {
+// retryKind is what a durable turn is to the thread's last turn.
+type retryKind int
+
+const (
+	// newTurn: not a retry; the turn begins afresh.
+	newTurn retryKind = iota
+	// attachRetry: a retry of a turn that runs, or ended with an answer or
+	// a pause: it attaches to it (attach).
+	attachRetry
+	// continueRetry: a retry of a turn that failed: it goes on from the
+	// failed attempt's stored steps (continueTurn), storing nothing twice
+	// and running none of their tools again.
+	continueRetry
+)
+
+// retries says whether a durable turn is a retry of the thread's last turn:
+// same key (at any time), or, without a key, same input or nothing new
+// while the turn runs or within the retry window after the thread last
+// changed. A known Idempotency-Key sent with another request is an error.
+func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (retryKind, error) {
 	if th == nil || th.Agent != agentName || th.Turn.Seq == 0 {
-		return false, nil
+		return newTurn, nil
+	}
+	ofStatus := func() retryKind {
+		if th.Status == store.Failed {
+			return continueRetry
+		}
+		return attachRetry
 	}
 	if turn.Key != "" {
 		if turn.Key != th.Turn.Key {
-			return false, nil // a new key: a new turn, whatever its text
+			return newTurn, nil // a new key: a new turn, whatever its text
 		}
 		if turn.Digest != th.Turn.Digest {
 			e := inputError(FieldIdempotencyKey, "This Idempotency-Key was used for the thread's last turn with a different request; send a new key for a new request.")
 			e.Code = CodeIdempotencyKeyReused
-			return false, e
+			return newTurn, e
 		}
-		return th.Status != store.Failed, nil
+		return ofStatus(), nil
 	}
 	if !nothingNew && (turn.Digest == "" || turn.Digest != th.Turn.Digest) {
-		return false, nil
+		return newTurn, nil
 	}
 	switch th.Status {
 	case store.Running, store.Queued:
-		return true, nil // the attempt is still going (or its process died)
-	case store.Idle, store.Waiting:
-		return r.JournalTTL > 0 && !r.Now().After(th.UpdatedAt.Add(r.JournalTTL)), nil
+		return attachRetry, nil // the attempt is still going (or its process died)
 	}
-	return false, nil // failed: the retry runs the turn again
+	if r.JournalTTL > 0 && !r.Now().After(th.UpdatedAt.Add(r.JournalTTL)) {
+		return ofStatus(), nil
+	}
+	return newTurn, nil
 }
 
 // attach answers a retry with the thread's last turn: its stored events,
@@ -194,6 +216,9 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 			case event.RunError:
 				e.Err = &RunFailedError{Err: &StoredFailure{Code: e.Code, Message: e.Message}, WorkDone: worked}
 			}
+			if e.Type == event.RunError && r.continued(ctx, in, from, e) {
+				continue // a retry continues the failed attempt: the turn goes on
+			}
 			if e.Type == event.RunFinished || e.Type == event.RunError {
 				if r.snapshot(ctx, in, e, event.MessagesSnapshot, send) {
 					send(e)
@@ -263,4 +288,12 @@ func (r *Runner) snapshot(ctx context.Context, in Input, at event.Event, typ eve
 		e.Messages = msgs
 	}
 	return send(e)
+}
+
+// continued reports whether the failed attempt whose RunError is e was
+// continued by a retry (continueTurn): the thread's turn is still the one
+// that began at from and another run holds or ended it since.
+func (r *Runner) continued(ctx context.Context, in Input, from int64, e event.Event) bool {
+	th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
+	return err == nil && th.Turn.Seq == from && th.RunID != e.RunID
 }

@@ -422,6 +422,13 @@ func (run *Run) deliver(e event.Event) bool {
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
 func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
+	return r.start(ctx, in, 2)
+}
+
+// start is Start; a durable turn whose thread moved on between the read and
+// BeginRun (store.RunInProgressError.Changed) is started again from the
+// read, at most tries more times.
+func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	x, run, done, err := r.enter(&in)
 	if err != nil {
 		return nil, err
@@ -471,14 +478,32 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 			return run, nil
 		}
 	}
-	if retry, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State)); rerr != nil {
+	kind, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State))
+	switch {
+	case rerr != nil:
 		return nil, rerr
-	} else if retry {
+	case kind == attachRetry:
 		r.attach(in, th, run)
 		return run, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
+	case kind == continueRetry:
+		if err := r.continueTurn(ctx, x, th, stored, run); err != nil {
+			return nil, err
+		}
+		return run, nil
+	}
+	if th != nil {
+		// A call the thread's last run started and left without a result
+		// may have run: the thread is recovered (the call made in doubt)
+		// before any new turn, whoever takes it.
+		doubt, err := r.startedUnanswered(ctx, th, stored)
+		if err != nil {
+			return nil, err
+		}
+		if doubt {
+			return nil, r.recoverFirst(ctx, spec, th, stored)
+		}
 	}
 	existed, failed := th != nil, th != nil && th.Status == store.Failed
 	run.Existed = existed
@@ -499,14 +524,17 @@ func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
-		Known: len(stored), Turn: turn, New: th == nil,
+		Known: len(stored), Turn: turn, New: th == nil, Expect: expect(th),
 	})
+	if rip := (*store.RunInProgressError)(nil); errors.As(err, &rip) && rip.Changed && tries > 0 {
+		return r.start(ctx, in, tries-1)
+	}
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another attempt of this turn may have begun it since the read.
 		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
-			if retry, rerr := r.retries(th, spec.Name, turn, false); rerr != nil {
+			if kind, rerr := r.retries(th, spec.Name, turn, false); rerr != nil {
 				return nil, rerr
-			} else if retry {
+			} else if kind == attachRetry {
 				r.attach(in, th, run)
 				return run, nil
 			}

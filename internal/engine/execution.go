@@ -50,6 +50,9 @@ type execution struct {
 	// priorSteps counts the model steps an earlier attempt recorded.
 	journal    *journal
 	priorSteps int
+	// retried are the live events of the steps a failed attempt of the turn
+	// stored, shown first when a client's retry continues it.
+	retried []event.Event
 	// answered marks a recovered run whose stored conversation already
 	// ends with its answer: the loop ends it without a model call.
 	answered bool
@@ -320,6 +323,10 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		}
 	}
 	x.replayJournal()
+	for _, e := range x.retried {
+		x.send(e)
+	}
+	x.retried = nil
 	if x.durable {
 		var done func()
 		ctx, done = x.r.cancellable(ctx, x.tenant, x.threadID)

@@ -43,6 +43,9 @@ type RunInProgressError struct {
 	Wait     time.Duration
 	// Why says why the thread is busy.
 	Why string
+	// Changed says the thread is not busy but moved on since the caller
+	// read it (BeginRun.Expect): reading it again may admit the turn.
+	Changed bool
 }
 
 func (e *RunInProgressError) Error() string {
@@ -306,6 +309,27 @@ type BeginRun struct {
 	// (a conversation it read before; messages are only ever appended):
 	// Begun.Messages starts after them.
 	Known int
+	// Expect, when set, is the run the caller found on the thread (its
+	// RunID) and examined: the run begins only if that is still the
+	// thread's run, so what the caller concluded from it (no call of it is
+	// in doubt, say) holds at the commit. Otherwise ErrRunInProgress.
+	Expect string
+	// Continue says the run goes on with the thread's last turn (a
+	// recovery before a new turn, a client retrying a turn that failed):
+	// the thread's Turn is kept and b.Turn is ignored.
+	Continue bool
+}
+
+// Admit is the admission rule of BeginRun on an existing thread, as it is
+// inside the transaction: Admit, then Expect.
+func (b BeginRun) Admit(cur *Thread) error {
+	if err := Admit(cur, b.Agent, b.Now); err != nil {
+		return err
+	}
+	if b.Expect != "" && cur.RunID != b.Expect {
+		return &RunInProgressError{ThreadID: cur.ID, Why: "another run began on the thread since it was read: ", Changed: true}
+	}
+	return nil
 }
 
 // Begun is a run BeginRun started: the thread as the run holds it, and the

@@ -274,8 +274,8 @@ func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, s
 		status string
 		lease  *time.Time
 	)
-	err := tx.QueryRow(ctx, `SELECT agent, status, lease_until FROM threads
-		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, &lease)
+	err := tx.QueryRow(ctx, `SELECT agent, status, lease_until, run_id FROM threads
+		WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, &lease, &cur.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -283,18 +283,20 @@ func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, s
 	if lease != nil {
 		cur.LeaseUntil = *lease
 	}
-	if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+	if err := b.Admit(&cur); err != nil {
 		return nil, err
 	}
 	return scanThread(tx.QueryRow(ctx, `UPDATE threads SET
 			status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',
 			state = coalesce($7::json, state), v = $8,
 			message_seq = message_seq + $9, event_seq = event_seq + $10, options = $11::json,
-			turn_seq = event_seq + 1, turn_key = $12, turn_digest = $13
+			turn_seq = CASE WHEN $14 THEN turn_seq ELSE event_seq + 1 END,
+			turn_key = CASE WHEN $14 THEN turn_key ELSE $12 END,
+			turn_digest = CASE WHEN $14 THEN turn_digest ELSE $13 END
 		WHERE tenant = $1 AND id = $2
 		RETURNING `+threadCols+`, message_seq, event_seq`,
 		b.Tenant, b.ThreadID, b.RunID, b.Owner, b.LeaseUntil, b.Now, state, store.FormatVersion, nMsgs, nEvs, store.OptionsArg(b.Options),
-		b.Turn.Key, b.Turn.Digest),
+		b.Turn.Key, b.Turn.Digest, b.Continue),
 		msgSeq, evSeq)
 }
 

@@ -183,8 +183,8 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 	)
 	err = s.write(ctx, "begin run", func(tx *wtx) error {
 		var (
-			agent, status string
-			lease         sql.NullInt64
+			agent, status, runID string
+			lease                sql.NullInt64
 			existed       = true
 			row           *sql.Row
 		)
@@ -214,8 +214,8 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 			}
 		}
 		if existed {
-			err := tx.QueryRowContext(ctx, `SELECT agent, status, lease_until FROM threads WHERE tenant = ? AND id = ?`,
-				b.Tenant, b.ThreadID).Scan(&agent, &status, &lease)
+			err := tx.QueryRowContext(ctx, `SELECT agent, status, lease_until, run_id FROM threads WHERE tenant = ? AND id = ?`,
+				b.Tenant, b.ThreadID).Scan(&agent, &status, &lease, &runID)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				existed = false
@@ -223,19 +223,21 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 			case err != nil:
 				return err
 			default:
-				cur := store.Thread{ID: b.ThreadID, Agent: agent, Status: store.ThreadStatus(status), LeaseUntil: fromMicros(lease)}
-				if err := store.Admit(&cur, b.Agent, b.Now); err != nil {
+				cur := store.Thread{ID: b.ThreadID, Agent: agent, Status: store.ThreadStatus(status), LeaseUntil: fromMicros(lease), RunID: runID}
+				if err := b.Admit(&cur); err != nil {
 					return err
 				}
 				row = tx.QueryRowContext(ctx, `UPDATE threads SET
 						status = 'running', run_id = ?, lease_owner = ?, lease_until = ?, updated_at = ?, last_error = '',
 						state = coalesce(?, state), v = ?, options = ?,
 						message_seq = message_seq + ?, event_seq = event_seq + ?,
-						turn_seq = event_seq + 1, turn_key = ?, turn_digest = ?
-					WHERE tenant = ? AND id = ?
+						turn_seq = CASE WHEN ?12 THEN turn_seq ELSE event_seq + 1 END,
+						turn_key = CASE WHEN ?12 THEN turn_key ELSE ?10 END,
+						turn_digest = CASE WHEN ?12 THEN turn_digest ELSE ?11 END
+					WHERE tenant = ?13 AND id = ?14
 					RETURNING `+threadCols+`, message_seq, event_seq`,
 					b.RunID, b.Owner, micros(b.LeaseUntil), now, state, store.FormatVersion, store.OptionsArg(b.Options),
-					len(msgs), len(evs), b.Turn.Key, b.Turn.Digest, b.Tenant, b.ThreadID)
+					len(msgs), len(evs), b.Turn.Key, b.Turn.Digest, b.Continue, b.Tenant, b.ThreadID)
 			}
 			th, err = scanThread(row, &msgSeq, &evSeq)
 			if err != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -57,5 +58,49 @@ func testBeginRunNewHint(t *testing.T, s store.Store) {
 	sameStrings(t, "messages of the race", msgIDs(messages(t, s, "a", "race")), []string{fmt.Sprintf("n%d", w)})
 	if es := events(t, s, "a", "race", 0, 0); len(es) != 1 || es[0].RunID != fmt.Sprintf("q%d", w) {
 		t.Fatalf("events of the race: %+v", es)
+	}
+}
+
+// testBeginRunExpectContinue: BeginRun.Expect admits the run only while
+// the thread's run is the one the caller read (refused with Changed and
+// nothing written otherwise, even racing), and BeginRun.Continue keeps the
+// thread's last turn (its Seq, key and digest) instead of recording b.Turn.
+func testBeginRunExpectContinue(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin := func(runID, expect string, cont bool, now time.Time, input ...message.Message) (*store.Begun, error) {
+		return s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "e", Agent: "x", RunID: runID, Owner: "o", Now: now,
+			LeaseUntil: now.Add(time.Minute), Input: input, Events: []event.Event{{Type: event.RunStarted}},
+			Turn: store.Turn{Key: "k-" + runID, Digest: "d-" + runID}, Expect: expect, Continue: cont})
+	}
+	if _, err := begin("r1", "", false, T0, userMsg("m1", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s, "a", "e", "r1", store.Failed, at(time.Second))
+	// The thread's run is r1, not r0: refused, nothing written.
+	_, err := begin("r2", "r0", false, at(2*time.Second), userMsg("m2", "new"))
+	wantErr(t, "BeginRun expecting another run", err, store.ErrRunInProgress)
+	var rip *store.RunInProgressError
+	if !errors.As(err, &rip) || !rip.Changed {
+		t.Fatalf("the refusal of an unexpected run says the thread changed: %#v", err)
+	}
+	sameStrings(t, "messages after the refusal", msgIDs(messages(t, s, "a", "e")), []string{"m1"})
+	// Continuing r1's turn: no input, the turn kept.
+	b, err := begin("r3", "r1", true, at(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Turn.Seq != 1 || b.Turn.Key != "k-r1" || b.Turn.Digest != "d-r1" || b.RunID != "r3" {
+		t.Fatalf("a continued turn: %+v", b.Turn)
+	}
+	finish(t, s, "a", "e", "r3", store.Failed, at(4*time.Second))
+	// Racing continuations of r3: one wins.
+	errs := race(racers, func(i int) error {
+		_, err := begin(fmt.Sprintf("c%d", i), "r3", true, at(5*time.Second))
+		return err
+	})
+	oneWinner(t, "concurrent continuations", errs, store.ErrRunInProgress)
+	th, err := s.GetThread(ctx, "a", "e")
+	if err != nil || th.Turn.Key != "k-r1" || th.Turn.Seq != 1 {
+		t.Fatalf("after the race: %+v, %v", th, err)
 	}
 }

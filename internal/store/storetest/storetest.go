@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BeginRun/Invalid", testBeginRunInvalid},
 		{"BeginRun/Options", testBeginRunOptions},
 		{"BeginRun/NewHint", testBeginRunNewHint},
+		{"BeginRun/ExpectContinue", testBeginRunExpectContinue},
 		{"InvalidText", testInvalidText},
 		{"InvalidText/FreeTextCleaned", testFreeTextCleaned},
 		{"Messages/RoundTripInOrder", testMessagesRoundTrip},

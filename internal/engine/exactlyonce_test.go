@@ -1,0 +1,249 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// assertInDoubtNotClosed checks that the thread's call call_0 was not
+// closed by a later turn: it has no tool result, it waits as a pending
+// in-doubt decision, and only the first user message is stored.
+func assertInDoubtNotClosed(t *testing.T, b *lifetimeBundle, fx *sideEffect) {
+	t.Helper()
+	if n := len(fx.calls()); n != 1 {
+		t.Fatalf("the call ran %d times", n)
+	}
+	th, msgs := b.thread(t, "t1")
+	for _, m := range msgs {
+		if m.Role == message.Tool {
+			t.Fatalf("the started call was closed with a result: %+v", m)
+		}
+	}
+	if users, _ := b.counts(t); users != 1 {
+		t.Fatalf("%d user messages stored, want the first turn's only", users)
+	}
+	pend := pendingOf(t, b)
+	if th.Status != store.Waiting || len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt || pend[0].ToolCallID != "call_0" {
+		t.Fatalf("thread %s, pending %+v: want waiting on the in-doubt call", th.Status, pend)
+	}
+}
+
+// TestNewTurnAfterCrashMidToolRecoversFirst: the process running a
+// non-idempotent tool dies (its lease lapses) and the client's next message
+// reaches another replica before the recovery loop does. The new turn must
+// not take the thread and close the call as interrupted: the thread is
+// recovered first (the call in doubt, nobody's message lost), and the new
+// turn is told a decision is pending.
+func TestNewTurnAfterCrashMidToolRecoversFirst(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		fx := newSideEffect(t)
+		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+		a := b.runner(t, "node-a", m)
+		t.Cleanup(fx.free)
+		startTurn(t, a, "t1")
+		<-fx.entered
+		b.clk.Advance(2 * time.Hour) // A's lease lapsed; no recovery ran yet
+
+		other := b.runner(t, "node-b", m)
+		_, err := other.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+			Messages: []message.Message{{Role: message.User, Content: "did it work?"}}})
+		if !errors.Is(err, store.ErrApprovalPending) {
+			t.Fatalf("a new turn after the crash: %v, want approval pending", err)
+		}
+		other.Wait()
+		assertInDoubtNotClosed(t, b, fx)
+	})
+}
+
+// ctxTool is a non-idempotent tool that has its side effect, then waits
+// until its context ends (a slow call the run is cancelled in).
+type ctxTool struct {
+	runs    atomic.Int32
+	entered chan struct{}
+}
+
+func (c *ctxTool) tool() *tool.Tool {
+	return &tool.Tool{Name: "refund", Parameters: json.RawMessage(`{"type":"object"}`),
+		Execute: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			c.runs.Add(1)
+			c.entered <- struct{}{}
+			<-ctx.Done()
+			return tool.Result{}, ctx.Err()
+		}}
+}
+
+// TestNewTurnAfterFailureMidToolRecoversFirst: a run that fails while its
+// tool runs (here: cancelled) ends failed with the call started and no
+// result. The next turn recovers the thread first, as after a crash.
+func TestNewTurnAfterFailureMidToolRecoversFirst(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		ct := &ctxTool{entered: make(chan struct{}, 4)}
+		b.spec.Tools = []*tool.Tool{ct.tool()}
+		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+		r := b.runner(t, "node-a", m)
+		startTurn(t, r, "t1")
+		<-ct.entered
+		if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
+			t.Fatal(err)
+		}
+		r.Wait()
+		if th, _ := b.thread(t, "t1"); th.Status != store.Failed {
+			t.Fatalf("cancelled run: thread %s", th.Status)
+		}
+		_, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+			Messages: []message.Message{{Role: message.User, Content: "something else"}}})
+		if !errors.Is(err, store.ErrApprovalPending) {
+			t.Fatalf("a new turn after the failed run: %v, want approval pending", err)
+		}
+		r.Wait()
+		if n := ct.runs.Load(); n != 1 {
+			t.Fatalf("the call ran %d times", n)
+		}
+		pend := pendingOf(t, b)
+		if len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt {
+			t.Fatalf("pending: %+v", pend)
+		}
+	})
+}
+
+// flaky is a model that calls refund when the conversation ends with the
+// user, and otherwise fails its first fails answers (an upstream 502 after
+// the tool ran), then answers with the last tool result.
+type flaky struct {
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (f *flaky) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		f.mu.Lock()
+		f.calls++
+		fail := false
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role != message.User && f.fails > 0 {
+			f.fails--
+			fail = true
+		}
+		f.mu.Unlock()
+		switch {
+		case last.Role == message.User:
+			if yield(model.Chunk{Type: model.Text, Text: "Refunding. "}, nil) &&
+				yield(model.Chunk{Type: model.ToolCallStart, ID: "call_0", Name: "refund"}, nil) &&
+				yield(model.Chunk{Type: model.ToolCallArgs, Text: `{"orderId":"A1"}`}, nil) {
+				yield(model.Chunk{Type: model.Finish, Stop: event.StopToolCalls}, nil)
+			}
+		case fail:
+			yield(model.Chunk{}, &model.Error{Status: 502, Message: "bad gateway"})
+		default:
+			if yield(model.Chunk{Type: model.Text, Text: "done: " + last.Content}, nil) {
+				yield(model.Chunk{Type: model.Finish, Stop: event.StopEnd}, nil)
+			}
+		}
+	}
+}
+
+// TestRetryOfFailedTurnContinuesIt: the model call after a tool fails, so
+// the turn fails after its side effect. The client sends the same request
+// again (an SDK's retry, the AI SDK's default retries; with the same
+// Idempotency-Key too, even after the retry window): the retry goes on from
+// the stored steps. The tool does not run again, the input is stored once,
+// and the answer holds the whole turn: the text before the call, the call's
+// result, and the model's answer.
+func TestRetryOfFailedTurnContinuesIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, key string
+		later     time.Duration
+	}{{"same request", "", time.Minute}, {"same key after the window", "k-1", 2 * time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+				fx := newSideEffect(t)
+				fx.hangs = 0
+				b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+				m := &flaky{fails: 1}
+				r := b.runner(t, "node-a", m)
+				evs, err := turn(t, r, "refund A1", tc.key)
+				if _, end := answer(evs); err != nil || end != event.RunError {
+					t.Fatalf("first attempt: %s, %v; want it to fail", end, err)
+				}
+				r.Wait()
+				b.clk.Advance(tc.later)
+				evs, err = turn(t, r, "refund A1", tc.key)
+				text, end := answer(evs)
+				if err != nil || end != event.RunFinished || text != "Refunding. done: refunded" {
+					t.Fatalf("retry: %q, %s, %v", text, end, err)
+				}
+				var results int
+				for _, e := range evs {
+					if e.Type == event.ToolResult {
+						results++
+					}
+				}
+				r.Wait()
+				users, answers := b.counts(t)
+				if n := len(fx.calls()); n != 1 || users != 1 || answers != 2 || results != 1 {
+					t.Fatalf("tool ran %d times; %d user messages, %d assistant messages stored; %d tool results shown",
+						n, users, answers, results)
+				}
+				if th, _ := b.thread(t, "t1"); th.Status != store.Idle {
+					t.Fatalf("thread %s after the retry", th.Status)
+				}
+			})
+		})
+	}
+}
+
+// TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt: the first attempt's
+// database went away while its tool ran and the run ended failed with the
+// call started; the client's retry continues the turn, which makes the call
+// in doubt instead of running it again.
+func TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		ct := &ctxTool{entered: make(chan struct{}, 4)}
+		b.spec.Tools = []*tool.Tool{ct.tool()}
+		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+		r := b.runner(t, "node-a", m)
+		startTurn(t, r, "t1")
+		<-ct.entered
+		if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
+			t.Fatal(err)
+		}
+		r.Wait()
+		evs, err := turn(t, r, "hello", "")
+		if err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		last := evs[len(evs)-1]
+		if last.Type != event.RunFinished || last.Outcome == nil || last.Outcome.Type != event.Interrupt {
+			t.Fatalf("retry's end: %+v", last)
+		}
+		r.Wait()
+		if n := ct.runs.Load(); n != 1 {
+			t.Fatalf("the call ran %d times", n)
+		}
+		if pend := pendingOf(t, b); len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt ||
+			!strings.Contains(pend[0].Description, "may already have run") {
+			t.Fatalf("pending: %+v", pend)
+		}
+	})
+}

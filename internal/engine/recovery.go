@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// A thread's last run can end without the results of calls it started: its
+// process died (the lease lapsed), the database went away under it, or it
+// failed or was cancelled while its tools ran. Such a call may have had its
+// side effect. Nothing that comes next may close it silently: a new turn
+// first recovers the thread (recoverFirst: the call becomes an in-doubt
+// decision, as the recovery loop would make it), and a client retrying the
+// failed turn continues it (continueTurn) from its stored steps. Both begin
+// their run with BeginRun.Expect, so the check and the admission are one
+// step: a run that began on the thread since it was read makes them read it
+// again.
+
+// expect is the BeginRun.Expect of a turn that read th (nil: a new thread).
+func expect(th *store.Thread) string {
+	if th == nil {
+		return ""
+	}
+	return th.RunID
+}
+
+// startedUnanswered reports whether the thread's last run left a call that
+// started (it has a started marker) and has no result. Only a run that
+// ended without its end (Running with its lease lapsed) or that failed can;
+// an idle thread is not read.
+func (r *Runner) startedUnanswered(ctx context.Context, th *store.Thread, stored []message.Message) (bool, error) {
+	if th.Status != store.Failed && th.Status != store.Running {
+		return false, nil
+	}
+	open := unansweredCalls(stored)
+	if len(open) == 0 {
+		return false, nil
+	}
+	ids, err := r.Store.StartedCalls(ctx, th.Tenant, th.ID, open)
+	if err != nil {
+		return false, err
+	}
+	return len(ids) > 0, nil
+}
+
+// unansweredCalls lists the server tool calls of a conversation (a
+// subagent's included) that have no result.
+func unansweredCalls(msgs []message.Message) []string {
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == message.Tool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var out []string
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if !c.Client && !answered[c.ID] {
+				out = append(out, c.ID)
+			}
+		}
+	}
+	return out
+}
+
+// beginContinued begins a run that goes on with the thread's last turn from
+// its stored conversation (BeginRun with Continue, no input, Expect th's
+// run) with the given run options, fills x's conversation and state, and publishes the run's start.
+func (r *Runner) beginContinued(ctx context.Context, x *execution, th *store.Thread, stored []message.Message, options json.RawMessage) (*event.Event, error) {
+	now := r.Now()
+	evs := []event.Event{{Type: event.RunStarted, ThreadID: th.ID, RunID: x.runID, Time: now.UnixMilli()}}
+	begun, err := r.Store.BeginRun(ctx, store.BeginRun{Tenant: th.Tenant, ThreadID: th.ID, Agent: x.spec.Name, RunID: x.runID,
+		Owner: r.Owner, Now: now, LeaseUntil: now.Add(r.Lease), Events: evs, Options: options,
+		Known: len(stored), Expect: th.RunID, Continue: true})
+	if err != nil {
+		return nil, err
+	}
+	x.msgs = append(stored[:len(stored):len(stored)], begun.Messages...)
+	x.state = begun.State
+	r.Bus.Publish(th.Tenant, th.ID, evs[0])
+	return &evs[0], nil
+}
+
+// recoverFirst recovers a thread whose last run left a started call without
+// a result, before a new turn: it runs the last run on from its stored
+// conversation with its own options, which makes the call in doubt (a
+// pending decision, announced like any other) without a model call, and
+// waits for it. It returns the new turn's admission error: the thread now
+// waits on the decision (ErrApprovalPending), or the thread is busy.
+func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.Thread, stored []message.Message) error {
+	x, err := r.newExecution(spec, th.Tenant, th.ID)
+	if err != nil {
+		return err
+	}
+	x.runID = r.NewID("run")
+	x.restore(th.Options)
+	started, err := r.beginContinued(ctx, x, th, stored, th.Options)
+	if err != nil {
+		return err
+	}
+	r.Logger.Warn("a new turn found a call of the thread's last run without its result: recovering the thread first",
+		"agent", spec.Name, "thread", th.ID, "lastRun", th.RunID, "run", x.runID)
+	done := make(chan struct{})
+	r.spawn(nil, spec, func(ctx context.Context) {
+		defer close(done)
+		x.drive(ctx, started)
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	now, err := r.Store.GetThread(ctx, th.Tenant, th.ID)
+	if err != nil {
+		return err
+	}
+	if err := store.Admit(now, spec.Name, r.Now()); err != nil {
+		return err
+	}
+	return &store.RunInProgressError{ThreadID: th.ID, Why: "its last run was recovered first: "}
+}
+
+// continueTurn answers a client's retry of a turn that failed by going on
+// from the failed attempt's stored steps: its input is not stored again,
+// none of its tools runs again (a call it started and left without a
+// result becomes an in-doubt decision), and the retry's answer shows the
+// recorded steps first, then what the model says next.
+func (r *Runner) continueTurn(ctx context.Context, x *execution, th *store.Thread, stored []message.Message, run *Run) error {
+	evs, err := r.Store.Events(ctx, th.Tenant, th.ID, th.Turn.Seq-1, store.MaxLimit)
+	if err != nil {
+		return err
+	}
+	started, err := r.beginContinued(ctx, x, th, stored, optionsOf(x.in))
+	if errors.Is(err, store.ErrRunInProgress) {
+		// Another retry of the turn was first: follow it.
+		if again, gerr := r.Store.GetThread(ctx, th.Tenant, th.ID); gerr == nil {
+			if kind, _ := r.retries(again, x.spec.Name, again.Turn, false); kind == attachRetry {
+				r.attach(x.in, again, run)
+				return nil
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	steps := map[string]bool{}
+	for _, e := range evs {
+		if e.SubagentRunID != "" {
+			continue
+		}
+		switch e.Type {
+		case event.TextEnd, event.ToolCallEnd, event.ToolResult:
+			if e.Type != event.ToolResult {
+				steps[e.MessageID] = true
+			} else {
+				x.markWorked()
+			}
+			for _, le := range event.LiveForm(e) {
+				le.Seq, le.RunID = 0, x.runID
+				x.retried = append(x.retried, le)
+			}
+		}
+	}
+	x.priorSteps = len(steps)
+	r.Logger.Info("retried turn continues from its failed attempt's steps", "agent", x.spec.Name, "thread", th.ID,
+		"run", x.runID, "failedRun", th.RunID, "recordedSteps", len(steps))
+	x.run = run
+	run.Existed = true
+	r.spawn(nil, x.spec, func(ctx context.Context) { x.drive(ctx, started) })
+	return nil
+}
