@@ -185,8 +185,8 @@ func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, e
 		var (
 			agent, status, runID string
 			lease                sql.NullInt64
-			existed       = true
-			row           *sql.Row
+			existed              = true
+			row                  *sql.Row
 		)
 		create := func() *sql.Row {
 			newState := state
