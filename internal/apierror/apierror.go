@@ -210,6 +210,7 @@ func mapError(err error) *Error {
 	var fe *engine.FormatMismatchError
 	var ins *engine.InstructionsError
 	var sf *engine.StoredFailure
+	var cd *engine.CallInDoubtError
 	switch {
 	case errors.As(err, &ins):
 		// The agent's own code failed: retrying will not help.
@@ -225,6 +226,8 @@ func mapError(err error) *Error {
 		return e
 	case errors.As(err, &ud):
 		return New(NotFound, "not_found", ud.Error())
+	case errors.As(err, &cd):
+		return &Error{Status: http.StatusConflict, Kind: Conflict, Code: engine.CodeCallInDoubt, Message: cd.Error(), NoRetry: true, Err: err}
 	case errors.As(err, &fe):
 		return &Error{Status: http.StatusBadGateway, Kind: Upstream, Code: engine.CodeFormatMismatch, Message: fe.Error(), NoRetry: true, Err: err}
 	case errors.As(err, &me):

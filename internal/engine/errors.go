@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The engine's errors are typed and know no wire: each wire (through
@@ -177,6 +178,25 @@ type RunFailedError struct {
 }
 
 func (e *RunFailedError) Error() string { return e.Err.Error() }
+
+// CodeCallInDoubt is the public code of a *CallInDoubtError.
+const CodeCallInDoubt = "call_in_doubt"
+
+// CallInDoubtError refuses a client's retry of a stateless turn whose earlier
+// attempt started calls that are not idempotent and recorded no result for
+// them (its process died while they ran): they may have had their effect, a
+// turn without a session has no one to ask, so they are not run again.
+// Nothing was changed.
+type CallInDoubtError struct {
+	// Calls are the calls in doubt, as name(arguments).
+	Calls []string
+}
+
+func (e *CallInDoubtError) Error() string {
+	return fmt.Sprintf("An earlier attempt of this request started %s and stopped before recording the result, so it may already have run. "+
+		"It is not run again without a human, and a request without a session has no one to ask: check its outcome, then send a new request "+
+		"(with a new Idempotency-Key), or use a session (x-stackbone-session) to get an in-doubt decision instead.", strings.Join(e.Calls, ", "))
+}
 
 // StoredFailure is a run's failure as its stored RunError event tells it:
 // the public code and message, all a retry that attached to the run (and so

@@ -247,3 +247,43 @@ func TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt(t *testing.T) {
 		}
 	})
 }
+
+// TestStatelessRetryAfterCrashMidToolIsRefused: a stateless turn with an
+// Idempotency-Key whose process dies while its non-idempotent tool runs
+// (after the side effect, before any result): the client's retry, on
+// another replica, must not run the tool again. It is refused with a
+// CallInDoubtError naming the call; a retry of the refusal is refused
+// alike.
+func TestStatelessRetryAfterCrashMidToolIsRefused(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		fx := newSideEffect(t)
+		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+		a := b.runner(t, "node-a", m)
+		t.Cleanup(fx.free)
+		in := engine.Input{Tenant: "acme", Agent: "helper", IdempotencyKey: "k-1",
+			Messages: []message.Message{{Role: message.User, Content: "refund A1"}}}
+		run, err := a.Start(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for range run.Events() {
+			}
+		}()
+		<-fx.entered // A "died" here: the call hangs after its effect
+
+		other := b.runner(t, "node-b", m)
+		for i := range 2 {
+			_, err := other.Start(t.Context(), in)
+			var cd *engine.CallInDoubtError
+			if !errors.As(err, &cd) || len(cd.Calls) != 1 || cd.Calls[0] != `refund({"orderId":"A1"})` {
+				t.Fatalf("retry %d after the crash: %v, want the call in doubt", i, err)
+			}
+		}
+		if n := len(fx.calls()); n != 1 {
+			t.Fatalf("the call ran %d times", n)
+		}
+	})
+}

@@ -1153,6 +1153,16 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				"thread", x.threadID, "tool", it.Tool, "toolCallId", it.ToolCallID, "interrupt", it.ID)
 		}
 	}
+	if !x.durable {
+		for _, j := range jobs {
+			if !j.t.Idempotent {
+				if err := x.markJournal(ctx); err != nil {
+					return nil, err
+				}
+				break
+			}
+		}
+	}
 	if len(jobs) == 1 {
 		// One call runs here: no goroutine to hand it to and wait for.
 		j := jobs[0]

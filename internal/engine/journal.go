@@ -102,6 +102,11 @@ func (x *execution) openJournal(ctx context.Context, digest string) error {
 	if len(e.Messages) == 0 {
 		return nil
 	}
+	if doubt := x.inDoubtCalls(e.Messages); len(doubt) > 0 {
+		x.r.Logger.Warn("retried stateless turn refused: calls of an earlier attempt started without a recorded result",
+			"agent", x.spec.Name, "run", x.runID, "calls", doubt)
+		return &CallInDoubtError{Calls: doubt}
+	}
 	j.replay = e.Messages
 	x.msgs = slices.Concat(x.msgs, e.Messages)
 	if len(e.State) > 0 {
@@ -171,6 +176,39 @@ func (x *execution) record(ctx context.Context) {
 				"agent", x.spec.Name, "run", x.runID, "err", err)
 		}
 	}()
+}
+
+// inDoubtCalls lists, as name(arguments), the calls of the recorded steps'
+// last model step that started (the step is recorded before calls that are
+// not idempotent run: the journal's started marker) and have no result.
+func (x *execution) inDoubtCalls(recorded []message.Message) []string {
+	var out []string
+	for _, c := range message.PendingCalls(recorded) {
+		if t := x.tools[c.Name]; t != nil && !c.Client && !t.Idempotent {
+			out = append(out, c.Name+"("+c.Arguments+")")
+		}
+	}
+	return out
+}
+
+// markJournal records the steps of a stateless turn so far, the model's
+// tool-call message last, before calls that are not idempotent run (one
+// synchronous statement): a retry after the process died while they ran
+// finds them started and refuses to run them again (CallInDoubtError). A
+// failure to write it fails the turn before the calls run.
+func (x *execution) markJournal(ctx context.Context) error {
+	if x.journal == nil || x.scope != "" {
+		return nil
+	}
+	x.settleJournal()
+	now := x.r.Now()
+	x.journal.stored = true
+	err := x.r.Store.PutJournal(ctx, store.JournalEntry{Tenant: x.tenant, Key: x.journal.key, Digest: x.journal.digest,
+		Messages: slices.Clip(x.msgs[x.journal.base:]), State: x.state, UpdatedAt: now, ExpiresAt: now.Add(x.r.JournalTTL)})
+	if err != nil {
+		return fmt.Errorf("record a stateless turn's calls before they run: %w", err)
+	}
+	return nil
 }
 
 // closeJournal ends the journal entry of a turn that succeeded when it is
