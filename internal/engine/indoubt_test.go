@@ -458,7 +458,9 @@ func (j *journalCounter) PutJournal(ctx context.Context, e store.JournalEntry) e
 // TestStatelessTextTurnWritesNoJournal: a stateless turn of an agent with
 // tools is journaled for client retries, but one that ran no tool step has
 // nothing a retry could repeat: it writes no entry, not even the closing
-// one (a turn with a tool step writes its step and the close).
+// one (a turn with a step of a tool that is not idempotent writes the step
+// before its call runs, as its started marker, then its result, then the
+// close).
 func TestStatelessTextTurnWritesNoJournal(t *testing.T) {
 	t.Parallel()
 	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stackbone.db"), nil)
@@ -475,7 +477,7 @@ func TestStatelessTextTurnWritesNoJournal(t *testing.T) {
 		writes int32
 	}{
 		{"text", &counting{text: "hello"}, 0},
-		{"tool", &caller{name: "refund", id: "call_0", args: `{}`}, 2},
+		{"tool", &caller{name: "refund", id: "call_0", args: `{}`}, 3},
 	} {
 		jc.n.Store(0)
 		r, err := engine.New(engine.Config{Store: jc, Agents: agent.NewRegistry(spec), Models: fixed{tc.model}, Lease: time.Hour, JournalTTL: time.Minute})
