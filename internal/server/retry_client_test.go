@@ -51,3 +51,44 @@ func TestVercelAISDKRetryRunsToolOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestVercelAISDKRetryOnSessionRunsToolOnce is TestVercelAISDKRetryRunsToolOnce
+// on a durable session, on SQLite and PostgreSQL: each of the SDK's retries
+// of the failed turn continues it from its stored steps, so the tool runs
+// once and the user's message is stored once.
+func TestVercelAISDKRetryOnSessionRunsToolOnce(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeFixture(t, "clients", filepath.Join("ai", "package.json"))
+	for _, st := range bothStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Script: failAfterToolScript, Store: st.open(t)})
+			var out struct {
+				OK       bool  `json:"ok"`
+				Attempts int   `json:"attempts"`
+				Statuses []int `json:"statuses"`
+			}
+			if err := runNodeScript(t, node, dir, "retry.mjs", &out, env.URL, "aisdk-session"); err != nil {
+				t.Fatal(err)
+			}
+			if out.OK || out.Attempts != 3 {
+				t.Fatalf("want the SDK to give up after 3 attempts on the failing upstream, got %+v", out)
+			}
+			if n := env.Calls.Get("get_weather"); n != 1 {
+				t.Fatalf("the SDK's retries ran the tool %d times, want once", n)
+			}
+			if n := users(t, env, "aisdk-session"); n != 1 {
+				t.Fatalf("the SDK's retries stored the user's message %d times, want once", n)
+			}
+			reqs := env.Upstream.Requests()
+			if len(reqs) != 4 {
+				t.Fatalf("%d model requests, want 4 (the tool step once, the failing step per attempt)", len(reqs))
+			}
+			for _, r := range reqs[1:] {
+				if msgs := r.Request.Messages; len(msgs) != 3 || msgs[2].ToolName != "get_weather" {
+					t.Fatalf("a retry asked the model for the completed step again: %+v", msgs)
+				}
+			}
+		})
+	}
+}

@@ -3,7 +3,9 @@
 // (`createOpenAI({ baseURL }).chat(agent)`), for a turn whose upstream fails
 // after a server tool ran. Prints one JSON document: what the SDK reported.
 //
-//   node retry.mjs http://127.0.0.1:PORT
+//   node retry.mjs http://127.0.0.1:PORT [SESSION]
+//
+// With SESSION the turn is a durable one (the x-stackbone-session header).
 import { generateText } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 
@@ -21,7 +23,9 @@ const fetchNow = async (input, init) => {
   headers.set('retry-after-ms', '1');
   return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
 };
-const openai = createOpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local', fetch: fetchNow });
+const session = process.argv[3];
+const openai = createOpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local', fetch: fetchNow,
+  headers: session ? { 'x-stackbone-session': session } : undefined });
 const out = { ok: false };
 try {
   const r = await generateText({ model: openai.chat('assistant'), prompt: 'What is the weather in Paris?' });
