@@ -35,6 +35,9 @@ type Notice struct {
 	Tenant string `json:"tenant"`
 	// At is when the fact was stored.
 	At time.Time `json:"at"`
+	// ThreadID is the thread the notice concerns ("" for none: a
+	// stateless call's decision); its notices are numbered (Sequence).
+	ThreadID string `json:"-"`
 	// Data is the event's payload, a JSON object (NoticeData).
 	Data json.RawMessage `json:"data"`
 }
@@ -61,6 +64,42 @@ type NoticeData struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// Error is a failed run's error (run.failed).
 	Error string `json:"error,omitempty"`
+	// Seq numbers the notices of one thread in the order their facts were
+	// stored (1, 2, …): deliveries are at least once and unordered, so a
+	// receiver orders by it. Absent for a notice of no thread.
+	Seq int64 `json:"seq,omitempty"`
+}
+
+// Sequence numbers notices of one thread whose counter (the thread's
+// notice_seq, bumped by len(notices) in the same transaction) is now last:
+// they get last-len+1 … last, in order, written into their Data. Notices of
+// no thread are left as they are.
+func Sequence(notices []Notice, last int64) {
+	first := last - int64(len(notices)) + 1
+	for i := range notices {
+		n := &notices[i]
+		if n.ThreadID == "" || len(n.Data) < 2 || n.Data[0] != '{' {
+			continue
+		}
+		seq := fmt.Sprintf(`{"seq":%d`, first+int64(i))
+		if string(n.Data) == "{}" {
+			n.Data = json.RawMessage(seq + "}")
+		} else {
+			n.Data = json.RawMessage(seq + "," + string(n.Data[1:]))
+		}
+	}
+}
+
+// NoticeThread returns the tenant and thread the notices concern, when
+// they concern one (every notice of one transaction does), else ok false.
+func NoticeThread(notices []Notice) (tenant, threadID string, ok bool) {
+	for _, n := range notices {
+		if n.ThreadID == "" || (threadID != "" && (n.ThreadID != threadID || n.Tenant != tenant)) {
+			return "", "", false
+		}
+		tenant, threadID = n.Tenant, n.ThreadID
+	}
+	return tenant, threadID, threadID != ""
 }
 
 // DecisionNotice is the notice of an interrupt: decision.pending for a
@@ -107,7 +146,7 @@ func newNotice(typ string, d NoticeData, at time.Time) (Notice, error) {
 	if err != nil {
 		return Notice{}, fmt.Errorf("%w: notice %s: %w", ErrInvalid, typ, err)
 	}
-	return Notice{ID: ids.New("msg"), Type: typ, Tenant: d.Tenant, At: at.UTC(), Data: b}, nil
+	return Notice{ID: ids.New("msg"), Type: typ, Tenant: d.Tenant, ThreadID: d.ThreadID, At: at.UTC(), Data: b}, nil
 }
 
 // DeliveryStatus is where a notice's delivery to one endpoint is.

@@ -38,6 +38,14 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx, notices ...store.Notice) 
 	if len(s.webhooks) == 0 || len(notices) == 0 {
 		return nil
 	}
+	if tenant, thread, ok := store.NoticeThread(notices); ok {
+		var last int64
+		if err := tx.QueryRow(ctx, `UPDATE threads SET notice_seq = notice_seq + $1 WHERE tenant = $2 AND id = $3 RETURNING notice_seq`,
+			len(notices), tenant, thread).Scan(&last); err != nil {
+			return fmt.Errorf("webhook outbox: number the notices: %w", err)
+		}
+		store.Sequence(notices, last)
+	}
 	var rows outboxRows
 	for _, n := range notices {
 		rows.add(n, s.webhooks)

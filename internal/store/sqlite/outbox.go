@@ -16,8 +16,16 @@ func (s *Store) SetWebhooks(endpoints []string) { s.webhooks = append([]string(n
 
 // notify writes the notices' delivery rows in tx, when webhooks are set.
 func (s *Store) notify(ctx context.Context, tx *wtx, notices ...store.Notice) error {
-	if len(s.webhooks) == 0 {
+	if len(s.webhooks) == 0 || len(notices) == 0 {
 		return nil
+	}
+	if tenant, thread, ok := store.NoticeThread(notices); ok {
+		var last int64
+		if err := tx.QueryRowContext(ctx, `UPDATE threads SET notice_seq = notice_seq + ? WHERE tenant = ? AND id = ? RETURNING notice_seq`,
+			len(notices), tenant, thread).Scan(&last); err != nil {
+			return fmt.Errorf("webhook outbox: number the notices: %w", err)
+		}
+		store.Sequence(notices, last)
 	}
 	for _, n := range notices {
 		at := n.At.UnixMicro()

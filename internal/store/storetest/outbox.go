@@ -150,6 +150,30 @@ func testOutboxNotices(t *testing.T, s store.Store) {
 			}
 		}
 	}
+	// Each notice of thread a/t carries its place among the thread's
+	// notices, in the order their facts were stored; every endpoint's
+	// delivery the same.
+	want := map[string]int64{"int_1": 1, "int_q": 2, "decided int_1": 3, "expired int_q": 4, "r2": 5, "r3": 6}
+	for _, d := range all {
+		var data store.NoticeData
+		_ = json.Unmarshal(d.Data, &data)
+		name := data.DecisionID
+		switch d.Type {
+		case store.NoticeDecisionDecided:
+			name = "decided " + name
+		case store.NoticeDecisionExpired:
+			name = "expired " + name
+		case store.NoticeRunCompleted, store.NoticeRunFailed:
+			name = data.RunID
+		}
+		if data.Seq != want[name] {
+			t.Fatalf("notice %s has seq %d, want %d: %s", name, data.Seq, want[name], d.Data)
+		}
+	}
+	bs, err := s.ListDeliveries(ctx, "b", 100)
+	if err != nil || len(bs) != 2 || !strings.Contains(string(bs[0].Data), `"seq":1`) {
+		t.Fatalf("another thread's notices are numbered on their own: %+v, %v", bs, err)
+	}
 }
 
 // testOutboxDelivery: a claim leases due deliveries to one owner; an

@@ -1,0 +1,3 @@
+-- A per-thread sequence number for webhook notices: each notice of a
+-- thread carries the next one (data.seq), so a receiver can order them.
+ALTER TABLE threads ADD COLUMN notice_seq bigint NOT NULL DEFAULT 0;
