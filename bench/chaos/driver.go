@@ -26,6 +26,9 @@ type turn struct {
 	// last is the last failure (status or error) when not acked, and
 	// why its short form ("409 run_in_progress", "connection error").
 	last, why string
+	// next: after a connection error or a 5xx the client does not retry
+	// the turn but goes on with the thread's next message (abandoned).
+	next, abandoned bool
 }
 
 // retryCause names why a client retried.
@@ -81,10 +84,13 @@ func (d *driver) drive(ctx context.Context, seed uint64) {
 					switch x := rng.Float64(); {
 					case x < d.o.approvalShare:
 						verb = "payout"
-					case x < (1+d.o.approvalShare)/2:
+					case x < d.o.approvalShare+d.o.slowShare:
+						verb = "charge"
+					case x < (1+d.o.approvalShare+d.o.slowShare)/2:
 						verb = "reserve"
 					}
-					t := &turn{thread: thread, text: fmt.Sprintf("%s %s-t%d", verb, thread, k)}
+					t := &turn{thread: thread, text: fmt.Sprintf("%s %s-t%d", verb, thread, k),
+						next: rng.Float64() < d.o.nextShare}
 					d.mu.Lock()
 					d.turns = append(d.turns, t)
 					d.mu.Unlock()
@@ -180,6 +186,12 @@ func (d *driver) send(ctx context.Context, rng *rand.Rand, t *turn) {
 		if !retry || attempt >= d.o.maxRetries {
 			return
 		}
+		if t.next && (cause == causeConn || cause == causeServer) {
+			// The user gives up waiting and types the next message: the
+			// race of a new turn with the recovery of this one.
+			t.abandoned, t.why = true, "abandoned for the next message after "+string(cause)
+			return
+		}
 		d.mu.Lock()
 		d.retries[cause]++
 		d.mu.Unlock()
@@ -228,9 +240,10 @@ func trim(b []byte) string {
 type threadView struct {
 	Status   string `json:"status"`
 	Messages []struct {
-		Role      string            `json:"role"`
-		Content   string            `json:"content"`
-		ToolCalls []json.RawMessage `json:"toolCalls"`
+		Role       string            `json:"role"`
+		Content    string            `json:"content"`
+		ToolCalls  []json.RawMessage `json:"toolCalls"`
+		ToolCallID string            `json:"toolCallId"`
 	} `json:"messages"`
 	Pending []struct {
 		ID         string `json:"id"`

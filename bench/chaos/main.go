@@ -73,9 +73,11 @@ const chaosScript = `[
  {"when": {"lastTool": "refund"}, "reply": {"text": "Done: {{lastUser}}"}},
  {"when": {"lastTool": "reserve"}, "reply": {"text": "Done: {{lastUser}}"}},
  {"when": {"lastTool": "payout"}, "reply": {"text": "Done: {{lastUser}}"}},
+ {"when": {"lastTool": "charge"}, "reply": {"text": "Done: {{lastUser}}"}},
  {"when": {"lastUser": "refund"}, "reply": {"toolCalls": [{"name": "refund", "arguments": {"turn": "{{lastUser}}"}}]}},
  {"when": {"lastUser": "reserve"}, "reply": {"toolCalls": [{"name": "reserve", "arguments": {"turn": "{{lastUser}}"}}]}},
  {"when": {"lastUser": "payout"}, "reply": {"toolCalls": [{"name": "payout", "arguments": {"turn": "{{lastUser}}"}}]}},
+ {"when": {"lastUser": "charge"}, "reply": {"toolCalls": [{"name": "charge", "arguments": {"turn": "{{lastUser}}"}}]}},
  {"reply": {"text": "Done: {{lastUser}}"}}
 ]`
 
@@ -84,8 +86,8 @@ const chaosScript = `[
 const agentTS = `import { defineDeepAgent, tool } from 'stackbone';
 
 const ledger = %[1]q;
-async function effect(name: string, turn: string, ctx: any) {
-  const q = 'tool=' + name + '&call=' + encodeURIComponent(ctx.toolCallId) +
+async function effect(name: string, turn: string, ctx: any, slow = false) {
+  const q = (slow ? 'slow=1&' : '') + 'tool=' + name + '&call=' + encodeURIComponent(ctx.toolCallId) +
     '&key=' + encodeURIComponent(ctx.idempotencyKey ?? '') + '&thread=' + encodeURIComponent(ctx.threadId) +
     '&turn=' + encodeURIComponent(turn);
   const res = await ctx.fetch(ledger + '/effect?' + q, { method: 'POST' });
@@ -114,6 +116,11 @@ export default defineDeepAgent({
       needsApproval: true,
       async execute({ turn }: { turn: string }, ctx: any) { return effect('payout', turn, ctx); },
     }),
+    charge: tool({
+      description: 'Charge a card (slow, not idempotent, no approval)',
+      parameters: { type: 'object', properties: { turn: { type: 'string' } }, required: ['turn'] },
+      async execute({ turn }: { turn: string }, ctx: any) { return effect('charge', turn, ctx, true); },
+    }),
   },
 });
 `
@@ -134,6 +141,14 @@ type options struct {
 	maxRetries                    int
 	idempotencyKey                bool
 	approvalShare                 float64
+	// slowShare is the share of charge turns (a slow tool, not
+	// idempotent, no approval); nextShare the share of turns whose client,
+	// after a connection error or a 5xx, sends the thread's next message
+	// instead of retrying the turn (a user who reloads and types again).
+	slowShare, nextShare float64
+	// slowFor is how long the ledger holds a charge's answer after its
+	// side effect.
+	slowFor time.Duration
 	requestTimeout                time.Duration
 	seed                          uint64
 	bin                           string
@@ -156,6 +171,9 @@ func main() {
 	flag.StringVar(&o.postgresURL, "postgres", cmp.Or(os.Getenv("STACKBONE_TEST_POSTGRES"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (a fresh schema is made and dropped)")
 	flag.IntVar(&o.maxRetries, "max-retries", 5, "client retries per turn (the official SDKs default to 2)")
 	flag.Float64Var(&o.approvalShare, "approvals", 0.2, "share of turns whose tool (payout) needs an approval, which the client gives through the API")
+	flag.Float64Var(&o.slowShare, "slow", 0.2, "share of turns whose tool (charge) is slow and not idempotent, with no approval")
+	flag.DurationVar(&o.slowFor, "slow-for", 400*time.Millisecond, "how long a charge's call goes on after its side effect")
+	flag.Float64Var(&o.nextShare, "next-after-error", 0.3, "share of turns whose client, on a connection error or a 5xx, sends the thread's next message instead of retrying (it obeys x-should-retry and retry-after for that one)")
 	flag.BoolVar(&o.idempotencyKey, "idempotency-key", false, "send one Idempotency-Key per turn (stable across its retries)")
 	flag.DurationVar(&o.requestTimeout, "request-timeout", 60*time.Second, "client timeout of one request")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
@@ -203,7 +221,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) (*report, error) {
 	defer os.RemoveAll(tmp)
 	rng := rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
 
-	led := newLedger()
+	led := newLedger(o.slowFor)
 	ledSrv, ledURL, err := serve(led)
 	if err != nil {
 		return nil, err
@@ -477,6 +495,9 @@ type ledger struct {
 	mu   sync.Mutex
 	all  []effect
 	wake chan string // the thread of the next effect, to an aimed kill
+	// slow is how long a slow effect's answer is held after it is
+	// recorded: the call goes on after its side effect.
+	slow time.Duration
 }
 
 // effect is one side effect as the tool reported it.
@@ -484,7 +505,7 @@ type effect struct {
 	Tool, Call, Key, Thread, Turn string
 }
 
-func newLedger() *ledger { return &ledger{wake: make(chan string)} }
+func newLedger(slow time.Duration) *ledger { return &ledger{wake: make(chan string), slow: slow} }
 
 func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -495,6 +516,12 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case l.wake <- e.Thread:
 	default:
+	}
+	if q.Get("slow") != "" {
+		select {
+		case <-time.After(l.slow):
+		case <-r.Context().Done():
+		}
 	}
 	_, _ = io.WriteString(w, `{"ok":true}`)
 }

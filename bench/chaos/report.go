@@ -40,6 +40,8 @@ type report struct {
 	failedThreads   int     // threads whose last run failed
 	modelCalls      int
 	extraModelCalls int // model calls beyond the 2 a turn needs
+	closedSilently  int // calls with a side effect whose stored result is "interrupted"
+	abandoned       int // turns the client left for the thread's next message
 
 	examples []string // a few violations, for the reader
 }
@@ -57,6 +59,9 @@ func (r *report) check(d *driver, threads map[string]*threadView, effects []effe
 	}
 	for _, t := range d.turns {
 		r.attempts += t.attempts
+		if t.abandoned {
+			r.abandoned++
+		}
 		if t.acked {
 			r.acked++
 		} else {
@@ -97,6 +102,25 @@ func (r *report) check(d *driver, threads map[string]*threadView, effects []effe
 		if len(calls) > 1 { // a new call has a new idempotency key: a second reservation too
 			r.doubleTurnCalls++
 			example("turn %q ran its side effect under %d calls", turnText, len(calls))
+		}
+	}
+
+	// A call whose side effect happened must never be closed without a
+	// decision: its stored result is the tool's, or it waits in doubt (or
+	// a human answered the in-doubt decision); never the result a new turn
+	// used to give it, "interrupted".
+	effected := map[string]bool{}
+	for _, e := range effects {
+		if e.Tool != "reserve" {
+			effected[e.Thread+"\x00"+e.Call] = true
+		}
+	}
+	for id, th := range threads {
+		for _, m := range th.Messages {
+			if m.Role == "tool" && effected[id+"\x00"+m.ToolCallID] && strings.Contains(m.Content, "interrupted before it completed") {
+				r.closedSilently++
+				example("thread %s: call %s had its side effect and was closed as interrupted, nobody asked", id, m.ToolCallID)
+			}
 		}
 	}
 
@@ -210,6 +234,7 @@ func (r *report) invariants() []invariant {
 		{"no user message stored twice for one turn", r.doubleStored},
 		{"no turn answered twice", r.doubleAnswers},
 		{"every acknowledged turn is stored with its answer", r.lostAcked},
+		{"no started call closed without a decision (a side effect, then \"interrupted\")", r.closedSilently},
 		{"no thread stuck (running or queued after settling)", r.stuck},
 		{"every thread not waiting on a decision takes a new turn (no 409 forever)", len(r.refused)},
 	}
@@ -237,8 +262,11 @@ func (r *report) write(w io.Writer) {
 		idem = "this build refuses tool({ idempotent }): reserve ran as a plain tool"
 	}
 	fmt.Fprintf(w, "Stackbone chaos harness (bench/chaos): %s; %d clients, %d turns per thread, lease %s, "+
-		"client retries ≤ %d (Idempotency-Key: %t), seed %d, %d CPUs; %s.\n\n",
-		target, o.concurrency, o.perThread, o.lease, o.maxRetries, o.idempotencyKey, o.seed, runtime.NumCPU(), idem)
+		"client retries ≤ %d (Idempotency-Key: %t), seed %d, %d CPUs; %s; turn kinds: %.0f%% payout (approval), %.0f%% charge "+
+		"(slow: %s after its effect, no approval), the rest refund and reserve; %.0f%% of clients send the next message after a "+
+		"connection error or a 5xx instead of retrying.\n\n",
+		target, o.concurrency, o.perThread, o.lease, o.maxRetries, o.idempotencyKey, o.seed, runtime.NumCPU(), idem,
+		100*o.approvalShare, 100*o.slowShare, o.slowFor, 100*o.nextShare)
 	var causes []string
 	for _, c := range []retryCause{causeConn, causeConflict, causeLimited, causeServer, causeTimeout} {
 		if n := r.retries[c]; n > 0 {
@@ -262,12 +290,14 @@ func (r *report) write(w io.Writer) {
 		{"turns sent", fmt.Sprint(r.turns)},
 		{"turns acknowledged (the client got the answer)", fmt.Sprint(r.acked)},
 		{"turns the client gave up on (last answer)", withCounts(r.gaveUp, r.gaveUpBy)},
+		{"of which left for the thread's next message (-next-after-error)", fmt.Sprint(r.abandoned)},
 		{"threads", fmt.Sprint(r.threads)},
 		{"kills (SIGKILL)", fmt.Sprint(r.kills)},
 		{"approvals given (payout turns)", fmt.Sprint(r.approvals)},
 		{"client retries", retryRow},
 		{"side effects", fmt.Sprint(r.effects)},
 		{"double side effects (same call)", fmt.Sprint(r.doubleEffects)},
+		{"calls closed as interrupted after their side effect", fmt.Sprint(r.closedSilently)},
 		{"idempotent repeats with one key (allowed)", fmt.Sprint(r.idemRepeats)},
 		{"idempotent repeats without one key", fmt.Sprint(r.keyMismatch)},
 		{"turns whose side effect ran under 2+ calls", fmt.Sprint(r.doubleTurnCalls)},

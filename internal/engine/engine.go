@@ -502,7 +502,16 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 			return nil, err
 		}
 		if doubt {
-			return nil, r.recoverFirst(ctx, spec, th, stored)
+			if tries == 0 {
+				return nil, &store.RunInProgressError{ThreadID: th.ID, Why: "its last run is being recovered: "}
+			}
+			if err := r.recoverFirst(ctx, spec, th, stored); err != nil {
+				return nil, err
+			}
+			// Recovered: the turn is read again as any other, so each
+			// wire answers the decision its own way (a 409, or an AG-UI
+			// run that shows the interrupt).
+			return r.start(ctx, in, tries-1)
 		}
 	}
 	existed, failed := th != nil, th != nil && th.Status == store.Failed

@@ -91,8 +91,8 @@ func (r *Runner) beginContinued(ctx context.Context, x *execution, th *store.Thr
 // a result, before a new turn: it runs the last run on from its stored
 // conversation with its own options, which makes the call in doubt (a
 // pending decision, announced like any other) without a model call, and
-// waits for it. It returns the new turn's admission error: the thread now
-// waits on the decision (ErrApprovalPending), or the thread is busy.
+// waits for it. A run that began on the thread meanwhile (another process
+// recovering it) is not an error: the caller reads the thread again.
 func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.Thread, stored []message.Message) error {
 	x, err := r.newExecution(spec, th.Tenant, th.ID)
 	if err != nil {
@@ -101,6 +101,9 @@ func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.T
 	x.runID = r.NewID("run")
 	x.restore(th.Options)
 	started, err := r.beginContinued(ctx, x, th, stored, th.Options)
+	if errors.Is(err, store.ErrRunInProgress) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -113,17 +116,10 @@ func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.T
 	})
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	now, err := r.Store.GetThread(ctx, th.Tenant, th.ID)
-	if err != nil {
-		return err
-	}
-	if err := store.Admit(now, spec.Name, r.Now()); err != nil {
-		return err
-	}
-	return &store.RunInProgressError{ThreadID: th.ID, Why: "its last run was recovered first: "}
 }
 
 // continueTurn answers a client's retry of a turn that failed by going on
