@@ -30,12 +30,18 @@ const billingScript = `[
 
 // billing is a stack whose agent "billing" has one server tool, charge (a
 // side effect that must happen once), counted in env.Calls. A gated
-// billing's charges each wait for a token on gate once started.
+// billing's charges each wait for a token on gate once started, until
+// freeAll.
 type billing struct {
 	*stacktest.Env
 	started chan struct{} // one value per charge begun
 	gate    chan struct{} // nil: charges do not wait
+	free    chan struct{} // closed by freeAll: no charge waits any more
+	once    sync.Once
 }
+
+// freeAll lets every charge, waiting or to come, go on.
+func (b *billing) freeAll() { b.once.Do(func() { close(b.free) }) }
 
 // responseStores are the drivers the Responses retry tests run on.
 var responseStores = map[string]func(t *testing.T) store.Store{
@@ -45,11 +51,10 @@ var responseStores = map[string]func(t *testing.T) store.Store{
 
 func newBilling(t *testing.T, st store.Store, gated bool) *billing {
 	t.Helper()
-	b := &billing{started: make(chan struct{}, 64)}
+	b := &billing{started: make(chan struct{}, 64), free: make(chan struct{})}
 	if gated {
 		b.gate = make(chan struct{})
 	}
-	stop := make(chan struct{}) // the test ended: no charge waits any more
 	b.Env = stacktest.New(t, stacktest.Options{Store: st, Script: billingScript, Agents: func(env *stacktest.Env) []*agent.Spec {
 		charge := &tool.Tool{
 			Name: "charge", Description: "Charge the customer's card",
@@ -60,7 +65,7 @@ func newBilling(t *testing.T, st store.Store, gated bool) *billing {
 				if b.gate != nil {
 					select {
 					case <-b.gate:
-					case <-stop:
+					case <-b.free:
 					case <-ctx.Done():
 						return tool.Result{}, ctx.Err()
 					}
@@ -70,7 +75,7 @@ func newBilling(t *testing.T, st store.Store, gated bool) *billing {
 		}
 		return []*agent.Spec{{Name: "billing", Model: "openai/test-model", Instructions: "You bill.", Tools: []*tool.Tool{charge}}}
 	}})
-	t.Cleanup(func() { close(stop) }) // before the stack's own cleanup, which waits for the runs
+	t.Cleanup(b.freeAll) // before the stack's own cleanup, which waits for the runs
 	return b
 }
 
