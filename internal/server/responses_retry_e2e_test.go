@@ -442,3 +442,45 @@ func TestResponsesIdempotencyKeyAfterConversationWentOn(t *testing.T) {
 		t.Fatalf("the conversation after the retries: %d %s", r.status, r.raw)
 	}
 }
+
+// TestResponsesIdempotencyKeyFailedOrCancelled: a keyed request that names
+// no conversation and failed (the model refused it) runs again on its retry
+// with the key, in the same conversation, its input stored once; a
+// background one that was cancelled is answered cancelled, the same
+// response, and nothing runs again.
+func TestResponsesIdempotencyKeyFailedOrCancelled(t *testing.T) {
+	t.Parallel()
+	b := newBilling(t, nil, true)
+	b.Upstream.FailNext(1, 400)
+	body := chargeBody("charge my card", "json")
+	failed := mustPost(t, b.URL, body, "charge-failed")
+	if failed.status != 502 {
+		t.Fatalf("first attempt: %d %s", failed.status, failed.raw)
+	}
+	retry := later(b.URL, body, "charge-failed")
+	b.waitStarted(t)
+	b.gate <- struct{}{}
+	if a := retry(t); a.status != 200 || a.state != "completed" || a.text != `Charged: {"charged":5}` {
+		t.Fatalf("the retry of a failed attempt: %d %s", a.status, a.raw)
+	}
+	if got, want := b.tally(t), (tally{threads: 1, users: 1, charges: 1, models: 3}); got != want {
+		t.Fatalf("after the failed attempt's retry: %+v, want %+v", got, want)
+	}
+
+	bg := chargeBody("charge my card later", "background")
+	first := mustPost(t, b.URL, bg, "charge-cancelled")
+	b.waitStarted(t)
+	if r := call(t, "POST", b.URL+"/v1/responses/"+first.id+"/cancel", ""); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	b.waitIdle(t)
+	before := b.tally(t)
+	again := mustPost(t, b.URL, bg, "charge-cancelled")
+	if again.status != 200 || again.id != first.id || again.state != "cancelled" {
+		t.Fatalf("the retry of a cancelled response: %d %s", again.status, again.raw)
+	}
+	b.waitIdle(t)
+	if got := b.tally(t); got != before {
+		t.Fatalf("the retry of a cancelled response ran: %+v, before %+v", got, before)
+	}
+}
