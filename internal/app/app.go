@@ -314,7 +314,7 @@ const drainAfterRuns = 2 * time.Second
 // RecoverLoop periodically, until ctx ends, expires pending approvals past
 // their expiry, takes over runs whose lease expired (another replica died)
 // and queued resumes nobody claimed, and deletes expired journal entries of
-// stateless turns. It ticks every half lease, or every half approval TTL
+// stateless turns and expired retry keys of the Responses wire. It ticks every half lease, or every half approval TTL
 // when that is shorter (at least every 50ms).
 func RecoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config, logger *slog.Logger) {
 	every := cfg.Lease / 2
@@ -334,6 +334,9 @@ func RecoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config,
 			}
 			if _, err := runner.SweepJournal(ctx, now); err != nil {
 				logger.Warn("sweep the stateless turn journal", "err", err)
+			}
+			if _, err := runner.Store.SweepResponseKeys(ctx, now); err != nil {
+				logger.Warn("sweep the Responses wire's retry keys", "err", err)
 			}
 		}
 	}
@@ -393,7 +396,8 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, runner.NewID))
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
 	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.EncodeRun, Now: s.Now, NewID: runner.NewID,
-		Tenant: func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant }})
+		RetryWindow: max(runner.JournalTTL, 0),
+		Tenant:      func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant }})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -141,6 +141,11 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 			return nil, err
 		}
 	}
+	if rp, ok := t.(wire.Replayer); ok {
+		if run, err := rp.Replay(r.Context()); run != nil || err != nil {
+			return run, err
+		}
+	}
 	if len(answers) > 0 {
 		return s.Runner.ResumeDecisions(r.Context(), in, via, answers)
 	}

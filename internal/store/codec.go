@@ -639,6 +639,21 @@ func (r Response) Validate() error {
 	return nil
 }
 
+// Validate checks a response key before ClaimResponseKey records it: it
+// needs a Tenant, a Key, a Digest, a ThreadID and an ExpiresAt, and its text
+// (replace, the thread it may take over, included) holds no NUL byte or
+// invalid UTF-8.
+func (k ResponseKey) Validate(replace string) error {
+	const op = "ClaimResponseKey"
+	if err := required(op, "Tenant", k.Tenant, "Key", k.Key, "Digest", k.Digest, "ThreadID", k.ThreadID); err != nil {
+		return err
+	}
+	if k.ExpiresAt.IsZero() {
+		return fmt.Errorf("%w: %s: ExpiresAt is required", ErrInvalid, op)
+	}
+	return CheckText(op, "Tenant", k.Tenant, "Key", k.Key, "Digest", k.Digest, "ThreadID", k.ThreadID, "replace", replace)
+}
+
 // Encode validates a response and returns its Request as stored: "{}" when
 // empty.
 func (r Response) Encode() (request string, err error) {

@@ -461,6 +461,28 @@ type Response struct {
 	CreatedAt time.Time
 }
 
+// ResponseKey is how the Responses wire finds the first attempt of a
+// request that names no conversation (each such request starts a thread of
+// its own), so that a client's retry of it gets that attempt's response
+// instead of starting another: under the client's Idempotency-Key for the
+// retry window, or, without a key, under the request's digest while the
+// attempt runs.
+type ResponseKey struct {
+	Tenant string
+	// Key names the request within the tenant: a digest of its
+	// Idempotency-Key, or of the request itself.
+	Key string
+	// Digest is the request's digest, so that a key sent again with
+	// another request can be refused.
+	Digest string
+	// ThreadID is the thread the first attempt started.
+	ThreadID  string
+	CreatedAt time.Time
+	// ExpiresAt is when the entry stops naming a retry window; it is swept
+	// from then on, once its thread no longer runs.
+	ExpiresAt time.Time
+}
+
 // DecideResult is the outcome of a successful decision.
 type DecideResult struct {
 	Interrupt *Interrupt
@@ -560,6 +582,17 @@ type Store interface {
 	// (ErrNotFound as GetResponse); the thread keeps its messages and
 	// NextResponse still sees it, so its neighbours keep their bounds.
 	DeleteResponse(ctx context.Context, tenant, id string) error
+
+	// ClaimResponseKey records k as the entry of (k.Tenant, k.Key) when
+	// there is none, or when the one there names the thread replace (not
+	// empty): one conditional write, so that of concurrent claims exactly
+	// one wins. It returns the entry that holds afterwards and whether it
+	// is k.
+	ClaimResponseKey(ctx context.Context, k ResponseKey, replace string) (*ResponseKey, bool, error)
+	// SweepResponseKeys deletes the entries (of every tenant) that expired
+	// at or before now, except those whose thread is running or queued,
+	// and returns how many it deleted.
+	SweepResponseKeys(ctx context.Context, now time.Time) (int, error)
 
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.

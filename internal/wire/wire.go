@@ -99,6 +99,14 @@ type Preparer interface {
 	Prepare(ctx context.Context, in engine.Input) (engine.Input, error)
 }
 
+// Replayer is a Turn that Prepare may find to be answered by a run other
+// than a new turn's (a Responses request retried after its conversation
+// went on): when Replay returns a run, the server encodes it instead of
+// starting the turn; nil starts the turn.
+type Replayer interface {
+	Replay(ctx context.Context) (*engine.Run, error)
+}
+
 // Wire is what a wire package implements for the server, which mounts
 // every wire the same way (server.Mount); a wire never imports the server.
 type Wire interface {

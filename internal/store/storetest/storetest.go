@@ -41,6 +41,9 @@
 //     gave a response at another thread or seq is ErrInvalid; cancelling a
 //     cancelled response succeeds again; a response is on one thread, so
 //     NextResponse never returns another thread's.
+//   - ClaimResponseKey ignores expiry (the caller decides what an expired
+//     entry means) and never touches the thread it names; SweepResponseKeys
+//     deletes an expired entry whose thread does not exist.
 package storetest
 
 import (
@@ -133,6 +136,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Responses/Cancel", testResponsesCancel},
 		{"Responses/Invalid", testResponsesInvalid},
 		{"Responses/ConcurrentRetries", testResponsesConcurrent},
+		{"ResponseKeys/Claim", testResponseKeysClaim},
+		{"ResponseKeys/ConcurrentClaims", testResponseKeysConcurrent},
+		{"ResponseKeys/Sweep", testResponseKeysSweep},
 		{"Messages/GetByID", testGetMessage},
 		{"Outbox/OffWritesNothing", testOutboxOff},
 		{"Outbox/Notices", testOutboxNotices},

@@ -22,9 +22,11 @@ import (
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// Store is what the wire keeps and reads: its response records and the
-// threads' stored events.
+// Store is what the wire keeps and reads: its response records, the keys
+// that find a new conversation's first attempt, and the threads' stored
+// events.
 type Store interface {
+	ClaimResponseKey(ctx context.Context, k store.ResponseKey, replace string) (*store.ResponseKey, bool, error)
 	PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error)
 	GetResponse(ctx context.Context, tenant, id string) (*store.Response, error)
 	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error)
@@ -54,6 +56,11 @@ type Config struct {
 	Encode func(enc wire.Encoder, run *engine.Run) error
 	Now    func() time.Time
 	NewID  ids.Generator
+	// RetryWindow is how long an Idempotency-Key on a request that names
+	// no conversation keeps naming that request's first attempt, beyond
+	// the time the attempt runs (the engine's JournalTTL; zero: only while
+	// it runs).
+	RetryWindow time.Duration
 }
 
 // Wire is the Responses wire.
@@ -163,6 +170,12 @@ type turn struct {
 	// refs: the input names stored items (item_reference), resolved once
 	// the tenant is known.
 	refs bool
+	// replay is the first attempt's response a retry is answered with
+	// (Replay), when the engine cannot attach it to that turn.
+	replay *store.Response
+	// retried is the stored response a retry attached to (start found
+	// it), nil for a new response.
+	retried *store.Response
 }
 
 func (t *turn) Input() engine.Input { return t.in }
@@ -175,7 +188,7 @@ func (t *turn) Param(field string, i int) string {
 // Prepare resolves the turn's thread: store: false is stateless;
 // previous_response_id continues that response's thread (the caller's
 // own); conversation or x-stackbone-session names one; else a new chain
-// starts a new thread.
+// starts a new thread, unless it retries a first attempt (newChain).
 func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, error) {
 	t.tenant, t.ctx = in.Tenant, context.WithoutCancel(ctx)
 	if t.refs {
@@ -219,7 +232,9 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 		thread = header
 	}
 	if thread == "" {
-		thread = t.wr.c.NewID("conv")
+		if thread, err = t.newChain(ctx, in); err != nil {
+			return in, err
+		}
 	}
 	in.ThreadID = thread
 	t.head.Conversation = &Conversation{ID: thread}
@@ -284,7 +299,7 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	case t.req.Stream:
 		return &stream{fold: f, sw: sw, w: w}
 	case t.req.Background:
-		return &background{fold: f, w: w, run: run}
+		return &background{fold: f, w: w, run: run, turn: t}
 	}
 	var werr error
 	return wire.Collect(w, func(e event.Event) {
@@ -328,6 +343,7 @@ func (t *turn) start(seq int64) (string, error) {
 	if !created {
 		// A retry: the response is its first attempt's, created then.
 		t.head.CreatedAt = r.CreatedAt.Unix()
+		t.retried = r
 	}
 	return r.ID, nil
 }
@@ -378,6 +394,7 @@ type background struct {
 	fold *fold
 	w    http.ResponseWriter
 	run  *engine.Run
+	turn *turn
 }
 
 func (b *background) Write(e event.Event) error {
@@ -392,6 +409,18 @@ func (b *background) Write(e event.Event) error {
 		return nil
 	}
 	r := b.fold.snapshot()
+	if sr := b.turn.retried; sr != nil {
+		// A retry: the response as it stands (its attempt may be over).
+		rec, err := recordOf(sr)
+		if err != nil {
+			return err
+		}
+		cur, err := b.turn.wr.current(b.turn.ctx, sr, rec)
+		if err != nil {
+			return err
+		}
+		r = *cur
+	}
 	if err := httpjson.Write(b.w, http.StatusOK, &r); err != nil {
 		return err
 	}
@@ -407,20 +436,27 @@ func (b *background) Close(err *apierror.Error) error {
 
 // load reads a stored response's record.
 func (wr *Wire) load(r *http.Request) (*store.Response, record, error) {
-	var rec record
 	sr, err := wr.c.Store.GetResponse(r.Context(), wr.c.Tenant(r.Context()), r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, rec, notFound(r.PathValue("id"))
+		return nil, record{}, notFound(r.PathValue("id"))
 	}
 	if err != nil {
-		return nil, rec, err
+		return nil, record{}, err
 	}
+	rec, err := recordOf(sr)
+	return sr, rec, err
+}
+
+// recordOf decodes a stored response's record, with the response's id and
+// conversation.
+func recordOf(sr *store.Response) (record, error) {
+	var rec record
 	if err := json.Unmarshal(sr.Request, &rec); err != nil {
-		return nil, rec, fmt.Errorf("responses: record of %s: %w", sr.ID, err)
+		return rec, fmt.Errorf("responses: record of %s: %w", sr.ID, err)
 	}
 	rec.Head.ID, rec.Head.Object = sr.ID, "response"
 	rec.Head.Conversation = &Conversation{ID: sr.ThreadID}
-	return sr, rec, nil
+	return rec, nil
 }
 
 func notFound(id string) error {
