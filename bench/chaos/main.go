@@ -63,7 +63,6 @@ import (
 	"github.com/stackbone/stackbone/bench/internal/benchproc"
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
-	"github.com/stackbone/stackbone/internal/store/postgres"
 )
 
 // chaosScript: a turn "refund …" calls refund, "reserve …" calls reserve,
@@ -327,11 +326,17 @@ func serve(h http.Handler) (*http.Server, string, error) {
 // function that drops it.
 func freshSchema(ctx context.Context, dbURL string) (string, func(), error) {
 	schema := fmt.Sprintf("chaos_%d", time.Now().UnixNano())
-	st, err := postgres.OpenSchema(ctx, dbURL, schema, nil)
+	// Only the schema: the binary under test migrates it, so the harness
+	// also runs a build older than itself (-bin).
+	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("PostgreSQL: %w", err)
 	}
-	_ = st.Close()
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	_ = conn.Close(ctx)
+	if err != nil {
+		return "", nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
 	return schema, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
