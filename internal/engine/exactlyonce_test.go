@@ -287,3 +287,46 @@ func TestStatelessRetryAfterCrashMidToolIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// blindOnce is a store whose first GetThread finds no thread: a request
+// that read the store before another attempt of it created the thread.
+type blindOnce struct {
+	store.Store
+	done atomic.Bool
+}
+
+func (b *blindOnce) GetThread(ctx context.Context, tenant, id string) (*store.Thread, error) {
+	if b.done.CompareAndSwap(false, true) {
+		return nil, store.ErrNotFound
+	}
+	return b.Store.GetThread(ctx, tenant, id)
+}
+
+// TestRetryThatFoundNoThreadAttaches: two attempts of a turn on a new
+// thread; the second read the store before the first created the thread,
+// and reaches BeginRun after the first ended its whole turn. It must not
+// be admitted as a new turn on the now idle thread (storing the message
+// twice): the thread moved on since the read, so the attempt reads it
+// again and is a retry of that turn.
+func TestRetryThatFoundNoThreadAttaches(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		m := &counting{text: "the answer"}
+		r := b.runner(t, "node-a", m)
+		if _, err := turn(t, r, "hello", ""); err != nil {
+			t.Fatal(err)
+		}
+		r.Wait()
+		blind := *b
+		blind.store = &blindOnce{Store: b.store}
+		late := blind.runner(t, "node-a", m)
+		evs, err := turn(t, late, "hello", "")
+		if text, end := answer(evs); err != nil || text != "the answer" || end != event.RunFinished {
+			t.Fatalf("the late attempt: %q, %s, %v", text, end, err)
+		}
+		late.Wait()
+		if users, answers := b.counts(t); users != 1 || answers != 1 || m.calls.Load() != 1 {
+			t.Fatalf("%d user messages, %d answers, %d model calls; want one of each", users, answers, m.calls.Load())
+		}
+	})
+}

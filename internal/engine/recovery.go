@@ -22,10 +22,10 @@ import (
 // step: a run that began on the thread since it was read makes them read it
 // again.
 
-// expect is the BeginRun.Expect of a turn that read th (nil: a new thread).
+// expect is the BeginRun.Expect of a turn that read th (nil: no thread).
 func expect(th *store.Thread) string {
 	if th == nil {
-		return ""
+		return store.ExpectNoThread
 	}
 	return th.RunID
 }

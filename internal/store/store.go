@@ -320,6 +320,12 @@ type BeginRun struct {
 	Continue bool
 }
 
+// ExpectNoThread is the BeginRun.Expect of a caller that found no thread:
+// a thread that exists by the commit (another request created it since, and
+// may have ended its turn) is refused as changed, so the caller reads it
+// and can tell a retry of that turn from a new one.
+const ExpectNoThread = "\x00no thread"
+
 // Admit is the admission rule of BeginRun on an existing thread, as it is
 // inside the transaction: Admit, then Expect.
 func (b BeginRun) Admit(cur *Thread) error {
