@@ -340,3 +340,79 @@ func TestHealthzAnswersWhenTheDatabaseDoesNot(t *testing.T) {
 		t.Fatalf("a database that does not answer: %d after %s %s", r.status, took, r.body)
 	}
 }
+
+// TestUpstreamRetryAfterAfterATool: a long upstream 429 on the model call
+// after a tool ran fails the turn at once with 429 upstream_rate_limited
+// that says x-should-retry: false (the tool must not run again) and still
+// carries the upstream's retry-after, on Chat Completions, Messages and
+// Responses; the SDKs send each request once. On a stream, where the 200
+// went out before the failure, the error event's message names the wait.
+func TestUpstreamRetryAfterAfterATool(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	limited := func() {
+		env.Upstream.FailWhen(script.When{LastTool: "get_weather"}, 1, http.StatusTooManyRequests, http.Header{"Retry-After": {"120"}})
+	}
+	wantHeaders := func(wire string, h http.Header) {
+		t.Helper()
+		if h.Get("retry-after") != "120" || h.Get("retry-after-ms") != "120000" || h.Get("x-should-retry") != "false" {
+			t.Fatalf("%s: retry-after %q retry-after-ms %q x-should-retry %q; want the upstream's 120 s and no retry",
+				wire, h.Get("retry-after"), h.Get("retry-after-ms"), h.Get("x-should-retry"))
+		}
+	}
+	const wait = "Try again in 120 seconds."
+	ctx := context.Background()
+	tools := 0
+	wantOneRun := func(wire string, sent int) {
+		t.Helper()
+		tools++
+		if sent != 1 || env.Calls.Get("get_weather") != tools {
+			t.Fatalf("%s: the SDK sent %d requests and the tool ran %d times in %d turns; want one each", wire, sent, env.Calls.Get("get_weather"), tools)
+		}
+	}
+
+	limited()
+	var p posts
+	_, err := client(env, p.option()).Chat.Completions.New(ctx, params(user("weather in Paris?")))
+	apiErr := wantAPIError(t, err, http.StatusTooManyRequests, "upstream_rate_limited")
+	wantHeaders("chat", apiErr.Response.Header)
+	wantOneRun("chat", p.count())
+
+	limited()
+	p = posts{}
+	stream := client(env, p.option()).Chat.Completions.NewStreaming(ctx, params(user("weather in Paris, streamed?")))
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), `"code":"upstream_rate_limited"`) || !strings.Contains(err.Error(), wait) {
+		t.Fatalf("chat stream: error %v; want upstream_rate_limited saying %q", err, wait)
+	}
+	wantOneRun("chat stream", p.count())
+
+	limited()
+	var sent atomic.Int32
+	ac := antClient(env, countHTTP(&sent))
+	_, err = ac.Messages.New(ctx, antParams(antUser("weather in Paris, Claude?")))
+	var aErr *ant.Error
+	if !errors.As(err, &aErr) || aErr.StatusCode != http.StatusTooManyRequests || aErr.Type() != "rate_limit_error" {
+		t.Fatalf("messages: want a 429 rate_limit_error, got %v", err)
+	}
+	wantHeaders("messages", aErr.Response.Header)
+	wantOneRun("messages", int(sent.Load()))
+
+	limited()
+	sent.Store(0)
+	as := ac.Messages.NewStreaming(ctx, antParams(antUser("weather in Paris, Claude, streamed?")))
+	for as.Next() {
+	}
+	if err := as.Err(); err == nil || !strings.Contains(err.Error(), "rate_limit_error") || !strings.Contains(err.Error(), wait) {
+		t.Fatalf("messages stream: error %v; want rate_limit_error saying %q", err, wait)
+	}
+	wantOneRun("messages stream", int(sent.Load()))
+
+	limited()
+	p = posts{}
+	_, err = client(env, p.option()).Responses.New(ctx, ask("weather in Paris, as a response?"))
+	apiErr = wantAPIError(t, err, http.StatusTooManyRequests, "upstream_rate_limited")
+	wantHeaders("responses", apiErr.Response.Header)
+	wantOneRun("responses", p.count())
+}

@@ -82,6 +82,7 @@ type Mock struct {
 	failN      int
 	failStatus int
 	failHeader http.Header
+	failWhen   *script.When // nil: any request
 	hold       *hold
 	stall      *hold
 }
@@ -118,7 +119,16 @@ func (m *Mock) FailNext(n, status int) { m.FailNextWith(n, status, nil) }
 func (m *Mock) FailNextWith(n, status int, h http.Header) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.failN, m.failStatus, m.failHeader = n, status, h
+	m.failN, m.failStatus, m.failHeader, m.failWhen = n, status, h, nil
+}
+
+// FailWhen is FailNextWith for the next n requests that meet when (e.g. the
+// model call after a tool ran: When{LastTool: "get_weather"}); other
+// requests are answered as usual.
+func (m *Mock) FailWhen(when script.When, n, status int, h http.Header) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failN, m.failStatus, m.failHeader, m.failWhen = n, status, h, &when
 }
 
 // Stall makes every request that meets when, until release is called,
@@ -206,7 +216,7 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	m.mu.Lock()
 	s := m.script
-	failed := m.failN > 0
+	failed := m.failN > 0 && (m.failWhen == nil || (err == nil && m.failWhen.Matches(wr.req)))
 	if failed {
 		m.failN--
 		rec.Status = m.failStatus
