@@ -126,8 +126,9 @@ func TestModelIdleTimeoutFreesThread(t *testing.T) {
 }
 
 // TestModelCallTimeout: an upstream that keeps sending, slowly, is cut at
-// the call timeout though no gap reaches the idle timeout; a call that
-// already delivered text is not retried.
+// the call timeout though no gap reaches the idle timeout; a call whose
+// text reached the client (it streams) is not retried, one whose client
+// has seen nothing yet is (each attempt cut at the timeout).
 func TestModelCallTimeout(t *testing.T) {
 	t.Parallel()
 	words := strings.TrimSpace(strings.Repeat("word ", 60)) // 20 chunks, 50ms apart
@@ -138,13 +139,27 @@ func TestModelCallTimeout(t *testing.T) {
 		}})
 	c := client(env, session("total"), option.WithMaxRetries(0))
 	start := time.Now()
-	_, err := c.Chat.Completions.New(context.Background(), params(user("a long answer please")))
-	wantAPIError(t, err, http.StatusGatewayTimeout, "upstream_timeout")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), params(user("a long answer please")))
+	text := ""
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			text += ch.Choices[0].Delta.Content
+		}
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), `"code":"upstream_timeout"`) || !strings.HasPrefix(text, "word") {
+		t.Fatalf("streamed %q, error %v; want some words, then upstream_timeout", text, err)
+	}
 	if took := time.Since(start); took >= time.Second {
 		t.Fatalf("the turn took %s; the 1s answer must be cut at 250ms", took)
 	}
 	if n := env.Upstream.Count(); n != 1 {
-		t.Fatalf("%d model requests; a call that delivered text is not retried", n)
+		t.Fatalf("%d model requests; a call whose text reached the client is not retried", n)
+	}
+
+	_, err := c.Chat.Completions.New(context.Background(), params(user("a long answer, not streamed")))
+	wantAPIError(t, err, http.StatusGatewayTimeout, "upstream_timeout")
+	if n := env.Upstream.Count(); n != 4 {
+		t.Fatalf("%d model requests; want 3 more: nothing reached the client, so each timed-out attempt is retried", n-1)
 	}
 	if _, err := c.Chat.Completions.New(context.Background(), params(user("short"))); err != nil {
 		t.Fatalf("the next turn: %v", err)
