@@ -49,9 +49,10 @@ type Error struct {
 	Param   string
 	// NoRetry asks clients not to retry (x-should-retry: false).
 	NoRetry bool
-	// RetryAfter, when positive, tells clients a retry is safe and when
-	// (x-should-retry: true, retry-after, retry-after-ms). See
-	// SetRetryHeaders.
+	// RetryAfter, when positive, is when a retry could succeed (retry-after,
+	// retry-after-ms): with NoRetry only information (an upstream's rate
+	// limit after the turn had side effects), else it also tells clients a
+	// retry is safe (x-should-retry: true). See SetRetryHeaders.
 	RetryAfter time.Duration
 	// Details carries structured extra data (e.g. schema errors).
 	Details any
@@ -148,7 +149,9 @@ func From(err error) *Error {
 
 // advise sets whether a client may retry a failure. A turn that had side
 // effects (a tool ran, or an answer was stored) fails with a 5xx or 429 that
-// carries x-should-retry: false, as a retry could repeat them. A transient
+// carries x-should-retry: false, as a retry could repeat them; a wait the
+// failure names itself (an upstream 429's retry-after) stays, for the user
+// to know when the model takes requests again. A transient
 // failure before any of that (the model upstream unreachable, overloaded,
 // rate limited or timed out; the database unavailable; the server shutting
 // down) carries x-should-retry: true and a retry-after (the upstream's own
@@ -160,7 +163,7 @@ func advise(e *Error, workDone, safe bool) *Error {
 	case e.NoRetry || !transient:
 	case workDone:
 		c := *e
-		c.NoRetry, c.RetryAfter = true, 0
+		c.NoRetry = true
 		return &c
 	case safe || e.Kind == Unavailable || e.Kind == Overloaded || e.Kind == Upstream || e.Kind == RateLimit:
 		if e.RetryAfter <= 0 {
@@ -173,17 +176,39 @@ func advise(e *Error, workDone, safe bool) *Error {
 }
 
 // SetRetryHeaders writes e's retry advice on a response: x-should-retry:
-// false when NoRetry; x-should-retry: true with retry-after (whole seconds,
-// rounded up) and retry-after-ms when RetryAfter is positive. The official
-// SDKs read x-should-retry first, then retry-after-ms, then retry-after.
+// false when NoRetry, else true when RetryAfter is positive; and, when
+// RetryAfter is positive, retry-after (whole seconds, rounded up) and
+// retry-after-ms. The official SDKs read x-should-retry first (false: no
+// retry, whatever the wait), then retry-after-ms, then retry-after.
 func SetRetryHeaders(h http.Header, e *Error) {
 	switch {
 	case e.NoRetry:
 		h.Set("x-should-retry", "false")
 	case e.RetryAfter > 0:
 		h.Set("x-should-retry", "true")
-		h.Set("retry-after", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
+	}
+	if e.RetryAfter > 0 {
+		h.Set("retry-after", strconv.FormatInt(retryAfterSeconds(e.RetryAfter), 10))
 		h.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	}
+}
+
+// retryAfterSeconds is a wait in whole seconds, rounded up (retry-after).
+func retryAfterSeconds(d time.Duration) int64 { return int64(math.Ceil(d.Seconds())) }
+
+// rateLimitMessage is the public message of an upstream 429: with the
+// upstream's wait when it named one, so that a client that gets the error
+// in-stream, after its 200 (where no header can carry it), or in AG-UI's
+// RUN_ERROR, still learns it.
+func rateLimitMessage(wait time.Duration) string {
+	const msg = "The model provider is rate limiting requests."
+	switch s := retryAfterSeconds(wait); {
+	case s <= 0:
+		return msg + " Try again later."
+	case s == 1:
+		return msg + " Try again in 1 second."
+	default:
+		return fmt.Sprintf("%s Try again in %d seconds.", msg, s)
 	}
 }
 
@@ -236,7 +261,7 @@ func mapError(err error) *Error {
 		switch {
 		case me.Status == http.StatusTooManyRequests:
 			// The upstream's retry-after reaches the client as is.
-			return &Error{Status: 429, Kind: RateLimit, Code: codeUpstreamRateLimited, Message: "The model provider is rate limiting requests. Try again later.",
+			return &Error{Status: 429, Kind: RateLimit, Code: codeUpstreamRateLimited, Message: rateLimitMessage(me.RetryAfter),
 				RetryAfter: me.RetryAfter, Err: err}
 		case me.Status == http.StatusGatewayTimeout:
 			// Our own model timeouts (model.ErrCallTimeout,

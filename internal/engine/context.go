@@ -345,15 +345,18 @@ func (x *execution) summaryCall(ctx context.Context, prev string, turns []messag
 			}
 		}
 	}
+	// The summary is never shown: a call cut part way can start again.
 	req := model.Request{Model: x.modelName, System: SummaryInstruction, MaxTokens: maxTokens,
 		Messages: []message.Message{{Role: message.User, Content: b.String()}},
-		Timeouts: x.spec.ModelTimeouts.Or(x.r.ModelTimeouts)}
+		Timeouts: x.spec.ModelTimeouts.Or(x.r.ModelTimeouts), Restartable: true}
 	var text strings.Builder
 	for ch, err := range x.provider.Stream(ctx, req) {
 		if err != nil {
 			return "", err
 		}
 		switch ch.Type {
+		case model.Restart:
+			text.Reset()
 		case model.Text:
 			text.WriteString(ch.Text)
 		case model.Finish:

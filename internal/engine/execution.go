@@ -596,8 +596,12 @@ func (x *execution) step(ctx context.Context) (message.Message, error) {
 	}
 	// With a response format the answer reaches the client once it follows
 	// the format: its events are held until checked, so an answer the
-	// model is asked to correct is never streamed.
-	hold := x.scope == "" && x.in.ResponseFormat != nil
+	// model is asked to correct is never streamed. A client that does not
+	// stream sees nothing before the turn's end: the step's events are held
+	// until its call ended. Either way nothing of the step has been shown
+	// while the call runs, so a call that fails part way can start again.
+	hold := (x.scope == "" && x.in.ResponseFormat != nil) || x.top().in.Collected
+	req.Restartable = hold
 	msg, args, held, err := x.stream(ctx, req, hold)
 	if err != nil {
 		return msg, err
@@ -700,7 +704,8 @@ func (x *execution) premark(calls []message.ToolCall, interrupts []store.Interru
 
 // stream makes one model call and streams what it says as the assistant
 // message's events (held and returned instead when hold is set), returning
-// the message (content and calls, arguments in args).
+// the message (content and calls, arguments in args). A held call may
+// restart (model.Restart): what it said so far is dropped.
 func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (message.Message, []*strings.Builder, []event.Event, error) {
 	msg := message.Message{ID: x.r.NewID("msg"), Role: message.Assistant, TaskCallID: x.scope, Subagent: x.subName}
 	var held []event.Event
@@ -724,6 +729,21 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 			return msg, args, held, err
 		}
 		switch ch.Type {
+		case model.Restart:
+			if !hold {
+				// The provider restarts only a Restartable call.
+				return msg, args, held, fmt.Errorf("model: a restart of a call whose output was streamed")
+			}
+			// The failed attempt's call ids go back: the new attempt
+			// may well name its calls the same.
+			for _, c := range msg.ToolCalls {
+				x.top().callIDs.Delete(c.ID)
+			}
+			msg.ToolCalls, msg.Reasoning, args, held = nil, nil, nil, nil
+			clear(byIndex)
+			text.Reset()
+			textOpen = false
+			x.stop = event.StopEnd
 		case model.Text:
 			if ch.Text == "" {
 				continue

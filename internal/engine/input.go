@@ -52,6 +52,14 @@ type Input struct {
 	// and for the audit record of an approval-gated call in a stateless
 	// turn.
 	DecidedBy string
+	// Collected says the client gets the turn's answer in one piece when
+	// the turn ends (a request without streaming, wire.Collect). The run
+	// then holds each model step's events until the step's model call
+	// ended, so a call cut or stalled part way through the answer is
+	// retried from its start (model.Request.Restartable) with nothing shown
+	// twice; watchers of a durable thread get such a step's events when its
+	// call ends.
+	Collected bool
 }
 
 // runOptions is what a turn carries beyond its messages. It is stored with

@@ -17,9 +17,11 @@ type Candidate struct {
 // Fallback is a Provider that tries its candidates in order: when one fails
 // with an upstream error worth another attempt (Retryable: 429, 5xx,
 // overload, timeout, no connection) after its own retries and before any
-// chunk reached the caller, the step runs again on the next candidate with
-// that candidate's model name. An error after output was streamed, or one
-// that is not Retryable, ends the step as it is.
+// chunk reached the caller (at any point of a Request.Restartable call,
+// after a Restart chunk), the step runs again on the next candidate with
+// that candidate's model name. An error after output was streamed to a
+// caller that cannot restart, or one that is not Retryable, ends the step
+// as it is.
 type Fallback struct {
 	cands []Candidate
 	log   *slog.Logger
@@ -51,7 +53,8 @@ func (f *Fallback) Stream(ctx context.Context, req Request) iter.Seq2[Chunk, err
 					failed = err
 					break
 				}
-				delivered = true
+				// After a candidate's own Restart the caller holds nothing.
+				delivered = ch.Type != Restart
 				if !yield(ch, nil) {
 					return
 				}
@@ -59,12 +62,15 @@ func (f *Fallback) Stream(ctx context.Context, req Request) iter.Seq2[Chunk, err
 			if failed == nil {
 				return
 			}
-			if delivered || !Retryable(failed) || i+1 >= len(f.cands) || ctx.Err() != nil {
+			if (delivered && !req.Restartable) || !Retryable(failed) || i+1 >= len(f.cands) || ctx.Err() != nil {
 				yield(Chunk{}, failed)
 				return
 			}
 			f.log.LogAttrs(ctx, slog.LevelWarn, "model failed, falling back",
 				slog.String("model", c.Ref), slog.String("next", f.cands[i+1].Ref), slog.String("error", failed.Error()))
+			if delivered && !yield(Chunk{Type: Restart}, nil) {
+				return
+			}
 		}
 	}
 }

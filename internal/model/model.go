@@ -44,6 +44,13 @@ type Request struct {
 	ProviderOptions map[string]json.RawMessage
 	// Timeouts bound each attempt of the call (zero fields: no bound).
 	Timeouts Timeouts
+	// Restartable says the caller shows nothing of the step before its
+	// stream ends (it holds the chunks, or only keeps them): an attempt that
+	// fails in a way worth retrying after it yielded chunks (a cut stream,
+	// an idle or call timeout, an error event) is then retried too, after a
+	// Restart chunk. Without it only a failure before the first chunk is
+	// retried.
+	Restartable bool
 	// ResponseFormat, when set, asks for a JSON answer. It is sent on every
 	// step of a turn, as OpenAI applies it to every call; the model may still
 	// call tools.
@@ -175,6 +182,11 @@ const (
 	// timeout (Timeouts.Idle). The retry policy consumes it: it never
 	// reaches the caller and does not count as output.
 	Alive
+	// Restart says the attempt that yielded the step's chunks so far failed
+	// and the step starts again from its first chunk: the caller drops
+	// every chunk it got (text, calls, reasoning, input tokens). Only a
+	// Request.Restartable call gets it.
+	Restart
 )
 
 // Chunk is one piece of a streamed model step.

@@ -58,10 +58,12 @@ var (
 )
 
 // RetryPolicy bounds how a provider retries an upstream failure that is
-// worth retrying (429, 5xx, or no connection; see Retryable). Retries happen
-// only before the first chunk of a step reached the caller, so a caller never
-// sees a chunk twice. The zero value means the defaults: 3 attempts, backoff
-// from 200ms doubling up to 2s, with jitter.
+// worth retrying (429, 5xx, a cut stream or no connection, a timeout; see
+// Retryable). Retries happen before the first chunk of a step reached the
+// caller, so a caller never sees a chunk twice, or at any point of a
+// Request.Restartable call, whose caller drops what it got at a Restart
+// chunk. The zero value means the defaults: 3 attempts, backoff from 200ms
+// doubling up to 2s, with jitter.
 type RetryPolicy struct {
 	// Attempts is the total number of attempts including the first; 1
 	// disables retries, 0 means DefaultRetryAttempts.
@@ -116,14 +118,17 @@ func Retryable(err error) bool {
 	return me.Status == 0 || me.Status == 408 || me.Status == 429 || me.Status >= 500
 }
 
-// Stream runs attempt and, while it fails with a Retryable error before
-// yielding any chunk, waits a backoff (or the upstream's retry-after, up to
+// Stream runs attempt for req and, while it fails with a Retryable error
+// before yielding any chunk (at any point when req.Restartable, after a
+// Restart chunk), waits a backoff (or the upstream's retry-after, up to
 // MaxRetryAfter) and runs it again, up to MaxAttempts. Each attempt is
-// bounded by t: an attempt that runs out of time fails with a *Error of
-// status 504 wrapping ErrCallTimeout or ErrIdleTimeout, retried like any
-// other 5xx. Providers wrap their single-attempt stream with it so retries
-// and timeouts are one and the same for every upstream. log may be nil.
-func (p RetryPolicy) Stream(ctx context.Context, log *slog.Logger, t Timeouts, attempt func(ctx context.Context) iter.Seq2[Chunk, error]) iter.Seq2[Chunk, error] {
+// bounded by req.Timeouts: an attempt that runs out of time fails with a
+// *Error of status 504 wrapping ErrCallTimeout or ErrIdleTimeout, retried
+// like any other 5xx. Providers wrap their single-attempt stream with it so
+// retries and timeouts are one and the same for every upstream. log may be
+// nil.
+func (p RetryPolicy) Stream(ctx context.Context, log *slog.Logger, req Request, attempt func(ctx context.Context) iter.Seq2[Chunk, error]) iter.Seq2[Chunk, error] {
+	t := req.Timeouts
 	return func(yield func(Chunk, error) bool) {
 		for n := 0; ; n++ {
 			delivered, failed, stop := t.run(ctx, attempt, yield)
@@ -133,7 +138,7 @@ func (p RetryPolicy) Stream(ctx context.Context, log *slog.Logger, t Timeouts, a
 			if failed == nil {
 				return
 			}
-			if delivered || !Retryable(failed) || n+1 >= p.MaxAttempts() || ctx.Err() != nil {
+			if (delivered && !req.Restartable) || !Retryable(failed) || n+1 >= p.MaxAttempts() || ctx.Err() != nil {
 				yield(Chunk{}, failed)
 				return
 			}
@@ -148,7 +153,10 @@ func (p RetryPolicy) Stream(ctx context.Context, log *slog.Logger, t Timeouts, a
 			}
 			if log != nil {
 				log.LogAttrs(ctx, slog.LevelWarn, "model upstream failed, retrying",
-					slog.Int("attempt", n+1), slog.Duration("wait", wait), slog.String("error", failed.Error()))
+					slog.Int("attempt", n+1), slog.Bool("restart", delivered), slog.Duration("wait", wait), slog.String("error", failed.Error()))
+			}
+			if delivered && !yield(Chunk{Type: Restart}, nil) {
+				return
 			}
 			if err := sleep(ctx, wait); err != nil {
 				yield(Chunk{}, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestStreamRetriesOnlyBeforeFirstChunk(t *testing.T) {
 	}
 	calls := 0
 	var got []model.Chunk
-	for c, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, fail(503), fail(429), ok)) {
+	for c, err := range p.Stream(context.Background(), nil, model.Request{}, attempts(&calls, fail(503), fail(429), ok)) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestStreamRetriesOnlyBeforeFirstChunk(t *testing.T) {
 	}
 	calls = 0
 	var last error
-	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, midway)) {
+	for _, err := range p.Stream(context.Background(), nil, model.Request{}, attempts(&calls, midway)) {
 		last = err
 	}
 	if calls != 1 || last == nil {
@@ -84,7 +85,7 @@ func TestStreamRetriesOnlyBeforeFirstChunk(t *testing.T) {
 	calls = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, err := range p.Stream(ctx, nil, model.Timeouts{}, attempts(&calls, fail(503))) {
+	for _, err := range p.Stream(ctx, nil, model.Request{}, attempts(&calls, fail(503))) {
 		last = err
 	}
 	if calls != 1 {
@@ -109,7 +110,7 @@ func TestIdleTimeoutIsRetriedThenA504(t *testing.T) {
 	calls := 0
 	attempt := func(ctx context.Context) iter.Seq2[model.Chunk, error] { calls++; return stalled(ctx, false) }
 	var last error
-	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: 20 * time.Millisecond, Call: time.Hour}, attempt) {
+	for _, err := range p.Stream(context.Background(), nil, model.Request{Timeouts: model.Timeouts{Idle: 20 * time.Millisecond, Call: time.Hour}}, attempt) {
 		last = err
 	}
 	var me *model.Error
@@ -120,7 +121,7 @@ func TestIdleTimeoutIsRetriedThenA504(t *testing.T) {
 	// caller) and is still a 504.
 	calls = 0
 	attempt = func(ctx context.Context) iter.Seq2[model.Chunk, error] { calls++; return stalled(ctx, true) }
-	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: 20 * time.Millisecond}, attempt) {
+	for _, err := range p.Stream(context.Background(), nil, model.Request{Timeouts: model.Timeouts{Idle: 20 * time.Millisecond}}, attempt) {
 		last = err
 	}
 	if calls != 1 || !errors.Is(last, model.ErrIdleTimeout) {
@@ -148,7 +149,7 @@ func TestCallTimeoutBoundsAStreamThatKeepsSending(t *testing.T) {
 		}
 	}
 	var last error
-	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: time.Second, Call: 60 * time.Millisecond}, attempt) {
+	for _, err := range p.Stream(context.Background(), nil, model.Request{Timeouts: model.Timeouts{Idle: time.Second, Call: 60 * time.Millisecond}}, attempt) {
 		last = err
 	}
 	if !errors.Is(last, model.ErrCallTimeout) {
@@ -166,7 +167,7 @@ func TestRetryAfterIsHonouredAndBounded(t *testing.T) {
 	ok := func(yield func(model.Chunk, error) bool) { yield(model.Chunk{Type: model.Finish}, nil) }
 	calls := 0
 	start := time.Now()
-	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, limited(80*time.Millisecond), ok)) {
+	for _, err := range p.Stream(context.Background(), nil, model.Request{}, attempts(&calls, limited(80*time.Millisecond), ok)) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestRetryAfterIsHonouredAndBounded(t *testing.T) {
 	// Longer than MaxRetryAfter: no retry, the 429 (with its wait) returns.
 	calls = 0
 	var last error
-	for _, err := range p.Stream(context.Background(), nil, model.Timeouts{}, attempts(&calls, limited(time.Hour), ok)) {
+	for _, err := range p.Stream(context.Background(), nil, model.Request{}, attempts(&calls, limited(time.Hour), ok)) {
 		last = err
 	}
 	var me *model.Error
@@ -236,7 +237,7 @@ func TestAliveKeepsTheIdleTimeoutOff(t *testing.T) {
 		}
 	}
 	var types []model.ChunkType
-	for c, err := range p.Stream(context.Background(), nil, model.Timeouts{Idle: 30 * time.Millisecond}, attempt) {
+	for c, err := range p.Stream(context.Background(), nil, model.Request{Timeouts: model.Timeouts{Idle: 30 * time.Millisecond}}, attempt) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,4 +246,90 @@ func TestAliveKeepsTheIdleTimeoutOff(t *testing.T) {
 	if calls != 2 || len(types) != 2 || types[0] != model.Text || types[1] != model.Finish {
 		t.Fatalf("%d attempts, chunks %v", calls, types)
 	}
+}
+
+// A Restartable call is retried after chunks too (its caller holds them):
+// a Restart chunk comes first, then the new attempt's chunks; an attempt
+// that stalls after a chunk is retried the same way. When no retry is left
+// the failure comes without a Restart.
+func TestRestartableStreamRetriesAfterChunks(t *testing.T) {
+	p := model.RetryPolicy{Attempts: 3, Base: time.Microsecond, Max: time.Microsecond}
+	ok := func(yield func(model.Chunk, error) bool) {
+		_ = yield(model.Chunk{Type: model.Text, Text: "whole"}, nil) && yield(model.Chunk{Type: model.Finish}, nil)
+	}
+	midway := func(yield func(model.Chunk, error) bool) {
+		_ = yield(model.Chunk{Type: model.Text, Text: "partial"}, nil) && yield(model.Chunk{}, &model.Error{Status: 0, Message: "connection closed during the answer"})
+	}
+	collect := func(req model.Request, attempt func(context.Context) iter.Seq2[model.Chunk, error]) ([]model.ChunkType, error) {
+		var types []model.ChunkType
+		for c, err := range p.Stream(context.Background(), nil, req, attempt) {
+			if err != nil {
+				return types, err
+			}
+			types = append(types, c.Type)
+		}
+		return types, nil
+	}
+	calls := 0
+	types, err := collect(model.Request{Restartable: true}, attempts(&calls, midway, ok))
+	want := []model.ChunkType{model.Text, model.Restart, model.Text, model.Finish}
+	if err != nil || calls != 2 || !slices.Equal(types, want) {
+		t.Fatalf("cut after a chunk: %d attempts, chunks %v (want %v), err %v", calls, types, want, err)
+	}
+
+	calls = 0
+	stall := func(ctx context.Context) iter.Seq2[model.Chunk, error] {
+		calls++
+		if calls == 1 {
+			return stalled(ctx, true)
+		}
+		return ok
+	}
+	types, err = collect(model.Request{Restartable: true, Timeouts: model.Timeouts{Idle: 20 * time.Millisecond}}, stall)
+	if err != nil || calls != 2 || !slices.Equal(types, want) {
+		t.Fatalf("stall after a chunk: %d attempts, chunks %v (want %v), err %v", calls, types, want, err)
+	}
+
+	calls = 0
+	types, err = collect(model.Request{Restartable: true}, attempts(&calls, midway))
+	var me *model.Error
+	if calls != 3 || !errors.As(err, &me) || me.Status != 0 || slices.Equal(types, nil) || types[len(types)-1] == model.Restart {
+		t.Fatalf("every attempt cut: %d attempts, chunks %v, err %v; want 3 and the failure after the last partial chunk", calls, types, err)
+	}
+}
+
+// A Fallback whose candidate fails after chunks moves on to the next
+// candidate only for a Restartable call, with a Restart in between.
+func TestFallbackRestartsAfterChunks(t *testing.T) {
+	cut := providerFunc(func(yield func(model.Chunk, error) bool) {
+		_ = yield(model.Chunk{Type: model.Text, Text: "partial"}, nil) && yield(model.Chunk{}, &model.Error{Status: 502})
+	})
+	whole := providerFunc(func(yield func(model.Chunk, error) bool) {
+		_ = yield(model.Chunk{Type: model.Text, Text: "whole"}, nil) && yield(model.Chunk{Type: model.Finish}, nil)
+	})
+	f := model.NewFallback([]model.Candidate{{Provider: cut, Name: "a"}, {Provider: whole, Name: "b"}}, nil)
+	var types []model.ChunkType
+	for c, err := range f.Stream(context.Background(), model.Request{Restartable: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, c.Type)
+	}
+	if want := []model.ChunkType{model.Text, model.Restart, model.Text, model.Finish}; !slices.Equal(types, want) {
+		t.Fatalf("chunks %v, want %v", types, want)
+	}
+	var last error
+	for _, err := range f.Stream(context.Background(), model.Request{}) {
+		last = err
+	}
+	if last == nil {
+		t.Fatal("a call that streamed its output fell back to another model")
+	}
+}
+
+// providerFunc is a Provider answering every step with seq.
+type providerFunc iter.Seq2[model.Chunk, error]
+
+func (p providerFunc) Stream(context.Context, model.Request) iter.Seq2[model.Chunk, error] {
+	return iter.Seq2[model.Chunk, error](p)
 }

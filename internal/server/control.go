@@ -121,23 +121,76 @@ func (s *Server) agentInfo(w http.ResponseWriter, r *http.Request) error {
 // not a timeout.
 const HealthPingTimeout = 800 * time.Millisecond
 
+// HealthWriteWindow is how long /healthz trusts the outcome of the store's
+// latest write: a failed write keeps /healthz at 503 for that long at least,
+// and when no write ended within it, /healthz writes a probe row (one at a
+// time, so at most one per window however often it is asked).
+const HealthWriteWindow = 5 * time.Second
+
+// CodeStoreUnwritable is the code of /healthz's 503 when the database
+// answers but does not take writes.
+const CodeStoreUnwritable = "store_unwritable"
+
+// healthz is the readiness probe: 200 when the store answers and takes
+// writes, else 503 with the reason (store_unavailable: the database does
+// not answer; store_unwritable: it answers, but its writes fail).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), HealthPingTimeout)
 	defer cancel()
 	// A driver that does not heed its context (a connection stuck in a
 	// write) still cannot hold the answer past the deadline.
 	done := make(chan error, 1)
-	go func() { done <- s.Store.Ping(ctx) }()
+	go func() { done <- s.storeReady(ctx) }()
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		err = ctx.Err()
+		err = fmt.Errorf("%w: ping: %v", store.ErrUnavailable, ctx.Err())
 	}
 	if err != nil {
-		return fmt.Errorf("%w: ping: %v", store.ErrUnavailable, err)
+		return err
 	}
 	return httpjson.Write(w, http.StatusOK, map[string]any{"status": "ok", "agents": len(s.Agents.List())})
+}
+
+// storeReady checks the store answers (Ping) and takes writes: the outcome
+// of its latest write when one ended within HealthWriteWindow, else that of
+// a probe write.
+func (s *Server) storeReady(ctx context.Context) error {
+	if err := s.Store.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: ping: %v", store.ErrUnavailable, err)
+	}
+	if st, ok := s.recentWrite(); ok {
+		return unwritable(st.Err)
+	}
+	select {
+	case s.probing <- struct{}{}:
+		defer func() { <-s.probing }()
+	case <-ctx.Done():
+		return fmt.Errorf("%w: probe write: %v", store.ErrUnavailable, ctx.Err())
+	}
+	if st, ok := s.recentWrite(); ok {
+		return unwritable(st.Err) // the probe another call just wrote
+	}
+	return unwritable(s.Store.ProbeWrite(ctx))
+}
+
+// recentWrite returns the outcome of the store's latest write when it
+// ended within HealthWriteWindow.
+func (s *Server) recentWrite() (store.WriteStatus, bool) {
+	st := s.Store.LastWrite()
+	return st, !st.At.IsZero() && s.Now().Sub(st.At) < HealthWriteWindow
+}
+
+// unwritable is /healthz's 503 for a failed write (nil for none).
+func unwritable(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := apierror.New(apierror.Unavailable, CodeStoreUnwritable,
+		"The database answers but does not take writes: its latest write failed (a full disk, a read-only or failing file system, a lost connection).")
+	e.Err = err
+	return e
 }
 
 // List is a page of items.

@@ -65,6 +65,9 @@ type Server struct {
 	mux     *http.ServeMux
 	writers map[Wire]ErrorWriter
 	streams streamSet // event streams taken off net/http (Stream)
+	// probing is held by the /healthz call that writes a probe, so that
+	// there is one at a time.
+	probing chan struct{}
 }
 
 // Config is what New builds a Server from. Settings and Runner are
@@ -97,7 +100,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{Config: cfg.Settings, Runner: cfg.Runner, Store: cfg.Runner.Store, Agents: cfg.Runner.Agents, Logger: logger,
 		Clock: clock.Or(cfg.Clock), Metrics: cfg.Metrics, KeepAliveInterval: cfg.KeepAliveInterval,
-		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError}}
+		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError},
+		probing: make(chan struct{}, 1)}
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics(prometheus.NewRegistry(), cfg.Runner.Store)
 	}

@@ -126,8 +126,9 @@ func TestModelIdleTimeoutFreesThread(t *testing.T) {
 }
 
 // TestModelCallTimeout: an upstream that keeps sending, slowly, is cut at
-// the call timeout though no gap reaches the idle timeout; a call that
-// already delivered text is not retried.
+// the call timeout though no gap reaches the idle timeout; a call whose
+// text reached the client (it streams) is not retried, one whose client
+// has seen nothing yet is (each attempt cut at the timeout).
 func TestModelCallTimeout(t *testing.T) {
 	t.Parallel()
 	words := strings.TrimSpace(strings.Repeat("word ", 60)) // 20 chunks, 50ms apart
@@ -138,13 +139,27 @@ func TestModelCallTimeout(t *testing.T) {
 		}})
 	c := client(env, session("total"), option.WithMaxRetries(0))
 	start := time.Now()
-	_, err := c.Chat.Completions.New(context.Background(), params(user("a long answer please")))
-	wantAPIError(t, err, http.StatusGatewayTimeout, "upstream_timeout")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), params(user("a long answer please")))
+	text := ""
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			text += ch.Choices[0].Delta.Content
+		}
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), `"code":"upstream_timeout"`) || !strings.HasPrefix(text, "word") {
+		t.Fatalf("streamed %q, error %v; want some words, then upstream_timeout", text, err)
+	}
 	if took := time.Since(start); took >= time.Second {
 		t.Fatalf("the turn took %s; the 1s answer must be cut at 250ms", took)
 	}
 	if n := env.Upstream.Count(); n != 1 {
-		t.Fatalf("%d model requests; a call that delivered text is not retried", n)
+		t.Fatalf("%d model requests; a call whose text reached the client is not retried", n)
+	}
+
+	_, err := c.Chat.Completions.New(context.Background(), params(user("a long answer, not streamed")))
+	wantAPIError(t, err, http.StatusGatewayTimeout, "upstream_timeout")
+	if n := env.Upstream.Count(); n != 4 {
+		t.Fatalf("%d model requests; want 3 more: nothing reached the client, so each timed-out attempt is retried", n-1)
 	}
 	if _, err := c.Chat.Completions.New(context.Background(), params(user("short"))); err != nil {
 		t.Fatalf("the next turn: %v", err)
@@ -339,4 +354,80 @@ func TestHealthzAnswersWhenTheDatabaseDoesNot(t *testing.T) {
 	if took := time.Since(start); r.status != http.StatusServiceUnavailable || took > time.Second {
 		t.Fatalf("a database that does not answer: %d after %s %s", r.status, took, r.body)
 	}
+}
+
+// TestUpstreamRetryAfterAfterATool: a long upstream 429 on the model call
+// after a tool ran fails the turn at once with 429 upstream_rate_limited
+// that says x-should-retry: false (the tool must not run again) and still
+// carries the upstream's retry-after, on Chat Completions, Messages and
+// Responses; the SDKs send each request once. On a stream, where the 200
+// went out before the failure, the error event's message names the wait.
+func TestUpstreamRetryAfterAfterATool(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	limited := func() {
+		env.Upstream.FailWhen(script.When{LastTool: "get_weather"}, 1, http.StatusTooManyRequests, http.Header{"Retry-After": {"120"}})
+	}
+	wantHeaders := func(wire string, h http.Header) {
+		t.Helper()
+		if h.Get("retry-after") != "120" || h.Get("retry-after-ms") != "120000" || h.Get("x-should-retry") != "false" {
+			t.Fatalf("%s: retry-after %q retry-after-ms %q x-should-retry %q; want the upstream's 120 s and no retry",
+				wire, h.Get("retry-after"), h.Get("retry-after-ms"), h.Get("x-should-retry"))
+		}
+	}
+	const wait = "Try again in 120 seconds."
+	ctx := context.Background()
+	tools := 0
+	wantOneRun := func(wire string, sent int) {
+		t.Helper()
+		tools++
+		if sent != 1 || env.Calls.Get("get_weather") != tools {
+			t.Fatalf("%s: the SDK sent %d requests and the tool ran %d times in %d turns; want one each", wire, sent, env.Calls.Get("get_weather"), tools)
+		}
+	}
+
+	limited()
+	var p posts
+	_, err := client(env, p.option()).Chat.Completions.New(ctx, params(user("weather in Paris?")))
+	apiErr := wantAPIError(t, err, http.StatusTooManyRequests, "upstream_rate_limited")
+	wantHeaders("chat", apiErr.Response.Header)
+	wantOneRun("chat", p.count())
+
+	limited()
+	p = posts{}
+	stream := client(env, p.option()).Chat.Completions.NewStreaming(ctx, params(user("weather in Paris, streamed?")))
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), `"code":"upstream_rate_limited"`) || !strings.Contains(err.Error(), wait) {
+		t.Fatalf("chat stream: error %v; want upstream_rate_limited saying %q", err, wait)
+	}
+	wantOneRun("chat stream", p.count())
+
+	limited()
+	var sent atomic.Int32
+	ac := antClient(env, countHTTP(&sent))
+	_, err = ac.Messages.New(ctx, antParams(antUser("weather in Paris, Claude?")))
+	var aErr *ant.Error
+	if !errors.As(err, &aErr) || aErr.StatusCode != http.StatusTooManyRequests || aErr.Type() != "rate_limit_error" {
+		t.Fatalf("messages: want a 429 rate_limit_error, got %v", err)
+	}
+	wantHeaders("messages", aErr.Response.Header)
+	wantOneRun("messages", int(sent.Load()))
+
+	limited()
+	sent.Store(0)
+	as := ac.Messages.NewStreaming(ctx, antParams(antUser("weather in Paris, Claude, streamed?")))
+	for as.Next() {
+	}
+	if err := as.Err(); err == nil || !strings.Contains(err.Error(), "rate_limit_error") || !strings.Contains(err.Error(), wait) {
+		t.Fatalf("messages stream: error %v; want rate_limit_error saying %q", err, wait)
+	}
+	wantOneRun("messages stream", int(sent.Load()))
+
+	limited()
+	p = posts{}
+	_, err = client(env, p.option()).Responses.New(ctx, ask("weather in Paris, as a response?"))
+	apiErr = wantAPIError(t, err, http.StatusTooManyRequests, "upstream_rate_limited")
+	wantHeaders("responses", apiErr.Response.Header)
+	wantOneRun("responses", p.count())
 }

@@ -606,5 +606,13 @@ type Store interface {
 
 	// Ping checks the database answers.
 	Ping(ctx context.Context) error
+	// LastWrite returns the outcome of the store's latest write
+	// (WriteStatus), for readiness: a database that answers Ping may still
+	// refuse every write (a full disk).
+	LastWrite() WriteStatus
+	// ProbeWrite writes one row (table health_probe) in a transaction of
+	// its own, to learn whether the database takes writes when no other
+	// write said so lately; its outcome becomes LastWrite's.
+	ProbeWrite(ctx context.Context) error
 	Close() error
 }

@@ -105,7 +105,7 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 	if err != nil {
 		return func(yield func(model.Chunk, error) bool) { yield(model.Chunk{}, err) }
 	}
-	return p.cfg.Retry.Stream(ctx, p.log, req.Timeouts, func(ctx context.Context) iter.Seq2[model.Chunk, error] {
+	return p.cfg.Retry.Stream(ctx, p.log, req, func(ctx context.Context) iter.Seq2[model.Chunk, error] {
 		return p.attempt(ctx, body)
 	})
 }

@@ -21,8 +21,11 @@ type Step struct {
 	EarlyInputTokens int
 	// Finished is true when a Finish chunk arrived.
 	Finished bool
-	// Chunks counts chunks by type.
+	// Chunks counts chunks by type (since the last Restart).
 	Chunks map[model.ChunkType]int
+	// Restarts counts the Restart chunks: the step started again, and
+	// the other fields hold only what came after the last one.
+	Restarts int
 }
 
 // Collect drains a provider stream and assembles it. It returns the first
@@ -37,6 +40,12 @@ func Collect(seq iter.Seq2[model.Chunk, error]) (Step, error) {
 		}
 		if s.Finished {
 			return s, fmt.Errorf("chunk %v after Finish", c.Type)
+		}
+		if c.Type == model.Restart {
+			// The provider starts the step again: what came so far is dropped.
+			restarts := s.Restarts + 1
+			s = Step{Chunks: map[model.ChunkType]int{}, Restarts: restarts}
+			continue
 		}
 		s.Chunks[c.Type]++
 		switch c.Type {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/model/script"
@@ -53,14 +52,12 @@ func openAICompletion(id, model string, rep script.Reply) map[string]any {
 // call id/type/name only in the first delta of each index, exactly one
 // finish_reason, the usage chunk (choices: []) only when asked, then [DONE].
 // There is never an "error" key in a chunk.
-func streamOpenAI(ctx context.Context, w http.ResponseWriter, id, model string, rep script.Reply, includeUsage bool) {
-	s := newSSE(w)
+func streamOpenAI(ctx context.Context, s *sse, id, model string, rep script.Reply, includeUsage bool) {
 	first := true
 	chunk := func(delta map[string]any, finish any) bool {
 		if !first && !pause(ctx, rep.ChunkDelay) {
 			return false
 		}
-		first = false
 		c := map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
 			"choices": []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
@@ -68,7 +65,11 @@ func streamOpenAI(ctx context.Context, w http.ResponseWriter, id, model string, 
 		if includeUsage {
 			c["usage"] = nil
 		}
-		return s.send("", c)
+		if first || finish != nil {
+			first = false
+			return s.event(ctx, "", c)
+		}
+		return s.piece(ctx, "", c)
 	}
 	if !chunk(map[string]any{"role": "assistant", "content": ""}, nil) {
 		return
@@ -157,8 +158,7 @@ func anthropicMessage(id, model string, rep script.Reply, thinking bool) map[str
 // streamAnthropic writes named events: message_start, blocks with gapless
 // indexes (tool_use starting with input {}), message_delta with usage,
 // message_stop.
-func streamAnthropic(ctx context.Context, w http.ResponseWriter, id, model string, rep script.Reply, thinking bool) {
-	s := newSSE(w)
+func streamAnthropic(ctx context.Context, s *sse, id, model string, rep script.Reply, thinking bool) {
 	first := true
 	ev := func(name string, data map[string]any) bool {
 		if !first && name != "ping" && !pause(ctx, rep.ChunkDelay) {
@@ -166,7 +166,14 @@ func streamAnthropic(ctx context.Context, w http.ResponseWriter, id, model strin
 		}
 		first = false
 		data["type"] = name
-		return s.send(name, data)
+		// A piece of the answer: text, a tool call's start or arguments
+		// (thinking is not shown until it ends).
+		d, _ := data["delta"].(map[string]any)
+		cb, _ := data["content_block"].(map[string]any)
+		if (d != nil && (d["type"] == "text_delta" || d["type"] == "input_json_delta")) || (cb != nil && cb["type"] == "tool_use") {
+			return s.piece(ctx, name, data)
+		}
+		return s.event(ctx, name, data)
 	}
 	start := map[string]any{"message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},

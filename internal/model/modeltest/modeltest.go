@@ -82,8 +82,31 @@ type Mock struct {
 	failN      int
 	failStatus int
 	failHeader http.Header
+	failWhen   *script.When // nil: any request
 	hold       *hold
 	stall      *hold
+	brk        *breakAt
+}
+
+// Fault is how BreakOnce breaks a streamed answer.
+type Fault int
+
+// The faults.
+const (
+	// Cut closes the connection in the middle of the stream, without its
+	// end (a reset connection, a proxy that dropped it): the caller reads
+	// an unexpected end of the body.
+	Cut Fault = iota + 1
+	// Stall keeps the connection open and sends nothing more until the
+	// caller goes away (an upstream stuck in the middle of an answer).
+	Stall
+)
+
+// breakAt is one armed BreakOnce.
+type breakAt struct {
+	when  script.When
+	after int
+	fault Fault
 }
 
 // hold is one armed HoldOnce.
@@ -118,7 +141,16 @@ func (m *Mock) FailNext(n, status int) { m.FailNextWith(n, status, nil) }
 func (m *Mock) FailNextWith(n, status int, h http.Header) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.failN, m.failStatus, m.failHeader = n, status, h
+	m.failN, m.failStatus, m.failHeader, m.failWhen = n, status, h, nil
+}
+
+// FailWhen is FailNextWith for the next n requests that meet when (e.g. the
+// model call after a tool ran: When{LastTool: "get_weather"}); other
+// requests are answered as usual.
+func (m *Mock) FailWhen(when script.When, n, status int, h http.Header) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failN, m.failStatus, m.failHeader, m.failWhen = n, status, h, &when
 }
 
 // Stall makes every request that meets when, until release is called,
@@ -139,6 +171,18 @@ func (m *Mock) Stall(when script.When) (release func()) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// BreakOnce makes the streamed answer to the next request that meets when
+// break with fault after its first after pieces of the answer (text
+// fragments and tool call deltas; 0: right after the stream's first event,
+// before any of the answer). The request is recorded with status 200; later
+// requests are answered as usual. Calling BreakOnce again replaces a break
+// no request has taken yet. An answer that is not streamed is not broken.
+func (m *Mock) BreakOnce(when script.When, after int, fault Fault) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.brk = &breakAt{when: when, after: after, fault: fault}
 }
 
 // HoldOnce makes the next request that meets when wait, once recorded
@@ -206,7 +250,7 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	m.mu.Lock()
 	s := m.script
-	failed := m.failN > 0
+	failed := m.failN > 0 && (m.failWhen == nil || (err == nil && m.failWhen.Matches(wr.req)))
 	if failed {
 		m.failN--
 		rec.Status = m.failStatus
@@ -234,6 +278,10 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h := m.stall; h != nil && !failed && err == nil && h.when.Matches(wr.req) {
 		stall = h.gate
+	}
+	var brk *breakAt
+	if b := m.brk; b != nil && !failed && err == nil && wr.stream && rec.Status == http.StatusOK && b.when.Matches(wr.req) {
+		brk, m.brk = b, nil
 	}
 	failHeader := m.failHeader
 	rec.Seq = len(m.reqs) + 1
@@ -283,11 +331,11 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("%s-mock-%d", map[Kind]string{OpenAI: "chatcmpl", Anthropic: "msg"}[m.kind], rec.Seq)
 	switch {
 	case m.kind == OpenAI && wr.stream:
-		streamOpenAI(r.Context(), w, id, model, rep, wr.includeUsage)
+		streamOpenAI(r.Context(), newSSE(w, brk), id, model, rep, wr.includeUsage)
 	case m.kind == OpenAI:
 		writeJSON(w, http.StatusOK, openAICompletion(id, model, rep))
 	case wr.stream:
-		streamAnthropic(r.Context(), w, id, model, rep, wr.thinking)
+		streamAnthropic(r.Context(), newSSE(w, brk), id, model, rep, wr.thinking)
 	default:
 		writeJSON(w, http.StatusOK, anthropicMessage(id, model, rep, wr.thinking))
 	}
@@ -373,19 +421,55 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(data)
 }
 
-// sse writes server-sent events, flushing after each.
+// sse writes server-sent events, flushing after each, and breaks the
+// stream where brk says (nil: never).
 type sse struct {
-	w http.ResponseWriter
-	f *http.ResponseController
+	w      http.ResponseWriter
+	f      *http.ResponseController
+	brk    *breakAt
+	pieces int // pieces of the answer sent
 }
 
-func newSSE(w http.ResponseWriter) *sse {
+func newSSE(w http.ResponseWriter, brk *breakAt) *sse {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &sse{w: w, f: http.NewResponseController(w)}
+	return &sse{w: w, f: http.NewResponseController(w), brk: brk}
+}
+
+// piece sends an event that carries a piece of the answer (a text
+// fragment, a tool call delta).
+func (s *sse) piece(ctx context.Context, name string, data any) bool {
+	if !s.send(name, data) {
+		return false
+	}
+	s.pieces++
+	return s.check(ctx)
+}
+
+// check breaks the stream, once its break point is reached: it reports
+// false when the stream is to end (stalled until ctx ended); a Cut does
+// not return.
+func (s *sse) check(ctx context.Context) bool {
+	if s.brk == nil || s.pieces < s.brk.after {
+		return true
+	}
+	fault := s.brk.fault
+	s.brk = nil
+	if fault == Cut {
+		// net/http closes the connection without the chunked body's end.
+		panic(http.ErrAbortHandler)
+	}
+	<-ctx.Done()
+	return false
+}
+
+// event sends an event that is not a piece of the answer; a break after 0
+// pieces happens right after the first one.
+func (s *sse) event(ctx context.Context, name string, data any) bool {
+	return s.send(name, data) && (s.brk == nil || s.brk.after > 0 || s.check(ctx))
 }
 
 // send writes one event (name may be empty for data-only events).

@@ -202,7 +202,8 @@ func (s *Store) queryInterrupts(ctx context.Context, op, query string, args ...a
 // concurrent decisions on interrupts of one thread (and the end of its run)
 // take turns, and the last one sees that nothing else is pending. A zero
 // d.At is now.
-func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision) (store.DecideResult, error) {
+func (s *Store) Decide(ctx context.Context, tenant, id string, d store.Decision) (_ store.DecideResult, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	if err := store.CheckText("decide", "tenant", tenant, "id", id); err != nil {
 		return store.DecideResult{}, fmt.Errorf("postgres: %w", err)
 	}
@@ -315,7 +316,8 @@ func (s *Store) ExpiredInterrupts(ctx context.Context, now time.Time, limit int)
 
 // RecordDecided adds an already decided interrupt of no thread: the audit
 // record of an approval-gated call in a stateless turn.
-func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) error {
+func (s *Store) RecordDecided(ctx context.Context, in store.Interrupt) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	r, status, dj, err := store.EncodeDecided(in, s.now)
 	if err != nil {
 		return fmt.Errorf("postgres: record decided: %w", err)

@@ -37,7 +37,8 @@ func (s *Store) GetJournal(ctx context.Context, tenant, key string, now time.Tim
 }
 
 // PutJournal creates or replaces a journal entry in one statement.
-func (s *Store) PutJournal(ctx context.Context, e store.JournalEntry) error {
+func (s *Store) PutJournal(ctx context.Context, e store.JournalEntry) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	msgs, state, err := e.Encode()
 	if err != nil {
 		return mapErr("put journal", err)
@@ -52,7 +53,8 @@ func (s *Store) PutJournal(ctx context.Context, e store.JournalEntry) error {
 }
 
 // SweepJournal deletes the journal entries expired at now.
-func (s *Store) SweepJournal(ctx context.Context, now time.Time) (int, error) {
+func (s *Store) SweepJournal(ctx context.Context, now time.Time) (_ int, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM journal WHERE expires_at <= $1`, now)
 	if err != nil {
 		return 0, mapErr("sweep journal", err)

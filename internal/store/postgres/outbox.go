@@ -108,7 +108,8 @@ func (s *Store) queryDeliveries(ctx context.Context, op, query string, args ...a
 
 // ClaimDeliveries leases due pending deliveries to c.Endpoints; rows
 // another replica is claiming are skipped, not waited for.
-func (s *Store) ClaimDeliveries(ctx context.Context, c store.ClaimDeliveries) ([]store.Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, c store.ClaimDeliveries) (_ []store.Delivery, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	if len(c.Endpoints) == 0 {
 		return nil, nil
 	}
@@ -125,7 +126,8 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c store.ClaimDeliveries) ([
 }
 
 // RecordAttempt records the outcome of an attempt of a leased delivery.
-func (s *Store) RecordAttempt(ctx context.Context, a store.DeliveryAttempt) error {
+func (s *Store) RecordAttempt(ctx context.Context, a store.DeliveryAttempt) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	status, next := store.AttemptOutcome(a)
 	var delivered *time.Time
 	if a.Delivered {
@@ -153,9 +155,10 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant string, limit int) ([
 // SweepDeliveries marks failed the deliveries pending since before
 // staleBefore, then deletes the finished deliveries of notices from before
 // before.
-func (s *Store) SweepDeliveries(ctx context.Context, before, staleBefore time.Time) (int, error) {
+func (s *Store) SweepDeliveries(ctx context.Context, before, staleBefore time.Time) (_ int, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	var n int64
-	err := s.tx(ctx, "sweep deliveries", func(tx pgx.Tx) error {
+	err = s.tx(ctx, "sweep deliveries", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE webhook_outbox SET status = 'failed', last_error = $2, lease_owner = '', lease_until = NULL
 			WHERE status = 'pending' AND created_at < $1`, staleBefore, store.StaleDelivery); err != nil {
 			return err

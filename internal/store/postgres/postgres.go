@@ -63,6 +63,8 @@ type Store struct {
 	now    func() time.Time
 	// webhooks are the endpoints notices are written for (SetWebhooks).
 	webhooks []string
+	// health is the outcome of the latest write transaction (LastWrite).
+	health store.WriteHealth
 }
 
 var _ store.Store = (*Store)(nil)
@@ -158,6 +160,46 @@ func (s *Store) Close() error {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return mapErr("ping", s.pool.Ping(ctx))
+}
+
+// LastWrite returns the outcome of the latest write transaction.
+func (s *Store) LastWrite() store.WriteStatus { return s.health.Status() }
+
+// ProbeWrite rewrites the health_probe row in a transaction of its own.
+func (s *Store) ProbeWrite(ctx context.Context) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
+	now := s.now()
+	return s.tx(ctx, "probe write", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO health_probe (id, probed_at) VALUES (1, $1)
+			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now)
+		return err
+	})
+}
+
+// noteWrite records the outcome of a write (every method that writes
+// defers it) for LastWrite: a
+// commit, or the database refusing the write for want of means (SQLSTATE
+// class 53: a full disk, no memory; 58: an I/O error; XX: corrupted data;
+// 25006: a read-only standby after a failover). Other failures are not
+// recorded: the writer's own cancellation, contention a retry gets past (a
+// serialization failure, a deadlock, a lock timeout), and a lost
+// connection, which Ping sees.
+func (s *Store) noteWrite(ctx context.Context, err error) {
+	if err != nil {
+		var pe *pgconn.PgError
+		if ctx.Err() != nil || !errors.As(err, &pe) {
+			return
+		}
+		switch c := pe.Code; {
+		case strings.HasPrefix(c, "53"), strings.HasPrefix(c, "58"), strings.HasPrefix(c, "XX"), c == "25006":
+		default:
+			return
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+	}
+	s.health.Record(s.now(), err)
 }
 
 // tx runs fn in one transaction.

@@ -32,7 +32,8 @@ func scanResponse(row pgx.Row) (*store.Response, error) {
 
 // PutResponse stores r, unless its thread already has a response at r.Seq:
 // then it returns the stored one and false. A zero CreatedAt is now.
-func (s *Store) PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error) {
+func (s *Store) PutResponse(ctx context.Context, r store.Response) (_ *store.Response, _ bool, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	request, err := r.Encode()
 	if err != nil {
 		return nil, false, mapErr("put response", err)
@@ -114,14 +115,16 @@ func (s *Store) NextResponse(ctx context.Context, tenant, threadID string, seq i
 
 // CancelResponse marks a response cancelled (store.ErrNotFound as
 // GetResponse).
-func (s *Store) CancelResponse(ctx context.Context, tenant, id string) error {
+func (s *Store) CancelResponse(ctx context.Context, tenant, id string) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	return s.markResponse(ctx, "cancel response", "CancelResponse",
 		`UPDATE responses SET cancelled = true WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id)
 }
 
 // DeleteResponse hides a response from GetResponse (store.ErrNotFound as
 // GetResponse); NextResponse still sees it.
-func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) error {
+func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	return s.markResponse(ctx, "delete response", "DeleteResponse",
 		`UPDATE responses SET deleted = true WHERE tenant = $1 AND id = $2 AND NOT deleted`, tenant, id)
 }

@@ -9,7 +9,8 @@ import (
 
 // RevokeSession records a signed-out Studio session until expires and
 // deletes the revocations that lapsed at or before now.
-func (s *Store) RevokeSession(ctx context.Context, tenant, id string, expires, now time.Time) error {
+func (s *Store) RevokeSession(ctx context.Context, tenant, id string, expires, now time.Time) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	if err := store.CheckSession("RevokeSession", tenant, id); err != nil {
 		return err
 	}

@@ -155,7 +155,8 @@ func (s *Store) leaseLost(ctx context.Context, q querier, tenant, id, runID stri
 // BeginRun creates the thread if needed and takes its lease for a new run,
 // appending the input messages and events and replacing the state if set;
 // it returns the thread's messages after the first b.Known as of the commit.
-func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
+func (s *Store) BeginRun(ctx context.Context, b store.BeginRun) (_ *store.Begun, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	msgs, evs, err := b.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: begin run: %w", err)
@@ -302,7 +303,8 @@ func (s *Store) retakeThread(ctx context.Context, tx pgx.Tx, b store.BeginRun, s
 
 // Claim takes a Queued thread, or a Running one whose lease expired before
 // c.Now, for a new run, with one conditional update.
-func (s *Store) Claim(ctx context.Context, c store.Claim) (*store.Thread, error) {
+func (s *Store) Claim(ctx context.Context, c store.Claim) (_ *store.Thread, err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
@@ -366,7 +368,8 @@ const checkpointSQL = `WITH t AS (
 SELECT event_seq, agent FROM t`
 
 // Checkpoint stores a step boundary of the run in one statement.
-func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) error {
+func (s *Store) Checkpoint(ctx context.Context, c store.Checkpoint) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	msgs, evs, err := c.Encode()
 	if err != nil {
 		return fmt.Errorf("postgres: checkpoint: %w", err)
@@ -434,7 +437,8 @@ const (
 
 // FinishRun ends the run: the thread takes f.Status (Queued instead of
 // Waiting when no decision is pending any more) and its lease is released.
-func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) error {
+func (s *Store) FinishRun(ctx context.Context, f store.FinishRun) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	evs, err := f.Encode()
 	if err != nil {
 		return fmt.Errorf("postgres: finish run: %w", err)
@@ -539,7 +543,8 @@ func nonNil(s []string) []string {
 
 // ReleaseRun gives up the run's lease without ending it: the thread stays
 // running with no lease, so Stale lists it and Claim takes it at once.
-func (s *Store) ReleaseRun(ctx context.Context, r store.ReleaseRun) error {
+func (s *Store) ReleaseRun(ctx context.Context, r store.ReleaseRun) (err error) {
+	defer func() { s.noteWrite(ctx, err) }()
 	if err := store.CheckText("release run", "tenant", r.Tenant, "threadID", r.ThreadID, "runID", r.RunID); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}

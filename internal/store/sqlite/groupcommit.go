@@ -56,11 +56,19 @@ type writeReq struct {
 
 // write runs fn in a BEGIN IMMEDIATE transaction on the writer connection,
 // possibly with other writers' functions (each in a savepoint of its own),
-// and returns once the transaction committed. fn must not call write.
+// and returns once the transaction committed. fn must not call write. Its
+// outcome is the store's LastWrite.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return mapErr(op, err)
 	}
+	err := s.enqueue(ctx, op, fn)
+	s.noteWrite(ctx, err)
+	return err
+}
+
+// enqueue is write without the outcome's record.
+func (s *Store) enqueue(ctx context.Context, op string, fn func(tx *wtx) error) error {
 	r := &writeReq{ctx: ctx, op: op, fn: fn}
 	g := &s.gc
 	g.mu.Lock()

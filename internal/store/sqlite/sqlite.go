@@ -75,6 +75,8 @@ type Store struct {
 	ckpt *checkpointer
 	// webhooks are the endpoints notices are written for (SetWebhooks).
 	webhooks []string
+	// health is the outcome of the latest write (LastWrite).
+	health store.WriteHealth
 }
 
 var _ store.Store = (*Store)(nil)
@@ -209,6 +211,29 @@ func (s *Store) Ping(ctx context.Context) error {
 		return mapErr("ping", err)
 	}
 	return nil
+}
+
+// LastWrite returns the outcome of the latest write transaction.
+func (s *Store) LastWrite() store.WriteStatus { return s.health.Status() }
+
+// ProbeWrite rewrites the health_probe row in a write transaction of its
+// own.
+func (s *Store) ProbeWrite(ctx context.Context) error {
+	now := s.now()
+	return s.write(ctx, "probe write", func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO health_probe (id, probed_at) VALUES (1, ?)
+			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now.UnixMicro())
+		return err
+	})
+}
+
+// noteWrite records the outcome of a write for LastWrite: a commit, or a
+// failure of the database; not the writer's own cancellation.
+func (s *Store) noteWrite(ctx context.Context, err error) {
+	if err != nil && ctx.Err() != nil {
+		return
+	}
+	s.health.Record(s.now(), err)
 }
 
 // mapErr wraps err with the operation's name, adding store.ErrUnavailable

@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"Ping", testPing},
+		{"LastWrite", testLastWrite},
 		{"UnknownThread", testUnknownThread},
 		{"BeginRun/CreatesThread", testBeginRunCreates},
 		{"BeginRun/State", testBeginRunState},
@@ -340,6 +341,35 @@ func sameThread(t *testing.T, what string, got, want *store.Thread) {
 func testPing(t *testing.T, s store.Store) {
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping: %v", err)
+	}
+}
+
+// testLastWrite: a committed write is the store's latest write, a probe
+// write commits, and a write refused for its content (a lost lease) says
+// nothing of the database, so it leaves LastWrite as it was.
+func testLastWrite(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi"))
+	st := s.LastWrite()
+	if st.At.IsZero() || st.Err != nil {
+		t.Fatalf("after a committed write: LastWrite %+v", st)
+	}
+	if err := s.ProbeWrite(ctx); err != nil {
+		t.Fatalf("ProbeWrite: %v", err)
+	}
+	probed := s.LastWrite()
+	if probed.Err != nil || probed.At.Before(st.At) {
+		t.Fatalf("after a probe: LastWrite %+v, before it %+v", probed, st)
+	}
+	if err := s.ProbeWrite(ctx); err != nil {
+		t.Fatalf("a second ProbeWrite (the row exists): %v", err)
+	}
+	probed = s.LastWrite()
+	err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r0", LeaseUntil: at(time.Hour),
+		Messages: []message.Message{{ID: "m-r0", Role: message.Assistant, Content: "x"}}})
+	wantErr(t, "Checkpoint by another run id", err, store.ErrLeaseLost)
+	if got := s.LastWrite(); !got.At.Equal(probed.At) || got.Err != nil {
+		t.Fatalf("a refused write changed LastWrite: %+v, was %+v", got, probed)
 	}
 }
 

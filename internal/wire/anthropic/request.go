@@ -150,7 +150,7 @@ func parse(body []byte) (*Request, error) {
 // Input maps the request onto a engine.Input (tenant and thread are the
 // caller's to fill).
 func (req *Request) Input() (engine.Input, error) {
-	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences}
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences, Collected: !req.Stream}
 	if req.MaxTokens != nil {
 		in.MaxTokens = *req.MaxTokens
 	}

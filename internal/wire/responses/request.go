@@ -423,7 +423,9 @@ func (req *Request) format() (*model.ResponseFormat, error) {
 // input maps the request onto an engine.Input (tenant and thread are the
 // caller's to fill), with each engine message's input item.
 func (req *Request) input(items []Item, resolve Resolver) (engine.Input, []int, error) {
-	in := engine.Input{Agent: req.Model, Temperature: req.Temperature}
+	// A background response can be followed as it streams (GET with
+	// stream=true): only a plain request sees nothing before the end.
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, Collected: !req.Stream && !req.Background}
 	if req.MaxOutputTokens != nil {
 		if *req.MaxOutputTokens < 1 {
 			return in, nil, apierror.Invalid("max_output_tokens", "`max_output_tokens` must be at least 1.")
