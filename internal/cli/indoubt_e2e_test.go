@@ -96,6 +96,24 @@ export default defineDeepAgent({
 	return dir
 }
 
+// sendAndForget posts body with the API key and the given header pairs in
+// the background and drops the answer: a request that dies with the server
+// it is sent to.
+func sendAndForget(url, key, body string, headers ...string) {
+	go func() {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+}
+
 // authed sends a request with the API key and decodes a JSON answer.
 func authed(t *testing.T, method, url, key string, body io.Reader, out any) int {
 	t.Helper()
@@ -186,17 +204,8 @@ func testCrashMidTool(t *testing.T, dbEnv []string, toolName, say string, approv
 		}
 	} else {
 		// The turn's request dies with the server; nothing waits for it.
-		go func() {
-			body := fmt.Sprintf(`{"model":"shop","messages":[{"role":"user","content":%q}]}`, say)
-			req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+key)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("x-stackbone-session", session)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		}()
+		sendAndForget(a.url()+"/v1/chat/completions", key,
+			fmt.Sprintf(`{"model":"shop","messages":[{"role":"user","content":%q}]}`, say), "x-stackbone-session", session)
 	}
 	waitUntil(t, "the tool's side effect to reach the ledger", 20*time.Second, func() bool { return len(led.calls()) == 1 })
 	a.kill(t)

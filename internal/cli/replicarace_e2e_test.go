@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -54,17 +53,8 @@ func TestNextMessageAfterReplicaDiesMidToolWaitsForDecision(t *testing.T) {
 		"STACKBONE_WEBHOOK_SECRET="+webhookSecret), args...)
 	const session = "replica-race"
 
-	go func() { // the turn's request dies with A
-		body := `{"model":"shop","messages":[{"role":"user","content":"charge order o1"}]}`
-		req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-stackbone-session", session)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}()
+	sendAndForget(a.url()+"/v1/chat/completions", key, // the turn's request dies with A
+		`{"model":"shop","messages":[{"role":"user","content":"charge order o1"}]}`, "x-stackbone-session", session)
 	waitUntil(t, "the charge to reach the ledger", 20*time.Second, func() bool { return len(led.calls()) == 1 })
 	a.kill(t)
 	led.free()

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -78,21 +77,14 @@ func testStatelessKillMidTool(t *testing.T, dbEnv []string, wire string) {
 	const idem = "turn-charge-o1"
 
 	a := startServer(t, env, args...)
-	go func() { // the first attempt dies with the server
-		req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions",
-			strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"charge order o1"}]}`))
-		if wire == "anthropic" {
-			req, _ = http.NewRequest("POST", a.url()+"/v1/messages",
-				strings.NewReader(`{"model":"shop","max_tokens":256,"messages":[{"role":"user","content":"charge order o1"}]}`))
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", idem)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}()
+	// The first attempt dies with the server.
+	if wire == "anthropic" {
+		sendAndForget(a.url()+"/v1/messages", key,
+			`{"model":"shop","max_tokens":256,"messages":[{"role":"user","content":"charge order o1"}]}`, "Idempotency-Key", idem)
+	} else {
+		sendAndForget(a.url()+"/v1/chat/completions", key,
+			`{"model":"shop","messages":[{"role":"user","content":"charge order o1"}]}`, "Idempotency-Key", idem)
+	}
 	waitUntil(t, "the charge to reach the ledger", 20*time.Second, func() bool { return len(led.calls()) == 1 })
 	a.kill(t)
 	led.free()

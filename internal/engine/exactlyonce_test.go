@@ -88,22 +88,30 @@ func (c *ctxTool) tool() *tool.Tool {
 		}}
 }
 
+// cancelMidTool runs a turn of t1 whose refund call has its side effect and
+// is then cancelled with its run: the thread ends failed with the call
+// started and no result.
+func cancelMidTool(t *testing.T, b *lifetimeBundle) (*ctxTool, *engine.Runner) {
+	t.Helper()
+	ct := &ctxTool{entered: make(chan struct{}, 4)}
+	b.spec.Tools = []*tool.Tool{ct.tool()}
+	r := b.runner(t, "node-a", &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`})
+	startTurn(t, r, "t1")
+	<-ct.entered
+	if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	r.Wait()
+	return ct, r
+}
+
 // TestNewTurnAfterFailureMidToolRecoversFirst: a run that fails while its
 // tool runs (here: cancelled) ends failed with the call started and no
 // result. The next turn recovers the thread first, as after a crash.
 func TestNewTurnAfterFailureMidToolRecoversFirst(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
-		ct := &ctxTool{entered: make(chan struct{}, 4)}
-		b.spec.Tools = []*tool.Tool{ct.tool()}
-		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
-		r := b.runner(t, "node-a", m)
-		startTurn(t, r, "t1")
-		<-ct.entered
-		if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
-			t.Fatal(err)
-		}
-		r.Wait()
+		ct, r := cancelMidTool(t, b)
 		if th, _ := b.thread(t, "t1"); th.Status != store.Failed {
 			t.Fatalf("cancelled run: thread %s", th.Status)
 		}
@@ -212,23 +220,14 @@ func TestRetryOfFailedTurnContinuesIt(t *testing.T) {
 	}
 }
 
-// TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt: the first attempt's
-// database went away while its tool ran and the run ended failed with the
-// call started; the client's retry continues the turn, which makes the call
+// TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt: the first attempt's run
+// ended failed while its tool ran (cancelled, as when its database went away
+// under it), the call started; the client's retry continues the turn, which makes the call
 // in doubt instead of running it again.
 func TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
-		ct := &ctxTool{entered: make(chan struct{}, 4)}
-		b.spec.Tools = []*tool.Tool{ct.tool()}
-		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
-		r := b.runner(t, "node-a", m)
-		startTurn(t, r, "t1")
-		<-ct.entered
-		if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
-			t.Fatal(err)
-		}
-		r.Wait()
+		ct, r := cancelMidTool(t, b)
 		evs, err := turn(t, r, "hello", "")
 		if err != nil {
 			t.Fatalf("retry: %v", err)
