@@ -45,25 +45,31 @@ func dropFirst(t *testing.T, backend string, ready func(done <-chan struct{})) (
 			pass.ServeHTTP(w, r)
 			return
 		}
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, backend+r.URL.RequestURI(), bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if res, err := http.DefaultClient.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, res.Body)
-				_ = res.Body.Close()
-			}
-		}()
-		ready(done)
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
+		loseAnswer(w, r, backend, ready)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL, attempts
+}
+
+// loseAnswer hands r to backend, waits for ready (given the channel closed
+// once the backend answered), then closes the client's connection without a
+// byte of the answer.
+func loseAnswer(w http.ResponseWriter, r *http.Request, backend string, ready func(done <-chan struct{})) {
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, backend+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+		}
+	}()
+	ready(done)
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+	}
 }
 
 // users counts a thread's stored user messages.

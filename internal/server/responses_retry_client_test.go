@@ -1,9 +1,7 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -47,21 +45,7 @@ func loseFirstAttempts(t *testing.T, backend string, ready map[string]func(done 
 			pass.ServeHTTP(w, r)
 			return
 		}
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, backend+r.URL.RequestURI(), bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if res, err := http.DefaultClient.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, res.Body)
-				_ = res.Body.Close()
-			}
-		}()
-		lose(done)
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = conn.Close()
-		}
+		loseAnswer(w, r, backend, lose)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL, func(name string) int {
