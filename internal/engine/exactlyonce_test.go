@@ -5,16 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 )
@@ -328,4 +332,53 @@ func TestRetryThatFoundNoThreadAttaches(t *testing.T) {
 			t.Fatalf("%d user messages, %d answers, %d model calls; want one of each", users, answers, m.calls.Load())
 		}
 	})
+}
+
+// TestNewTurnAfterDatabaseCutMidToolRecoversFirst: the database goes away
+// (a loopback proxy drops and refuses its connections) while replica A's
+// non-idempotent tool runs, so neither the result nor the run's end can be
+// stored; A's lease lapses. The user's next message, through replica B on a
+// database that answers again, recovers the thread first: the call waits in
+// doubt and the message gets approval pending.
+func TestNewTurnAfterDatabaseCutMidToolRecoversFirst(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(stacktest.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := stacktest.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	stA := stacktest.PostgresAt(t, u.String(), "cut")
+	stB := stacktest.PostgresReplica(t, stA)
+	clk := clock.NewFake(t0)
+	stA.SetClock(clk)
+	stB.SetClock(clk)
+	b := &lifetimeBundle{clk: clk, store: stA, other: stB,
+		spec: &agent.Spec{Name: "helper", Model: "scripted/helper", Instructions: "Help."}}
+	fx := newSideEffect(t)
+	b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+	m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+	a := b.runner(t, "node-a", m)
+	t.Cleanup(fx.free)
+	startTurn(t, a, "t1")
+	<-fx.entered
+	proxy.Drop()
+	proxy.Refuse()
+	fx.free() // the charge went through; its result cannot be stored
+	a.Wait()
+	clk.Advance(2 * time.Hour)
+
+	other := b.runner(t, "node-b", m)
+	_, err = other.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+		Messages: []message.Message{{Role: message.User, Content: "did it work?"}}})
+	if !errors.Is(err, store.ErrApprovalPending) {
+		t.Fatalf("a new turn after the database came back: %v, want approval pending", err)
+	}
+	other.Wait()
+	view := *b
+	view.store = stB
+	assertInDoubtNotClosed(t, &view, fx)
 }
