@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"net/url"
 	"strings"
@@ -92,46 +93,88 @@ func (c *ctxTool) tool() *tool.Tool {
 		}}
 }
 
-// cancelMidTool runs a turn of t1 whose refund call has its side effect and
-// is then cancelled with its run: the thread ends failed with the call
-// started and no result.
-func cancelMidTool(t *testing.T, b *lifetimeBundle) (*ctxTool, *engine.Runner) {
-	t.Helper()
-	ct := &ctxTool{entered: make(chan struct{}, 4)}
-	b.spec.Tools = []*tool.Tool{ct.tool()}
-	r := b.runner(t, "node-a", &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`})
-	startTurn(t, r, "t1")
-	<-ct.entered
-	if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
-		t.Fatal(err)
-	}
-	r.Wait()
-	return ct, r
+// flapping is a store whose checkpoints fail once armed (the database
+// refuses the writes of a run for a moment) while the run's end is stored.
+type flapping struct {
+	store.Store
+	armed atomic.Bool
 }
 
-// TestNewTurnAfterFailureMidToolRecoversFirst: a run that fails while its
-// tool runs (here: cancelled) ends failed with the call started and no
-// result. The next turn recovers the thread first, as after a crash.
+func (f *flapping) Checkpoint(ctx context.Context, c store.Checkpoint) error {
+	if f.armed.Load() {
+		return fmt.Errorf("checkpoint: %w", store.ErrUnavailable)
+	}
+	return f.Store.Checkpoint(ctx, c)
+}
+
+// failMidTool runs a turn of t1 whose refund call has its side effect,
+// then neither its result nor an in-doubt decision can be stored, while the
+// run's end can: the thread ends failed with the call started and no
+// result. It returns the tool and a runner on the working store.
+func failMidTool(t *testing.T, b *lifetimeBundle) (*sideEffect, *engine.Runner) {
+	t.Helper()
+	fx := newSideEffect(t)
+	b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+	m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+	flap := *b
+	fs := &flapping{Store: b.store}
+	flap.store = fs
+	a := flap.runner(t, "node-a", m)
+	t.Cleanup(fx.free)
+	startTurn(t, a, "t1")
+	<-fx.entered
+	fs.armed.Store(true)
+	fx.free()
+	a.Wait()
+	if th, _ := b.thread(t, "t1"); th.Status != store.Failed {
+		t.Fatalf("the run whose writes failed: thread %s, want failed", th.Status)
+	}
+	return fx, b.runner(t, "node-a", m)
+}
+
+// TestCancelMidToolMakesCallInDoubt: a run cancelled while its
+// non-idempotent tool runs (the effect may have happened; its result is not
+// stored) makes the call in doubt at once: the thread waits on the decision
+// (its decision.pending goes out now, not at the next turn), and the next
+// turn is told so.
+func TestCancelMidToolMakesCallInDoubt(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		ct := &ctxTool{entered: make(chan struct{}, 4)}
+		b.spec.Tools = []*tool.Tool{ct.tool()}
+		r := b.runner(t, "node-a", &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`})
+		startTurn(t, r, "t1")
+		<-ct.entered
+		if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
+			t.Fatal(err)
+		}
+		r.Wait()
+		pend := pendingOf(t, b)
+		if th, _ := b.thread(t, "t1"); th.Status != store.Waiting || len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt {
+			t.Fatalf("cancelled mid-tool: thread %s, pending %+v; want waiting on the in-doubt call", th.Status, pend)
+		}
+		_, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+			Messages: []message.Message{{Role: message.User, Content: "something else"}}})
+		if !errors.Is(err, store.ErrApprovalPending) || ct.runs.Load() != 1 {
+			t.Fatalf("a new turn after the cancel: %v (tool ran %d times)", err, ct.runs.Load())
+		}
+	})
+}
+
+// TestNewTurnAfterFailureMidToolRecoversFirst: a run whose writes fail
+// while its tool runs ends failed with the call started and no result. The
+// next turn recovers the thread first, as after a crash.
 func TestNewTurnAfterFailureMidToolRecoversFirst(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
-		ct, r := cancelMidTool(t, b)
-		if th, _ := b.thread(t, "t1"); th.Status != store.Failed {
-			t.Fatalf("cancelled run: thread %s", th.Status)
-		}
+		fx, r := failMidTool(t, b)
 		_, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
 			Messages: []message.Message{{Role: message.User, Content: "something else"}}})
 		if !errors.Is(err, store.ErrApprovalPending) {
 			t.Fatalf("a new turn after the failed run: %v, want approval pending", err)
 		}
 		r.Wait()
-		if n := ct.runs.Load(); n != 1 {
-			t.Fatalf("the call ran %d times", n)
-		}
-		pend := pendingOf(t, b)
-		if len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt {
-			t.Fatalf("pending: %+v", pend)
-		}
+		assertInDoubtNotClosed(t, b, fx)
 	})
 }
 
@@ -224,14 +267,14 @@ func TestRetryOfFailedTurnContinuesIt(t *testing.T) {
 	}
 }
 
-// TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt: the first attempt's run
-// ended failed while its tool ran (cancelled, as when its database went away
-// under it), the call started; the client's retry continues the turn, which makes the call
-// in doubt instead of running it again.
+// TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt: the first attempt's
+// writes failed while its tool ran (the database went away under it) and
+// the run ended failed with the call started; the client's retry continues
+// the turn, which makes the call in doubt instead of running it again.
 func TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
-		ct, r := cancelMidTool(t, b)
+		fx, r := failMidTool(t, b)
 		evs, err := turn(t, r, "hello", "")
 		if err != nil {
 			t.Fatalf("retry: %v", err)
@@ -241,11 +284,8 @@ func TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt(t *testing.T) {
 			t.Fatalf("retry's end: %+v", last)
 		}
 		r.Wait()
-		if n := ct.runs.Load(); n != 1 {
-			t.Fatalf("the call ran %d times", n)
-		}
-		if pend := pendingOf(t, b); len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt ||
-			!strings.Contains(pend[0].Description, "may already have run") {
+		assertInDoubtNotClosed(t, b, fx)
+		if pend := pendingOf(t, b); !strings.Contains(pend[0].Description, "may already have run") {
 			t.Fatalf("pending: %+v", pend)
 		}
 	})

@@ -50,6 +50,10 @@ type execution struct {
 	// priorSteps counts the model steps an earlier attempt recorded.
 	journal    *journal
 	priorSteps int
+	// inflight are the calls (not idempotent) of the batch running now whose
+	// started markers are stored and results are not (the top execution's
+	// own; a subagent's calls are recovered with the thread).
+	inflight []inflightCall
 	// retried are the live events of the steps a failed attempt of the turn
 	// stored, shown first when a client's retry continues it.
 	retried []event.Event
@@ -350,7 +354,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		x.send(x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg, Err: cause}))
 	case err != nil && errors.Is(context.Cause(ctx), ErrCancelled):
 		outcome = CodeCancelled
-		x.fail(ErrCancelled)
+		x.settle(ctx, ErrCancelled)
 	case err != nil && !x.durable && ctx.Err() != nil:
 		// A stateless run lives in its request: the client hung up. A
 		// normal event, not a server error.
@@ -359,7 +363,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		x.send(x.stamp(event.Event{Type: event.RunError, Code: OutcomeClientClosed, Message: "The client closed the connection.", Err: err}))
 	case err != nil:
 		outcome = "error"
-		x.fail(err)
+		x.settle(ctx, err)
 	default:
 		outcome = string(out.Type)
 		x.closeJournal(ctx)
@@ -413,6 +417,46 @@ func (x *execution) fail(err error) {
 		}
 	}
 	ev.Err = &RunFailedError{Err: err, WorkDone: x.top().worked.Load()}
+	x.send(ev)
+}
+
+// inflightCall is a started call and the arguments it runs with.
+type inflightCall struct {
+	c    message.ToolCall
+	args json.RawMessage
+}
+
+// settle ends a run that failed with err. When calls of it had started and
+// their results were not stored (it was cancelled, or failed, while its
+// tools ran), they may have had their effect: they become in-doubt
+// decisions at once, in one checkpoint, and the thread waits on them (the
+// consumer still gets the failure). If that cannot be stored either (the
+// database is gone), the run fails as any other and the thread is recovered
+// before its next turn.
+func (x *execution) settle(ctx context.Context, err error) {
+	if len(x.inflight) == 0 {
+		x.fail(err)
+		return
+	}
+	doubts := make([]store.Interrupt, 0, len(x.inflight))
+	for _, ic := range x.inflight {
+		doubts = append(doubts, x.inDoubt(ic.c, ic.args))
+	}
+	if cerr := x.checkpoint(context.WithoutCancel(ctx), store.Checkpoint{Interrupts: doubts}); cerr != nil {
+		x.fail(err)
+		return
+	}
+	x.inflight = nil
+	x.r.Logger.Warn("run stopped while its calls ran: they wait in doubt for retry or skip",
+		"agent", x.spec.Name, "thread", x.threadID, "run", x.runID, "calls", len(doubts), "err", err)
+	code, msg := x.r.describe(err)
+	ev := x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg})
+	if stored, ferr := x.endRun(store.Waiting, msg, ev); ferr == nil {
+		ev = stored
+	} else if !errors.Is(ferr, store.ErrLeaseLost) {
+		x.r.Logger.Error("store the end of a run waiting in doubt", "thread", x.threadID, "err", ferr)
+	}
+	ev.Err = &RunFailedError{Err: err, WorkDone: true}
 	x.send(ev)
 }
 
@@ -1173,6 +1217,16 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				"thread", x.threadID, "tool", it.Tool, "toolCallId", it.ToolCallID, "interrupt", it.ID)
 		}
 	}
+	if x.durable && x.scope == "" {
+		// Until their results are stored, these calls are in flight: a run
+		// that fails or is cancelled meanwhile makes them in doubt (settle).
+		x.inflight = x.inflight[:0]
+		for _, j := range jobs {
+			if !j.t.Idempotent {
+				x.inflight = append(x.inflight, inflightCall{c: j.c, args: j.args})
+			}
+		}
+	}
 	if !x.durable {
 		for _, j := range jobs {
 			if !j.t.Idempotent {
@@ -1247,6 +1301,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		if err := x.checkpoint(ctx, store.Checkpoint{Messages: msgs, State: state, Events: stored}); err != nil {
 			return nil, err
 		}
+		x.inflight = x.inflight[:0]
 		x.msgs = append(x.msgs, msgs...)
 		if state != nil {
 			x.state = state
