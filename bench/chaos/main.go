@@ -147,11 +147,11 @@ type options struct {
 	slowShare, nextShare float64
 	// slowFor is how long the ledger holds a charge's answer after its
 	// side effect.
-	slowFor time.Duration
-	requestTimeout                time.Duration
-	seed                          uint64
-	bin                           string
-	verbose                       bool
+	slowFor        time.Duration
+	requestTimeout time.Duration
+	seed           uint64
+	bin            string
+	verbose        bool
 }
 
 func main() {
