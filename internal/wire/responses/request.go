@@ -7,6 +7,7 @@ package responses
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -86,7 +87,11 @@ const (
 )
 
 // Decode parses and checks a request body.
-func Decode(body []byte) (*Request, error) {
+func Decode(body []byte) (*Request, error) { return DecodeContext(context.Background(), body) }
+
+// DecodeContext is Decode for a request whose context is ctx: once ctx
+// ends, no more of its tool schemas are compiled.
+func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
 	var req Request
 	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", httpjson.Problem(err))
@@ -97,6 +102,7 @@ func Decode(body []byte) (*Request, error) {
 	if len(bytes.TrimSpace(req.Input)) == 0 || string(bytes.TrimSpace(req.Input)) == "null" {
 		return nil, apierror.Invalid("input", "`input` is required: a string or a list of input items.")
 	}
+	tools := schema.NewTools(ctx)
 	for i, t := range req.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		if t.Type != "function" {
@@ -105,9 +111,12 @@ func Decode(body []byte) (*Request, error) {
 		if t.Name == "" {
 			return nil, apierror.Invalid(param+".name", "Every function tool needs a `name`.")
 		}
-		params, err := schema.ToolParameters(t.Parameters)
+		params, err := tools.Parameters(t.Parameters)
 		if err != nil {
-			return nil, apierror.Invalid(param+".parameters", "`%s.parameters` %v.", param, err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, apierror.Invalid(param+".parameters", "`%s.parameters` (tool %q) %v.", param, t.Name, err)
 		}
 		req.Tools[i].Parameters = params
 	}

@@ -113,8 +113,8 @@ type record struct {
 }
 
 // DecodeTurn reads a Responses request.
-func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
-	req, err := Decode(body)
+func (wr *Wire) DecodeTurn(r *http.Request, body []byte) (wire.Turn, error) {
+	req, err := DecodeContext(r.Context(), body)
 	if err != nil {
 		return nil, err
 	}
