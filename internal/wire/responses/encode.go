@@ -93,6 +93,8 @@ type OutputItem struct {
 	CallID    string  `json:"call_id,omitempty"`
 	Name      string  `json:"name,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
+	// Namespace is the namespace tool the called function came from.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // MarshalJSON writes the fields of the item's type: a message always has
@@ -122,7 +124,8 @@ func (it OutputItem) MarshalJSON() ([]byte, error) {
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
-	}{it.Type, it.ID, it.Status, it.CallID, it.Name, args})
+		Namespace string `json:"namespace,omitempty"`
+	}{it.Type, it.ID, it.Status, it.CallID, it.Name, args, it.Namespace})
 }
 
 // OutputPart is a part of an output message.
@@ -390,6 +393,11 @@ func (f *fold) call(c message.ToolCall) error {
 	args := c.Arguments
 	empty := ""
 	item := OutputItem{Type: "function_call", ID: "fc_" + c.ID, Status: StatusInProgress, CallID: c.ID, Name: c.Name, Arguments: &empty}
+	for _, t := range f.resp.Tools {
+		if t.Name == c.Name {
+			item.Namespace = t.Namespace
+		}
+	}
 	f.resp.Output = append(f.resp.Output, item)
 	idx := len(f.resp.Output) - 1
 	if err := f.send("response.output_item.added", map[string]any{"output_index": idx, "item": item}); err != nil {

@@ -42,12 +42,54 @@ type Request struct {
 }
 
 // Tool is a function tool of a request: flat, unlike Chat Completions'.
+// A request's "namespace" tools are flattened into the function tools they
+// hold (Namespace names the group, which the calls of those tools carry
+// back); hosted tools (web_search, file_search, …) are dropped.
 type Tool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	// Namespace is the namespace tool this function came from.
+	Namespace string `json:"namespace,omitempty"`
+	// Tools are a namespace tool's own tools, as sent.
+	Tools []Tool `json:"tools,omitempty"`
+	// at is where the tool sits in the request, for errors.
+	at string
+}
+
+// Tool types the wire reads; any other is a hosted tool.
+const (
+	ToolFunction  = "function"
+	ToolNamespace = "namespace"
+)
+
+// clientTools flattens a request's tools into the function tools the client
+// runs: a namespace's function tools join the list with their namespace
+// (its other tools are dropped), and a hosted tool we do not offer (web
+// search, file search, code interpreter, computer use, MCP, custom tools,
+// …) is dropped, as OpenAI-compatible servers do, so a client such as Codex
+// that declares them works with the function tools it also sends.
+func clientTools(in []Tool) []Tool {
+	var out []Tool
+	for i, t := range in {
+		at := fmt.Sprintf("tools[%d]", i)
+		switch t.Type {
+		case ToolFunction:
+			t.at, t.Namespace, t.Tools = at, "", nil
+			out = append(out, t)
+		case ToolNamespace:
+			for j, f := range t.Tools {
+				if f.Type != ToolFunction {
+					continue
+				}
+				f.at, f.Namespace, f.Tools = fmt.Sprintf("%s.tools[%d]", at, j), t.Name, nil
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // TextOptions is the request's text configuration: its output format.
@@ -103,11 +145,9 @@ func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
 		return nil, apierror.Invalid("input", "`input` is required: a string or a list of input items.")
 	}
 	tools := schema.NewTools(ctx)
+	req.Tools = clientTools(req.Tools)
 	for i, t := range req.Tools {
-		param := fmt.Sprintf("tools[%d]", i)
-		if t.Type != "function" {
-			return nil, apierror.Invalid(param+".type", "Only function tools are supported here (got %q): the agent's own tools run on the server.", t.Type)
-		}
+		param := t.at
 		if t.Name == "" {
 			return nil, apierror.Invalid(param+".name", "Every function tool needs a `name`.")
 		}

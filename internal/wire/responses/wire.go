@@ -182,7 +182,7 @@ func (t *turn) Input() engine.Input { return t.in }
 
 // Param places an engine input error on the request's own paths.
 func (t *turn) Param(field string, i int) string {
-	return wire.Param(field, i, func(i int) string { return fmt.Sprintf("tools[%d].name", i) }, t.origin, "input[%d].call_id")
+	return wire.Param(field, i, func(i int) string { return t.req.Tools[i].at + ".name" }, t.origin, "input[%d].call_id")
 }
 
 // Prepare resolves the turn's thread: store: false is stateless;
