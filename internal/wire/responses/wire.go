@@ -561,9 +561,29 @@ func (wr *Wire) current(ctx context.Context, sr *store.Response, rec record) (*R
 }
 
 // delete deletes a stored response (its conversation keeps its messages).
+// A response still running (a background one, or one whose client still
+// reads it) is cancelled first, as POST …/cancel does: a deleted response
+// no longer runs, so its conversation takes new turns at once instead of
+// being busy with a run nobody can name any more.
 func (wr *Wire) delete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	err := wr.c.Store.DeleteResponse(r.Context(), wr.c.Tenant(r.Context()), id)
+	sr, rec, err := wr.load(r)
+	if err != nil {
+		return err
+	}
+	resp, err := wr.current(r.Context(), sr, rec)
+	if err != nil {
+		return err
+	}
+	if resp.Status == StatusInProgress || resp.Status == StatusQueued {
+		if err := wr.c.Store.CancelResponse(r.Context(), sr.Tenant, sr.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := wr.c.Runner.Cancel(r.Context(), sr.Tenant, sr.ThreadID); err != nil {
+			return err
+		}
+	}
+	err = wr.c.Store.DeleteResponse(r.Context(), sr.Tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound(id)
 	}
