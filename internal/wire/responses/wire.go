@@ -490,6 +490,10 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		sw := sse.NewBuffered(w)
+		// The headers go now: with after at or past the last event there
+		// may be nothing to send until the response ends (or never, for a
+		// finished one, whose stream then ends empty).
+		_ = sw.Start() // a client gone fails the first write, which ends Encode
 		f := newFold(rec.Head, sw.Event, after)
 		return wr.c.Encode(&stream{fold: f, sw: sw, w: w}, run)
 	}
