@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // responsesScript drives the tests/clients/responses-*.mjs scripts:
@@ -195,6 +197,32 @@ func TestResponsesAgentsSDK(t *testing.T) {
 	}
 	checkClientTool(t, env, "agents look up order 42", `{"id":"42","status":"shipped-agents"}`)
 	checkClientTool(t, env, "agents stream order 42", `{"id":"42","status":"shipped-agents"}`)
+	// The SDK resends the whole conversation on each model call, without
+	// previous_response_id: a run is still one thread, holding the call,
+	// its output and the answer once each.
+	for _, prompt := range []string{"agents look up order 42", "agents stream order 42"} {
+		var found []string
+		threads, err := env.Store.ListThreads(context.Background(), "dev", store.ThreadFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, th := range threads {
+			msgs, err := env.Store.Messages(context.Background(), "dev", th.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) > 0 && msgs[0].Content == prompt {
+				var roles []string
+				for _, m := range msgs {
+					roles = append(roles, string(m.Role))
+				}
+				found = append(found, strings.Join(roles, ","))
+			}
+		}
+		if len(found) != 1 || found[0] != "user,assistant,tool,assistant" {
+			t.Errorf("%q: threads %q; want one thread user,assistant,tool,assistant", prompt, found)
+		}
+	}
 }
 
 // TestResponsesVercelAISDK runs tests/clients/responses-aisdk.mjs: the

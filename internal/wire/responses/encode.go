@@ -173,7 +173,10 @@ type fold struct {
 
 	// start is called at the turn's first run_started, with its stored
 	// sequence number (0 for a stateless turn); it names the response.
-	start   func(seq int64) (string, error)
+	start func(seq int64) (string, error)
+	// end, when set, is called with the response once it completed (or
+	// is incomplete) and its last event was sent.
+	end     func(r Response)
 	started bool
 	msg     *OutputItem // the message being streamed
 	msgIdx  int
@@ -385,7 +388,13 @@ func (f *fold) finish(e event.Event) error {
 	if f.resp.Status == StatusIncomplete {
 		typ = "response.incomplete"
 	}
-	return f.send(typ, map[string]any{"response": f.snapshot()})
+	if err := f.send(typ, map[string]any{"response": f.snapshot()}); err != nil {
+		return err
+	}
+	if f.end != nil {
+		f.end(f.snapshot())
+	}
+	return nil
 }
 
 // call adds a function_call item the turn stopped on.

@@ -27,6 +27,8 @@ import (
 // events.
 type Store interface {
 	ClaimResponseKey(ctx context.Context, k store.ResponseKey, replace string) (*store.ResponseKey, bool, error)
+	GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error)
+	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)
 	PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error)
 	GetResponse(ctx context.Context, tenant, id string) (*store.Response, error)
 	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error)
@@ -232,6 +234,11 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 		thread = header
 	}
 	if thread == "" {
+		if thread, err = t.continued(ctx, in); err != nil {
+			return in, err
+		}
+	}
+	if thread == "" {
 		if thread, err = t.newChain(ctx, in); err != nil {
 			return in, err
 		}
@@ -295,6 +302,9 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	}
 	f := newFold(t.head, sink, -1)
 	f.start = t.start
+	if t.req.Stored() {
+		f.end = t.remember
+	}
 	switch {
 	case t.req.Stream:
 		return &stream{fold: f, sw: sw, w: w}
