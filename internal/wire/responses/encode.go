@@ -175,8 +175,10 @@ type fold struct {
 	// sequence number (0 for a stateless turn); it names the response.
 	start func(seq int64) (string, error)
 	// end, when set, is called with the response once it completed (or
-	// is incomplete) and its last event was sent.
+	// is incomplete) and its last event was sent (and flushed, with
+	// flush set), so what end does cannot delay the client.
 	end     func(r Response)
+	flush   func() error
 	started bool
 	msg     *OutputItem // the message being streamed
 	msgIdx  int
@@ -392,6 +394,11 @@ func (f *fold) finish(e event.Event) error {
 		return err
 	}
 	if f.end != nil {
+		if f.flush != nil {
+			if err := f.flush(); err != nil {
+				return err
+			}
+		}
 		f.end(f.snapshot())
 	}
 	return nil

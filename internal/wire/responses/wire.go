@@ -305,6 +305,9 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	if t.req.Stored() {
 		f.end = t.remember
 	}
+	if sw != nil {
+		f.flush = sw.Flush
+	}
 	switch {
 	case t.req.Stream:
 		return &stream{fold: f, sw: sw, w: w}
