@@ -38,7 +38,7 @@ func (e *ValidationError) Error() string {
 }
 
 // Bounds on a schema a client sends. Compiling costs time that grows faster
-// than the schema: a 64 KiB schema compiles in about a tenth of a second,
+// than the schema: a 64 KiB schema compiles in up to a tenth of a second,
 // one nested 1,000 deep in seconds.
 const (
 	// MaxDepth is how deep a client's schema may nest JSON objects and
@@ -49,7 +49,7 @@ const (
 	MaxBytes = 64 << 10
 	// MaxRequestBytes is the size of the client tool schemas of one
 	// request together.
-	MaxRequestBytes = 512 << 10
+	MaxRequestBytes = 256 << 10
 )
 
 // LimitError says a client's schema is beyond one of the bounds.

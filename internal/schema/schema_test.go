@@ -99,7 +99,7 @@ func TestClientSchemasAreBounded(t *testing.T) {
 	for i := 0; i < MaxRequestBytes/len(part)+1 && err == nil; i++ {
 		_, err = tools.Parameters(part)
 	}
-	if !errors.As(err, &le) || !strings.Contains(err.Error(), "beyond 524288 bytes together") {
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "beyond 262144 bytes together") {
 		t.Fatalf("the request's schemas together: %v", err)
 	}
 }
