@@ -200,7 +200,14 @@ func TestResponsesAgentsSDK(t *testing.T) {
 	// The SDK resends the whole conversation on each model call, without
 	// previous_response_id: a run is still one thread, holding the call,
 	// its output and the answer once each.
-	for _, prompt := range []string{"agents look up order 42", "agents stream order 42"} {
+	oneThreadPerRun(t, env, "agents look up order 42", "agents stream order 42")
+}
+
+// oneThreadPerRun checks that each prompt's run (a client tool step, then
+// the answer) made one thread: user, assistant (the call), tool, assistant.
+func oneThreadPerRun(t *testing.T, env *stacktest.Env, prompts ...string) {
+	t.Helper()
+	for _, prompt := range prompts {
 		var found []string
 		threads, err := env.Store.ListThreads(context.Background(), "dev", store.ThreadFilter{Limit: 100})
 		if err != nil {
@@ -236,6 +243,9 @@ func TestResponsesVercelAISDK(t *testing.T) {
 	env := runResponsesClient(t, "responses-aisdk.mjs", 4, filepath.Join("@ai-sdk", "openai", "package.json"))
 	checkClientTool(t, env, "aisdk look up order 42", `{"id":"42","status":"shipped-aisdk"}`)
 	checkClientTool(t, env, "aisdk stream order 42", `{"id":"42","status":"shipped-aisdk"}`)
+	// Its second step replays the first (the text as an item_reference):
+	// one thread per run.
+	oneThreadPerRun(t, env, "aisdk look up order 42", "aisdk stream order 42")
 }
 
 // TestResponsesCodexStyle runs tests/clients/responses-codex.mjs: Codex

@@ -192,7 +192,7 @@ func itemKey(items []Item) string {
 	call := ""
 	for i := end; i >= start; i-- {
 		it := items[i]
-		if it.Type == ItemMessage || it.Type == "" {
+		if it.Type == ItemMessage || it.Type == "" || it.Type == ItemReference {
 			if it.ID != "" {
 				return "item:" + it.ID
 			}
@@ -213,9 +213,12 @@ func itemKey(items []Item) string {
 }
 
 // assistantItem reports whether an item is the model's: an assistant
-// message or a function call.
+// message or a function call, or a reference to a stored output message
+// (what the AI SDK sends instead of the message; should it name another
+// message, continued finds the thread does not end with it).
 func assistantItem(it Item) bool {
-	return it.Type == ItemFunctionCall || ((it.Type == ItemMessage || it.Type == "") && it.Role == "assistant")
+	return it.Type == ItemFunctionCall || it.Type == ItemReference ||
+		((it.Type == ItemMessage || it.Type == "") && it.Role == "assistant")
 }
 
 // outputItems are a response's output as items, for itemKey.
