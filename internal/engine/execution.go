@@ -549,12 +549,17 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 	stopBeat := x.heartbeat(ctx)
 	defer stopBeat()
 	steps := x.priorSteps
+	// The client's forced tool choice is for the turn's first model step
+	// only; a step after tool results (this turn's, or a resumed turn's)
+	// may answer.
+	first := steps == 0
 	if x.answered {
 		x.stop = event.StopEnd
 		return &event.Outcome{Type: event.Success, Stop: event.StopEnd}, nil
 	}
 	for {
 		if pending := message.PendingCalls(x.view()); len(pending) > 0 {
+			first = false
 			out, err := x.runCalls(ctx, pending)
 			if err != nil || out != nil {
 				return out, err
@@ -566,7 +571,8 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 			return &event.Outcome{Type: event.Success, Stop: event.StopLength}, nil
 		}
 		steps++
-		msg, err := x.step(ctx)
+		msg, err := x.step(ctx, first)
+		first = false
 		if err != nil {
 			return nil, err
 		}
@@ -613,14 +619,28 @@ func (x *execution) systemPrompt(ctx context.Context) (string, error) {
 	return systemPrompt(text, x.system), nil
 }
 
+// toolChoice is the client's tool choice for a model step. A choice that
+// forces a call ("required" or a tool's name) holds for the turn's first
+// step only, as OpenAI's Agents SDK resets it once a tool ran: the later
+// steps are "auto", so a model that got its tool results can answer
+// instead of being made to call a tool at every step until MaxSteps.
+func (x *execution) toolChoice(first bool) string {
+	c := x.in.ToolChoice
+	if first || c == "" || c == "auto" || c == "none" {
+		return c
+	}
+	return "auto"
+}
+
 // step calls the model once, streams what it says, and stores the assistant
-// message with the decisions its calls need.
-func (x *execution) step(ctx context.Context) (message.Message, error) {
+// message with the decisions its calls need; first says it is the turn's
+// first model step.
+func (x *execution) step(ctx context.Context, first bool) (message.Message, error) {
 	system, err := x.systemPrompt(ctx)
 	if err != nil {
 		return message.Message{}, err
 	}
-	req := model.Request{Model: x.modelName, System: system, Messages: x.view(), ToolChoice: x.in.ToolChoice,
+	req := model.Request{Model: x.modelName, System: system, Messages: x.view(), ToolChoice: x.toolChoice(first),
 		Timeouts: x.spec.ModelTimeouts.Or(x.r.ModelTimeouts)}
 	x.settings().Apply(&req)
 	if x.scope == "" {

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -62,5 +63,75 @@ func TestNumbersBeyondFloat64AreRefused(t *testing.T) {
 	}
 	if err := Validate(json.RawMessage(`{"type":"number"}`), json.RawMessage(`1e400`)); err == nil || !strings.Contains(err.Error(), "/: number 1e400") {
 		t.Fatalf("top-level number: %v", err)
+	}
+}
+
+// nested is an object schema whose property "a" nests n objects deep.
+func nested(n int) json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"a":` + strings.Repeat(`{"type":"object","properties":{"a":`, n) +
+		`{"type":"string"}` + strings.Repeat(`}}`, n) + `}}`)
+}
+
+func TestClientSchemasAreBounded(t *testing.T) {
+	var le *LimitError
+	if _, err := ToolParameters(nested(30)); err != nil {
+		t.Fatalf("a schema 62 levels deep: %v", err)
+	}
+	if _, err := ToolParameters(nested(1000)); !errors.As(err, &le) || !strings.Contains(err.Error(), "nests deeper than 64 levels") {
+		t.Fatalf("a schema 1,000 deep: %v", err)
+	}
+	// Brackets inside strings do not count.
+	deepText := json.RawMessage(`{"type":"object","description":"` + strings.Repeat(`{[`, 200) + `\"{"}`)
+	if _, err := ToolParameters(deepText); err != nil {
+		t.Fatalf("brackets in a description: %v", err)
+	}
+	big := json.RawMessage(`{"type":"object","description":"` + strings.Repeat("x", MaxBytes) + `"}`)
+	if _, err := ToolParameters(big); !errors.As(err, &le) || !strings.Contains(err.Error(), "at most 65536") {
+		t.Fatalf("a schema over 64 KiB: %v", err)
+	}
+	if _, err := CompileClient(nested(1000)); !errors.As(err, &le) {
+		t.Fatalf("a deep response format schema: %v", err)
+	}
+	// The request's schemas share a budget.
+	tools := NewTools(context.Background())
+	part := json.RawMessage(`{"type":"object","description":"` + strings.Repeat("y", MaxBytes-100) + `"}`)
+	var err error
+	for i := 0; i < MaxRequestBytes/len(part)+1 && err == nil; i++ {
+		_, err = tools.Parameters(part)
+	}
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "beyond 262144 bytes together") {
+		t.Fatalf("the request's schemas together: %v", err)
+	}
+}
+
+func TestClientSchemasCompileOnceByDigest(t *testing.T) {
+	raw := json.RawMessage(`{"type":"object","properties":{"digest_test":{"type":"integer"}}}`)
+	before := compiles.Load()
+	for i := 0; i < 3; i++ {
+		if _, err := NewTools(context.Background()).Parameters(raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Validate(raw, json.RawMessage(`{"digest_test":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := compiles.Load() - before; n != 1 {
+		t.Fatalf("compiled %d times; want once", n)
+	}
+}
+
+func TestNoCompileAfterTheRequestEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tools := NewTools(ctx)
+	if _, err := tools.Parameters(json.RawMessage(`{"type":"object","properties":{"before_cancel":{}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	before := compiles.Load()
+	if _, err := tools.Parameters(json.RawMessage(`{"type":"object","properties":{"after_cancel":{}}}`)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("after the request ended: %v", err)
+	}
+	if compiles.Load() != before {
+		t.Fatal("a schema was compiled after the request ended")
 	}
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // responsesScript drives the tests/clients/responses-*.mjs scripts:
@@ -195,6 +197,39 @@ func TestResponsesAgentsSDK(t *testing.T) {
 	}
 	checkClientTool(t, env, "agents look up order 42", `{"id":"42","status":"shipped-agents"}`)
 	checkClientTool(t, env, "agents stream order 42", `{"id":"42","status":"shipped-agents"}`)
+	// The SDK resends the whole conversation on each model call, without
+	// previous_response_id: a run is still one thread, holding the call,
+	// its output and the answer once each.
+	oneThreadPerRun(t, env, "agents look up order 42", "agents stream order 42")
+}
+
+// oneThreadPerRun checks that each prompt's run (a client tool step, then
+// the answer) made one thread: user, assistant (the call), tool, assistant.
+func oneThreadPerRun(t *testing.T, env *stacktest.Env, prompts ...string) {
+	t.Helper()
+	for _, prompt := range prompts {
+		var found []string
+		threads, err := env.Store.ListThreads(context.Background(), "dev", store.ThreadFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, th := range threads {
+			msgs, err := env.Store.Messages(context.Background(), "dev", th.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) > 0 && msgs[0].Content == prompt {
+				var roles []string
+				for _, m := range msgs {
+					roles = append(roles, string(m.Role))
+				}
+				found = append(found, strings.Join(roles, ","))
+			}
+		}
+		if len(found) != 1 || found[0] != "user,assistant,tool,assistant" {
+			t.Errorf("%q: threads %q; want one thread user,assistant,tool,assistant", prompt, found)
+		}
+	}
 }
 
 // TestResponsesVercelAISDK runs tests/clients/responses-aisdk.mjs: the
@@ -208,6 +243,9 @@ func TestResponsesVercelAISDK(t *testing.T) {
 	env := runResponsesClient(t, "responses-aisdk.mjs", 4, filepath.Join("@ai-sdk", "openai", "package.json"))
 	checkClientTool(t, env, "aisdk look up order 42", `{"id":"42","status":"shipped-aisdk"}`)
 	checkClientTool(t, env, "aisdk stream order 42", `{"id":"42","status":"shipped-aisdk"}`)
+	// Its second step replays the first (the text as an item_reference):
+	// one thread per run.
+	oneThreadPerRun(t, env, "aisdk look up order 42", "aisdk stream order 42")
 }
 
 // TestResponsesCodexStyle runs tests/clients/responses-codex.mjs: Codex

@@ -177,7 +177,7 @@ func TestResponsesConversationAndErrors(t *testing.T) {
 		{`{"input":"x"}`, "model"},
 		{`{"model":"assistant"}`, "input"},
 		{`{"model":"assistant","input":[{"type":"wat"}]}`, "input[0].type"},
-		{`{"model":"assistant","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type"},
+		{`{"model":"assistant","input":"x","tools":[{"type":"web_search"},{"type":"namespace","name":"ns","tools":[{"type":"function"}]}]}`, "tools[1].tools[0].name"},
 		{`{"model":"assistant","input":"x","previous_response_id":"resp_nope"}`, "previous_response_id"},
 		{`{"model":"assistant","input":"x","store":false,"background":true}`, "background"},
 		{`{"model":"assistant","input":"x","text":{"format":{"type":"json_schema","name":"a b","schema":{}}}}`, "text.format.name"},

@@ -595,6 +595,9 @@ type Store interface {
 	// one wins. It returns the entry that holds afterwards and whether it
 	// is k.
 	ClaimResponseKey(ctx context.Context, k ResponseKey, replace string) (*ResponseKey, bool, error)
+	// GetResponseKey returns the entry of (tenant, key), expired or not, or
+	// ErrNotFound.
+	GetResponseKey(ctx context.Context, tenant, key string) (*ResponseKey, error)
 	// SweepResponseKeys deletes the entries (of every tenant) that expired
 	// at or before now, except those whose thread is running or queued,
 	// and returns how many it deleted.

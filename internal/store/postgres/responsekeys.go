@@ -53,6 +53,22 @@ func (s *Store) ClaimResponseKey(ctx context.Context, k store.ResponseKey, repla
 	return out, won, nil
 }
 
+// GetResponseKey returns the entry of (tenant, key), or store.ErrNotFound.
+func (s *Store) GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error) {
+	if err := store.CheckText("get response key", "tenant", tenant, "key", key); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	out, err := scanResponseKey(store.ResponseKey{Tenant: tenant, Key: key}, s.pool.QueryRow(ctx, `SELECT digest, thread_id, created_at, expires_at
+		FROM response_keys WHERE tenant = $1 AND key = $2`, tenant, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: response key %q: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapErr("get response key", err)
+	}
+	return out, nil
+}
+
 // scanResponseKey reads the columns the claim returns into an entry of k's
 // tenant and key.
 func scanResponseKey(k store.ResponseKey, row pgx.Row) (*store.ResponseKey, error) {

@@ -59,6 +59,21 @@ func (s *Store) ClaimResponseKey(ctx context.Context, k store.ResponseKey, repla
 	return out, won, nil
 }
 
+// GetResponseKey returns the entry of (tenant, key), or store.ErrNotFound.
+func (s *Store) GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error) {
+	if err := store.CheckText("get response key", "tenant", tenant, "key", key); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	out, err := scanResponseKey(store.ResponseKey{Tenant: tenant, Key: key}, s.rc.QueryRowContext(ctx, getResponseKeySQL, tenant, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: response key %q: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapErr("get response key", err)
+	}
+	return out, nil
+}
+
 // scanResponseKey reads the columns the claim returns into an entry of k's
 // tenant and key.
 func scanResponseKey(k store.ResponseKey, row *sql.Row) (*store.ResponseKey, error) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -73,8 +74,16 @@ func testResponseKeysClaim(t *testing.T, s store.Store) {
 
 	// Keys are the tenant's own, and another key is another entry.
 	mine := responseKey("b", "key:k1", "d9", "conv_b", T0)
+	if _, err := s.GetResponseKey(ctx, "b", "key:k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetResponseKey of another tenant's key: %v", err)
+	}
 	if got, won = claim(t, s, mine, ""); !won {
 		t.Fatalf("b's claim of a's key lost to %+v", got)
+	}
+	if got, err := s.GetResponseKey(ctx, "a", "key:k1"); err != nil {
+		t.Fatal(err)
+	} else {
+		sameResponseKey(t, "GetResponseKey", got, again)
 	}
 	if got, won = claim(t, s, responseKey("a", "req:d1", "d1", "conv_4", T0), ""); !won {
 		t.Fatalf("another key of a lost to %+v", got)

@@ -55,7 +55,7 @@ func (*Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error 
 
 // DecodeTurn reads a RunAgentInput for the agent the path names.
 func (wr *Wire) DecodeTurn(r *http.Request, body []byte) (wire.Turn, error) {
-	req, err := Decode(body)
+	req, err := DecodeContext(r.Context(), body)
 	if err != nil {
 		return nil, err
 	}

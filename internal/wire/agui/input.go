@@ -2,6 +2,7 @@ package agui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,7 +100,11 @@ type contentPart struct {
 var ErrThreadRequired = errors.New("threadId required")
 
 // Decode parses a request body.
-func Decode(body []byte) (*RunAgentInput, error) {
+func Decode(body []byte) (*RunAgentInput, error) { return DecodeContext(context.Background(), body) }
+
+// DecodeContext is Decode for a request whose context is ctx: once ctx
+// ends, no more of its tool schemas are compiled.
+func DecodeContext(ctx context.Context, body []byte) (*RunAgentInput, error) {
 	var in RunAgentInput
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, apierror.Invalid("", "The request body is not a valid RunAgentInput: %v", httpjson.Problem(err))
@@ -107,14 +112,18 @@ func Decode(body []byte) (*RunAgentInput, error) {
 	if err := in.checkIDs(); err != nil {
 		return nil, err
 	}
+	tools := schema.NewTools(ctx)
 	for i, t := range in.Tools {
 		if t.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools[%d].name", i), "Every tool needs a name.")
 		}
-		params, err := schema.ToolParameters(t.Parameters)
+		params, err := tools.Parameters(t.Parameters)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
 			param := fmt.Sprintf("tools[%d].parameters", i)
-			return nil, apierror.Invalid(param, "`%s` %v.", param, err)
+			return nil, apierror.Invalid(param, "`%s` (tool %q) %v.", param, t.Name, err)
 		}
 		in.Tools[i].Parameters = params
 	}

@@ -58,8 +58,8 @@ func agentText(spec *agent.Spec) []string {
 }
 
 // DecodeTurn reads a Messages request.
-func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
-	req, err := Decode(body)
+func (wr *Wire) DecodeTurn(r *http.Request, body []byte) (wire.Turn, error) {
+	req, err := DecodeContext(r.Context(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (wr *Wire) countTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, err := DecodeCount(body)
+	req, err := DecodeCountContext(r.Context(), body)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package anthropic
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,8 +89,12 @@ type ToolChoice struct {
 }
 
 // Decode parses and checks a Messages request body.
-func Decode(body []byte) (*Request, error) {
-	req, err := parse(body)
+func Decode(body []byte) (*Request, error) { return DecodeContext(context.Background(), body) }
+
+// DecodeContext is Decode for a request whose context is ctx: once ctx
+// ends, no more of its tool schemas are compiled.
+func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
+	req, err := parse(ctx, body)
 	if err != nil {
 		return nil, err
 	}
@@ -108,10 +113,15 @@ func Decode(body []byte) (*Request, error) {
 // DecodeCount parses and checks a count_tokens request body (max_tokens and
 // model are optional there).
 func DecodeCount(body []byte) (*Request, error) {
-	return parse(body)
+	return DecodeCountContext(context.Background(), body)
 }
 
-func parse(body []byte) (*Request, error) {
+// DecodeCountContext is DecodeCount for a request whose context is ctx.
+func DecodeCountContext(ctx context.Context, body []byte) (*Request, error) {
+	return parse(ctx, body)
+}
+
+func parse(ctx context.Context, body []byte) (*Request, error) {
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", httpjson.Problem(err))
@@ -119,6 +129,7 @@ func parse(body []byte) (*Request, error) {
 	if len(req.Messages) == 0 {
 		return nil, apierror.Invalid("messages", "messages: Field required. Send at least one message.")
 	}
+	tools := schema.NewTools(ctx)
 	for i, t := range req.Tools {
 		if t.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools.%d.name", i), "tools.%d.name: Field required", i)
@@ -126,10 +137,13 @@ func parse(body []byte) (*Request, error) {
 		if !clientTool(t) {
 			continue
 		}
-		params, err := schema.ToolParameters(t.InputSchema)
+		params, err := tools.Parameters(t.InputSchema)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
 			param := fmt.Sprintf("tools.%d.input_schema", i)
-			return nil, apierror.Invalid(param, "%s: %v", param, err)
+			return nil, apierror.Invalid(param, "%s (tool %q): %v", param, t.Name, err)
 		}
 		req.Tools[i].InputSchema = params
 	}

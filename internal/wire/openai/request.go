@@ -5,6 +5,7 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -77,7 +78,11 @@ type part struct {
 }
 
 // Decode parses and checks a request body.
-func Decode(body []byte) (*Request, error) {
+func Decode(body []byte) (*Request, error) { return DecodeContext(context.Background(), body) }
+
+// DecodeContext is Decode for a request whose context is ctx: once ctx
+// ends, no more of its tool schemas are compiled.
+func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
@@ -89,14 +94,18 @@ func Decode(body []byte) (*Request, error) {
 	if len(req.Messages) == 0 {
 		return nil, apierror.Invalid("messages", "`messages` must hold at least one message.")
 	}
+	tools := schema.NewTools(ctx)
 	for i, t := range req.Tools {
 		if t.Function.Name == "" {
 			return nil, apierror.Invalid(fmt.Sprintf("tools[%d].function.name", i), "Every tool needs a function name.")
 		}
-		params, err := schema.ToolParameters(t.Function.Parameters)
+		params, err := tools.Parameters(t.Function.Parameters)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
 			param := fmt.Sprintf("tools[%d].function.parameters", i)
-			return nil, apierror.Invalid(param, "`%s` %v.", param, err)
+			return nil, apierror.Invalid(param, "`%s` (tool %q) %v.", param, t.Function.Name, err)
 		}
 		req.Tools[i].Function.Parameters = params
 	}
@@ -235,7 +244,7 @@ func JSONSchemaFormat(param, name, description string, sch json.RawMessage, stri
 	} else if !schemaName.MatchString(name) {
 		return nil, apierror.Invalid(param+".name", "`%s.name` must be 1 to 64 letters, digits, underscores or dashes.", param)
 	}
-	if _, err := schema.Compile(sch); err != nil {
+	if _, err := schema.CompileClient(sch); err != nil {
 		return nil, apierror.Invalid(param+".schema", "`%s.schema` is not a valid JSON Schema: %v", param, err)
 	}
 	return &model.ResponseFormat{Type: model.FormatJSONSchema, Name: name, Description: description,

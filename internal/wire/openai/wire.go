@@ -35,8 +35,8 @@ func (*Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error 
 func (*Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error { return WriteError(w, e) }
 
 // DecodeTurn reads a chat completion request.
-func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
-	req, err := Decode(body)
+func (wr *Wire) DecodeTurn(r *http.Request, body []byte) (wire.Turn, error) {
+	req, err := DecodeContext(r.Context(), body)
 	if err != nil {
 		return nil, err
 	}

@@ -93,6 +93,8 @@ type OutputItem struct {
 	CallID    string  `json:"call_id,omitempty"`
 	Name      string  `json:"name,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
+	// Namespace is the namespace tool the called function came from.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // MarshalJSON writes the fields of the item's type: a message always has
@@ -122,7 +124,8 @@ func (it OutputItem) MarshalJSON() ([]byte, error) {
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
-	}{it.Type, it.ID, it.Status, it.CallID, it.Name, args})
+		Namespace string `json:"namespace,omitempty"`
+	}{it.Type, it.ID, it.Status, it.CallID, it.Name, args, it.Namespace})
 }
 
 // OutputPart is a part of an output message.
@@ -170,7 +173,12 @@ type fold struct {
 
 	// start is called at the turn's first run_started, with its stored
 	// sequence number (0 for a stateless turn); it names the response.
-	start   func(seq int64) (string, error)
+	start func(seq int64) (string, error)
+	// end, when set, is called with the response once it completed (or
+	// is incomplete) and its last event was sent (and flushed, with
+	// flush set), so what end does cannot delay the client.
+	end     func(r Response)
+	flush   func() error
 	started bool
 	msg     *OutputItem // the message being streamed
 	msgIdx  int
@@ -382,7 +390,18 @@ func (f *fold) finish(e event.Event) error {
 	if f.resp.Status == StatusIncomplete {
 		typ = "response.incomplete"
 	}
-	return f.send(typ, map[string]any{"response": f.snapshot()})
+	if err := f.send(typ, map[string]any{"response": f.snapshot()}); err != nil {
+		return err
+	}
+	if f.end != nil {
+		if f.flush != nil {
+			if err := f.flush(); err != nil {
+				return err
+			}
+		}
+		f.end(f.snapshot())
+	}
+	return nil
 }
 
 // call adds a function_call item the turn stopped on.
@@ -390,6 +409,11 @@ func (f *fold) call(c message.ToolCall) error {
 	args := c.Arguments
 	empty := ""
 	item := OutputItem{Type: "function_call", ID: "fc_" + c.ID, Status: StatusInProgress, CallID: c.ID, Name: c.Name, Arguments: &empty}
+	for _, t := range f.resp.Tools {
+		if t.Name == c.Name {
+			item.Namespace = t.Namespace
+		}
+	}
 	f.resp.Output = append(f.resp.Output, item)
 	idx := len(f.resp.Output) - 1
 	if err := f.send("response.output_item.added", map[string]any{"output_index": idx, "item": item}); err != nil {

@@ -7,6 +7,7 @@ package responses
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -41,12 +42,54 @@ type Request struct {
 }
 
 // Tool is a function tool of a request: flat, unlike Chat Completions'.
+// A request's "namespace" tools are flattened into the function tools they
+// hold (Namespace names the group, which the calls of those tools carry
+// back); hosted tools (web_search, file_search, …) are dropped.
 type Tool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	// Namespace is the namespace tool this function came from.
+	Namespace string `json:"namespace,omitempty"`
+	// Tools are a namespace tool's own tools, as sent.
+	Tools []Tool `json:"tools,omitempty"`
+	// at is where the tool sits in the request, for errors.
+	at string
+}
+
+// Tool types the wire reads; any other is a hosted tool.
+const (
+	ToolFunction  = "function"
+	ToolNamespace = "namespace"
+)
+
+// clientTools flattens a request's tools into the function tools the client
+// runs: a namespace's function tools join the list with their namespace
+// (its other tools are dropped), and a hosted tool we do not offer (web
+// search, file search, code interpreter, computer use, MCP, custom tools,
+// …) is dropped, as OpenAI-compatible servers do, so a client such as Codex
+// that declares them works with the function tools it also sends.
+func clientTools(in []Tool) []Tool {
+	var out []Tool
+	for i, t := range in {
+		at := fmt.Sprintf("tools[%d]", i)
+		switch t.Type {
+		case ToolFunction:
+			t.at, t.Namespace, t.Tools = at, "", nil
+			out = append(out, t)
+		case ToolNamespace:
+			for j, f := range t.Tools {
+				if f.Type != ToolFunction {
+					continue
+				}
+				f.at, f.Namespace, f.Tools = fmt.Sprintf("%s.tools[%d]", at, j), t.Name, nil
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // TextOptions is the request's text configuration: its output format.
@@ -86,7 +129,11 @@ const (
 )
 
 // Decode parses and checks a request body.
-func Decode(body []byte) (*Request, error) {
+func Decode(body []byte) (*Request, error) { return DecodeContext(context.Background(), body) }
+
+// DecodeContext is Decode for a request whose context is ctx: once ctx
+// ends, no more of its tool schemas are compiled.
+func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
 	var req Request
 	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 		return nil, apierror.Invalid("", "The request body is not valid JSON: %v", httpjson.Problem(err))
@@ -97,17 +144,19 @@ func Decode(body []byte) (*Request, error) {
 	if len(bytes.TrimSpace(req.Input)) == 0 || string(bytes.TrimSpace(req.Input)) == "null" {
 		return nil, apierror.Invalid("input", "`input` is required: a string or a list of input items.")
 	}
+	tools := schema.NewTools(ctx)
+	req.Tools = clientTools(req.Tools)
 	for i, t := range req.Tools {
-		param := fmt.Sprintf("tools[%d]", i)
-		if t.Type != "function" {
-			return nil, apierror.Invalid(param+".type", "Only function tools are supported here (got %q): the agent's own tools run on the server.", t.Type)
-		}
+		param := t.at
 		if t.Name == "" {
 			return nil, apierror.Invalid(param+".name", "Every function tool needs a `name`.")
 		}
-		params, err := schema.ToolParameters(t.Parameters)
+		params, err := tools.Parameters(t.Parameters)
 		if err != nil {
-			return nil, apierror.Invalid(param+".parameters", "`%s.parameters` %v.", param, err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, apierror.Invalid(param+".parameters", "`%s.parameters` (tool %q) %v.", param, t.Name, err)
 		}
 		req.Tools[i].Parameters = params
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire"
 )
@@ -150,3 +151,150 @@ func (t *turn) Replay(ctx context.Context) (*engine.Run, error) {
 }
 
 var _ wire.Replayer = (*turn)(nil)
+
+// A client that keeps the conversation itself (the OpenAI Agents SDK in its
+// default mode) sends the whole conversation again on every model call,
+// with store left true and no previous_response_id: each call would start
+// a thread of its own. As a durable chat turn takes a full-history resend
+// on its thread, such a request continues the thread whose latest response
+// its history ends with. Every stored response that completes records its
+// last output item under a response key "item:<id>" (the last assistant
+// message's id, else its last function call's); a request that names no
+// conversation and whose input replays an assistant item with the id a key
+// names continues that thread, when the thread's last assistant message is
+// still that item and it belongs to the request's agent (else, a branch of
+// the conversation, it starts a thread of its own). The engine then takes
+// what follows the history's last assistant message as the turn's input.
+
+// continueWindow is how long a response's last item keeps naming its
+// thread for a client's replay of the conversation.
+const continueWindow = 7 * 24 * time.Hour
+
+// itemKey names the last assistant item of items (what a response's output
+// ends with, or a request's input history): the last assistant message's
+// id in the trailing run of assistant items, else the last function call's
+// id; "" when there is none.
+func itemKey(items []Item) string {
+	end := -1
+	for i := len(items) - 1; i >= 0; i-- {
+		if assistantItem(items[i]) {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return ""
+	}
+	start := end
+	for start > 0 && assistantItem(items[start-1]) {
+		start--
+	}
+	call := ""
+	for i := end; i >= start; i-- {
+		it := items[i]
+		if it.Type == ItemMessage || it.Type == "" || it.Type == ItemReference {
+			if it.ID != "" {
+				return "item:" + it.ID
+			}
+			continue
+		}
+		if call == "" {
+			if it.ID != "" {
+				call = it.ID
+			} else if it.CallID != "" {
+				call = "fc_" + it.CallID
+			}
+		}
+	}
+	if call == "" {
+		return ""
+	}
+	return "item:" + call
+}
+
+// assistantItem reports whether an item is the model's: an assistant
+// message or a function call, or a reference to a stored output message
+// (what the AI SDK sends instead of the message; should it name another
+// message, continued finds the thread does not end with it).
+func assistantItem(it Item) bool {
+	return it.Type == ItemFunctionCall || it.Type == ItemReference ||
+		((it.Type == ItemMessage || it.Type == "") && it.Role == "assistant")
+}
+
+// outputItems are a response's output as items, for itemKey.
+func outputItems(out []OutputItem) []Item {
+	items := make([]Item, 0, len(out))
+	for _, o := range out {
+		role := o.Role
+		if o.Type == ItemMessage {
+			role = "assistant"
+		}
+		items = append(items, Item{Type: o.Type, ID: o.ID, Role: role, CallID: o.CallID})
+	}
+	return items
+}
+
+// remember records, once a stored response completed, that its last output
+// item ends its thread's conversation (see continueWindow). It is best
+// effort: without the record a replay starts a thread of its own.
+func (t *turn) remember(r Response) {
+	key := itemKey(outputItems(r.Output))
+	if key == "" || t.in.ThreadID == "" {
+		return
+	}
+	now := t.wr.c.Now()
+	k := store.ResponseKey{Tenant: t.tenant, Key: key, Digest: r.ID, ThreadID: t.in.ThreadID, CreatedAt: now,
+		ExpiresAt: now.Add(continueWindow)}
+	e, won, err := t.wr.c.Store.ClaimResponseKey(t.ctx, k, "")
+	if err == nil && !won && e.ThreadID != k.ThreadID {
+		// The same call id ended another thread's response (models repeat
+		// ids): the latest response's thread holds the key.
+		_, _, _ = t.wr.c.Store.ClaimResponseKey(t.ctx, k, e.ThreadID)
+	}
+}
+
+// continued returns the thread a request that names no conversation
+// continues, by the last assistant item of its input, or "" for none.
+func (t *turn) continued(ctx context.Context, in engine.Input) (string, error) {
+	key := itemKey(t.items)
+	if key == "" {
+		return "", nil
+	}
+	e, err := t.wr.c.Store.GetResponseKey(ctx, in.Tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	th, err := t.wr.c.Store.GetThread(ctx, in.Tenant, e.ThreadID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if th.Agent != in.Agent {
+		return "", nil
+	}
+	msgs, err := t.wr.c.Store.Messages(ctx, in.Tenant, e.ThreadID)
+	if err != nil {
+		return "", err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != message.Assistant || m.TaskCallID != "" || m.Summarizes != "" {
+			continue // a subagent's or a summary
+		}
+		if "item:"+m.ID == key {
+			return th.ID, nil
+		}
+		for _, c := range m.ToolCalls {
+			if "item:fc_"+c.ID == key {
+				return th.ID, nil
+			}
+		}
+		return "", nil // the thread went on since: a branch starts its own
+	}
+	return "", nil
+}

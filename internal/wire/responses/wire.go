@@ -27,6 +27,8 @@ import (
 // events.
 type Store interface {
 	ClaimResponseKey(ctx context.Context, k store.ResponseKey, replace string) (*store.ResponseKey, bool, error)
+	GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error)
+	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)
 	PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error)
 	GetResponse(ctx context.Context, tenant, id string) (*store.Response, error)
 	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error)
@@ -113,8 +115,8 @@ type record struct {
 }
 
 // DecodeTurn reads a Responses request.
-func (wr *Wire) DecodeTurn(_ *http.Request, body []byte) (wire.Turn, error) {
-	req, err := Decode(body)
+func (wr *Wire) DecodeTurn(r *http.Request, body []byte) (wire.Turn, error) {
+	req, err := DecodeContext(r.Context(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +184,7 @@ func (t *turn) Input() engine.Input { return t.in }
 
 // Param places an engine input error on the request's own paths.
 func (t *turn) Param(field string, i int) string {
-	return wire.Param(field, i, func(i int) string { return fmt.Sprintf("tools[%d].name", i) }, t.origin, "input[%d].call_id")
+	return wire.Param(field, i, func(i int) string { return t.req.Tools[i].at + ".name" }, t.origin, "input[%d].call_id")
 }
 
 // Prepare resolves the turn's thread: store: false is stateless;
@@ -230,6 +232,11 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 		return in, apierror.Invalid(wire.SessionHeader, "The x-stackbone-session header names another conversation than the request's body.")
 	case thread == "":
 		thread = header
+	}
+	if thread == "" {
+		if thread, err = t.continued(ctx, in); err != nil {
+			return in, err
+		}
 	}
 	if thread == "" {
 		if thread, err = t.newChain(ctx, in); err != nil {
@@ -295,6 +302,12 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	}
 	f := newFold(t.head, sink, -1)
 	f.start = t.start
+	if t.req.Stored() {
+		f.end = t.remember
+	}
+	if sw != nil {
+		f.flush = sw.Flush
+	}
 	switch {
 	case t.req.Stream:
 		return &stream{fold: f, sw: sw, w: w}
@@ -490,6 +503,10 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		sw := sse.NewBuffered(w)
+		// The headers go now: with after at or past the last event there
+		// may be nothing to send until the response ends (or never, for a
+		// finished one, whose stream then ends empty).
+		_ = sw.Start() // a client gone fails the first write, which ends Encode
 		f := newFold(rec.Head, sw.Event, after)
 		return wr.c.Encode(&stream{fold: f, sw: sw, w: w}, run)
 	}
@@ -561,9 +578,29 @@ func (wr *Wire) current(ctx context.Context, sr *store.Response, rec record) (*R
 }
 
 // delete deletes a stored response (its conversation keeps its messages).
+// A response still running (a background one, or one whose client still
+// reads it) is cancelled first, as POST …/cancel does: a deleted response
+// no longer runs, so its conversation takes new turns at once instead of
+// being busy with a run nobody can name any more.
 func (wr *Wire) delete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	err := wr.c.Store.DeleteResponse(r.Context(), wr.c.Tenant(r.Context()), id)
+	sr, rec, err := wr.load(r)
+	if err != nil {
+		return err
+	}
+	resp, err := wr.current(r.Context(), sr, rec)
+	if err != nil {
+		return err
+	}
+	if resp.Status == StatusInProgress || resp.Status == StatusQueued {
+		if err := wr.c.Store.CancelResponse(r.Context(), sr.Tenant, sr.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := wr.c.Runner.Cancel(r.Context(), sr.Tenant, sr.ThreadID); err != nil {
+			return err
+		}
+	}
+	err = wr.c.Store.DeleteResponse(r.Context(), sr.Tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound(id)
 	}

@@ -76,6 +76,22 @@ func (s *Writer) begin() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
+// Start sends the stream's headers now, before any frame, for a stream
+// that may have nothing to send for a while (a replay that starts at or
+// past the last event): the client knows at once that its stream is open.
+func (s *Writer) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.begin()
+	if s.conn == nil && s.f != nil {
+		s.f.Flush()
+	}
+	return nil
+}
+
 // Started reports whether the stream's headers were sent.
 func (s *Writer) Started() bool {
 	s.mu.Lock()
