@@ -43,9 +43,6 @@ type execution struct {
 	stop  event.StopReason
 	run   *Run // nil for a background resume
 	begun time.Time
-	// inputReported is set once the first step's input tokens went to the
-	// consumer.
-	inputReported bool
 	// journal records a stateless turn's tool steps for client retries;
 	// priorSteps counts the model steps an earlier attempt recorded.
 	journal    *journal
@@ -241,15 +238,17 @@ func (x *execution) isClientTool(name string) bool {
 	return false
 }
 
-// reportInput tells the run's consumer the input tokens of the turn's first
-// model step, once (an InputUsage event; the Anthropic wire's message_start
-// waits for it).
-func (x *execution) reportInput(n int) {
-	if x.root != nil || x.inputReported || n <= 0 {
+// reportInput tells the run's consumer the input tokens of one model step
+// of the turn, the assistant message msgID (an InputUsage event; the
+// Anthropic wire's message_start waits for them). *reported keeps it to once
+// a step; a step whose provider reported none ends with a report of 0, so
+// the consumer waits no longer.
+func (x *execution) reportInput(msgID string, n int, reported *bool) {
+	if x.root != nil || *reported {
 		return
 	}
-	x.inputReported = true
-	x.send(x.stamp(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: n}}))
+	*reported = true
+	x.send(x.stamp(event.Event{Type: event.InputUsage, MessageID: msgID, Usage: &event.Usage{InputTokens: n}}))
 }
 
 // emit sends a live event to the consumer (if still attached) and the bus.
@@ -724,6 +723,7 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 	byIndex := map[int]int{}
 	var args []*strings.Builder
 	x.stop = event.StopEnd
+	reported := false
 	for ch, err := range x.provider.Stream(ctx, req) {
 		if err != nil {
 			return msg, args, held, err
@@ -772,7 +772,9 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 			args[i].WriteString(ch.Text)
 			emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
 		case model.InputTokens:
-			x.reportInput(ch.Usage.InputTokens)
+			if ch.Usage.InputTokens > 0 {
+				x.reportInput(msg.ID, ch.Usage.InputTokens, &reported)
+			}
 		case model.Reasoning:
 			if ch.Reasoning != nil {
 				msg.Reasoning = append(msg.Reasoning, *ch.Reasoning)
@@ -782,9 +784,10 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 				x.stop = ch.Stop
 			}
 			x.addUsage(ch.Usage)
-			x.reportInput(ch.Usage.InputTokens)
+			x.reportInput(msg.ID, ch.Usage.InputTokens, &reported)
 		}
 	}
+	x.reportInput(msg.ID, 0, &reported)
 	closeText()
 	msg.Content = text.String()
 	return msg, args, held, nil
