@@ -37,15 +37,15 @@ type Stream struct {
 	id, model string
 	estimate  int
 
-	begun    bool // the run started: message_start is due
-	started  bool // message_start was written
+	begun   bool // the run started: message_start is due
+	started bool // message_start was written
 	// input sums the steps' reported input tokens; counted is the
 	// assistant message of the latest report.
 	input   int
 	counted string
 	// held keeps the text events that came before message_start and before
 	// their step's input count.
-	held []event.Event
+	held     []event.Event
 	done     bool
 	next     int // index of the next block
 	textOpen bool
