@@ -81,10 +81,36 @@ type Spec struct {
 	// Close releases resources the loader holds for the agent (JS runtimes,
 	// MCP connections and child processes).
 	Close func()
+	// MaxToolResultBytes caps every tool result the model gets (the agent
+	// file's maxToolResultBytes); zero means DefaultMaxToolResultBytes. A
+	// tool's own cap (tool.Tool.MaxResultBytes) wins.
+	MaxToolResultBytes int
 	// Fallbacks are the models tried in order after Model when it fails
 	// with a 429, 5xx or overload before any output (the agent file's
 	// model: ['first', ...fallbacks]).
 	Fallbacks []string
+}
+
+// DefaultMaxToolResultBytes is the cap on a tool result when neither the
+// agent nor the tool sets one (about 25,000 tokens).
+const DefaultMaxToolResultBytes = 100_000
+
+// ToolResultCap returns the number of bytes of t's result the model gets on
+// model: t's own cap, else the agent's, else DefaultMaxToolResultBytes, and
+// never more than a quarter of the model's context window (at about 4 bytes
+// a token) when the window is known.
+func (s *Spec) ToolResultCap(t *tool.Tool, model string) int {
+	n := DefaultMaxToolResultBytes
+	switch {
+	case t != nil && t.MaxResultBytes > 0:
+		n = t.MaxResultBytes
+	case s.MaxToolResultBytes > 0:
+		n = s.MaxToolResultBytes
+	}
+	if w := s.Window(model); w > 0 && w < n {
+		n = w
+	}
+	return n
 }
 
 // Settings a client may override (Spec.ClientOverrides), named as in an
@@ -135,6 +161,9 @@ type MCPServer struct {
 	Env     map[string]string
 	// Approval decides which of the server's tools need a human decision.
 	Approval MCPApproval
+	// MaxResultBytes caps the server's tool results (maxResultBytes); zero
+	// means the agent's cap.
+	MaxResultBytes int
 }
 
 // Transport returns "http" or "stdio".

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/event"
@@ -1286,6 +1287,20 @@ func interruptInfo(it store.Interrupt) event.InterruptInfo {
 		AllowedDecisions: it.AllowedDecisions, ResponseSchema: it.ResponseSchema, Subagent: it.Subagent, Reason: it.Reason}
 }
 
+// capResult cuts content to at most limit bytes (at a UTF-8 boundary) and
+// appends a note for the model; cut reports whether it did.
+func capResult(content string, limit int) (out string, cut bool) {
+	if limit <= 0 || len(content) <= limit {
+		return content, false
+	}
+	n := limit
+	for n > 0 && !utf8.RuneStart(content[n]) {
+		n--
+	}
+	return content[:n] + fmt.Sprintf("\n\n[Stackbone: this tool result was cut to its first %d of %d bytes. "+
+		"Ask for less (a range, a page, a filter or a search) to see the rest.]", n, len(content)), true
+}
+
 func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) message.Message {
 	return message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name, Content: content, IsError: isErr,
 		TaskCallID: x.scope, Subagent: x.subName}
@@ -1293,11 +1308,21 @@ func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) 
 
 // execTool validates arguments and runs one tool under its time limit. Every
 // failure becomes a tool error the model sees.
+//
+// A result longer than the tool's cap (agent.Spec.ToolResultCap) is cut to
+// it, with a note the model sees saying so.
 func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCall, args json.RawMessage) (res *callResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			x.r.Logger.Error("tool panicked", "tool", t.Name, "panic", p)
 			res = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q failed.", t.Name), true)}
+		}
+		if res != nil && res.paused == nil {
+			limit := x.spec.ToolResultCap(t, x.modelName)
+			if content, cut := capResult(res.msg.Content, limit); cut {
+				x.r.Logger.Info("tool result cut to its cap", "tool", t.Name, "thread", x.threadID, "bytes", len(res.msg.Content), "cap", limit)
+				res.msg.Content = content
+			}
 		}
 	}()
 	if !json.Valid(args) {

@@ -12,6 +12,7 @@
 //   enable_extra   readOnlyHint                 -> registers `extra` (tools/list_changed)
 //   elicit_confirm readOnlyHint                 -> asks the client (elicitation/create)
 //   snapshot      readOnlyHint                  -> text and an image
+//   big            readOnlyHint                 -> <bytes> bytes of text (default 4 MB)
 //
 // Environment: MCP_PID_FILE gets the process id; MCP_CALLS_FILE gets one
 // JSON line {"tool","args"} per call; MCP_REQUIRE_HEADER="Name: value"
@@ -98,6 +99,14 @@ function newServer() {
     async () => {
       record('snapshot', {});
       return { content: [{ type: 'text', text: 'the record:' }, { type: 'image', data: PIXEL, mimeType: 'image/png' }] };
+    },
+  );
+  server.registerTool(
+    'big',
+    { description: 'A large file', inputSchema: { bytes: z.number().optional() }, annotations: { readOnlyHint: true } },
+    async ({ bytes }) => {
+      record('big', { bytes });
+      return text('0123456789abcdef'.repeat(Math.ceil((bytes ?? 4 << 20) / 16)).slice(0, bytes ?? 4 << 20));
     },
   );
   server.registerTool(

@@ -242,6 +242,13 @@ export interface DeepAgentConfig {
    * ahead of the recent turns until they outgrow the window again.
    */
   contextPolicy?: 'trim' | 'summarize';
+  /**
+   * Caps every tool result the model gets, in bytes (default 100000, and never
+   * more than a quarter of a known context window): a longer result is cut,
+   * with a note the model sees saying how much was left out. An MCP server's
+   * `maxResultBytes` wins for its tools.
+   */
+  maxToolResultBytes?: number;
   /** Settings of this agent's model calls. */
   modelSettings?: ModelSettings;
   /** `false` turns off the built-in write_todos tool. */
@@ -274,8 +281,8 @@ export type MCPApproval = 'annotations' | 'always' | 'never' | Record<string, Ne
  * server's environment as `'${VAR}'`; an unset variable fails the load.
  */
 export type MCPServer =
-  | { url: string; headers?: Record<string, string>; approval?: MCPApproval }
-  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval };
+  | { url: string; headers?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number }
+  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number };
 
 /**
  * A duration: a number of milliseconds, or a string such as `"90s"`, `"2m"`,

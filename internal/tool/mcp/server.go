@@ -253,11 +253,12 @@ func (s *server) convert(t *sdk.Tool) *tool.Tool {
 	}
 	remote := t.Name
 	out := &tool.Tool{
-		Name:        ToolName(s.cfg.Name, t.Name),
-		Description: desc,
-		Parameters:  params(t.InputSchema),
-		Approval:    needsApproval(s.cfg.Approval, t),
-		Idempotent:  t.Annotations != nil && t.Annotations.IdempotentHint,
+		Name:           ToolName(s.cfg.Name, t.Name),
+		Description:    desc,
+		Parameters:     params(t.InputSchema),
+		Approval:       needsApproval(s.cfg.Approval, t),
+		Idempotent:     t.Annotations != nil && t.Annotations.IdempotentHint,
+		MaxResultBytes: s.cfg.MaxResultBytes,
 	}
 	out.Execute = func(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return s.call(ctx, remote, call)

@@ -9,10 +9,10 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-  const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
-  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
+  const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes'];
+  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes'];
   const MCP_MODES = ['annotations', 'always', 'never'];
   const MCP_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
   const SAMPLING_KEYS = ['temperature', 'topP', 'maxTokens', 'stop', 'seed', 'reasoningEffort', 'parallelToolCalls', 'providerOptions'];
@@ -180,6 +180,9 @@
       } else {
         fail(`${sw}: needs url (streamable HTTP) or command (stdio)`, loc);
       }
+      if (s.maxResultBytes !== undefined && !(Number.isInteger(s.maxResultBytes) && s.maxResultBytes > 0)) {
+        fail(`${sw}: maxResultBytes must be a positive integer (bytes)`, loc);
+      }
       const ap = s.approval;
       if (ap !== undefined && !MCP_MODES.includes(ap)) {
         if (!isPlain(ap)) fail(`${sw}: approval must be ${MCP_MODES.map(str).join(', ')} or an object mapping tool names to needsApproval`, loc);
@@ -293,6 +296,9 @@
     }
     if (cfg.contextWindow !== undefined && !(Number.isInteger(cfg.contextWindow) && cfg.contextWindow > 0)) {
       fail(`${what}: contextWindow must be a positive integer (tokens)`, loc);
+    }
+    if (cfg.maxToolResultBytes !== undefined && !(Number.isInteger(cfg.maxToolResultBytes) && cfg.maxToolResultBytes > 0)) {
+      fail(`${what}: maxToolResultBytes must be a positive integer (bytes)`, loc);
     }
     if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim' && cfg.contextPolicy !== 'summarize') {
       fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim', 'summarize')`, loc);
@@ -433,6 +439,7 @@
       maxSteps: cfg.maxSteps || 0,
       contextWindow: cfg.contextWindow || 0,
       contextPolicy: cfg.contextPolicy || '',
+      maxToolResultBytes: cfg.maxToolResultBytes || 0,
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,
       noTodos: cfg.todos === false,
@@ -484,7 +491,7 @@
     }
     for (const [name, s] of Object.entries(cfg.mcpServers || {})) {
       const entry = { name, url: s.url || '', headers: s.headers || {}, command: s.command || '', args: s.args || [], env: s.env || {},
-        approval: { mode: 'annotations', tools: null } };
+        maxResultBytes: s.maxResultBytes || 0, approval: { mode: 'annotations', tools: null } };
       const ap = s.approval;
       if (typeof ap === 'string') entry.approval.mode = ap;
       else if (isPlain(ap)) {
