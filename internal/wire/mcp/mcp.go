@@ -97,6 +97,12 @@ type Config struct {
 	// long without a request (DefaultSessionTimeout when zero); the client
 	// starts a new one.
 	SessionTimeout time.Duration
+	// KeepAlive calls ping at the server's keepalive interval until stop is
+	// called: while a call's turn runs, a client that asked for progress
+	// gets a progress notification each time (so a client that resets its
+	// timeout on progress does not give up on a slow model). Nil sends
+	// none.
+	KeepAlive func(ping func()) (stop func())
 }
 
 // DefaultSessionTimeout is Config.SessionTimeout when zero.
