@@ -398,9 +398,10 @@ func (s *server) callOf(ctx context.Context) (*tool.Call, context.Context) {
 
 // elicit answers a server's elicitation request: the question is put to a
 // human as a pending decision of the call that asked (tool.Call.Ask) and
-// the answer goes back. A call no human can be asked for (a turn without a
-// session), a URL-mode request, or a request whose call is ambiguous is
-// declined.
+// the answer goes back (the engine puts it to the MCP client that started
+// the turn first, when there is one). A call no human can be asked for (a
+// turn without a session or such a client), a URL-mode request, or a
+// request whose call is ambiguous is declined.
 func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 	c, callCtx := s.callOf(ctx)
 	p := req.Params

@@ -195,6 +195,9 @@ func (t *call) finish(res *sdk.CallToolResult, text string, earlier *string) *sd
 func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string) {
 	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name,
 		Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
+	if t.canRelay() {
+		in.Ask = t.relay
+	}
 	run, err := t.h.c.Runner.Start(ctx, in)
 	if err != nil {
 		return errorResult("", err), ""
