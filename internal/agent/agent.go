@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/stackbone/stackbone/internal/model"
@@ -312,6 +314,17 @@ func (s *Spec) Tool(name string) *tool.Tool {
 // be swapped whole when agent files are reloaded.
 type Registry struct {
 	agents atomic.Pointer[map[string]*Spec]
+
+	mu        sync.Mutex
+	onReplace []func()
+}
+
+// OnReplace registers f to be called after every Replace (a reload), so
+// what lists the agents (the /mcp tools) can follow at once.
+func (r *Registry) OnReplace(f func()) {
+	r.mu.Lock()
+	r.onReplace = append(r.onReplace, f)
+	r.mu.Unlock()
 }
 
 // NewRegistry returns a registry holding specs.
@@ -328,6 +341,12 @@ func (r *Registry) Replace(specs []*Spec) []*Spec {
 		m[s.Name] = s
 	}
 	old := r.agents.Swap(&m)
+	r.mu.Lock()
+	hooks := slices.Clone(r.onReplace)
+	r.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	if old == nil {
 		return nil
 	}

@@ -162,6 +162,13 @@ func New(c Config) (*Handler, error) {
 	ss := opts
 	ss.SessionTimeout = c.SessionTimeout
 	h.sessions = sdk.NewStreamableHTTPHandler(get, &ss)
+	if r, ok := c.Agents.(interface{ OnReplace(func()) }); ok {
+		// A reload changes the tools at once: connected session-based
+		// clients get notifications/tools/list_changed without waiting
+		// for the next request.
+		r.OnReplace(h.sync)
+	}
+	h.sync()
 	return h, nil
 }
 
