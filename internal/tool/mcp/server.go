@@ -193,6 +193,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		}
 		cmd.Env = childEnv(s.cfg.Env)
 		cmd.Stderr = &lineLogger{log: s.log}
+		dieWithParent(cmd)
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
