@@ -48,7 +48,7 @@ type Spec struct {
 	// agent file's modelSettings other than the timeouts).
 	ModelSettings model.Settings
 	// ClientOverrides names the settings (OverrideTemperature,
-	// OverrideMaxTokens, OverrideStop) a client's request may set instead
+	// OverrideMaxTokens, OverrideStop, OverrideReasoningEffort) a client's request may set instead
 	// of ModelSettings; a client value for any other setting is ignored.
 	ClientOverrides []string
 	// InstructionsFn, when set, is called before every model call of the
@@ -121,6 +121,10 @@ const (
 	OverrideTemperature = "temperature"
 	OverrideMaxTokens   = "maxTokens"
 	OverrideStop        = "stop"
+	// OverrideReasoningEffort lets a client's thinking settings (the
+	// Anthropic wire's thinking and output_config.effort) set
+	// modelSettings.reasoningEffort.
+	OverrideReasoningEffort = "reasoningEffort"
 )
 
 // AllowsClient reports whether a client's value for setting is used.

@@ -546,6 +546,9 @@ func (x *execution) settings() model.Settings {
 	if len(x.in.StopSequences) > 0 && x.spec.AllowsClient(agent.OverrideStop) {
 		s.Stop = x.in.StopSequences
 	}
+	if x.in.ReasoningEffort != "" && x.spec.AllowsClient(agent.OverrideReasoningEffort) {
+		s.ReasoningEffort = x.in.ReasoningEffort
+	}
 	return s
 }
 

@@ -37,6 +37,10 @@ type Input struct {
 	MaxTokens     int
 	StopSequences []string
 	Temperature   *float64
+	// ReasoningEffort is the client's reasoning effort (model.ReasoningEfforts;
+	// the Anthropic wire maps thinking and output_config.effort to it),
+	// used only when the agent lists OverrideReasoningEffort.
+	ReasoningEffort string
 	// ResponseFormat asks for a JSON final answer (OpenAI response_format);
 	// nil means free text. Start refuses it (400) when the agent's provider
 	// cannot honour it, and the final answer is checked against it.

@@ -300,7 +300,7 @@ export interface InstructionsContext {
 }
 
 /** The settings a client may override (`clientOverrides`). */
-export type ClientOverride = 'temperature' | 'maxTokens' | 'stop';
+export type ClientOverride = 'temperature' | 'maxTokens' | 'stop' | 'reasoningEffort';
 
 /**
  * Sampling settings, sent on every model call in each provider's own field

@@ -18,7 +18,7 @@
   const SAMPLING_KEYS = ['temperature', 'topP', 'maxTokens', 'stop', 'seed', 'reasoningEffort', 'parallelToolCalls', 'providerOptions'];
   const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout', ...SAMPLING_KEYS];
   const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'];
-  const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop'];
+  const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop', 'reasoningEffort'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
   const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions', 'expiresAfter', 'approvals'];
