@@ -539,3 +539,40 @@ func TestMCPImageResult(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP MCP server that hangs (stopped: its connections stay open, nothing
+// answers) is reported down, with the reason, once it misses a ping, and its
+// tools leave; when it answers again it is reconnected.
+func TestMCPHungHTTPServerReportedDown(t *testing.T) {
+	t.Parallel()
+	fx := newMCPFixture(t)
+	url, proc := fx.startHTTP(t, 0)
+	env := stacktest.New(t, stacktest.Options{Script: mcpScript, Agents: mcpAgent(agent.MCPServer{Name: "fx", URL: url})})
+	stacktest.WaitFor(t, "fx to connect", func() bool {
+		s := getAgent(t, env, "assistant").MCPServers[0]
+		return s.Status == mcp.StatusConnected && len(s.Tools) > 0
+	})
+	if err := proc.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = proc.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	stacktest.WaitFor(t, "the hung fx to be reported down", func() bool {
+		s := getAgent(t, env, "assistant").MCPServers[0]
+		return s.Status == mcp.StatusDown && len(s.Tools) == 0 && s.Error != ""
+	})
+	if err := proc.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	stacktest.WaitFor(t, "fx to reconnect", func() bool {
+		return getAgent(t, env, "assistant").MCPServers[0].Status == mcp.StatusConnected
+	})
+	if got := askMCP(t, env, "hung-1", "call lookup").Choices[0].Message.Content; got != "Tool said: found: abc" {
+		t.Fatalf("lookup after the server answered again %q", got)
+	}
+}

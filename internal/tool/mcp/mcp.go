@@ -44,6 +44,8 @@ const (
 	DefaultStartWait  = 5 * time.Second
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 10 * time.Second
+	// DefaultPingInterval is how often a connected server is pinged.
+	DefaultPingInterval = 15 * time.Second
 )
 
 // Options configures Start.
@@ -57,6 +59,11 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the delay between connection attempts
 	// (doubling from min to max). Zero means the defaults.
 	MinBackoff, MaxBackoff time.Duration
+	// PingInterval is how often a connected server is pinged; one that
+	// does not answer within the interval (at most 10 s) is marked down
+	// and reconnected (a hung server keeps its connection open). Zero
+	// means DefaultPingInterval.
+	PingInterval time.Duration
 	// HTTPClient carries streamable HTTP connections; nil means a client
 	// on http.DefaultTransport.
 	HTTPClient *http.Client
@@ -74,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = DefaultPingInterval
 	}
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = o.MinBackoff

@@ -105,11 +105,11 @@ func (s *server) run(ctx context.Context) {
 				_ = s.src.rebuild(false)
 				s.markFirst()
 				s.log.Info("MCP server connected", "transport", s.cfg.Transport(), "tools", len(tools), "was_down", wasDown)
-				s.waitEnd(ctx, cs)
+				why := s.waitEnd(ctx, cs)
 				s.mu.Lock()
 				s.session, s.tools = nil, nil
 				if ctx.Err() == nil {
-					s.state, s.lastErr = StatusDown, "connection closed"
+					s.state, s.lastErr = StatusDown, why
 				}
 				s.mu.Unlock()
 				_ = s.src.rebuild(false)
@@ -149,19 +149,36 @@ func (s *server) run(ctx context.Context) {
 }
 
 // waitEnd returns when the session ends (the server closed it or the child
-// exited) or ctx ends, closing the session in the latter case.
-func (s *server) waitEnd(ctx context.Context, cs *sdk.ClientSession) {
+// exited), the server stops answering pings (a hung server, or an HTTP one
+// whose connection stays open while it is gone), or ctx ends, closing the
+// session in the latter cases. It returns why the connection ended.
+func (s *server) waitEnd(ctx context.Context, cs *sdk.ClientSession) string {
 	ended := make(chan struct{})
 	go func() {
 		_ = cs.Wait()
 		close(ended)
 	}()
-	select {
-	case <-ended:
-		_ = cs.Close()
-	case <-ctx.Done():
-		_ = cs.Close()
-		<-ended
+	ping := time.NewTicker(s.opts.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ended:
+			_ = cs.Close()
+			return "connection closed"
+		case <-ctx.Done():
+			_ = cs.Close()
+			<-ended
+			return "stopped"
+		case <-ping.C:
+			pctx, cancel := context.WithTimeout(ctx, min(s.opts.PingInterval, 10*time.Second))
+			err := cs.Ping(pctx, nil)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("MCP server did not answer a ping; reconnecting", "transport", s.cfg.Transport(), "err", err)
+				go func() { _ = cs.Close() }() // a hung server may not answer the close either
+				return "no answer to ping: " + err.Error()
+			}
+		}
 	}
 }
 
