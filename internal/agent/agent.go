@@ -170,6 +170,27 @@ type MCPServer struct {
 	// MaxResultBytes caps the server's tool results (maxResultBytes); zero
 	// means the agent's cap.
 	MaxResultBytes int
+	// Tools picks and names the server's tools (mcpServers.*.tools).
+	Tools MCPToolFilter
+}
+
+// MCPToolFilter picks which of an MCP server's tools an agent gets and what
+// they are called: Include, when set, lists the only tools taken; Exclude
+// leaves tools out; Rename maps a server's tool name to the agent-side name
+// to use instead of "{server}_{tool}" (to settle a collision). All use the
+// server's own tool names.
+type MCPToolFilter struct {
+	Include []string
+	Exclude []string
+	Rename  map[string]string
+}
+
+// Takes reports whether the filter lets the server's tool name through.
+func (f MCPToolFilter) Takes(name string) bool {
+	if f.Include != nil && !slices.Contains(f.Include, name) {
+		return false
+	}
+	return !slices.Contains(f.Exclude, name)
 }
 
 // Transport returns "http" or "stdio".

@@ -281,8 +281,20 @@ export type MCPApproval = 'annotations' | 'always' | 'never' | Record<string, Ne
  * server's environment as `'${VAR}'`; an unset variable fails the load.
  */
 export type MCPServer =
-  | { url: string; headers?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number }
-  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number };
+  | { url: string; headers?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number; tools?: MCPTools }
+  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number; tools?: MCPTools };
+
+/**
+ * Which of an MCP server's tools the agent gets, by the server's own tool
+ * names: `include` (only these), `exclude` (all but these), and `rename`
+ * (the agent-side name to use instead of `{server}_{tool}`, to settle a
+ * name collision).
+ */
+export interface MCPTools {
+  include?: string[];
+  exclude?: string[];
+  rename?: Record<string, string>;
+}
 
 /**
  * A duration: a number of milliseconds, or a string such as `"90s"`, `"2m"`,

@@ -85,7 +85,13 @@ type mcpServerDescription struct {
 	Env     map[string]string `json:"env"`
 	// MaxResultBytes is maxResultBytes (0: the agent's cap).
 	MaxResultBytes int `json:"maxResultBytes"`
-	Approval       struct {
+	// Tools is tools: include (null: all), exclude, rename.
+	Tools struct {
+		Include []string          `json:"include"`
+		Exclude []string          `json:"exclude"`
+		Rename  map[string]string `json:"rename"`
+	} `json:"tools"`
+	Approval struct {
 		Mode string `json:"mode"`
 		// Tools is the object form; a null value means no approval.
 		Tools map[string]*approvalDescription `json:"tools"`
@@ -329,7 +335,8 @@ func (a *jsAgent) instructions(ctx context.Context, in agent.InstructionsInput) 
 // and env values.
 func (a *jsAgent) mcpServer(md mcpServerDescription, lookup func(string) (string, bool)) (agent.MCPServer, error) {
 	srv := agent.MCPServer{Name: md.Name, URL: md.URL, Command: md.Command, Args: md.Args,
-		Approval: agent.MCPApproval{Mode: md.Approval.Mode}, MaxResultBytes: md.MaxResultBytes}
+		Approval: agent.MCPApproval{Mode: md.Approval.Mode}, MaxResultBytes: md.MaxResultBytes,
+		Tools: agent.MCPToolFilter{Include: md.Tools.Include, Exclude: md.Tools.Exclude, Rename: md.Tools.Rename}}
 	var err error
 	if srv.Headers, err = expandAll(md.Headers, "mcpServers."+md.Name+".headers", lookup); err != nil {
 		return srv, err

@@ -114,7 +114,7 @@ func (e *CollisionError) Error() string {
 		}
 		msg += c
 	}
-	return msg + " (rename the MCP server or the tool)"
+	return msg + " (rename the MCP server, or give it tools: { rename: { tool: 'new_name' } } or tools: { exclude: ['tool'] })"
 }
 
 // Start connects the MCP servers of every spec that declares some, waits up
@@ -138,6 +138,11 @@ func Start(ctx context.Context, specs []*agent.Spec, opts Options) error {
 				bad = append(bad, fmt.Errorf("agent %s: MCP server %q needs either a URL or a command", spec.Name, m.Name))
 			}
 			seen[m.Name] = true
+			for remote, n := range m.Tools.Rename {
+				if !serverNameRE.MatchString(n) {
+					bad = append(bad, fmt.Errorf("agent %s: MCP server %q: tools.rename.%s: %q must be 1-64 letters, digits, \"_\" or \"-\"", spec.Name, m.Name, remote, n))
+				}
+			}
 		}
 	}
 	if len(bad) > 0 {

@@ -255,6 +255,9 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) ([]listedTool,
 			return nil, fmt.Errorf("tools/list: %w", err)
 		}
 		for _, t := range res.Tools {
+			if !s.cfg.Tools.Takes(t.Name) {
+				continue
+			}
 			out = append(out, listedTool{remote: t.Name, tool: s.convert(t)})
 		}
 		if res.NextCursor == "" {
@@ -270,8 +273,12 @@ func (s *server) convert(t *sdk.Tool) *tool.Tool {
 		desc = t.Title
 	}
 	remote := t.Name
+	name := ToolName(s.cfg.Name, t.Name)
+	if n, ok := s.cfg.Tools.Rename[t.Name]; ok {
+		name = n
+	}
 	out := &tool.Tool{
-		Name:           ToolName(s.cfg.Name, t.Name),
+		Name:           name,
 		Description:    desc,
 		Parameters:     params(t.InputSchema),
 		Approval:       needsApproval(s.cfg.Approval, t),

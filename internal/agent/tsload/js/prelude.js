@@ -11,8 +11,8 @@
   const DECISIONS = ['approve', 'reject', 'edit'];
   const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-  const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes'];
-  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes'];
+  const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
+  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes', 'tools'];
   const MCP_MODES = ['annotations', 'always', 'never'];
   const MCP_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
   const SAMPLING_KEYS = ['temperature', 'topP', 'maxTokens', 'stop', 'seed', 'reasoningEffort', 'parallelToolCalls', 'providerOptions'];
@@ -179,6 +179,21 @@
         if (s.env !== undefined) checkStringMap(s.env, `${sw}.env`, loc);
       } else {
         fail(`${sw}: needs url (streamable HTTP) or command (stdio)`, loc);
+      }
+      if (s.tools !== undefined) {
+        const tw = `${sw}.tools`;
+        if (!isPlain(s.tools)) fail(`${tw} must be an object: { include?, exclude?, rename? }`, loc);
+        unknownKeys(s.tools, ['include', 'exclude', 'rename'], tw, loc);
+        for (const k of ['include', 'exclude']) {
+          const v = s.tools[k];
+          if (v !== undefined && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) fail(`${tw}.${k} must be an array of the server's tool names`, loc);
+        }
+        if (s.tools.rename !== undefined) {
+          checkStringMap(s.tools.rename, `${tw}.rename`, loc);
+          for (const [tn, n] of Object.entries(s.tools.rename)) {
+            if (!MCP_NAME_RE.test(n)) fail(`${tw}.rename.${tn}: ${str(n)} must be 1-64 letters, digits, "_" or "-"`, loc);
+          }
+        }
       }
       if (s.maxResultBytes !== undefined && !(Number.isInteger(s.maxResultBytes) && s.maxResultBytes > 0)) {
         fail(`${sw}: maxResultBytes must be a positive integer (bytes)`, loc);
@@ -491,7 +506,10 @@
     }
     for (const [name, s] of Object.entries(cfg.mcpServers || {})) {
       const entry = { name, url: s.url || '', headers: s.headers || {}, command: s.command || '', args: s.args || [], env: s.env || {},
-        maxResultBytes: s.maxResultBytes || 0, approval: { mode: 'annotations', tools: null } };
+        maxResultBytes: s.maxResultBytes || 0,
+        tools: { include: s.tools && s.tools.include ? s.tools.include.slice() : null, exclude: (s.tools && s.tools.exclude) || [],
+          rename: (s.tools && s.tools.rename) || {} },
+        approval: { mode: 'annotations', tools: null } };
       const ap = s.approval;
       if (typeof ap === 'string') entry.approval.mode = ap;
       else if (isPlain(ap)) {
