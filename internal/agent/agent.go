@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/stackbone/stackbone/internal/model"
@@ -46,7 +48,7 @@ type Spec struct {
 	// agent file's modelSettings other than the timeouts).
 	ModelSettings model.Settings
 	// ClientOverrides names the settings (OverrideTemperature,
-	// OverrideMaxTokens, OverrideStop) a client's request may set instead
+	// OverrideMaxTokens, OverrideStop, OverrideReasoningEffort) a client's request may set instead
 	// of ModelSettings; a client value for any other setting is ignored.
 	ClientOverrides []string
 	// InstructionsFn, when set, is called before every model call of the
@@ -81,10 +83,36 @@ type Spec struct {
 	// Close releases resources the loader holds for the agent (JS runtimes,
 	// MCP connections and child processes).
 	Close func()
+	// MaxToolResultBytes caps every tool result the model gets (the agent
+	// file's maxToolResultBytes); zero means DefaultMaxToolResultBytes. A
+	// tool's own cap (tool.Tool.MaxResultBytes) wins.
+	MaxToolResultBytes int
 	// Fallbacks are the models tried in order after Model when it fails
 	// with a 429, 5xx or overload before any output (the agent file's
 	// model: ['first', ...fallbacks]).
 	Fallbacks []string
+}
+
+// DefaultMaxToolResultBytes is the cap on a tool result when neither the
+// agent nor the tool sets one (about 25,000 tokens).
+const DefaultMaxToolResultBytes = 100_000
+
+// ToolResultCap returns the number of bytes of t's result the model gets on
+// model: t's own cap, else the agent's, else DefaultMaxToolResultBytes, and
+// never more than a quarter of the model's context window (at about 4 bytes
+// a token) when the window is known.
+func (s *Spec) ToolResultCap(t *tool.Tool, model string) int {
+	n := DefaultMaxToolResultBytes
+	switch {
+	case t != nil && t.MaxResultBytes > 0:
+		n = t.MaxResultBytes
+	case s.MaxToolResultBytes > 0:
+		n = s.MaxToolResultBytes
+	}
+	if w := s.Window(model); w > 0 && w < n {
+		n = w
+	}
+	return n
 }
 
 // Settings a client may override (Spec.ClientOverrides), named as in an
@@ -93,6 +121,10 @@ const (
 	OverrideTemperature = "temperature"
 	OverrideMaxTokens   = "maxTokens"
 	OverrideStop        = "stop"
+	// OverrideReasoningEffort lets a client's thinking settings (the
+	// Anthropic wire's thinking and output_config.effort) set
+	// modelSettings.reasoningEffort.
+	OverrideReasoningEffort = "reasoningEffort"
 )
 
 // AllowsClient reports whether a client's value for setting is used.
@@ -135,6 +167,30 @@ type MCPServer struct {
 	Env     map[string]string
 	// Approval decides which of the server's tools need a human decision.
 	Approval MCPApproval
+	// MaxResultBytes caps the server's tool results (maxResultBytes); zero
+	// means the agent's cap.
+	MaxResultBytes int
+	// Tools picks and names the server's tools (mcpServers.*.tools).
+	Tools MCPToolFilter
+}
+
+// MCPToolFilter picks which of an MCP server's tools an agent gets and what
+// they are called: Include, when set, lists the only tools taken; Exclude
+// leaves tools out; Rename maps a server's tool name to the agent-side name
+// to use instead of "{server}_{tool}" (to settle a collision). All use the
+// server's own tool names.
+type MCPToolFilter struct {
+	Include []string
+	Exclude []string
+	Rename  map[string]string
+}
+
+// Takes reports whether the filter lets the server's tool name through.
+func (f MCPToolFilter) Takes(name string) bool {
+	if f.Include != nil && !slices.Contains(f.Include, name) {
+		return false
+	}
+	return !slices.Contains(f.Exclude, name)
 }
 
 // Transport returns "http" or "stdio".
@@ -283,6 +339,17 @@ func (s *Spec) Tool(name string) *tool.Tool {
 // be swapped whole when agent files are reloaded.
 type Registry struct {
 	agents atomic.Pointer[map[string]*Spec]
+
+	mu        sync.Mutex
+	onReplace []func()
+}
+
+// OnReplace registers f to be called after every Replace (a reload), so
+// what lists the agents (the /mcp tools) can follow at once.
+func (r *Registry) OnReplace(f func()) {
+	r.mu.Lock()
+	r.onReplace = append(r.onReplace, f)
+	r.mu.Unlock()
 }
 
 // NewRegistry returns a registry holding specs.
@@ -299,6 +366,12 @@ func (r *Registry) Replace(specs []*Spec) []*Spec {
 		m[s.Name] = s
 	}
 	old := r.agents.Swap(&m)
+	r.mu.Lock()
+	hooks := slices.Clone(r.onReplace)
+	r.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	if old == nil {
 		return nil
 	}

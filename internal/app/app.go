@@ -403,7 +403,7 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	}
 	s.Mount(server.WireResponses, rw)
 	mh, err := mcpwire.New(mcpwire.Config{Runner: runner, Store: st, Agents: reg, Logger: logger, Version: Version,
-		MaxBodyBytes: cfg.MaxBodyBytes, Caller: func(ctx context.Context) mcpwire.Caller {
+		MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: s.KeepAlive, Caller: func(ctx context.Context) mcpwire.Caller {
 			p := server.PrincipalFrom(ctx)
 			return mcpwire.Caller{Tenant: p.Tenant, Name: p.Name,
 				CannotTurn: p.Allow(server.ActTurn, ""), CannotDecide: p.Allow(server.ActDecide, "")}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,4 +137,58 @@ export default defineDeepAgent({
 		t.Fatalf("exit code %d", code)
 	}
 	waitUntil(t, "the MCP server to stop with stackbone", 10*time.Second, func() bool { return !alive(second) })
+}
+
+// running reports whether pid is a live process (not gone, not a zombie
+// waiting for a reaper).
+func running(pid int) bool {
+	if !alive(pid) {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+// A stdio MCP server that keeps running after its stdin closes does not
+// outlive a Stackbone killed with SIGKILL (no time to stop it): on Linux the
+// kernel kills it (parent-death signal).
+func TestMCPStdioServerDiesWithKilledStackbone(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	node, script := mcpFixtureScript(t)
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "agents")
+	if err := os.MkdirAll(agents, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "fx.pid")
+	src := `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({
+  name: 'mcpagent',
+  model: 'scripted/demo',
+  instructions: 'x',
+  mcpServers: { fx: { command: ` + strconv.Quote(node) + `, args: [` + strconv.Quote(script) + `], env: { MCP_PID_FILE: '${FX_PID}', MCP_LINGER: '1' } } },
+});
+`
+	if err := os.WriteFile(filepath.Join(agents, "mcpagent.ts"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(agents, "demo.script.json"), []byte(`[{"reply": {"text": "hi"}}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServer(t, []string{"FX_PID=" + pidFile}, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	pid := 0
+	waitUntil(t, "the MCP server to start", 15*time.Second, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return running(pid)
+	})
+	p.kill(t)
+	waitUntil(t, "the MCP server to die with stackbone", 10*time.Second, func() bool { return !running(pid) })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 )
@@ -20,15 +21,31 @@ const (
 	MessageQuestionCutOff   = "The call was cut off (the server stopped) before anyone answered."
 )
 
-// asker gives a call of a durable run its tool.Call.Ask: the question
-// becomes a pending decision (reason elicitation) whose response schema
-// carries the question's schema as editedArgs, and the call waits for it.
-// A stateless run has no one to ask (nil).
+// asker gives a call its tool.Call.Ask. The client that started the turn
+// is asked first when it can be (Input.Ask); on a durable run the question
+// otherwise becomes a pending decision (reason elicitation) whose response
+// schema carries the question's schema as editedArgs, and the call waits for
+// it. A stateless run that cannot ask its client has no one to ask (nil).
 func (x *execution) asker(t *tool.Tool, c message.ToolCall, args json.RawMessage) func(context.Context, tool.Question) (tool.Answer, error) {
-	if !x.durable {
+	relay := x.in.Ask
+	if !x.durable && relay == nil {
 		return nil
 	}
 	return func(ctx context.Context, q tool.Question) (tool.Answer, error) {
+		if relay != nil {
+			a, err := relay(ctx, t.Name, q)
+			if err == nil && a.Accepted && len(q.Schema) > 0 {
+				err = schema.Validate(q.Schema, a.Content)
+			}
+			if err == nil {
+				x.r.Logger.Info("tool question answered by the turn's client", "tool", t.Name, "thread", x.threadID, "accepted", a.Accepted)
+				return a, nil
+			}
+			if ctx.Err() != nil || !x.durable {
+				return tool.Answer{}, err
+			}
+			x.r.Logger.Info("the turn's client did not answer a tool's question; it waits as a pending decision", "tool", t.Name, "thread", x.threadID, "err", err)
+		}
 		return x.ask(ctx, t, c, args, q)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/event"
@@ -43,9 +44,6 @@ type execution struct {
 	stop  event.StopReason
 	run   *Run // nil for a background resume
 	begun time.Time
-	// inputReported is set once the first step's input tokens went to the
-	// consumer.
-	inputReported bool
 	// journal records a stateless turn's tool steps for client retries;
 	// priorSteps counts the model steps an earlier attempt recorded.
 	journal    *journal
@@ -245,15 +243,17 @@ func (x *execution) isClientTool(name string) bool {
 	return false
 }
 
-// reportInput tells the run's consumer the input tokens of the turn's first
-// model step, once (an InputUsage event; the Anthropic wire's message_start
-// waits for it).
-func (x *execution) reportInput(n int) {
-	if x.root != nil || x.inputReported || n <= 0 {
+// reportInput tells the run's consumer the input tokens of one model step
+// of the turn, the assistant message msgID (an InputUsage event; the
+// Anthropic wire's message_start waits for them). *reported keeps it to once
+// a step; a step whose provider reported none ends with a report of 0, so
+// the consumer waits no longer.
+func (x *execution) reportInput(msgID string, n int, reported *bool) {
+	if x.root != nil || *reported {
 		return
 	}
-	x.inputReported = true
-	x.send(x.stamp(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: n}}))
+	*reported = true
+	x.send(x.stamp(event.Event{Type: event.InputUsage, MessageID: msgID, Usage: &event.Usage{InputTokens: n}}))
 }
 
 // emit sends a live event to the consumer (if still attached) and the bus.
@@ -596,6 +596,9 @@ func (x *execution) settings() model.Settings {
 	if len(x.in.StopSequences) > 0 && x.spec.AllowsClient(agent.OverrideStop) {
 		s.Stop = x.in.StopSequences
 	}
+	if x.in.ReasoningEffort != "" && x.spec.AllowsClient(agent.OverrideReasoningEffort) {
+		s.ReasoningEffort = x.in.ReasoningEffort
+	}
 	return s
 }
 
@@ -788,6 +791,7 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 	byIndex := map[int]int{}
 	var args []*strings.Builder
 	x.stop = event.StopEnd
+	reported := false
 	for ch, err := range x.provider.Stream(ctx, req) {
 		if err != nil {
 			return msg, args, held, err
@@ -836,7 +840,9 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 			args[i].WriteString(ch.Text)
 			emit(event.Event{Type: event.ToolCallArgs, MessageID: msg.ID, ToolCallID: msg.ToolCalls[i].ID, Delta: ch.Text})
 		case model.InputTokens:
-			x.reportInput(ch.Usage.InputTokens)
+			if ch.Usage.InputTokens > 0 {
+				x.reportInput(msg.ID, ch.Usage.InputTokens, &reported)
+			}
 		case model.Reasoning:
 			if ch.Reasoning != nil {
 				msg.Reasoning = append(msg.Reasoning, *ch.Reasoning)
@@ -846,9 +852,10 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 				x.stop = ch.Stop
 			}
 			x.addUsage(ch.Usage)
-			x.reportInput(ch.Usage.InputTokens)
+			x.reportInput(msg.ID, ch.Usage.InputTokens, &reported)
 		}
 	}
+	x.reportInput(msg.ID, 0, &reported)
 	closeText()
 	msg.Content = text.String()
 	return msg, args, held, nil
@@ -1358,6 +1365,20 @@ func interruptInfo(it store.Interrupt) event.InterruptInfo {
 		AllowedDecisions: it.AllowedDecisions, ResponseSchema: it.ResponseSchema, Subagent: it.Subagent, Reason: it.Reason}
 }
 
+// capResult cuts content to at most limit bytes (at a UTF-8 boundary) and
+// appends a note for the model; cut reports whether it did.
+func capResult(content string, limit int) (out string, cut bool) {
+	if limit <= 0 || len(content) <= limit {
+		return content, false
+	}
+	n := limit
+	for n > 0 && !utf8.RuneStart(content[n]) {
+		n--
+	}
+	return content[:n] + fmt.Sprintf("\n\n[Stackbone: this tool result was cut to its first %d of %d bytes. "+
+		"Ask for less (a range, a page, a filter or a search) to see the rest.]", n, len(content)), true
+}
+
 func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) message.Message {
 	return message.Message{ID: x.r.NewID("msg"), Role: message.Tool, ToolCallID: c.ID, ToolName: c.Name, Content: content, IsError: isErr,
 		TaskCallID: x.scope, Subagent: x.subName}
@@ -1365,11 +1386,21 @@ func (x *execution) toolMessage(c message.ToolCall, content string, isErr bool) 
 
 // execTool validates arguments and runs one tool under its time limit. Every
 // failure becomes a tool error the model sees.
+//
+// A result longer than the tool's cap (agent.Spec.ToolResultCap) is cut to
+// it, with a note the model sees saying so.
 func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCall, args json.RawMessage) (res *callResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			x.r.Logger.Error("tool panicked", "tool", t.Name, "panic", p)
 			res = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q failed.", t.Name), true)}
+		}
+		if res != nil && res.paused == nil {
+			limit := x.spec.ToolResultCap(t, x.modelName)
+			if content, cut := capResult(res.msg.Content, limit); cut {
+				x.r.Logger.Info("tool result cut to its cap", "tool", t.Name, "thread", x.threadID, "bytes", len(res.msg.Content), "cap", limit)
+				res.msg.Content = content
+			}
 		}
 	}()
 	if !json.Valid(args) {

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/builtin"
 )
 
@@ -35,6 +37,10 @@ type Input struct {
 	MaxTokens     int
 	StopSequences []string
 	Temperature   *float64
+	// ReasoningEffort is the client's reasoning effort (model.ReasoningEfforts;
+	// the Anthropic wire maps thinking and output_config.effort to it),
+	// used only when the agent lists OverrideReasoningEffort.
+	ReasoningEffort string
 	// ResponseFormat asks for a JSON final answer (OpenAI response_format);
 	// nil means free text. Start refuses it (400) when the agent's provider
 	// cannot honour it, and the final answer is checked against it.
@@ -52,6 +58,14 @@ type Input struct {
 	// and for the audit record of an approval-gated call in a stateless
 	// turn.
 	DecidedBy string
+	// Ask, when set, asks the client that started the turn a question a
+	// running tool asks (an MCP server's elicitation), in the middle of the
+	// turn: the /mcp wire sets it for an MCP client that answers
+	// elicitations. toolName names the asking tool. When it fails (the client
+	// cancelled the form or cannot be asked) the question becomes a pending
+	// decision on a durable run, as without it; a stateless run has no one
+	// else to ask.
+	Ask func(ctx context.Context, toolName string, q tool.Question) (tool.Answer, error)
 	// Collected says the client gets the turn's answer in one piece when
 	// the turn ends (a request without streaming, wire.Collect). The run
 	// then holds each model step's events until the step's model call

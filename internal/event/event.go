@@ -35,10 +35,11 @@ const (
 	// decided, whatever path decided it; Status says how.
 	DecisionMade Type = "decision_made"
 	// InputUsage is sent to the run's own consumer only (never stored or
-	// published) once per run, as soon as the provider reports the input
-	// tokens of the turn's first model step: before its output when the
-	// provider knows them at the start, else when the step ends. Usage
-	// holds them (InputTokens only).
+	// published) once per model step of the turn, as soon as the provider
+	// reports the step's input tokens: before its output when the provider
+	// knows them at the start, else when the step ends (0 when it reported
+	// none). MessageID is the step's assistant message; Usage holds the
+	// count (InputTokens only).
 	InputUsage Type = "input_usage"
 	// QuestionAsked is stored when a running tool asks a human a question
 	// (an MCP server's elicitation); Question holds it as a pending

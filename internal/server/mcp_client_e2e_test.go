@@ -539,3 +539,102 @@ func TestMCPImageResult(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP MCP server that hangs (stopped: its connections stay open, nothing
+// answers) is reported down, with the reason, once it misses a ping, and its
+// tools leave; when it answers again it is reconnected.
+func TestMCPHungHTTPServerReportedDown(t *testing.T) {
+	t.Parallel()
+	fx := newMCPFixture(t)
+	url, proc := fx.startHTTP(t, 0)
+	env := stacktest.New(t, stacktest.Options{Script: mcpScript, Agents: mcpAgent(agent.MCPServer{Name: "fx", URL: url})})
+	stacktest.WaitFor(t, "fx to connect", func() bool {
+		s := getAgent(t, env, "assistant").MCPServers[0]
+		return s.Status == mcp.StatusConnected && len(s.Tools) > 0
+	})
+	if err := proc.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = proc.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	stacktest.WaitFor(t, "the hung fx to be reported down", func() bool {
+		s := getAgent(t, env, "assistant").MCPServers[0]
+		return s.Status == mcp.StatusDown && len(s.Tools) == 0 && s.Error != ""
+	})
+	if err := proc.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	stacktest.WaitFor(t, "fx to reconnect", func() bool {
+		return getAgent(t, env, "assistant").MCPServers[0].Status == mcp.StatusConnected
+	})
+	if got := askMCP(t, env, "hung-1", "call lookup").Choices[0].Message.Content; got != "Tool said: found: abc" {
+		t.Fatalf("lookup after the server answered again %q", got)
+	}
+}
+
+// A server's tools setting settles a name collision instead of stopping the
+// load: rename gives a tool another agent-side name, exclude and include
+// pick the tools; the agent file's mcpServers.*.tools reads the same.
+func TestMCPServerToolsFilter(t *testing.T) {
+	t.Parallel()
+	fx := newMCPFixture(t)
+	own := &tool.Tool{Name: "fx_lookup", Description: "The agent's own lookup", Parameters: []byte(`{"type":"object"}`),
+		Execute: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "own"}, nil }}
+	srv := fx.stdio()
+	srv.Tools = agent.MCPToolFilter{Exclude: []string{"delete_record"}, Rename: map[string]string{"lookup": "fx_find"}}
+	script := strings.Replace(mcpScript, `{"when": {"lastUser": "call lookup"}`,
+		`{"when": {"lastUser": "call find"}, "reply": {"toolCalls": [{"name": "fx_find", "arguments": {"query": "q1"}}]}},
+ {"when": {"lastUser": "call lookup"}`, 1)
+	env := stacktest.New(t, stacktest.Options{Script: script, Agents: func(*stacktest.Env) []*agent.Spec {
+		return []*agent.Spec{{Name: "assistant", Model: "openai/test-model", Tools: []*tool.Tool{own}, MCPServers: []agent.MCPServer{srv}}}
+	}})
+	v := getAgent(t, env, "assistant")
+	if _, ok := v.approvalOf("fx_find"); !ok {
+		t.Fatalf("the renamed tool is missing: %+v", v.Tools)
+	}
+	if _, ok := v.approvalOf("fx_delete_record"); ok {
+		t.Fatalf("an excluded tool is listed: %+v", v.Tools)
+	}
+	if got := askMCP(t, env, "filter-1", "call find").Choices[0].Message.Content; got != "Tool said: found: q1" {
+		t.Fatalf("the renamed tool: %q", got)
+	}
+
+	only := fx.stdio()
+	only.Tools = agent.MCPToolFilter{Include: []string{"stats"}}
+	spec := &agent.Spec{Name: "only", Model: "openai/test-model", MCPServers: []agent.MCPServer{only}}
+	if err := mcp.Start(context.Background(), []*agent.Spec{spec}, mcp.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(spec.Close)
+	tools, _ := spec.Dynamic.Tools()
+	if len(tools) != 1 || tools[0].Name != "fx_stats" {
+		t.Fatalf("include: %d tools, want fx_stats only", len(tools))
+	}
+
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "agents", "a.ts")
+	src := `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({ name: 'a', model: 'openai/test-model', instructions: 'x',
+  mcpServers: { fx: { command: 'node', tools: { include: ['lookup', 'stats'], exclude: ['stats'], rename: { lookup: 'find' } } } } });
+`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := tsload.LoadFile(context.Background(), dir, file, tsload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	f := loaded.MCPServers[0].Tools
+	if !f.Takes("lookup") || f.Takes("stats") || f.Takes("touch") || f.Rename["lookup"] != "find" {
+		t.Fatalf("the agent file's tools: %+v", f)
+	}
+}

@@ -361,6 +361,9 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 			if auth {
 				p, err := s.Authenticate(r)
 				if err != nil {
+					// RFC 9110: a 401 names the scheme to use (MCP
+					// clients look for it).
+					sw.Header().Set("WWW-Authenticate", `Bearer realm="stackbone"`)
 					if r.ContentLength != 0 {
 						// Answer without reading (or waiting for) the
 						// body, and close the connection.

@@ -350,7 +350,7 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 	}
 	// Agents' MCP servers, reconnecting within a second in tests; closed
 	// (child processes stopped) when the test ends.
-	if err := mcp.Start(context.Background(), specs, mcp.Options{Logger: logger, MaxBackoff: time.Second}); err != nil {
+	if err := mcp.Start(context.Background(), specs, mcp.Options{Logger: logger, MaxBackoff: time.Second, PingInterval: 300 * time.Millisecond}); err != nil {
 		t.Fatalf("start MCP servers: %v", err)
 	}
 	t.Cleanup(func() {

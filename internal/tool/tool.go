@@ -47,6 +47,9 @@ type Tool struct {
 	// crash that left it without a result; any other call that started and
 	// left no result is in doubt and waits for a human (retry or skip).
 	Idempotent bool
+	// MaxResultBytes caps the result the model gets (an MCP server's
+	// maxResultBytes); zero means the agent's cap.
+	MaxResultBytes int
 	// Execute runs the tool. Arguments were validated against Parameters
 	// before it is called. A returned error becomes a tool error the model
 	// sees, carrying the error's message.

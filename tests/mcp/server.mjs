@@ -12,10 +12,13 @@
 //   enable_extra   readOnlyHint                 -> registers `extra` (tools/list_changed)
 //   elicit_confirm readOnlyHint                 -> asks the client (elicitation/create)
 //   snapshot      readOnlyHint                  -> text and an image
+//   big            readOnlyHint                 -> <bytes> bytes of text (default 4 MB)
 //
 // Environment: MCP_PID_FILE gets the process id; MCP_CALLS_FILE gets one
 // JSON line {"tool","args"} per call; MCP_REQUIRE_HEADER="Name: value"
-// makes the HTTP server refuse requests without that header (401).
+// makes the HTTP server refuse requests without that header (401);
+// MCP_LINGER=1 keeps the process running after its stdin closes (as servers
+// with other work, a watcher or a listener, do).
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -27,6 +30,7 @@ import { z } from 'zod';
 // A 1×1 PNG, for the image result of `snapshot`.
 const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
+if (process.env.MCP_LINGER) setInterval(() => {}, 1000);
 if (process.env.MCP_PID_FILE) writeFileSync(process.env.MCP_PID_FILE, String(process.pid));
 
 function record(tool, args) {
@@ -98,6 +102,14 @@ function newServer() {
     async () => {
       record('snapshot', {});
       return { content: [{ type: 'text', text: 'the record:' }, { type: 'image', data: PIXEL, mimeType: 'image/png' }] };
+    },
+  );
+  server.registerTool(
+    'big',
+    { description: 'A large file', inputSchema: { bytes: z.number().optional() }, annotations: { readOnlyHint: true } },
+    async ({ bytes }) => {
+      record('big', { bytes });
+      return text('0123456789abcdef'.repeat(Math.ceil((bytes ?? 4 << 20) / 16)).slice(0, bytes ?? 4 << 20));
     },
   );
   server.registerTool(

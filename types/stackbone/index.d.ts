@@ -242,6 +242,13 @@ export interface DeepAgentConfig {
    * ahead of the recent turns until they outgrow the window again.
    */
   contextPolicy?: 'trim' | 'summarize';
+  /**
+   * Caps every tool result the model gets, in bytes (default 100000, and never
+   * more than a quarter of a known context window): a longer result is cut,
+   * with a note the model sees saying how much was left out. An MCP server's
+   * `maxResultBytes` wins for its tools.
+   */
+  maxToolResultBytes?: number;
   /** Settings of this agent's model calls. */
   modelSettings?: ModelSettings;
   /** `false` turns off the built-in write_todos tool. */
@@ -274,8 +281,20 @@ export type MCPApproval = 'annotations' | 'always' | 'never' | Record<string, Ne
  * server's environment as `'${VAR}'`; an unset variable fails the load.
  */
 export type MCPServer =
-  | { url: string; headers?: Record<string, string>; approval?: MCPApproval }
-  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval };
+  | { url: string; headers?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number; tools?: MCPTools }
+  | { command: string; args?: string[]; env?: Record<string, string>; approval?: MCPApproval; maxResultBytes?: number; tools?: MCPTools };
+
+/**
+ * Which of an MCP server's tools the agent gets, by the server's own tool
+ * names: `include` (only these), `exclude` (all but these), and `rename`
+ * (the agent-side name to use instead of `{server}_{tool}`, to settle a
+ * name collision).
+ */
+export interface MCPTools {
+  include?: string[];
+  exclude?: string[];
+  rename?: Record<string, string>;
+}
 
 /**
  * A duration: a number of milliseconds, or a string such as `"90s"`, `"2m"`,
@@ -293,7 +312,7 @@ export interface InstructionsContext {
 }
 
 /** The settings a client may override (`clientOverrides`). */
-export type ClientOverride = 'temperature' | 'maxTokens' | 'stop';
+export type ClientOverride = 'temperature' | 'maxTokens' | 'stop' | 'reasoningEffort';
 
 /**
  * Sampling settings, sent on every model call in each provider's own field

@@ -39,6 +39,8 @@ type description struct {
 	// ContextPolicy ("", "trim" or "summarize") are contextWindow and contextPolicy.
 	ContextWindow int    `json:"contextWindow"`
 	ContextPolicy string `json:"contextPolicy"`
+	// MaxToolResultBytes is maxToolResultBytes (0: the default cap).
+	MaxToolResultBytes int `json:"maxToolResultBytes"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
 	// .idleTimeout in milliseconds (0: the server's default).
 	ModelTimeoutMs     int64 `json:"modelTimeoutMs"`
@@ -75,12 +77,20 @@ type approvalDescription struct {
 }
 
 type mcpServerDescription struct {
-	Name     string            `json:"name"`
-	URL      string            `json:"url"`
-	Headers  map[string]string `json:"headers"`
-	Command  string            `json:"command"`
-	Args     []string          `json:"args"`
-	Env      map[string]string `json:"env"`
+	Name    string            `json:"name"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+	// MaxResultBytes is maxResultBytes (0: the agent's cap).
+	MaxResultBytes int `json:"maxResultBytes"`
+	// Tools is tools: include (null: all), exclude, rename.
+	Tools struct {
+		Include []string          `json:"include"`
+		Exclude []string          `json:"exclude"`
+		Rename  map[string]string `json:"rename"`
+	} `json:"tools"`
 	Approval struct {
 		Mode string `json:"mode"`
 		// Tools is the object form; a null value means no approval.
@@ -123,15 +133,16 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	a := &jsAgent{sh: sh, pool: newPool(sh, opts.PoolSize, first)}
 	a.readEnv(d.Env, opts.LookupEnv)
 	spec := &agent.Spec{
-		Name:          d.Name,
-		Model:         d.Model,
-		Fallbacks:     d.ModelFallbacks,
-		Instructions:  d.Instructions,
-		Subagents:     d.Subagents,
-		EditableState: d.EditableState,
-		MaxSteps:      d.MaxSteps,
-		ContextWindow: d.ContextWindow,
-		ContextPolicy: d.ContextPolicy,
+		Name:               d.Name,
+		Model:              d.Model,
+		Fallbacks:          d.ModelFallbacks,
+		Instructions:       d.Instructions,
+		Subagents:          d.Subagents,
+		EditableState:      d.EditableState,
+		MaxSteps:           d.MaxSteps,
+		ContextWindow:      d.ContextWindow,
+		ContextPolicy:      d.ContextPolicy,
+		MaxToolResultBytes: d.MaxToolResultBytes,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},
 		ClientOverrides: d.ClientOverrides,
@@ -324,7 +335,8 @@ func (a *jsAgent) instructions(ctx context.Context, in agent.InstructionsInput) 
 // and env values.
 func (a *jsAgent) mcpServer(md mcpServerDescription, lookup func(string) (string, bool)) (agent.MCPServer, error) {
 	srv := agent.MCPServer{Name: md.Name, URL: md.URL, Command: md.Command, Args: md.Args,
-		Approval: agent.MCPApproval{Mode: md.Approval.Mode}}
+		Approval: agent.MCPApproval{Mode: md.Approval.Mode}, MaxResultBytes: md.MaxResultBytes,
+		Tools: agent.MCPToolFilter{Include: md.Tools.Include, Exclude: md.Tools.Exclude, Rename: md.Tools.Rename}}
 	var err error
 	if srv.Headers, err = expandAll(md.Headers, "mcpServers."+md.Name+".headers", lookup); err != nil {
 		return srv, err

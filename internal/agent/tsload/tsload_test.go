@@ -247,7 +247,7 @@ func TestConfigErrors(t *testing.T) {
 		{"provider options not an object", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', modelSettings: { providerOptions: { openai: 1 } } as any });\n",
 			`agents/a.ts:2:32: agent "a": modelSettings.providerOptions.openai must be an object of request body fields`},
 		{"unknown client override", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', clientOverrides: ['seed'] as any });\n",
-			`agents/a.ts:2:32: agent "a": clientOverrides: unknown setting "seed" (allowed: temperature, maxTokens, stop)`},
+			`agents/a.ts:2:32: agent "a": clientOverrides: unknown setting "seed" (allowed: temperature, maxTokens, stop, reasoningEffort)`},
 		{"subagent timeout", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x',\n  subagents: [{ name: 's', description: 'd', instructions: 'i', modelSettings: { timeout: '1m' } as any }] });\n",
 			`agents/a.ts:2:32: agent "a": subagents[0] (s): modelSettings: unknown field "timeout"`},
 		{"instructions neither string nor function", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', instructions: 42 as any });\n",

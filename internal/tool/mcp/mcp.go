@@ -44,6 +44,8 @@ const (
 	DefaultStartWait  = 5 * time.Second
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 10 * time.Second
+	// DefaultPingInterval is how often a connected server is pinged.
+	DefaultPingInterval = 15 * time.Second
 )
 
 // Options configures Start.
@@ -57,6 +59,11 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the delay between connection attempts
 	// (doubling from min to max). Zero means the defaults.
 	MinBackoff, MaxBackoff time.Duration
+	// PingInterval is how often a connected server is pinged; one that
+	// does not answer within the interval (at most 10 s) is marked down
+	// and reconnected (a hung server keeps its connection open). Zero
+	// means DefaultPingInterval.
+	PingInterval time.Duration
 	// HTTPClient carries streamable HTTP connections; nil means a client
 	// on http.DefaultTransport.
 	HTTPClient *http.Client
@@ -74,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = DefaultPingInterval
 	}
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = o.MinBackoff
@@ -104,7 +114,7 @@ func (e *CollisionError) Error() string {
 		}
 		msg += c
 	}
-	return msg + " (rename the MCP server or the tool)"
+	return msg + " (rename the MCP server, or give it tools: { rename: { tool: 'new_name' } } or tools: { exclude: ['tool'] })"
 }
 
 // Start connects the MCP servers of every spec that declares some, waits up
@@ -128,6 +138,11 @@ func Start(ctx context.Context, specs []*agent.Spec, opts Options) error {
 				bad = append(bad, fmt.Errorf("agent %s: MCP server %q needs either a URL or a command", spec.Name, m.Name))
 			}
 			seen[m.Name] = true
+			for remote, n := range m.Tools.Rename {
+				if !serverNameRE.MatchString(n) {
+					bad = append(bad, fmt.Errorf("agent %s: MCP server %q: tools.rename.%s: %q must be 1-64 letters, digits, \"_\" or \"-\"", spec.Name, m.Name, remote, n))
+				}
+			}
 		}
 	}
 	if len(bad) > 0 {

@@ -105,11 +105,11 @@ func (s *server) run(ctx context.Context) {
 				_ = s.src.rebuild(false)
 				s.markFirst()
 				s.log.Info("MCP server connected", "transport", s.cfg.Transport(), "tools", len(tools), "was_down", wasDown)
-				s.waitEnd(ctx, cs)
+				why := s.waitEnd(ctx, cs)
 				s.mu.Lock()
 				s.session, s.tools = nil, nil
 				if ctx.Err() == nil {
-					s.state, s.lastErr = StatusDown, "connection closed"
+					s.state, s.lastErr = StatusDown, why
 				}
 				s.mu.Unlock()
 				_ = s.src.rebuild(false)
@@ -149,19 +149,36 @@ func (s *server) run(ctx context.Context) {
 }
 
 // waitEnd returns when the session ends (the server closed it or the child
-// exited) or ctx ends, closing the session in the latter case.
-func (s *server) waitEnd(ctx context.Context, cs *sdk.ClientSession) {
+// exited), the server stops answering pings (a hung server, or an HTTP one
+// whose connection stays open while it is gone), or ctx ends, closing the
+// session in the latter cases. It returns why the connection ended.
+func (s *server) waitEnd(ctx context.Context, cs *sdk.ClientSession) string {
 	ended := make(chan struct{})
 	go func() {
 		_ = cs.Wait()
 		close(ended)
 	}()
-	select {
-	case <-ended:
-		_ = cs.Close()
-	case <-ctx.Done():
-		_ = cs.Close()
-		<-ended
+	ping := time.NewTicker(s.opts.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ended:
+			_ = cs.Close()
+			return "connection closed"
+		case <-ctx.Done():
+			_ = cs.Close()
+			<-ended
+			return "stopped"
+		case <-ping.C:
+			pctx, cancel := context.WithTimeout(ctx, min(s.opts.PingInterval, 10*time.Second))
+			err := cs.Ping(pctx, nil)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("MCP server did not answer a ping; reconnecting", "transport", s.cfg.Transport(), "err", err)
+				go func() { _ = cs.Close() }() // a hung server may not answer the close either
+				return "no answer to ping: " + err.Error()
+			}
+		}
 	}
 }
 
@@ -193,6 +210,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		}
 		cmd.Env = childEnv(s.cfg.Env)
 		cmd.Stderr = &lineLogger{log: s.log}
+		dieWithParent(cmd)
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -237,6 +255,9 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) ([]listedTool,
 			return nil, fmt.Errorf("tools/list: %w", err)
 		}
 		for _, t := range res.Tools {
+			if !s.cfg.Tools.Takes(t.Name) {
+				continue
+			}
 			out = append(out, listedTool{remote: t.Name, tool: s.convert(t)})
 		}
 		if res.NextCursor == "" {
@@ -252,12 +273,17 @@ func (s *server) convert(t *sdk.Tool) *tool.Tool {
 		desc = t.Title
 	}
 	remote := t.Name
+	name := ToolName(s.cfg.Name, t.Name)
+	if n, ok := s.cfg.Tools.Rename[t.Name]; ok {
+		name = n
+	}
 	out := &tool.Tool{
-		Name:        ToolName(s.cfg.Name, t.Name),
-		Description: desc,
-		Parameters:  params(t.InputSchema),
-		Approval:    needsApproval(s.cfg.Approval, t),
-		Idempotent:  t.Annotations != nil && t.Annotations.IdempotentHint,
+		Name:           name,
+		Description:    desc,
+		Parameters:     params(t.InputSchema),
+		Approval:       needsApproval(s.cfg.Approval, t),
+		Idempotent:     t.Annotations != nil && t.Annotations.IdempotentHint,
+		MaxResultBytes: s.cfg.MaxResultBytes,
 	}
 	out.Execute = func(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return s.call(ctx, remote, call)
@@ -397,9 +423,10 @@ func (s *server) callOf(ctx context.Context) (*tool.Call, context.Context) {
 
 // elicit answers a server's elicitation request: the question is put to a
 // human as a pending decision of the call that asked (tool.Call.Ask) and
-// the answer goes back. A call no human can be asked for (a turn without a
-// session), a URL-mode request, or a request whose call is ambiguous is
-// declined.
+// the answer goes back (the engine puts it to the MCP client that started
+// the turn first, when there is one). A call no human can be asked for (a
+// turn without a session or such a client), a URL-mode request, or a
+// request whose call is ambiguous is declined.
 func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 	c, callCtx := s.callOf(ctx)
 	p := req.Params

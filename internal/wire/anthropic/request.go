@@ -34,6 +34,10 @@ type Request struct {
 	Temperature   *float64        `json:"temperature"`
 	TopP          *float64        `json:"top_p"`
 	TopK          *int            `json:"top_k"`
+	// Thinking and OutputConfig carry a client's extended thinking
+	// (thinkingEffort maps them to a reasoning effort).
+	Thinking     *Thinking     `json:"thinking"`
+	OutputConfig *OutputConfig `json:"output_config"`
 
 	// origin is, for each message of the Input built from the request,
 	// the index of the request message it came from (-1: the system text).
@@ -161,10 +165,57 @@ func parse(ctx context.Context, body []byte) (*Request, error) {
 	return &req, nil
 }
 
+// Thinking is a request's thinking: enabled (with a budget), adaptive or
+// disabled.
+type Thinking struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens"`
+}
+
+// OutputConfig is the part of a request's output_config the wire reads.
+type OutputConfig struct {
+	Effort string `json:"effort"`
+}
+
+// thinkingEffort maps a client's thinking settings to a reasoning effort
+// (model.ReasoningEfforts): output_config.effort by name (max is high);
+// else thinking enabled by its budget, to the effort whose thinking budget
+// (the Anthropic provider's) is the nearest at or above it (at most 1024:
+// low, 4096: medium, more: high); adaptive thinking without an effort is
+// medium. Disabled, or none, is "" (the agent's own setting).
+func (req *Request) thinkingEffort() string {
+	if req.OutputConfig != nil {
+		switch e := req.OutputConfig.Effort; e {
+		case "low", "medium", "high":
+			return e
+		case "max", "xhigh":
+			return "high"
+		}
+	}
+	t := req.Thinking
+	if t == nil {
+		return ""
+	}
+	switch t.Type {
+	case "enabled":
+		switch {
+		case t.BudgetTokens <= 1024:
+			return "low"
+		case t.BudgetTokens <= 4096:
+			return "medium"
+		}
+		return "high"
+	case "adaptive":
+		return "medium"
+	}
+	return ""
+}
+
 // Input maps the request onto a engine.Input (tenant and thread are the
 // caller's to fill).
 func (req *Request) Input() (engine.Input, error) {
-	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences, Collected: !req.Stream}
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences, Collected: !req.Stream,
+		ReasoningEffort: req.thinkingEffort()}
 	if req.MaxTokens != nil {
 		in.MaxTokens = *req.MaxTokens
 	}

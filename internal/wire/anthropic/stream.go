@@ -16,23 +16,36 @@ import (
 // error after the start is an error event. It is safe for concurrent use,
 // so keepalive pings can interleave with events.
 //
-// message_start carries the upstream's real input tokens, as Anthropic's
-// does (clients such as LangChain take the input count from it): it waits
-// for the run's InputUsage event, but never past the first text: a provider
-// that reports input tokens at the start of a step (Anthropic) gets its real
-// figure; one that reports them only at the end of a step (OpenAI) gets the
-// real figure when its first step is a silent tool step, and the estimate
-// when text comes first, so streamed text is never held back. A run that
-// ends or fails before any report starts with the turn's input count, or
-// the estimate when there is none.
+// message_start carries the turn's real input tokens, the figure
+// message_delta ends with whenever it can (clients such as LangChain's
+// ChatAnthropic take the input count from message_start and the output
+// count from message_delta, so the two must agree with a non-stream call):
+// it waits for the first text, or the end, and carries the input tokens of
+// every model step reported by then (the run's InputUsage events). Text
+// never goes out before its own step's count: a provider that reports input
+// tokens at the start of a step (Anthropic) streams at once; one that reports
+// them only at the end of a step (OpenAI) has the first step's text held
+// until that step ends. So a turn whose text all comes from its last step
+// (one step, or server tool steps and then the answer) starts with the
+// turn's total; a turn that writes text and then calls tools starts with the
+// steps up to that text, and message_delta has the total. A run that reports
+// no count starts with the turn's input count, or the estimate when there
+// is none.
 type Stream struct {
 	mu        sync.Mutex
 	out       sse.Frames
 	id, model string
 	estimate  int
 
-	begun    bool // the run started: message_start is due
-	started  bool // message_start was written
+	begun   bool // the run started: message_start is due
+	started bool // message_start was written
+	// input sums the steps' reported input tokens; counted is the
+	// assistant message of the latest report.
+	input   int
+	counted string
+	// held keeps the text events that came before message_start and before
+	// their step's input count.
+	held     []event.Event
 	done     bool
 	next     int // index of the next block
 	textOpen bool
@@ -115,18 +128,33 @@ func (s *Stream) write(e event.Event) error {
 	case event.RunStarted:
 		s.begun = true
 	case event.InputUsage:
-		if e.Usage != nil {
-			return s.start(e.Usage.InputTokens)
+		if e.Usage == nil || s.started {
+			return nil
+		}
+		s.input += e.Usage.InputTokens
+		s.counted = e.MessageID
+		if len(s.held) > 0 && s.held[0].MessageID == e.MessageID {
+			return s.release(s.input)
 		}
 	case event.TextDelta:
 		if e.Delta == "" {
 			return nil
 		}
 		if !s.started {
-			// Output never waits: a provider that reports input tokens
-			// only at the end of a step gets the estimate here.
-			if err := s.start(0); err != nil {
-				return err
+			switch {
+			case s.counted == e.MessageID:
+				if err := s.start(s.input); err != nil {
+					return err
+				}
+			case len(s.held) == 0 || s.held[0].MessageID == e.MessageID:
+				// Its step's count is still to come.
+				s.held = append(s.held, e)
+				return nil
+			default:
+				// The held step ended without a count.
+				if err := s.release(s.input); err != nil {
+					return err
+				}
 			}
 		}
 		if !s.textOpen || s.textMsg != e.MessageID {
@@ -143,6 +171,10 @@ func (s *Stream) write(e event.Event) error {
 		d := e.Delta
 		return s.send("content_block_delta", blockDelta{Type: "content_block_delta", Index: s.next, Delta: delta{Type: "text_delta", Text: &d}})
 	case event.TextEnd:
+		if !s.started && len(s.held) > 0 {
+			s.held = append(s.held, e)
+			return nil
+		}
 		if s.textOpen && s.textMsg == e.MessageID {
 			return s.closeText()
 		}
@@ -162,6 +194,21 @@ func (s *Stream) write(e event.Event) error {
 		return s.finish(e)
 	case event.RunError:
 		return s.fail(apierror.OfRunError(e))
+	}
+	return nil
+}
+
+// release writes message_start with inputTokens, then the held text.
+func (s *Stream) release(inputTokens int) error {
+	if err := s.start(inputTokens); err != nil {
+		return err
+	}
+	held := s.held
+	s.held = nil
+	for _, e := range held {
+		if err := s.write(e); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -199,7 +246,7 @@ func (s *Stream) finish(e event.Event) error {
 	if e.Usage != nil {
 		input = e.Usage.InputTokens
 	}
-	if err := s.start(input); err != nil {
+	if err := s.release(input); err != nil {
 		return err
 	}
 	if err := s.closeText(); err != nil {
@@ -238,12 +285,12 @@ func (s *Stream) finish(e event.Event) error {
 // fail writes an error event and ends the stream: after message_start once
 // the run began.
 func (s *Stream) fail(e *apierror.Error) error {
-	s.done = true
-	if s.begun {
-		if err := s.start(0); err != nil {
+	if s.begun || len(s.held) > 0 {
+		if err := s.release(s.input); err != nil {
 			return err
 		}
 	}
+	s.done = true
 	return s.send("error", streamError{Type: "error", Error: ErrorOf(e, "").Error})
 }
 

@@ -38,7 +38,7 @@ var streamCases = []struct {
 	err    error // the error that comes with a RunError
 }{
 	{name: "text", events: []event.Event{
-		{Type: event.RunStarted}, {Type: event.InputUsage, Usage: &event.Usage{InputTokens: 42}},
+		{Type: event.RunStarted}, {Type: event.InputUsage, MessageID: "m1", Usage: &event.Usage{InputTokens: 42}},
 		{Type: event.TextStart, MessageID: "m1"}, text("m1", "Hel"), text("m1", "lo"), {Type: event.TextEnd, MessageID: "m1"},
 		finished(&event.Outcome{Type: event.Success, Stop: event.StopEnd}),
 	}},
@@ -62,14 +62,14 @@ var streamCases = []struct {
 	}},
 	{name: "text_and_client_tools", events: []event.Event{
 		{Type: event.RunStarted},
-		text("m1", "Opening both."),
+		text("m1", "Opening both."), {Type: event.InputUsage, MessageID: "m1", Usage: &event.Usage{InputTokens: 40}},
 		finished(&event.Outcome{Type: event.Success, Stop: event.StopToolCalls, PendingCalls: []message.ToolCall{
 			{ID: "call_a", Name: "open_modal", Arguments: `{"title":"A"}`, Client: true},
 			{ID: "call_b", Name: "open_modal", Arguments: ``, Client: true},
 		}}),
 	}},
 	{name: "max_tokens", events: []event.Event{
-		{Type: event.RunStarted}, text("m1", "Cut o"),
+		{Type: event.RunStarted}, text("m1", "Cut o"), {Type: event.InputUsage, MessageID: "m1", Usage: &event.Usage{}},
 		finished(&event.Outcome{Type: event.Success, Stop: event.StopLength}),
 	}},
 	{name: "error_mid_stream", events: []event.Event{
@@ -288,11 +288,12 @@ func TestStreamErrorType(t *testing.T) {
 	}
 }
 
-// message_start carries the input tokens the run reports before its first
-// text (Anthropic upstreams report them at the start of a step), with only
-// keepalive comments before it; text is never held back to wait for a count
-// that comes at the end of a step (OpenAI upstreams): then message_start
-// carries the estimate at once and message_delta the real figure.
+// message_start carries the input tokens the run reports for the step of
+// its first text, with only keepalive comments before it: reported before
+// the text (Anthropic upstreams report them at the start of a step), the
+// text streams at once; reported when the step ends (OpenAI upstreams), the
+// step's text waits for the count, so message_start and message_delta agree
+// either way.
 func TestStreamMessageStartWaitsForInputUsage(t *testing.T) {
 	run := func(t *testing.T, reportFirst bool) ([]frame, string) {
 		rec := httptest.NewRecorder()
@@ -311,15 +312,15 @@ func TestStreamMessageStartWaitsForInputUsage(t *testing.T) {
 			t.Fatalf("written before the first output: %q", got)
 		}
 		if reportFirst {
-			write(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: 20}})
+			write(event.Event{Type: event.InputUsage, MessageID: "m1", Usage: &event.Usage{InputTokens: 20}})
 		}
 		write(text("m1", "Hel"))
 		afterFirstText := rec.Body.String()
-		if !reportFirst {
-			write(event.Event{Type: event.InputUsage, Usage: &event.Usage{InputTokens: 20}})
-		}
 		write(text("m1", "lo"))
 		write(event.Event{Type: event.TextEnd, MessageID: "m1"})
+		if !reportFirst {
+			write(event.Event{Type: event.InputUsage, MessageID: "m1", Usage: &event.Usage{InputTokens: 20}})
+		}
 		write(event.Event{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd},
 			Usage: &event.Usage{InputTokens: 20, OutputTokens: 3}})
 		fs := frames(t, rec.Body.Bytes())
@@ -345,11 +346,30 @@ func TestStreamMessageStartWaitsForInputUsage(t *testing.T) {
 	})
 	t.Run("reported after text", func(t *testing.T) {
 		fs, afterFirstText := run(t, false)
-		if !strings.Contains(afterFirstText, `"text":"Hel"`) {
-			t.Fatalf("the first text was held back: %q", afterFirstText)
+		if afterFirstText != ": ping\n\n" {
+			t.Fatalf("the text went out before its step's count: %q", afterFirstText)
 		}
-		if start, delta := inputOf(fs); start != 72.0 || delta != 20.0 {
-			t.Fatalf("message_start input %v, message_delta %v; want the estimate 72, then the real 20", start, delta)
+		if start, delta := inputOf(fs); start != 20.0 || delta != 20.0 {
+			t.Fatalf("message_start input %v, message_delta %v; want the reported 20 in both", start, delta)
+		}
+	})
+	t.Run("silent steps first", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		st := NewStream(sse.New(rec), "msg_test", "assistant", 72)
+		for _, e := range []event.Event{{Type: event.RunStarted},
+			{Type: event.InputUsage, MessageID: "m1", Usage: &event.Usage{InputTokens: 20}},
+			{Type: event.ToolCallStart, MessageID: "m1", ToolCallID: "c1", ToolName: "get_weather"},
+			{Type: event.ToolResult, MessageID: "t1", ToolCallID: "c1", Content: "{}"},
+			text("m2", "Sunny"), {Type: event.InputUsage, MessageID: "m2", Usage: &event.Usage{InputTokens: 30}},
+			{Type: event.TextEnd, MessageID: "m2"},
+			{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success, Stop: event.StopEnd},
+				Usage: &event.Usage{InputTokens: 50, OutputTokens: 3}}} {
+			if err := st.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if start, delta := inputOf(frames(t, rec.Body.Bytes())); start != 50.0 || delta != 50.0 {
+			t.Fatalf("message_start input %v, message_delta %v; want the turn's 50 in both", start, delta)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/stackbone/stackbone/internal/wire"
 
@@ -194,6 +195,9 @@ func (t *call) finish(res *sdk.CallToolResult, text string, earlier *string) *sd
 func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string) {
 	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name,
 		Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
+	if t.canRelay() {
+		in.Ask = t.relay
+	}
 	run, err := t.h.c.Runner.Start(ctx, in)
 	if err != nil {
 		return errorResult("", err), ""
@@ -318,6 +322,9 @@ func (t *call) consume(ctx context.Context, run *engine.Run) (*event.Outcome, st
 	events := make(chan event.Event)
 	stop := make(chan struct{})
 	defer close(stop)
+	if t.h.c.KeepAlive != nil {
+		defer t.h.c.KeepAlive(func() { t.prog.working(ctx) })()
+	}
 	go func() {
 		defer close(events)
 		for e := range run.Events() {
@@ -439,12 +446,18 @@ func errorResult(text string, err error) *sdk.CallToolResult {
 }
 
 // progress sends progress notifications when the client asked for them
-// (a progressToken): one per tool call, tool result, subagent and pause.
+// (a progressToken): one per tool call, tool result, subagent and pause,
+// and one at each keepalive while the turn runs (working). It is safe for
+// concurrent use.
 type progress struct {
 	token   any
 	session *sdk.ServerSession
+	mu      sync.Mutex
 	n       float64
 }
+
+// working is the keepalive's notification.
+func (p *progress) working(ctx context.Context) { p.send(ctx, "Working") }
 
 func (p *progress) event(ctx context.Context, e event.Event) {
 	var msg string
@@ -461,9 +474,17 @@ func (p *progress) event(ctx context.Context, e event.Event) {
 	case event.RunFinished:
 		msg, _ = event.WaitingNote(e.Outcome)
 	}
-	if msg == "" || p.token == nil || p.session == nil {
+	if msg != "" {
+		p.send(ctx, msg)
+	}
+}
+
+func (p *progress) send(ctx context.Context, msg string) {
+	if p.token == nil || p.session == nil {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.n++
 	_ = p.session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: p.token, Progress: p.n, Message: msg})
 }

@@ -34,6 +34,46 @@ func (t *call) canElicit() bool {
 	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
 }
 
+// errNotAnswered is a relayed question the client cancelled: it waits as a
+// pending decision instead (durable turns).
+var errNotAnswered = errors.New("mcp: the client cancelled the question")
+
+// canRelay reports whether the questions the agent's tools ask (an MCP
+// server's elicitation, reached through the agent) can be put to this
+// client in the middle of the call: a session-based client that answers
+// form elicitations. The stateless revision asks only in a call's result,
+// which a tool's question in the middle of the turn cannot wait for.
+func (t *call) canRelay() bool {
+	return t.canElicit() && t.req.ProtocolVersion() < newProtocol && t.req.Session != nil
+}
+
+// relay asks the client a question a tool of the agent asks, as a form
+// elicitation with the tool's own message and schema. Declining declines;
+// cancelling (or a failed request) is an error: the engine then leaves the
+// question pending on a durable turn.
+func (t *call) relay(ctx context.Context, toolName string, q tool.Question) (tool.Answer, error) {
+	var schema map[string]any
+	if err := json.Unmarshal(q.Schema, &schema); err != nil || schema == nil {
+		schema = map[string]any{"type": "object", "properties": map[string]any{}}
+	}
+	msg := fmt.Sprintf("The agent %s's tool %s asks: %s", t.agent, toolName, q.Message)
+	r, err := t.req.Session.Elicit(ctx, &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: schema})
+	if err != nil {
+		return tool.Answer{}, fmt.Errorf("mcp: relay a question to the client: %w", err)
+	}
+	switch r.Action {
+	case "accept":
+		content, err := json.Marshal(r.Content)
+		if err != nil || r.Content == nil {
+			content = json.RawMessage(`{}`)
+		}
+		return tool.Answer{Accepted: true, Content: content}, nil
+	case "decline":
+		return tool.Answer{Message: "Declined in the MCP client."}, nil
+	}
+	return tool.Answer{}, errNotAnswered
+}
+
 // ask asks the client for the pending decisions of a pause. A client that
 // cannot answer gets a result that says what the call waits for. On the
 // stateless protocol the questions are the call's result (input required)

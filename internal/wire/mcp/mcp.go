@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stackbone/stackbone/internal/agent"
@@ -97,6 +98,12 @@ type Config struct {
 	// long without a request (DefaultSessionTimeout when zero); the client
 	// starts a new one.
 	SessionTimeout time.Duration
+	// KeepAlive calls ping at the server's keepalive interval until stop is
+	// called: while a call's turn runs, a client that asked for progress
+	// gets a progress notification each time (so a client that resets its
+	// timeout on progress does not give up on a slow model). Nil sends
+	// none.
+	KeepAlive func(ping func()) (stop func())
 }
 
 // DefaultSessionTimeout is Config.SessionTimeout when zero.
@@ -131,15 +138,19 @@ func New(c Config) (*Handler, error) {
 		c.SessionTimeout = DefaultSessionTimeout
 	}
 	h := &Handler{c: c, listed: map[string]string{}, waiting: map[[2]string]int64{}}
+	// A client's protocol mistakes (an unknown session, a malformed
+	// message) are the SDK's errors but not the server's: logged at info.
+	sdkLog := slog.New(infoCap{c.Logger.Handler()})
 	h.server = sdk.NewServer(&sdk.Implementation{Name: "stackbone", Title: "Stackbone", Version: c.Version}, &sdk.ServerOptions{
-		Logger:   c.Logger,
+		Logger:   sdkLog,
 		HasTools: true,
 		Instructions: "Each tool is a Stackbone agent. Call it with a `message`; pass the same `session` to continue " +
 			"a conversation (a session is required for calls that need a human's approval to pause and resume).",
 	})
+	h.server.AddReceivingMiddleware(undeclared)
 	get := func(*http.Request) *sdk.Server { return h.server }
 	opts := sdk.StreamableHTTPOptions{
-		Logger: c.Logger,
+		Logger: sdkLog,
 		// The server checks the caller before this handler runs (API keys;
 		// the keyless dev server accepts only loopback hosts and origins),
 		// and a server behind a proxy on loopback is addressed by its
@@ -156,6 +167,13 @@ func New(c Config) (*Handler, error) {
 	ss := opts
 	ss.SessionTimeout = c.SessionTimeout
 	h.sessions = sdk.NewStreamableHTTPHandler(get, &ss)
+	if r, ok := c.Agents.(interface{ OnReplace(func()) }); ok {
+		// A reload changes the tools at once: connected session-based
+		// clients get notifications/tools/list_changed without waiting
+		// for the next request.
+		r.OnReplace(h.sync)
+	}
+	h.sync()
 	return h, nil
 }
 
@@ -202,8 +220,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	next := http.Handler(h.sessions)
 	if r.Header.Get("Mcp-Protocol-Version") >= newProtocol {
 		next = h.stateless
+	} else if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		if id, ok := needsSession(r2); ok {
+			writeRPCError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest, "Bad Request: no Mcp-Session-Id header. "+
+				"Send initialize first and then the session id it returns, or use the stateless protocol (Mcp-Protocol-Version: "+newProtocol+").")
+			return
+		}
 	}
-	verified(next).ServeHTTP(w, r2)
+	jw := &rpcErrors{ResponseWriter: w}
+	verified(next).ServeHTTP(jw, r2)
+	jw.finish()
 }
 
 const (

@@ -733,3 +733,28 @@ func TestMCPKeyRoles(t *testing.T) {
 		t.Fatalf("decisions = %+v", its)
 	}
 }
+
+// A reload (stackbone dev's file watcher replaces the agents) tells a
+// connected session-based client at once: notifications/tools/list_changed
+// arrives without the client sending anything, and the list it then reads
+// has the new agents.
+func TestMCPReloadSendsToolsListChanged(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	changed := make(chan struct{}, 8)
+	cs := connect(t, env, protocols[1], "", &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} }})
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	model := env.Runner.Agents.Get("other").Model
+	env.Runner.Agents.Replace([]*agent.Spec{{Name: "french", Model: model, Instructions: "Réponds en français."}})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the reload")
+	}
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) != 1 || res.Tools[0].Name != "french" {
+		t.Fatalf("tools after the reload: %+v %v", res, err)
+	}
+}

@@ -9,16 +9,16 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-  const MCP_HTTP_KEYS = ['url', 'headers', 'approval'];
-  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval'];
+  const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
+  const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes', 'tools'];
   const MCP_MODES = ['annotations', 'always', 'never'];
   const MCP_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
   const SAMPLING_KEYS = ['temperature', 'topP', 'maxTokens', 'stop', 'seed', 'reasoningEffort', 'parallelToolCalls', 'providerOptions'];
   const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout', ...SAMPLING_KEYS];
   const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'];
-  const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop'];
+  const CLIENT_OVERRIDES = ['temperature', 'maxTokens', 'stop', 'reasoningEffort'];
   const DURATION_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
   const TOOL_KEYS = ['description', 'parameters', 'jsonSchema', 'needsApproval', 'timeoutMs', 'idempotent', 'execute'];
   const APPROVAL_KEYS = ['when', 'description', 'allowedDecisions', 'expiresAfter', 'approvals'];
@@ -180,6 +180,24 @@
       } else {
         fail(`${sw}: needs url (streamable HTTP) or command (stdio)`, loc);
       }
+      if (s.tools !== undefined) {
+        const tw = `${sw}.tools`;
+        if (!isPlain(s.tools)) fail(`${tw} must be an object: { include?, exclude?, rename? }`, loc);
+        unknownKeys(s.tools, ['include', 'exclude', 'rename'], tw, loc);
+        for (const k of ['include', 'exclude']) {
+          const v = s.tools[k];
+          if (v !== undefined && !(Array.isArray(v) && v.every((n) => typeof n === 'string'))) fail(`${tw}.${k} must be an array of the server's tool names`, loc);
+        }
+        if (s.tools.rename !== undefined) {
+          checkStringMap(s.tools.rename, `${tw}.rename`, loc);
+          for (const [tn, n] of Object.entries(s.tools.rename)) {
+            if (!MCP_NAME_RE.test(n)) fail(`${tw}.rename.${tn}: ${str(n)} must be 1-64 letters, digits, "_" or "-"`, loc);
+          }
+        }
+      }
+      if (s.maxResultBytes !== undefined && !(Number.isInteger(s.maxResultBytes) && s.maxResultBytes > 0)) {
+        fail(`${sw}: maxResultBytes must be a positive integer (bytes)`, loc);
+      }
       const ap = s.approval;
       if (ap !== undefined && !MCP_MODES.includes(ap)) {
         if (!isPlain(ap)) fail(`${sw}: approval must be ${MCP_MODES.map(str).join(', ')} or an object mapping tool names to needsApproval`, loc);
@@ -293,6 +311,9 @@
     }
     if (cfg.contextWindow !== undefined && !(Number.isInteger(cfg.contextWindow) && cfg.contextWindow > 0)) {
       fail(`${what}: contextWindow must be a positive integer (tokens)`, loc);
+    }
+    if (cfg.maxToolResultBytes !== undefined && !(Number.isInteger(cfg.maxToolResultBytes) && cfg.maxToolResultBytes > 0)) {
+      fail(`${what}: maxToolResultBytes must be a positive integer (bytes)`, loc);
     }
     if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim' && cfg.contextPolicy !== 'summarize') {
       fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim', 'summarize')`, loc);
@@ -433,6 +454,7 @@
       maxSteps: cfg.maxSteps || 0,
       contextWindow: cfg.contextWindow || 0,
       contextPolicy: cfg.contextPolicy || '',
+      maxToolResultBytes: cfg.maxToolResultBytes || 0,
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,
       noTodos: cfg.todos === false,
@@ -484,6 +506,9 @@
     }
     for (const [name, s] of Object.entries(cfg.mcpServers || {})) {
       const entry = { name, url: s.url || '', headers: s.headers || {}, command: s.command || '', args: s.args || [], env: s.env || {},
+        maxResultBytes: s.maxResultBytes || 0,
+        tools: { include: s.tools && s.tools.include ? s.tools.include.slice() : null, exclude: (s.tools && s.tools.exclude) || [],
+          rename: (s.tools && s.tools.rename) || {} },
         approval: { mode: 'annotations', tools: null } };
       const ap = s.approval;
       if (typeof ap === 'string') entry.approval.mode = ap;
