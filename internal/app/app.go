@@ -131,6 +131,11 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 	if err != nil {
 		return nil, err
 	}
+	// Agents' env values and MCP header and env values never reach the
+	// log, whichever logger line carries them.
+	for _, s := range specs {
+		redact.AddSecrets(logger, s.Secrets...)
+	}
 	var errs []error
 	for _, s := range specs {
 		for _, ref := range append([]string{s.Model}, s.Fallbacks...) {
@@ -162,7 +167,7 @@ func RelSource(dir, source string) string {
 // Models builds the model resolver from the config and the providers of
 // DIR/stackbone.json (their ${NAME} references read from the process
 // environment, then DIR/.env). A bad stackbone.json is an error naming the
-// file and the field.
+// file and the field. The providers' keys become secrets of logger.
 func Models(cfg *config.Config, logger *slog.Logger) (*providers.Resolver, error) {
 	dotenv, err := config.ReadDotEnv(cfg.Dir)
 	if err != nil {
@@ -171,6 +176,11 @@ func Models(cfg *config.Config, logger *slog.Logger) (*providers.Resolver, error
 	custom, err := providers.LoadFile(cfg.Dir, config.EnvLookup(dotenv))
 	if err != nil {
 		return nil, err
+	}
+	// A provider's key, whatever its name or shape, never reaches the log
+	// (an upstream error that echoes it).
+	for _, c := range custom {
+		redact.AddSecrets(logger, c.APIKey)
 	}
 	return providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
 		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger,

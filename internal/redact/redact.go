@@ -293,6 +293,18 @@ func NewHandler(next slog.Handler, r *Redactor) *Handler {
 	return &Handler{next: next, r: r}
 }
 
+// Redactor returns the Redactor h applies; Add to it reaches every logger
+// built on h.
+func (h *Handler) Redactor() *Redactor { return h.r }
+
+// AddSecrets adds values to what logger redacts, when its handler is a
+// Handler (a logger built some other way is left alone).
+func AddSecrets(logger *slog.Logger, values ...string) {
+	if h, ok := logger.Handler().(*Handler); ok && h.r != nil {
+		h.r.Add(values...)
+	}
+}
+
 // Enabled reports whether the wrapped handler handles level.
 func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
 	return h.next.Enabled(ctx, level)
