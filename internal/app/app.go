@@ -32,6 +32,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/studio"
+	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/mcp"
 	"github.com/stackbone/stackbone/internal/wire/agui"
 	"github.com/stackbone/stackbone/internal/wire/anthropic"
@@ -144,11 +145,41 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 			}
 		}
 	}
+	errs = append(errs, checkQuorumKeys(cfg, specs)...)
 	if len(errs) > 0 {
 		closeSpecs(specs)
 		return nil, errors.Join(errs...)
 	}
 	return specs, nil
+}
+
+// checkQuorumKeys refuses a tool that needs approvals from several
+// principals while keys that may decide share a label (unlabelled approver
+// keys of one tenant): decisions count principals by label, so those keys
+// would be one principal and the quorum could not be met as meant.
+func checkQuorumKeys(cfg *config.Config, specs []*agent.Spec) []error {
+	shared := cfg.SharedDeciderLabels()
+	if len(shared) == 0 {
+		return nil
+	}
+	var errs []error
+	quorum := func(s *agent.Spec, name string, ap *tool.Approval) {
+		if ap != nil && ap.Approvals > 1 {
+			errs = append(errs, fmt.Errorf("%s: agent %s: tool %s needs %d approvals from distinct principals, but %s: a quorum counts keys by label, so give each approver key its own label (STACKBONE_API_KEYS=\"tenant:secret:approver:NAME,…\")",
+				RelSource(cfg.Dir, s.Source), s.Name, name, ap.Approvals, strings.Join(shared, "; ")))
+		}
+	}
+	for _, s := range specs {
+		for _, t := range s.Tools {
+			quorum(s, t.Name, t.Approval)
+		}
+		for _, m := range s.MCPServers {
+			for name, ap := range m.Approval.Tools {
+				quorum(s, m.Name+"_"+name, ap)
+			}
+		}
+	}
+	return errs
 }
 
 // RelSource is an agent file's path relative to the project folder, as the
