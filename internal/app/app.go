@@ -98,7 +98,7 @@ func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 		return nil, err
 	}
 	s.SetClock(cfg.Clock)
-	s.SetWebhooks(cfg.WebhookURLs)
+	s.SetWebhooks(store.WebhookRefs(cfg.WebhookURLs)) // rows never hold a URL's token
 	return s, nil
 }
 

@@ -333,13 +333,18 @@ func Redact(u string) string {
 	if err != nil {
 		return "(unparseable URL)"
 	}
-	if p.User != nil {
-		p.User = url.User("…")
-	}
+	hidden := p.User != nil
+	p.User = nil
 	if p.RawQuery != "" {
 		p.RawQuery = "…"
 	}
-	return p.String()
+	s := p.String()
+	if hidden { // written by hand: url.URL would percent-encode "…"
+		if scheme, rest, ok := strings.Cut(s, "://"); ok {
+			s = scheme + "://…@" + rest
+		}
+	}
+	return s
 }
 
 // HasRoles reports whether a key has the caller or approver role: turns

@@ -221,3 +221,26 @@ func TestCallerCannotDodgeApprovalWithoutSession(t *testing.T) {
 		t.Fatalf("with run set explicitly the stateless refund runs: ran %d times", explicit.Calls.Get("refund"))
 	}
 }
+
+// TestApproverCannotCancelOrDeleteResponses: an approver key reads a stored
+// response but may not cancel or delete it (403 forbidden_role, as the
+// role table says: approvers read and decide); a caller key deletes it.
+func TestApproverCannotCancelOrDeleteResponses(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: roleKeys})
+	caller := openai.NewClient(option.WithBaseURL(env.URL+"/v1"), option.WithAPIKey("sk-caller-001"))
+	res, err := caller.Responses.New(context.Background(), responses.ResponseNewParams{Model: "assistant",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver := []string{"Authorization", "Bearer sk-approver-1"}
+	forbiddenRole(t, "approver cancel", call(t, "POST", env.URL+"/v1/responses/"+res.ID+"/cancel", "", approver...))
+	forbiddenRole(t, "approver delete", call(t, "DELETE", env.URL+"/v1/responses/"+res.ID, "", approver...))
+	if r := call(t, "GET", env.URL+"/v1/responses/"+res.ID, "", approver...); r.status != 200 {
+		t.Fatalf("approver read after refused delete: %d %s", r.status, r.body)
+	}
+	if r := call(t, "DELETE", env.URL+"/v1/responses/"+res.ID, "", "Authorization", "Bearer sk-caller-001"); r.status != 200 {
+		t.Fatalf("caller delete: %d %s", r.status, r.body)
+	}
+}
