@@ -77,6 +77,12 @@ type Spec struct {
 	// (defineDeepAgent({ mcpServers })); tool/mcp connects them and sets
 	// Dynamic.
 	MCPServers []MCPServer
+	// Secrets are the configured values that must never leave the process
+	// in clear: the agent's env values and every MCP header and env value.
+	// The loader fills it; tool/mcp redacts its tools' results, errors and
+	// log lines (a stdio server's stderr too) with it, and app adds it to
+	// the process log's redactor.
+	Secrets []string
 	// Dynamic, when set, supplies tools that come and go while the agent
 	// is loaded (its MCP servers' tools).
 	Dynamic ToolSource

@@ -156,10 +156,18 @@ func From(err error) *Error {
 // rate limited or timed out; the database unavailable; the server shutting
 // down) carries x-should-retry: true and a retry-after (the upstream's own
 // when it sent one), as does any 5xx of a run that failed before it did
-// anything (safe). Errors that already forbid retries keep NoRetry.
+// anything (safe). Errors that already forbid retries keep NoRetry. A 4xx
+// a retry cannot fix (a bad request, a wrong key, a role that may not, a
+// missing resource, a body over the limit, a pending approval) carries
+// x-should-retry: false on every wire, so an SDK fails at once instead of
+// retrying the same request.
 func advise(e *Error, workDone, safe bool) *Error {
 	transient := e.Status == http.StatusTooManyRequests || e.Status >= 500
 	switch {
+	case !e.NoRetry && Unfixable(e.Status):
+		c := *e
+		c.NoRetry = true
+		return &c
 	case e.NoRetry || !transient:
 	case workDone:
 		c := *e
@@ -173,6 +181,19 @@ func advise(e *Error, workDone, safe bool) *Error {
 		}
 	}
 	return e
+}
+
+// Unfixable reports whether a response of status is a 4xx that the same
+// request sent again cannot turn into a success: 400, 401, 403, 404, 413
+// and 422. A 409 is left to its code (approval_pending is unfixable, a busy
+// thread is not), 408 and 429 are worth a retry.
+func Unfixable(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }
 
 // SetRetryHeaders writes e's retry advice on a response: x-should-retry:

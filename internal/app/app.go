@@ -32,6 +32,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/studio"
+	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/mcp"
 	"github.com/stackbone/stackbone/internal/wire/agui"
 	"github.com/stackbone/stackbone/internal/wire/anthropic"
@@ -97,7 +98,7 @@ func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 		return nil, err
 	}
 	s.SetClock(cfg.Clock)
-	s.SetWebhooks(cfg.WebhookURLs)
+	s.SetWebhooks(store.WebhookRefs(cfg.WebhookURLs)) // rows never hold a URL's token
 	return s, nil
 }
 
@@ -131,6 +132,11 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 	if err != nil {
 		return nil, err
 	}
+	// Agents' env values and MCP header and env values never reach the
+	// log, whichever logger line carries them.
+	for _, s := range specs {
+		redact.AddSecrets(logger, s.Secrets...)
+	}
 	var errs []error
 	for _, s := range specs {
 		for _, ref := range append([]string{s.Model}, s.Fallbacks...) {
@@ -139,11 +145,41 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 			}
 		}
 	}
+	errs = append(errs, checkQuorumKeys(cfg, specs)...)
 	if len(errs) > 0 {
 		closeSpecs(specs)
 		return nil, errors.Join(errs...)
 	}
 	return specs, nil
+}
+
+// checkQuorumKeys refuses a tool that needs approvals from several
+// principals while keys that may decide share a label (unlabelled approver
+// keys of one tenant): decisions count principals by label, so those keys
+// would be one principal and the quorum could not be met as meant.
+func checkQuorumKeys(cfg *config.Config, specs []*agent.Spec) []error {
+	shared := cfg.SharedDeciderLabels()
+	if len(shared) == 0 {
+		return nil
+	}
+	var errs []error
+	quorum := func(s *agent.Spec, name string, ap *tool.Approval) {
+		if ap != nil && ap.Approvals > 1 {
+			errs = append(errs, fmt.Errorf("%s: agent %s: tool %s needs %d approvals from distinct principals, but %s: a quorum counts keys by label, so give each approver key its own label (STACKBONE_API_KEYS=\"tenant:secret:approver:NAME,…\")",
+				RelSource(cfg.Dir, s.Source), s.Name, name, ap.Approvals, strings.Join(shared, "; ")))
+		}
+	}
+	for _, s := range specs {
+		for _, t := range s.Tools {
+			quorum(s, t.Name, t.Approval)
+		}
+		for _, m := range s.MCPServers {
+			for name, ap := range m.Approval.Tools {
+				quorum(s, m.Name+"_"+name, ap)
+			}
+		}
+	}
+	return errs
 }
 
 // RelSource is an agent file's path relative to the project folder, as the
@@ -162,7 +198,7 @@ func RelSource(dir, source string) string {
 // Models builds the model resolver from the config and the providers of
 // DIR/stackbone.json (their ${NAME} references read from the process
 // environment, then DIR/.env). A bad stackbone.json is an error naming the
-// file and the field.
+// file and the field. The providers' keys become secrets of logger.
 func Models(cfg *config.Config, logger *slog.Logger) (*providers.Resolver, error) {
 	dotenv, err := config.ReadDotEnv(cfg.Dir)
 	if err != nil {
@@ -171,6 +207,11 @@ func Models(cfg *config.Config, logger *slog.Logger) (*providers.Resolver, error
 	custom, err := providers.LoadFile(cfg.Dir, config.EnvLookup(dotenv))
 	if err != nil {
 		return nil, err
+	}
+	// A provider's key, whatever its name or shape, never reaches the log
+	// (an upstream error that echoes it).
+	for _, c := range custom {
+		redact.AddSecrets(logger, c.APIKey)
 	}
 	return providers.New(providers.Config{OpenAIBaseURL: cfg.OpenAIBaseURL, OpenAIKey: cfg.OpenAIKey,
 		AnthropicBaseURL: cfg.AnthropicBaseURL, AnthropicKey: cfg.AnthropicKey, OllamaHost: cfg.OllamaHost, Logger: logger,

@@ -4,8 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
@@ -51,5 +55,52 @@ func TestHitlApproveKeyRoles(t *testing.T) {
 	stacktest.WaitFor(t, "resumed turn", func() bool { return env.Thread(t, "acme", "cli-roles").Status == store.Idle })
 	if it, _ := env.Store.GetInterrupt(t.Context(), "acme", id); it.Decision == nil || it.Decision.By != "alice" || it.Decision.ClaimedVia != "cli" {
 		t.Fatalf("decision %+v", it.Decision)
+	}
+}
+
+// TestQuorumRefusesUnlabelledApproverKeys: decisions count principals by
+// key label, so `start` refuses a tool needing 2 approvals while two
+// approver keys of the tenant have no label (they would be one
+// principal), naming the tool, the tenant and the fix; labelled keys start.
+func TestQuorumRefusesUnlabelledApproverKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"agents/demo.script.json": `[{"reply":{"text":"hi"}}]`,
+		"agents/pay.ts": `import { defineDeepAgent, tool } from 'stackbone';
+export default defineDeepAgent({
+  name: 'pay', model: 'scripted/demo',
+  tools: { refund: tool({ needsApproval: { approvals: 2 }, async execute() { return 'ok'; } }) },
+});
+`,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A server that starts instead is killed after 20s and fails below.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "start", "--dir", dir, "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "STACKBONE_API_KEYS=acme:caller-key-0001:caller,acme:approver-key-01:approver,acme:approver-key-02:approver")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	r := result{stderr: stderr.String()}
+	if err != nil {
+		r.code = 1
+	}
+	if ctx.Err() != nil || r.code == 0 || !strings.Contains(r.stderr, "tool refund needs 2 approvals") || !strings.Contains(r.stderr, `tenant "acme" has 2 keys that may decide labelled "acme"`) ||
+		!strings.Contains(r.stderr, "tenant:secret:approver:NAME") {
+		t.Fatalf("start with a quorum tool and unlabelled approver keys: %d %q", r.code, r.stderr)
+	}
+	p := startServer(t, []string{"STACKBONE_API_KEYS=acme:caller-key-0001:caller,acme:approver-key-01:approver:alice,acme:approver-key-02:approver:bob"},
+		"start", "--dir", dir, "--addr", "127.0.0.1:0")
+	if code := getJSON(t, p.url()+"/healthz", nil); code != 200 {
+		t.Fatalf("labelled approver keys: healthz %d", code)
 	}
 }

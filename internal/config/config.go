@@ -37,10 +37,13 @@ type StatelessPolicy string
 
 // Stateless-approval policies.
 const (
-	// StatelessRun runs the call without pausing (the default).
+	// StatelessRun runs the call without pausing (the default while no
+	// key has a role).
 	StatelessRun StatelessPolicy = "run"
 	// StatelessRefuse does not run it; the model gets a tool error saying
 	// the call needs a human decision and the conversation has no session.
+	// It is the default once a key has the caller or approver role: a
+	// caller must not dodge approvals by leaving out the session.
 	StatelessRefuse StatelessPolicy = "refuse"
 )
 
@@ -124,7 +127,9 @@ type Config struct {
 	// StatelessApproval is what a turn without a session does with a call
 	// that needs approval (STACKBONE_STATELESS_APPROVAL, --stateless-approval):
 	// StatelessRun runs it, StatelessRefuse refuses it. Either way the call
-	// is recorded in the decisions audit.
+	// is recorded in the decisions audit. Empty (not set) is resolved by
+	// Finish: StatelessRefuse when a key has the caller or approver role,
+	// StatelessRun otherwise.
 	StatelessApproval StatelessPolicy
 	// ApprovalTTL is how long a pending approval waits before it expires
 	// and is recorded as a rejection (decidedVia "expiry"), for tools whose
@@ -166,7 +171,7 @@ type Config struct {
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 15 * time.Second,
 		ShutdownTimeout: 30 * time.Second, OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, ModelTimeout: 10 * time.Minute, ModelIdleTimeout: 2 * time.Minute, RetryWindow: 10 * time.Minute, StatelessApproval: StatelessRun}
+		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, ModelTimeout: 10 * time.Minute, ModelIdleTimeout: 2 * time.Minute, RetryWindow: 10 * time.Minute}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -328,13 +333,56 @@ func Redact(u string) string {
 	if err != nil {
 		return "(unparseable URL)"
 	}
-	if p.User != nil {
-		p.User = url.User("…")
-	}
+	hidden := p.User != nil
+	p.User = nil
 	if p.RawQuery != "" {
 		p.RawQuery = "…"
 	}
-	return p.String()
+	s := p.String()
+	if hidden { // written by hand: url.URL would percent-encode "…"
+		if scheme, rest, ok := strings.Cut(s, "://"); ok {
+			s = scheme + "://…@" + rest
+		}
+	}
+	return s
+}
+
+// HasRoles reports whether a key has the caller or approver role: turns
+// and decisions are then separated, and a turn without a session refuses
+// calls that need approval unless StatelessApproval is set to run.
+func (c *Config) HasRoles() bool {
+	for _, k := range c.Keys {
+		if k.Role == RoleCaller || k.Role == RoleApprover {
+			return true
+		}
+	}
+	return false
+}
+
+// SharedDeciderLabels lists, per tenant, the labels shared by two or more
+// keys that may decide ("acme" for two unlabelled approver keys of acme):
+// decisions record a key by its label, so those keys count as one
+// principal for a quorum.
+func (c *Config) SharedDeciderLabels() []string {
+	count := map[[2]string]int{}
+	var order [][2]string
+	for _, k := range c.Keys {
+		if !k.Role.CanDecide() {
+			continue
+		}
+		id := [2]string{k.Tenant, k.Label}
+		if count[id] == 0 {
+			order = append(order, id)
+		}
+		count[id]++
+	}
+	var out []string
+	for _, id := range order {
+		if n := count[id]; n > 1 {
+			out = append(out, fmt.Sprintf("tenant %q has %d keys that may decide labelled %q", id[0], n, id[1]))
+		}
+	}
+	return out
 }
 
 // ParseKeys reads "tenant:secret[:role[:label]],…". The role is admin,
@@ -426,6 +474,12 @@ func (c *Config) Finish() error {
 	}
 	if c.MaxConnsPerIP < 0 {
 		errs = append(errs, fmt.Errorf("max connections per IP %d is negative (0: no limit)", c.MaxConnsPerIP))
+	}
+	if c.StatelessApproval == "" {
+		c.StatelessApproval = StatelessRun
+		if c.HasRoles() {
+			c.StatelessApproval = StatelessRefuse
+		}
 	}
 	switch c.StatelessApproval {
 	case StatelessRun, StatelessRefuse:

@@ -99,8 +99,26 @@ func TestDevOffLoopbackNeedsKeysAndSecretsAreUnique(t *testing.T) {
 
 func TestStatelessApprovalPolicy(t *testing.T) {
 	for _, mode := range []Mode{Dev, Start} {
-		if c := Defaults(mode); c.StatelessApproval != StatelessRun {
-			t.Fatalf("%s default stateless approval %q, want run", mode, c.StatelessApproval)
+		c := Defaults(mode)
+		c.Dir = project(t)
+		c.Keys = []Key{{Tenant: "acme", Secret: "acme-secret-1", Role: RoleAdmin, Label: "acme"}}
+		if err := c.Finish(); err != nil || c.StatelessApproval != StatelessRun {
+			t.Fatalf("%s default stateless approval without roles %q, want run (%v)", mode, c.StatelessApproval, err)
+		}
+	}
+	// Once a key has a role, the default refuses; an explicit run wins.
+	for _, set := range []StatelessPolicy{"", StatelessRun} {
+		c := Defaults(Start)
+		c.Dir = project(t)
+		c.StatelessApproval = set
+		c.Keys = []Key{{Tenant: "acme", Secret: "acme-secret-1", Role: RoleCaller, Label: "acme"},
+			{Tenant: "acme", Secret: "acme-secret-2", Role: RoleApprover, Label: "alice"}}
+		want := StatelessRefuse
+		if set == StatelessRun {
+			want = StatelessRun
+		}
+		if err := c.Finish(); err != nil || c.StatelessApproval != want {
+			t.Fatalf("with role keys and %q set: %q, want %q (%v)", set, c.StatelessApproval, want, err)
 		}
 	}
 	c := Defaults(Dev)

@@ -59,7 +59,9 @@ const (
 
 // Config configures a Dispatcher.
 type Config struct {
-	Store     store.Outbox
+	Store store.Outbox
+	// Endpoints are the endpoint URLs; outbox rows name them by
+	// store.WebhookRef.
 	Endpoints []string
 	// Secret is the whsec_ signing secret ("" sends unsigned, which only
 	// the slack format allows).
@@ -89,11 +91,19 @@ type Dispatcher struct {
 	mu    sync.Mutex
 	busy  map[string]int // attempts in flight per endpoint
 	wg    sync.WaitGroup
+	// refs are the endpoints' references, in order; urls maps each back.
+	refs []string
+	urls map[string]string
 }
 
 // New checks the configuration and returns a dispatcher.
 func New(cfg Config) (*Dispatcher, error) {
-	d := &Dispatcher{cfg: cfg, owner: ids.New("wh"), wake: make(chan struct{}, 1), busy: map[string]int{}}
+	d := &Dispatcher{cfg: cfg, owner: ids.New("wh"), wake: make(chan struct{}, 1), busy: map[string]int{}, urls: map[string]string{}}
+	for _, u := range cfg.Endpoints {
+		ref := store.WebhookRef(u)
+		d.refs = append(d.refs, ref)
+		d.urls[ref] = u
+	}
 	if cfg.Secret != "" {
 		key, err := config.WebhookKey(cfg.Secret)
 		if err != nil {
@@ -169,7 +179,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 
 // dispatch claims what each endpoint has room for and attempts it.
 func (d *Dispatcher) dispatch(ctx context.Context) {
-	for _, ep := range d.cfg.Endpoints {
+	for _, ep := range d.refs {
 		d.mu.Lock()
 		free := PerEndpoint - d.busy[ep]
 		d.mu.Unlock()
@@ -222,7 +232,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dl store.Delivery) {
 		if dl.Attempts < len(d.cfg.Schedule) {
 			a.NextAt = now.Add(d.cfg.Schedule[dl.Attempts])
 		}
-		d.cfg.Logger.Warn("webhook delivery failed", "id", dl.ID, "type", dl.Type, "endpoint", config.Redact(dl.Endpoint),
+		d.cfg.Logger.Warn("webhook delivery failed", "id", dl.ID, "type", dl.Type, "endpoint", config.Redact(d.urls[dl.Endpoint]),
 			"attempt", dl.Attempts+1, "err", a.Error, "next", a.NextAt)
 	}
 	if err := d.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), a); err != nil {
@@ -236,7 +246,8 @@ func (d *Dispatcher) post(ctx context.Context, dl store.Delivery) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dl.Endpoint, bytes.NewReader(body))
+	endpoint := d.urls[dl.Endpoint]
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -250,7 +261,13 @@ func (d *Dispatcher) post(ctx context.Context, dl store.Delivery) (int, error) {
 	}
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
-		return 0, errors.New(strings.ReplaceAll(err.Error(), dl.Endpoint, config.Redact(dl.Endpoint)))
+		// The error quotes the URL (net/http masks only its password):
+		// the stored last_error and the log get it hidden.
+		msg := strings.ReplaceAll(err.Error(), endpoint, config.Redact(endpoint))
+		if req.URL.User != nil {
+			msg = strings.ReplaceAll(msg, req.URL.Redacted(), config.Redact(endpoint))
+		}
+		return 0, errors.New(msg)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -109,7 +109,7 @@ func openStore(t *testing.T, endpoints ...string) *sqlite.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	s.SetWebhooks(endpoints)
+	s.SetWebhooks(store.WebhookRefs(endpoints))
 	return s
 }
 
@@ -201,7 +201,7 @@ func TestRetriesKeepTheID(t *testing.T) {
 		for _, d := range ds {
 			got[d.Endpoint] = d.Attempts
 		}
-		return got[nsrv.URL] == n && got[srv.URL] == min(n, 4)
+		return got[store.WebhookRef(nsrv.URL)] == n && got[store.WebhookRef(srv.URL)] == min(n, 4)
 	}
 	waitFor(t, "the first attempts", func() bool { return len(rcv.all()) == 1 && len(never.all()) == 1 && recorded(1) })
 	var total time.Duration
@@ -236,8 +236,9 @@ func TestRetriesKeepTheID(t *testing.T) {
 		for _, d := range ds {
 			st[d.Endpoint] = d
 		}
-		return st[srv.URL].Status == store.DeliveryDelivered && st[srv.URL].Attempts == 4 &&
-			st[nsrv.URL].Status == store.DeliveryFailed && st[nsrv.URL].Attempts == len(notify.Schedule)+1
+		a, b := st[store.WebhookRef(srv.URL)], st[store.WebhookRef(nsrv.URL)]
+		return a.Status == store.DeliveryDelivered && a.Attempts == 4 &&
+			b.Status == store.DeliveryFailed && b.Attempts == len(notify.Schedule)+1
 	})
 	clk.Advance(48 * time.Hour)
 	time.Sleep(50 * time.Millisecond)

@@ -3,16 +3,29 @@
 // (a bearer token, an "sk-…" key) in text with Placeholder; Handler applies
 // it to every record a slog.Handler writes: the message, string attributes,
 // errors and other values, inside groups too.
+//
+// A secret is replaced in every encoding it takes on its way out: as is,
+// JSON-escaped once and twice (as Go's encoding/json, JavaScript's
+// JSON.stringify and ASCII-only encoders such as Python's json write it),
+// and base64-encoded on its own (standard and URL alphabets, padded or not).
+// A value with a quote, a backslash, a tab or a newline (a JSON
+// service-account key, a PEM key) is thus masked in a tool result that is
+// JSON, in a request body that quotes that JSON again, and in a log line.
 package redact
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Placeholder replaces every secret.
@@ -27,22 +40,146 @@ const MinSecretLen = 8
 const minTokenLen = 8
 
 // Redactor replaces secrets in text. The zero value redacts only
-// secret-shaped tokens. It is safe for concurrent use.
+// secret-shaped tokens. It is safe for concurrent use, Add included; a nil
+// *Redactor redacts shapes only.
 type Redactor struct {
-	secrets []string // longest first, so a secret containing another goes whole
+	mu      sync.Mutex               // serialises Add
+	secrets atomic.Pointer[[]string] // every encoding of every secret, longest first
 }
 
 // New returns a Redactor for the given secrets; empty, duplicate and too
 // short (< MinSecretLen) ones are dropped.
 func New(secrets ...string) *Redactor {
-	var s []string
+	r := &Redactor{}
+	r.Add(secrets...)
+	return r
+}
+
+// Add adds secrets (configuration read after the Redactor was made, such as
+// an agent's MCP headers); empty, known and too short ones are dropped.
+// Text redacted afterwards has them replaced too.
+func (r *Redactor) Add(secrets ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.list()
+	s := slices.Clone(old)
 	for _, v := range secrets {
-		if len(v) >= MinSecretLen && !slices.Contains(s, v) {
-			s = append(s, v)
+		if len(v) < MinSecretLen {
+			continue
+		}
+		for _, e := range Encodings(v) {
+			if !slices.Contains(s, e) {
+				s = append(s, e)
+			}
 		}
 	}
+	if len(s) == len(old) {
+		return
+	}
 	slices.SortFunc(s, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
-	return &Redactor{secrets: s}
+	r.secrets.Store(&s)
+}
+
+// list is the current encodings, longest first.
+func (r *Redactor) list() []string {
+	if r == nil {
+		return nil
+	}
+	if p := r.secrets.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Encodings returns the forms secret takes on its way out, secret first:
+// JSON-escaped once and twice (Go's encoding/json, with and without HTML
+// escaping; JSON.stringify; ASCII-only \uXXXX escaping) and base64 (standard
+// and URL alphabets, padded and raw). Duplicates are left out.
+func Encodings(secret string) []string {
+	out := []string{secret}
+	add := func(v string) {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	for _, esc := range []func(string) string{jsEscape, goEscape, goEscapeHTML, asciiEscape} {
+		once := esc(secret)
+		add(once)
+		add(esc(once))
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		add(enc.EncodeToString([]byte(secret)))
+	}
+	return out
+}
+
+// jsEscape is JSON.stringify's string escaping, without the quotes: \", \\,
+// \b \f \n \r \t, other control characters as \u00xx.
+func jsEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if c < 0x20 {
+				fmt.Fprintf(&b, `\u%04x`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	return b.String()
+}
+
+// goEscape is encoding/json's string escaping without HTML escaping.
+func goEscape(s string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return unquote(buf.String())
+}
+
+// goEscapeHTML is json.Marshal's string escaping (<, > and & as \u00xx).
+func goEscapeHTML(s string) string {
+	b, _ := json.Marshal(s)
+	return unquote(string(b))
+}
+
+// asciiEscape is jsEscape with every non-ASCII character as \uXXXX (UTF-16
+// surrogate pairs above the BMP), as ASCII-only encoders write it.
+func asciiEscape(s string) string {
+	var b strings.Builder
+	for _, r := range jsEscape(s) {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+func unquote(q string) string {
+	q = strings.TrimSuffix(q, "\n")
+	return strings.TrimSuffix(strings.TrimPrefix(q, `"`), `"`)
 }
 
 // String returns s with every secret replaced by Placeholder. Text without
@@ -56,7 +193,7 @@ func (r *Redactor) String(s string) string {
 
 // replace redacts s, which suspect flagged.
 func (r *Redactor) replace(s string) string {
-	for _, k := range r.secrets {
+	for _, k := range r.list() {
 		s = strings.ReplaceAll(s, k, Placeholder)
 	}
 	return redactShapes(s)
@@ -65,7 +202,7 @@ func (r *Redactor) replace(s string) string {
 // suspect reports whether s may hold something to replace: a known secret,
 // "sk-" or "bearer" in any case. It is the cheap test of the hot path.
 func (r *Redactor) suspect(s string) bool {
-	for _, k := range r.secrets {
+	for _, k := range r.list() {
 		if strings.Contains(s, k) {
 			return true
 		}
@@ -154,6 +291,18 @@ type Handler struct {
 // NewHandler returns next with every record redacted by r.
 func NewHandler(next slog.Handler, r *Redactor) *Handler {
 	return &Handler{next: next, r: r}
+}
+
+// Redactor returns the Redactor h applies; Add to it reaches every logger
+// built on h.
+func (h *Handler) Redactor() *Redactor { return h.r }
+
+// AddSecrets adds values to what logger redacts, when its handler is a
+// Handler (a logger built some other way is left alone).
+func AddSecrets(logger *slog.Logger, values ...string) {
+	if h, ok := logger.Handler().(*Handler); ok && h.r != nil {
+		h.r.Add(values...)
+	}
 }
 
 // Enabled reports whether the wrapped handler handles level.

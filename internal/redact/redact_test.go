@@ -3,6 +3,7 @@ package redact_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,5 +164,52 @@ func BenchmarkHandleOverhead(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = h.Handle(ctx, rec)
+	}
+}
+
+// TestSecretsAreMaskedInEveryEncoding: a secret with a quote, a backslash, a
+// tab and a newline, and a PEM key, are masked as they are, JSON-escaped
+// once (Go, JSON.stringify, ASCII-only) and twice (a JSON tool result
+// quoted inside a request body), and base64-encoded; a secret added later
+// (Add) is masked too.
+func TestSecretsAreMaskedInEveryEncoding(t *testing.T) {
+	const odd = "abcd\"ef\\gh\tij\nkl<é>1234"
+	const pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----\n"
+	r := redact.New(odd)
+	r.Add(pem)
+	for _, secret := range []string{odd, pem} {
+		once, _ := json.Marshal(map[string]string{"q": secret})
+		twice, _ := json.Marshal(map[string]string{"content": string(once)})
+		var noHTML bytes.Buffer
+		enc := json.NewEncoder(&noHTML)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]string{"q": secret})
+		forms := map[string]string{
+			"raw":          "token " + secret + " end",
+			"json once":    string(once),
+			"json no html": noHTML.String(),
+			"json twice":   string(twice),
+			"log line":     fmt.Sprintf("msg=%q", string(once)),
+			"base64":       "Basic " + base64.StdEncoding.EncodeToString([]byte(secret)),
+			"base64 url":   base64.RawURLEncoding.EncodeToString([]byte(secret)),
+			"ascii json":   strings.ReplaceAll(noHTML.String(), "é", `\u00e9`),
+		}
+		for name, text := range forms {
+			got := r.String(text)
+			if !strings.Contains(got, redact.Placeholder) {
+				t.Errorf("%s: not masked: %q", name, got)
+			}
+			for _, piece := range []string{"abcd", "1234", "MIIEvQIBADANBgkq", "BKcwggSjAgEAAoIB"} {
+				if strings.Contains(got, piece) {
+					t.Errorf("%s: %q left in %q", name, piece, got)
+				}
+			}
+		}
+	}
+	// The JSON around a masked secret stays JSON.
+	once, _ := json.Marshal(map[string]string{"q": odd})
+	var back map[string]string
+	if err := json.Unmarshal([]byte(r.String(string(once))), &back); err != nil || back["q"] != redact.Placeholder {
+		t.Fatalf("redacted JSON: %v %v", back, err)
 	}
 }

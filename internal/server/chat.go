@@ -3,6 +3,7 @@ package server
 import (
 	"iter"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -26,12 +27,28 @@ const IdempotencyKeyHeader = wire.IdempotencyKeyHeader
 const DefaultKeepAliveInterval = 15 * time.Second
 
 // Mount serves a wire: its turn route through the one turn handler, its
-// other routes, and its errors in its envelope.
+// other routes, and its errors in its envelope. A route that is not a read
+// (DELETE or POST of a stored response, its cancel) acts on what turns made,
+// so it takes a key that may start turns: an approver key only reads them.
 func (s *Server) Mount(id Wire, tw wire.Wire) {
 	s.SetErrorWriter(id, tw.WriteError)
 	s.Handle(tw.TurnRoute(), id, true, func(w http.ResponseWriter, r *http.Request) error { return s.serveTurn(w, r, tw) })
 	for pattern, h := range tw.Routes() {
+		if method, _, _ := strings.Cut(pattern, " "); method != http.MethodGet && method != http.MethodHead {
+			h = turnAction(h)
+		}
 		s.Handle(pattern, id, true, h)
+	}
+}
+
+// turnAction refuses h to a key whose role cannot start turns (403
+// forbidden_role).
+func turnAction(h HandlerFunc) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := PrincipalFrom(r.Context()).Allow(ActTurn, ""); err != nil {
+			return err
+		}
+		return h(w, r)
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -19,17 +20,44 @@ import (
 // WriteTimeout, which would cut off answers that stream for minutes.
 func HTTPServer(cfg *config.Config, h http.Handler, logger *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: cfg.IdleTimeout,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn), ConnContext: markOverCap}
 }
 
+// overCapKey marks the context of a request on a connection over the cap.
+type overCapKey struct{}
+
+// markOverCap is the http.Server's ConnContext: requests on a connection
+// LimitConns let in over the cap carry the mark, for the middleware.
+func markOverCap(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok && lc.over {
+		return context.WithValue(ctx, overCapKey{}, true)
+	}
+	return ctx
+}
+
+// overCap reports whether r came on a connection over its address's cap.
+func overCap(r *http.Request) bool {
+	over, _ := r.Context().Value(overCapKey{}).(bool)
+	return over
+}
+
+// overflowConns is how many connections over the cap an address may have
+// in flight, each answered once (GET /healthz served, anything else a 503
+// in the route's wire envelope) and closed; past it a connection gets a
+// plain 503 without being read.
+const overflowConns = 16
+
 // LimitConns caps the connections one client IP address holds open at max
-// (0: no cap). A connection over the cap is answered 503 and closed at
-// once, before anything is read from it.
+// (0: no cap). A connection over the cap is let in for one request, which
+// the server answers with a 503 too_many_connections in the route's wire
+// envelope (GET /healthz is served as usual), and then closed; past a few
+// of those at once (overflowConns), a connection is answered a plain 503
+// and closed at once, before anything is read from it.
 func LimitConns(ln net.Listener, max int, logger *slog.Logger) net.Listener {
 	if max <= 0 {
 		return ln
 	}
-	return &connLimiter{Listener: ln, max: max, open: map[string]int{}, logger: logger}
+	return &connLimiter{Listener: ln, max: max, open: map[string]int{}, over: map[string]int{}, logger: logger}
 }
 
 type connLimiter struct {
@@ -38,7 +66,8 @@ type connLimiter struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	open   map[string]int
-	warned time.Time // the last refusal logged
+	over   map[string]int // connections in flight over the cap
+	warned time.Time      // the last refusal logged
 }
 
 // tooManyConns is the whole answer to a connection over the cap.
@@ -58,19 +87,26 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		l.mu.Lock()
 		over := l.open[ip] >= l.max
-		if !over {
+		overflow := over && l.over[ip] < overflowConns
+		switch {
+		case !over:
 			l.open[ip]++
+		case overflow:
+			l.over[ip]++
 		}
 		warn := over && time.Since(l.warned) > 10*time.Second // no log flood
 		if warn {
 			l.warned = time.Now()
 		}
 		l.mu.Unlock()
-		if !over {
-			return &limitedConn{Conn: c, release: func() { l.release(ip) }}, nil
-		}
 		if warn {
 			l.logger.Warn("connections refused: too many open connections from one address", "ip", ip, "max", l.max)
+		}
+		if !over {
+			return &limitedConn{Conn: c, release: func() { l.release(l.open, ip) }}, nil
+		}
+		if overflow {
+			return &limitedConn{Conn: c, over: true, release: func() { l.release(l.over, ip) }}, nil
 		}
 		// Answer off the accept loop, so a client that does not read
 		// cannot slow down accepting everyone else's connections.
@@ -82,17 +118,20 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *connLimiter) release(ip string) {
+func (l *connLimiter) release(count map[string]int, ip string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[ip]--; l.open[ip] <= 0 {
-		delete(l.open, ip)
+	if count[ip]--; count[ip] <= 0 {
+		delete(count, ip)
 	}
 }
 
 // limitedConn gives its slot back when closed.
 type limitedConn struct {
 	net.Conn
+	// over: the connection is over its address's cap (one answer, then
+	// closed).
+	over    bool
 	once    sync.Once
 	release func()
 }

@@ -181,3 +181,66 @@ func TestKeyRolesOnAGUIResume(t *testing.T) {
 		t.Fatalf("refund ran %d times", env.Calls.Get("refund"))
 	}
 }
+
+// TestCallerCannotDodgeApprovalWithoutSession: once keys have roles, a
+// caller key's turn without a session does not run a tool that needs
+// approval (the default becomes refuse): the model is told the call needs
+// a human decision, and the refusal is audited by the caller's label. An
+// operator who sets STACKBONE_STATELESS_APPROVAL=run explicitly gets the
+// old behaviour.
+func TestCallerCannotDodgeApprovalWithoutSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: roleKeys})
+	caller := openai.NewClient(option.WithBaseURL(env.URL+"/v1"), option.WithAPIKey("sk-caller-001"))
+	res, err := caller.Chat.Completions.New(ctx, params(user("refund without session")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Calls.Get("refund") != 0 || !strings.Contains(res.Choices[0].Message.Content, "needs a human decision") {
+		t.Fatalf("a caller's stateless refund ran %d times; answer %q", env.Calls.Get("refund"), res.Choices[0].Message.Content)
+	}
+	r := call(t, "GET", env.URL+"/v1/hitl?status=rejected", "", "Authorization", "Bearer sk-admin-0001")
+	if r.status != 200 || !strings.Contains(string(r.body), `"decidedVia":"stateless"`) {
+		t.Fatalf("the refusal is audited: %d %s", r.status, r.body)
+	}
+	// The Anthropic wire is refused the same way.
+	r = call(t, "POST", env.URL+"/v1/messages", `{"model":"assistant","max_tokens":100,"messages":[{"role":"user","content":"refund without session"}]}`,
+		"x-api-key", "sk-caller-001")
+	if r.status != 200 || env.Calls.Get("refund") != 0 {
+		t.Fatalf("anthropic stateless refund: %d %s (ran %d)", r.status, r.body, env.Calls.Get("refund"))
+	}
+
+	explicit := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: roleKeys,
+		Configure: func(c *config.Config) { c.StatelessApproval = config.StatelessRun }})
+	caller = openai.NewClient(option.WithBaseURL(explicit.URL+"/v1"), option.WithAPIKey("sk-caller-001"))
+	if _, err := caller.Chat.Completions.New(ctx, params(user("refund without session"))); err != nil {
+		t.Fatal(err)
+	}
+	if explicit.Calls.Get("refund") != 1 {
+		t.Fatalf("with run set explicitly the stateless refund runs: ran %d times", explicit.Calls.Get("refund"))
+	}
+}
+
+// TestApproverCannotCancelOrDeleteResponses: an approver key reads a stored
+// response but may not cancel or delete it (403 forbidden_role, as the
+// role table says: approvers read and decide); a caller key deletes it.
+func TestApproverCannotCancelOrDeleteResponses(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: roleKeys})
+	caller := openai.NewClient(option.WithBaseURL(env.URL+"/v1"), option.WithAPIKey("sk-caller-001"))
+	res, err := caller.Responses.New(context.Background(), responses.ResponseNewParams{Model: "assistant",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver := []string{"Authorization", "Bearer sk-approver-1"}
+	forbiddenRole(t, "approver cancel", call(t, "POST", env.URL+"/v1/responses/"+res.ID+"/cancel", "", approver...))
+	forbiddenRole(t, "approver delete", call(t, "DELETE", env.URL+"/v1/responses/"+res.ID, "", approver...))
+	if r := call(t, "GET", env.URL+"/v1/responses/"+res.ID, "", approver...); r.status != 200 {
+		t.Fatalf("approver read after refused delete: %d %s", r.status, r.body)
+	}
+	if r := call(t, "DELETE", env.URL+"/v1/responses/"+res.ID, "", "Authorization", "Bearer sk-caller-001"); r.status != 200 {
+		t.Fatalf("caller delete: %d %s", r.status, r.body)
+	}
+}

@@ -349,7 +349,19 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.Config.BodyTimeout))
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.Config.MaxBodyBytes)
+		if overCap(r) {
+			// One answer on a connection over its address's cap, then it
+			// closes: the health check is served, anything else refused
+			// in the wire's envelope.
+			sw.Header().Set("Connection", "close")
+		}
 		err := func() (err error) {
+			if overCap(r) && route != "GET /healthz" {
+				e := apierror.New(apierror.Unavailable, "too_many_connections",
+					"Too many open connections from your address: close some (event streams you no longer read) and retry.")
+				e.RetryAfter = time.Second
+				return e
+			}
 			defer func() {
 				if p := recover(); p != nil {
 					if p == http.ErrAbortHandler {

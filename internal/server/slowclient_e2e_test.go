@@ -156,8 +156,10 @@ func TestStreamOutlivesBodyTimeout(t *testing.T) {
 }
 
 // TestConnectionCapPerIP: one address holds at most MaxConnsPerIP open
-// connections; one more is answered 503 at once and closed, and a freed
-// slot serves again.
+// connections; a request on one more is answered at once in its route's
+// wire envelope (a 503 too_many_connections, OpenAI's or Anthropic's, with
+// retry advice) and the connection closed, except GET /healthz, which is
+// served; a freed slot serves again.
 func TestConnectionCapPerIP(t *testing.T) {
 	t.Parallel()
 	env := slowEnv(t, stacktest.Options{}, time.Minute, time.Minute, 3)
@@ -171,20 +173,32 @@ func TestConnectionCapPerIP(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 	}
-	extra := dial(t, env)
-	br := bufio.NewReader(extra)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("connection over the cap: %v %v", resp, err)
+	over := func(req, wantType string, wantStatus int) {
+		t.Helper()
+		extra := dial(t, env)
+		io.WriteString(extra, req)
+		br := bufio.NewReader(extra)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != wantStatus {
+			t.Fatalf("%q over the cap: %v %v", req, resp, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if wantType != "" && (resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(b), `"too_many_connections"`) ||
+			!strings.Contains(string(b), wantType) || resp.Header.Get("retry-after") != "1") {
+			t.Fatalf("%q over the cap: %s %v", req, b, resp.Header)
+		}
+		if !closedByServer(br) {
+			t.Fatalf("%q: the connection over the cap stayed open", req)
+		}
 	}
-	io.Copy(io.Discard, resp.Body)
-	if !closedByServer(br) {
-		t.Fatal("the connection over the cap stayed open")
-	}
+	over("GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n", `"error":{"message"`, http.StatusServiceUnavailable)
+	over("POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nanthropic-version: 2023-06-01\r\nContent-Length: 2\r\n\r\n{}",
+		`{"type":"error","error":{"type":`, http.StatusServiceUnavailable)
+	over("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", "", http.StatusOK)
 	held[0].Close()
 	stacktest.WaitFor(t, "a freed slot", func() bool {
 		c := dial(t, env)
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		io.WriteString(c, "GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		c.Close()
 		return err == nil && resp.StatusCode == 200

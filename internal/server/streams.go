@@ -48,6 +48,8 @@ func (s *Server) Stream(r *http.Request, sw *sse.Writer, f Feed) {
 			select {
 			case <-ctx.Done():
 				return
+			case <-sw.Gone(): // the client hung up: free its connection now
+				return
 			case <-ping.C:
 				if sw.Comment("ping") != nil {
 					return

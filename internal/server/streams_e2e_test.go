@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -92,8 +93,8 @@ func TestEventStreamsEndCleanlyAtShutdown(t *testing.T) {
 }
 
 // A client that opens event streams and hangs up, again and again, gets
-// its connections back: the server notices at the next keepalive, ends the
-// stream and frees its slot (at most MaxConnsPerIP, 256, per address).
+// its connections back: the server notices the hang-up, ends the stream and
+// frees its slot (at most MaxConnsPerIP, 256, per address).
 func TestHungUpStreamsGiveTheirConnectionsBack(t *testing.T) {
 	env := stacktest.New(t, stacktest.Options{KeepAliveInterval: 10 * time.Millisecond})
 	if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
@@ -120,6 +121,57 @@ func TestHungUpStreamsGiveTheirConnectionsBack(t *testing.T) {
 		tr.CloseIdleConnections()
 		if i%64 == 63 {
 			time.Sleep(50 * time.Millisecond) // a few keepalives: the server notices
+		}
+	}
+}
+
+// TestHungUpStreamsAreNoticedAtOnce: with the usual 15 s keepalive, 300
+// thread event streams (more than MaxConnsPerIP, 256) opened and dropped
+// one at a time each get their stream, because the server notices a hang-up on the
+// connection's read side, not at the next keepalive; then every route
+// still answers at once.
+func TestHungUpStreamsAreNoticedAtOnce(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
+		"x-stackbone-session", "s1"); r.status != http.StatusOK {
+		t.Fatalf("turn: %d %s", r.status, r.body)
+	}
+	addr := strings.TrimPrefix(env.URL, "http://")
+	// Each stream is read to its last frame before the hang-up (no replay:
+	// Last-Event-ID is past the end), so the server has nothing to write
+	// until the next keepalive: only the read side can tell it.
+	for i := range env.Config.MaxConnsPerIP + 44 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET /v1/threads/s1/events HTTP/1.1\r\nHost: localhost\r\nLast-Event-ID: 1000000\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %v %v", i, resp, err)
+		}
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil || !strings.Contains(line, "stream open") {
+			t.Fatalf("stream %d: first frame %q %v", i, line, err)
+		}
+		c.Close()
+	}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	for _, rt := range []struct{ method, path, body string }{
+		{"GET", "/healthz", ""}, {"GET", "/v1/models", ""}, {"GET", "/v1/threads/s1", ""},
+		{"POST", "/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`},
+		{"POST", "/v1/messages", `{"model":"assistant","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		req, _ := http.NewRequest(rt.method, env.URL+rt.path, strings.NewReader(rt.body))
+		resp, err := fresh.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", rt.method, rt.path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s after the dropped streams: %d %s", rt.method, rt.path, resp.StatusCode, b)
 		}
 	}
 }

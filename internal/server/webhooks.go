@@ -47,8 +47,20 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := DeliveryList{Object: "list", Data: make([]Delivery, 0, len(items)), Endpoints: []string{}}
+	shown := map[string]string{} // a row's endpoint reference -> the URL as shown
+	for _, e := range s.Config.WebhookURLs {
+		shown[store.WebhookRef(e)] = config.Redact(e)
+	}
 	for _, d := range items {
-		v := Delivery{ID: d.ID, Type: d.Type, CreatedAt: d.At, Endpoint: config.Redact(d.Endpoint), Status: d.Status,
+		endpoint, ok := shown[d.Endpoint]
+		switch {
+		case ok:
+		case store.LegacyEndpoint(d.Endpoint): // never shown in clear
+			endpoint = config.Redact(d.Endpoint)
+		default:
+			endpoint = d.Endpoint // an endpoint no longer configured: its reference
+		}
+		v := Delivery{ID: d.ID, Type: d.Type, CreatedAt: d.At, Endpoint: endpoint, Status: d.Status,
 			Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, DeliveredAt: d.DeliveredAt, Data: d.Data}
 		if d.Status == store.DeliveryPending {
 			next := d.NextAt

@@ -342,7 +342,7 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 	}
 	env.Store = st
 	if len(cfg.WebhookURLs) > 0 {
-		st.SetWebhooks(cfg.WebhookURLs)
+		st.SetWebhooks(store.WebhookRefs(cfg.WebhookURLs))
 	}
 	specs := DefaultAgents(env, modelRef)
 	if opts.Agents != nil {

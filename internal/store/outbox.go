@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/ids"
@@ -205,11 +208,37 @@ type DeliveryAttempt struct {
 	NextAt time.Time
 }
 
+// WebhookRef is how outbox rows name a configured webhook endpoint: "whk_"
+// and 16 hex digits of the URL's SHA-256. A row holds no token or user
+// info of the URL, and keeps naming the same endpoint when the list is
+// reordered; an endpoint removed from the configuration matches no row.
+func WebhookRef(endpointURL string) string {
+	sum := sha256.Sum256([]byte(endpointURL))
+	return "whk_" + hex.EncodeToString(sum[:8])
+}
+
+// WebhookRefs is WebhookRef of each URL, in order: what SetWebhooks takes.
+func WebhookRefs(endpointURLs []string) []string {
+	out := make([]string, len(endpointURLs))
+	for i, u := range endpointURLs {
+		out[i] = WebhookRef(u)
+	}
+	return out
+}
+
+// LegacyEndpoint reports whether an outbox row's endpoint is a URL, as rows
+// written before WebhookRef hold; a driver replaces those at open.
+func LegacyEndpoint(endpoint string) bool {
+	return strings.HasPrefix(endpoint, "http://") || strings.HasPrefix(endpoint, "https://")
+}
+
 // Outbox is the webhook outbox of a store driver: the notices its
 // transactions write, and their deliveries.
 type Outbox interface {
 	// SetWebhooks sets the endpoints every notice is delivered to (none:
-	// no notice is written). Call it once, before the store is used.
+	// no notice is written), as the references rows store (WebhookRef of
+	// each URL, never the URL: it may hold a token). Call it once, before
+	// the store is used.
 	SetWebhooks(endpoints []string)
 	// ClaimDeliveries leases up to c.Limit due pending deliveries to
 	// c.Endpoints (NextAt at or before c.Now, no lease held at c.Now),

@@ -18,7 +18,9 @@
 // JSON line {"tool","args"} per call; MCP_REQUIRE_HEADER="Name: value"
 // makes the HTTP server refuse requests without that header (401);
 // MCP_LINGER=1 keeps the process running after its stdin closes (as servers
-// with other work, a watcher or a listener, do).
+// with other work, a watcher or a listener, do);
+// MCP_ECHO_ENV=NAME prints NAME's value on stderr at start and adds the
+// tool `show_env` -> "env: <value>" (a server that leaks its secret).
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -32,6 +34,8 @@ const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QD
 
 if (process.env.MCP_LINGER) setInterval(() => {}, 1000);
 if (process.env.MCP_PID_FILE) writeFileSync(process.env.MCP_PID_FILE, String(process.pid));
+const echoEnv = process.env.MCP_ECHO_ENV;
+if (echoEnv) process.stderr.write(`starting with ${echoEnv}=${process.env[echoEnv]}\n`);
 
 function record(tool, args) {
   if (process.env.MCP_CALLS_FILE) appendFileSync(process.env.MCP_CALLS_FILE, JSON.stringify({ tool, args }) + '\n');
@@ -136,6 +140,12 @@ function newServer() {
       return text(`elicitation: ${res.action} ${JSON.stringify(res.content ?? null)}`);
     },
   );
+  if (echoEnv) {
+    server.registerTool('show_env', { description: 'Show the secret', inputSchema: {}, annotations: { readOnlyHint: true } }, async () => {
+      record('show_env', {});
+      return text(`env: ${process.env[echoEnv]}`);
+    });
+  }
   if (extraEnabled) addExtra(server);
   servers.add(server);
   return server;

@@ -184,8 +184,17 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 			return nil, nil, d.locErr(b.rel, err.Error())
 		}
 		spec.MCPServers = append(spec.MCPServers, srv)
+		// Header and env values are secrets whatever their source (a
+		// literal token in the agent file too).
+		for _, v := range srv.Headers {
+			expanded = append(expanded, v)
+		}
+		for _, v := range srv.Env {
+			expanded = append(expanded, v)
+		}
 	}
 	a.addSecrets(expanded...)
+	spec.Secrets = slices.Clone(a.secrets)
 	opts.Logger.Debug("loaded agent", "agent", d.Name, "file", b.rel, "bundle_bytes", b.size,
 		"tools", len(spec.Tools), "took", time.Since(start))
 	return spec, &d, nil

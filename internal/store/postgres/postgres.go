@@ -129,6 +129,10 @@ func open(ctx context.Context, url, schema string, logger *slog.Logger) (*Store,
 		pool.Close()
 		return nil, mapErr("open", err)
 	}
+	if err := refLegacyEndpoints(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, mapErr("open", err)
+	}
 	logger.Debug("postgres store open", "host", cc.Host, "database", cc.Database, "schema", s.schema)
 	return s, nil
 }

@@ -152,6 +152,10 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 		s.w.Close()
 		return nil, mapErr("open", err)
 	}
+	if err := refLegacyEndpoints(ctx, s.w, logger); err != nil {
+		s.w.Close()
+		return nil, mapErr("open", err)
+	}
 	if !memory {
 		s.r, err = sql.Open("sqlite", path+"?"+params("query_only(1)"))
 		if err != nil {

@@ -28,6 +28,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/builtin"
 )
@@ -192,6 +193,7 @@ func Start(ctx context.Context, specs []*agent.Spec, opts Options) error {
 // source is one agent's MCP tools; it implements agent.ToolSource.
 type source struct {
 	spec     *agent.Spec
+	red      *redact.Redactor // the agent's secrets (agent.Spec.Secrets)
 	log      *slog.Logger
 	reserved map[string]string // name -> what holds it
 	servers  []*server
@@ -212,7 +214,11 @@ var _ agent.ToolSource = (*source)(nil)
 
 func newSource(spec *agent.Spec, opts Options) *source {
 	ctx, cancel := context.WithCancel(context.Background())
-	src := &source{spec: spec, log: opts.Logger.With("agent", spec.Name), reserved: map[string]string{}, cancel: cancel}
+	// Everything the servers say goes through the agent's secrets: their
+	// log lines (stderr included), results, errors and status.
+	red := redact.New(spec.Secrets...)
+	src := &source{spec: spec, red: red, log: slog.New(redact.NewHandler(opts.Logger.Handler(), red)).With("agent", spec.Name),
+		reserved: map[string]string{}, cancel: cancel}
 	for _, n := range []string{builtin.WriteTodos, builtin.Ls, builtin.ReadFile, builtin.WriteFile, builtin.EditFile, builtin.Task} {
 		src.reserved[n] = "a built-in tool"
 	}

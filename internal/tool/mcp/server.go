@@ -58,7 +58,7 @@ func (s *server) status() agent.MCPServerStatus {
 	st := agent.MCPServerStatus{Name: s.cfg.Name, Transport: s.cfg.Transport(), Status: s.state,
 		Tools: append([]string{}, s.visible...)}
 	if s.state != StatusConnected {
-		st.Error = s.lastErr
+		st.Error = s.src.red.String(s.lastErr)
 	}
 	return st
 }
@@ -324,9 +324,12 @@ func (s *server) call(ctx context.Context, name string, call tool.Call) (tool.Re
 	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, &call), &sdk.CallToolParams{Name: name, Arguments: args})
 	done()
 	if err != nil {
+		if msg := err.Error(); s.src.red.String(msg) != msg {
+			err = errors.New(s.src.red.String(msg))
+		}
 		return tool.Result{}, fmt.Errorf("MCP server %s: tools/call %s: %w", s.cfg.Name, name, err)
 	}
-	text := render(res)
+	text := s.src.red.String(render(res))
 	if res.IsError {
 		return tool.Result{}, &ToolError{Server: s.cfg.Name, Tool: name, Message: text}
 	}

@@ -34,6 +34,9 @@ type Writer struct {
 	// chunk is its reused output buffer (a frame in HTTP/1.1 chunk form).
 	conn  net.Conn
 	chunk []byte
+	// gone is closed when the hijacked connection's read side ends: the
+	// client hung up (nil before Hijack).
+	gone chan struct{}
 }
 
 // New prepares w for an event stream. Headers are sent with the first frame;
@@ -193,7 +196,9 @@ var _ Frames = (*Writer)(nil)
 // nor its read and write buffers: from then on each frame goes straight to
 // the connection as an HTTP/1.1 chunk, written within WriteTimeout, and
 // Close ends the body and the connection. The client cannot tell. A client
-// that hangs up is noticed at the next frame (the keepalives). It reports
+// that hangs up is noticed at once: a read of the connection ends, and
+// Gone is closed (the stream's owner stops, freeing the connection's slot,
+// rather than at the next keepalive). It reports
 // false, changing nothing, where the stream cannot be hijacked: HTTP/2 and
 // HTTP/1.0 requests, a buffered writer, a writer that is no connection.
 func (s *Writer) Hijack(r *http.Request) bool {
@@ -212,7 +217,32 @@ func (s *Writer) Hijack(r *http.Request) bool {
 	// net/http's buffers are dropped with the handler: a request the
 	// client pipelined behind an endless stream is never answered anyway.
 	s.conn, s.w, s.f, s.buf = conn, nil, nil, nil
+	s.gone = make(chan struct{})
+	go watchHangUp(conn, s.gone)
 	return true
+}
+
+// watchHangUp reads conn until its read side ends (the client closed it,
+// or Close did) and then closes gone. Bytes a client sends on an event
+// stream (a pipelined request) are discarded.
+func watchHangUp(conn net.Conn, gone chan struct{}) {
+	defer close(gone)
+	_ = conn.SetReadDeadline(time.Time{})
+	var b [64]byte
+	for {
+		if _, err := conn.Read(b[:]); err != nil {
+			return
+		}
+	}
+}
+
+// Gone is closed once the client of a hijacked stream hung up; before
+// Hijack, and for a stream that was not hijacked, it is nil (never
+// ready: net/http ends the request's context instead).
+func (s *Writer) Gone() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gone
 }
 
 // writeChunk writes s.buf as one chunk of the hijacked connection, in one
