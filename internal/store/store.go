@@ -603,6 +603,25 @@ type Store interface {
 	// and returns how many it deleted.
 	SweepResponseKeys(ctx context.Context, now time.Time) (int, error)
 
+	// PutConversation creates the conversation c names, or replaces its
+	// metadata and deleted mark (its CreatedAt stays the first one), and
+	// appends items to it, in one transaction. Marking it deleted also
+	// deletes its items.
+	PutConversation(ctx context.Context, c Conversation, items []ConversationItem) error
+	// GetConversation returns the tenant's conversation, deleted or not,
+	// or ErrNotFound when it has none with the id.
+	GetConversation(ctx context.Context, tenant, id string) (*Conversation, error)
+	// AddConversationItems appends items, in order, to the conversation
+	// id of tenant (whether or not a Conversation row exists: a thread is
+	// a conversation too).
+	AddConversationItems(ctx context.Context, tenant, id string, items []ConversationItem) error
+	// ConversationItems returns the items added to a conversation, in the
+	// order they were added (none for an unknown one).
+	ConversationItems(ctx context.Context, tenant, id string) ([]ConversationItem, error)
+	// DeleteConversationItems deletes the conversation's items with the
+	// given ids and returns how many it deleted.
+	DeleteConversationItems(ctx context.Context, tenant, id string, itemIDs []string) (int, error)
+
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
 	Outbox

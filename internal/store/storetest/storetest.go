@@ -137,6 +137,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Responses/Cancel", testResponsesCancel},
 		{"Responses/Invalid", testResponsesInvalid},
 		{"Responses/ConcurrentRetries", testResponsesConcurrent},
+		{"Conversations", testConversations},
 		{"ResponseKeys/Claim", testResponseKeysClaim},
 		{"ResponseKeys/ConcurrentClaims", testResponseKeysConcurrent},
 		{"ResponseKeys/Sweep", testResponseKeysSweep},

@@ -160,13 +160,8 @@ func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
 		}
 		req.Tools[i].Parameters = params
 	}
-	if len(req.Metadata) > maxMetadata {
-		return nil, apierror.Invalid("metadata", "`metadata` holds at most %d key-value pairs.", maxMetadata)
-	}
-	for k, v := range req.Metadata {
-		if len(k) > maxMetadataKey || len(v) > maxMetadataValue {
-			return nil, apierror.Invalid("metadata", "`metadata` keys are at most %d characters and values at most %d.", maxMetadataKey, maxMetadataValue)
-		}
+	if err := checkMetadata(req.Metadata); err != nil {
+		return nil, err
 	}
 	if req.Background && !req.Stored() {
 		return nil, apierror.Invalid("background", "A background response must be stored: drop `store: false` or `background: true`.")
@@ -175,6 +170,20 @@ func DecodeContext(ctx context.Context, body []byte) (*Request, error) {
 		return nil, apierror.Invalid("conversation", "Send `previous_response_id` or `conversation`, not both.")
 	}
 	return &req, nil
+}
+
+// checkMetadata bounds metadata (a request's, a conversation's) as OpenAI
+// does.
+func checkMetadata(m map[string]string) error {
+	if len(m) > maxMetadata {
+		return apierror.Invalid("metadata", "`metadata` holds at most %d key-value pairs.", maxMetadata)
+	}
+	for k, v := range m {
+		if len(k) > maxMetadataKey || len(v) > maxMetadataValue {
+			return apierror.Invalid("metadata", "`metadata` keys are at most %d characters and values at most %d.", maxMetadataKey, maxMetadataValue)
+		}
+	}
+	return nil
 }
 
 // Stored reports whether the response is kept (store defaults to true).

@@ -23,8 +23,8 @@ import (
 )
 
 // Store is what the wire keeps and reads: its response records, the keys
-// that find a new conversation's first attempt, and the threads' stored
-// events.
+// that find a new conversation's first attempt, the threads' stored
+// events, and the Conversations API's conversations and items.
 type Store interface {
 	ClaimResponseKey(ctx context.Context, k store.ResponseKey, replace string) (*store.ResponseKey, bool, error)
 	GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error)
@@ -37,6 +37,11 @@ type Store interface {
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 	GetMessage(ctx context.Context, tenant, id string) (*message.Message, error)
 	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
+	PutConversation(ctx context.Context, c store.Conversation, items []store.ConversationItem) error
+	GetConversation(ctx context.Context, tenant, id string) (*store.Conversation, error)
+	AddConversationItems(ctx context.Context, tenant, id string, items []store.ConversationItem) error
+	ConversationItems(ctx context.Context, tenant, id string) ([]store.ConversationItem, error)
+	DeleteConversationItems(ctx context.Context, tenant, id string, itemIDs []string) (int, error)
 }
 
 // Runner is the engine as the wire's other routes use it.
@@ -97,14 +102,19 @@ func (*Wire) WriteError(w http.ResponseWriter, e *apierror.Error) error {
 	return openai.WriteError(w, e)
 }
 
-// Routes read, stream again, cancel and delete stored responses.
+// Routes read, stream again, cancel and delete stored responses, and serve
+// the Conversations API (conversations.go).
 func (wr *Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error {
-	return map[string]func(http.ResponseWriter, *http.Request) error{
+	routes := map[string]func(http.ResponseWriter, *http.Request) error{
 		"GET /v1/responses/{id}":             wr.get,
 		"DELETE /v1/responses/{id}":          wr.delete,
 		"POST /v1/responses/{id}/cancel":     wr.cancel,
 		"GET /v1/responses/{id}/input_items": wr.inputItems,
 	}
+	for pattern, h := range wr.conversationRoutes() {
+		routes[pattern] = h
+	}
+	return routes
 }
 
 // record is what a stored response keeps of its request: the response's
@@ -178,6 +188,10 @@ type turn struct {
 	// retried is the stored response a retry attached to (start found
 	// it), nil for a new response.
 	retried *store.Response
+	// taken are the conversation items (added outside a turn) that the
+	// turn's input begins with, dropped from the conversation's pending
+	// items once the turn began (they are thread messages then).
+	taken []string
 }
 
 func (t *turn) Input() engine.Input { return t.in }
@@ -242,6 +256,9 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 		if thread, err = t.newChain(ctx, in); err != nil {
 			return in, err
 		}
+	}
+	if err := t.conversationInput(ctx, &in, thread); err != nil {
+		return in, err
 	}
 	in.ThreadID = thread
 	t.head.Conversation = &Conversation{ID: thread}
@@ -357,6 +374,11 @@ func (t *turn) start(seq int64) (string, error) {
 		// A retry: the response is its first attempt's, created then.
 		t.head.CreatedAt = r.CreatedAt.Unix()
 		t.retried = r
+	}
+	if len(t.taken) > 0 {
+		// Best effort: a turn that began lists them as thread messages
+		// (the same ids) and a later turn drops any still here.
+		_, _ = t.wr.c.Store.DeleteConversationItems(t.ctx, t.tenant, t.in.ThreadID, t.taken)
 	}
 	return r.ID, nil
 }
@@ -645,44 +667,5 @@ func (wr *Wire) inputItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return apierror.Invalid("limit", "`limit` must be an integer from 1 to 100.")
-		}
-		limit = n
-	}
-	items := append([]Item(nil), rec.Input...)
-	switch q.Get("order") {
-	case "", "desc":
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
-	case "asc":
-	default:
-		return apierror.Invalid("order", "`order` must be asc or desc.")
-	}
-	if after := q.Get("after"); after != "" {
-		found := false
-		for i, it := range items {
-			if it.ID == after {
-				items, found = items[i+1:], true
-				break
-			}
-		}
-		if !found {
-			return apierror.Invalid("after", "No input item of this response has id %q.", after)
-		}
-	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	list := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
-	if len(items) > 0 {
-		list["first_id"], list["last_id"] = items[0].ID, items[len(items)-1].ID
-	}
-	return httpjson.Write(w, http.StatusOK, list)
+	return writePage(w, r, rec.Input, "No input item of this response has id %q.")
 }

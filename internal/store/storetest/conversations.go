@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+func convItems(ids ...string) []store.ConversationItem {
+	out := make([]store.ConversationItem, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, store.ConversationItem{ID: id, Item: json.RawMessage(`{"type":"message","id":"` + id + `"}`)})
+	}
+	return out
+}
+
+func itemIDs(t *testing.T, s store.Store, tenant, id string) []string {
+	t.Helper()
+	items, err := s.ConversationItems(context.Background(), tenant, id)
+	if err != nil {
+		t.Fatalf("ConversationItems(%s, %s): %v", tenant, id, err)
+	}
+	var out []string
+	var last int64
+	for _, it := range items {
+		if it.Seq <= last {
+			t.Fatalf("item %s: seq %d after %d", it.ID, it.Seq, last)
+		}
+		last = it.Seq
+		var obj struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(it.Item, &obj); err != nil || obj.ID != it.ID {
+			t.Fatalf("item %s: stored JSON %s (%v)", it.ID, it.Item, err)
+		}
+		out = append(out, it.ID)
+	}
+	return out
+}
+
+func sameIDs(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+	}
+}
+
+// testConversations: a conversation round-trips with its metadata and
+// items in order; an update keeps its creation time; items are deleted by
+// id; deleting it marks it and drops its items; another tenant sees none of
+// it; unstorable input is ErrInvalid.
+func testConversations(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	c := store.Conversation{Tenant: "t1", ID: "conv_1", Metadata: json.RawMessage(`{"topic":"demo"}`), CreatedAt: T0}
+	if err := s.PutConversation(ctx, c, convItems("msg_a", "msg_b")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetConversation(ctx, "t1", "conv_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]string
+	if err := json.Unmarshal(got.Metadata, &meta); err != nil || meta["topic"] != "demo" || got.Deleted || !got.CreatedAt.Equal(T0) {
+		t.Fatalf("GetConversation: %+v (metadata %s)", got, got.Metadata)
+	}
+	if err := s.AddConversationItems(ctx, "t1", "conv_1", convItems("msg_c", "msg_d")); err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, "items", itemIDs(t, s, "t1", "conv_1"), "msg_a", "msg_b", "msg_c", "msg_d")
+
+	// An update replaces the metadata and keeps the creation time.
+	if err := s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_1", CreatedAt: T0.Add(time.Hour)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.GetConversation(ctx, "t1", "conv_1"); err != nil || string(got.Metadata) != "{}" || !got.CreatedAt.Equal(T0) {
+		t.Fatalf("after update: %+v, %v", got, err)
+	}
+
+	if n, err := s.DeleteConversationItems(ctx, "t1", "conv_1", []string{"msg_b", "msg_d", "msg_zz"}); err != nil || n != 2 {
+		t.Fatalf("DeleteConversationItems: %d, %v", n, err)
+	}
+	sameIDs(t, "items after delete", itemIDs(t, s, "t1", "conv_1"), "msg_a", "msg_c")
+
+	// Another tenant: nothing, and its writes touch nothing of t1's.
+	if _, err := s.GetConversation(ctx, "t2", "conv_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("t2 GetConversation: %v", err)
+	}
+	sameIDs(t, "t2 items", itemIDs(t, s, "t2", "conv_1"))
+	if n, err := s.DeleteConversationItems(ctx, "t2", "conv_1", []string{"msg_a"}); err != nil || n != 0 {
+		t.Fatalf("t2 DeleteConversationItems: %d, %v", n, err)
+	}
+	if err := s.AddConversationItems(ctx, "t2", "conv_1", convItems("msg_x")); err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, "t1 items after t2 wrote", itemIDs(t, s, "t1", "conv_1"), "msg_a", "msg_c")
+	sameIDs(t, "t2 items", itemIDs(t, s, "t2", "conv_1"), "msg_x")
+
+	// Deleted: marked, its items gone.
+	if err := s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_1", Deleted: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.GetConversation(ctx, "t1", "conv_1"); err != nil || !got.Deleted {
+		t.Fatalf("after delete: %+v, %v", got, err)
+	}
+	sameIDs(t, "items of a deleted conversation", itemIDs(t, s, "t1", "conv_1"))
+	sameIDs(t, "t2 items after t1 deleted", itemIDs(t, s, "t2", "conv_1"), "msg_x")
+
+	if _, err := s.GetConversation(ctx, "t1", "conv_unknown"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown: %v", err)
+	}
+	for name, err := range map[string]error{
+		"no id":             s.PutConversation(ctx, store.Conversation{Tenant: "t1"}, nil),
+		"metadata":          s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_2", Metadata: json.RawMessage(`[1]`)}, nil),
+		"item without id":   s.AddConversationItems(ctx, "t1", "conv_2", []store.ConversationItem{{Item: json.RawMessage(`{}`)}}),
+		"item without JSON": s.AddConversationItems(ctx, "t1", "conv_2", []store.ConversationItem{{ID: "msg_1", Item: json.RawMessage(`{`)}}),
+		"NUL in id":         s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_\x00"}, nil),
+	} {
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: want ErrInvalid, got %v", name, err)
+		}
+	}
+	if _, err := s.GetConversation(ctx, "t1", "conv_2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an invalid put stored a conversation: %v", err)
+	}
+}
