@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,24 +61,49 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return e.Reason }
 
-// cacheSize is how many compiled schemas are kept (least recently used go).
-const cacheSize = 1024
+// Three caches, by the SHA-256 of a schema's text, least recently used
+// going first. A compiled schema can take about 90 times its text in memory
+// (a 64 KiB schema of many properties keeps ~5.7 MB), so what clients send
+// is kept apart and bounded by size:
+//   - cache: the server's own schemas (agents' tools, state keys), by count;
+//   - formats: compiled response formats clients send, by the bytes of
+//     their text (formatBudget);
+//   - verdicts: client tool parameters, of which only whether they compile
+//     is needed: no compiled schema is kept.
+const (
+	cacheSize    = 1024
+	verdictSize  = 4096
+	formatBudget = 1 << 20
+)
 
-// compiled is one cache entry: a schema, or why it does not compile.
+// compiled is one cache entry: a schema (nil in verdicts), or why it does
+// not compile, and the size of its text.
 type compiled struct {
-	key [32]byte
-	s   *Schema
-	err error
+	key  [32]byte
+	s    *Schema
+	err  error
+	size int
 }
 
-// lru keeps compiled schemas by the SHA-256 of their text.
+// lru keeps entries by key within a count (max) and a total size (budget;
+// 0: none).
 type lru struct {
-	mu    sync.Mutex
-	order *list.List // of *compiled, most recently used first
-	byKey map[[32]byte]*list.Element
+	mu          sync.Mutex
+	order       *list.List // of *compiled, most recently used first
+	byKey       map[[32]byte]*list.Element
+	max, budget int
+	size        int
 }
 
-var cache = &lru{order: list.New(), byKey: map[[32]byte]*list.Element{}}
+func newLRU(max, budget int) *lru {
+	return &lru{order: list.New(), byKey: map[[32]byte]*list.Element{}, max: max, budget: budget}
+}
+
+var (
+	cache    = newLRU(cacheSize, 0)
+	formats  = newLRU(cacheSize, formatBudget)
+	verdicts = newLRU(verdictSize, 0)
+)
 
 // compiles counts schema compilations (for tests of the cache).
 var compiles atomic.Int64
@@ -100,20 +126,26 @@ func (c *lru) put(e *compiled) {
 		c.order.MoveToFront(el)
 		return
 	}
+	if c.budget > 0 && e.size > c.budget {
+		return // larger than the whole budget: not kept
+	}
 	c.byKey[e.key] = c.order.PushFront(e)
-	for c.order.Len() > cacheSize {
+	c.size += e.size
+	for c.order.Len() > c.max || (c.budget > 0 && c.size > c.budget) {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.byKey, last.Value.(*compiled).key)
+		old := last.Value.(*compiled)
+		delete(c.byKey, old.key)
+		c.size -= old.size
 	}
 }
 
 // cached compiles raw once per text: decode (which may be nil) decodes it
 // on a cache miss. A schema that does not compile is cached too, so the
 // same bad schema sent again costs no second compilation.
-func cached(raw []byte, decode func() (any, error)) (*Schema, error) {
+func cached(c *lru, raw []byte, decode func() (any, error)) (*Schema, error) {
 	key := sha256.Sum256(raw)
-	if e, ok := cache.get(key); ok {
+	if e, ok := c.get(key); ok {
 		return e.s, e.err
 	}
 	doc, err := decode()
@@ -121,8 +153,20 @@ func cached(raw []byte, decode func() (any, error)) (*Schema, error) {
 		return nil, err
 	}
 	s, err := compile(doc)
-	cache.put(&compiled{key: key, s: s, err: err})
+	if c == verdicts {
+		s = nil // only the verdict is kept, and returned
+	}
+	c.put(&compiled{key: key, s: s, err: err, size: len(raw)})
 	return s, err
+}
+
+// decodeJSON decodes a schema's text for compile.
+func decodeJSON(raw []byte) (any, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	return doc, nil
 }
 
 // Compile compiles raw (a JSON Schema document). An empty raw accepts any
@@ -132,22 +176,31 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	return cached(raw, func() (any, error) {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("schema is not valid JSON: %w", err)
-		}
-		return doc, nil
-	})
+	return cached(cache, raw, func() (any, error) { return decodeJSON(raw) })
 }
 
 // CompileClient compiles a schema a client sent (a response format):
-// within MaxDepth and MaxBytes (a *LimitError otherwise), then as Compile.
+// within MaxDepth and MaxBytes and expanding through its references to at
+// most MaxExpanded schemas (a *LimitError otherwise), then as Compile, in a
+// cache of its own bounded by size.
 func CompileClient(raw json.RawMessage) (*Schema, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
 	if err := bounded(raw, MaxBytes); err != nil {
 		return nil, err
 	}
-	return Compile(raw)
+	return cached(formats, raw, func() (any, error) {
+		doc, err := decodeJSON(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := expansion(doc); err != nil {
+			return nil, err
+		}
+		return doc, nil
+	})
 }
 
 // bounded checks raw against MaxDepth and max bytes without decoding it.
@@ -257,10 +310,141 @@ func (t *Tools) Parameters(raw json.RawMessage) (json.RawMessage, error) {
 	if ty, ok := m["type"]; ok && !describesObject(ty) {
 		return nil, errors.New(`must describe an object: its "type" must be "object"`)
 	}
-	if _, err := cached(raw, func() (any, error) { return doc, nil }); err != nil {
+	if err := expansion(doc); err != nil {
+		return nil, err
+	}
+	if _, err := cached(verdicts, raw, func() (any, error) { return doc, nil }); err != nil {
 		return nil, err
 	}
 	return raw, nil
+}
+
+// MaxExpanded is how many subschemas a client's schema may stand for once
+// its references are followed: references can fan out (a definition that
+// refers twice to the next, forty deep), so a schema of a few kilobytes can
+// stand for billions of subschemas, and validating a value against it takes
+// as long.
+const MaxExpanded = 10000
+
+// expansion refuses a decoded client schema that stands for more than
+// MaxExpanded subschemas when its local references ("#", "#/pointer",
+// "#anchor") are followed (a reference to a schema it is inside counts
+// once: recursion follows the value, not the schema), and one with dynamic
+// references, whose target is only known while validating.
+func expansion(doc any) error {
+	anchors := map[string]any{}
+	var collect func(v any)
+	collect = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if a, ok := v["$anchor"].(string); ok {
+				anchors[a] = v
+			}
+			for _, e := range v {
+				collect(e)
+			}
+		case []any:
+			for _, e := range v {
+				collect(e)
+			}
+		}
+	}
+	collect(doc)
+	resolve := func(ref string) (any, bool) {
+		if !strings.HasPrefix(ref, "#") {
+			return nil, false
+		}
+		frag := ref[1:]
+		if frag == "" {
+			return doc, true
+		}
+		if !strings.HasPrefix(frag, "/") {
+			n, ok := anchors[frag]
+			return n, ok
+		}
+		cur := doc
+		for _, tok := range strings.Split(frag[1:], "/") {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+			switch c := cur.(type) {
+			case map[string]any:
+				next, ok := c[tok]
+				if !ok {
+					return nil, false
+				}
+				cur = next
+			case []any:
+				i, err := strconv.Atoi(tok)
+				if err != nil || i < 0 || i >= len(c) {
+					return nil, false
+				}
+				cur = c[i]
+			default:
+				return nil, false
+			}
+		}
+		return cur, true
+	}
+	errTooMany := &LimitError{Reason: fmt.Sprintf("stands for more than %d subschemas once its $ref references are followed", MaxExpanded)}
+	memo := map[uintptr]int{} // by the identity of a decoded object
+	onPath := map[uintptr]bool{}
+	var count func(v any) (int, error)
+	count = func(v any) (int, error) {
+		var m map[string]any
+		switch v := v.(type) {
+		case []any:
+			n := 0
+			for _, e := range v {
+				c, err := count(e)
+				if err != nil {
+					return 0, err
+				}
+				if n += c; n > MaxExpanded {
+					return 0, errTooMany
+				}
+			}
+			return n, nil
+		case map[string]any:
+			m = v
+		default:
+			return 0, nil
+		}
+		key := reflect.ValueOf(m).Pointer()
+		if n, ok := memo[key]; ok {
+			return n, nil
+		}
+		if onPath[key] {
+			return 1, nil
+		}
+		onPath[key] = true
+		defer delete(onPath, key)
+		for _, dyn := range []string{"$dynamicRef", "$recursiveRef"} {
+			if _, ok := m[dyn]; ok {
+				return 0, &LimitError{Reason: "uses " + dyn + ", which a client's schema may not"}
+			}
+		}
+		n := 1
+		for k, e := range m {
+			if k == "$ref" {
+				ref, _ := e.(string)
+				target, ok := resolve(ref)
+				if !ok {
+					continue // compile refuses what does not resolve
+				}
+				e = target
+			}
+			c, err := count(e)
+			if err != nil {
+				return 0, err
+			}
+			if n += c; n > MaxExpanded {
+				return 0, errTooMany
+			}
+		}
+		memo[key] = n
+		return n, nil
+	}
+	_, err := count(doc)
+	return err
 }
 
 // describesObject reports whether a schema's "type" admits objects.
@@ -375,6 +559,15 @@ func (s *Schema) ValidateValue(v any) error {
 // Validate compiles raw and validates value against it.
 func Validate(raw, value json.RawMessage) error {
 	s, err := Compile(raw)
+	if err != nil {
+		return err
+	}
+	return s.Validate(value)
+}
+
+// ValidateClient is Validate for a schema a client sent (CompileClient).
+func ValidateClient(raw, value json.RawMessage) error {
+	s, err := CompileClient(raw)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -112,11 +113,90 @@ func TestClientSchemasCompileOnceByDigest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := Validate(raw, json.RawMessage(`{"digest_test":1}`)); err != nil {
-		t.Fatal(err)
-	}
 	if n := compiles.Load() - before; n != 1 {
 		t.Fatalf("compiled %d times; want once", n)
+	}
+}
+
+// fanOut is a schema of a few hundred bytes whose definitions each refer
+// twice to the next: followed, it stands for 2^levels subschemas, and
+// validating a value against it takes as long.
+func fanOut(levels int) json.RawMessage {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","$defs":{`)
+	for i := 0; i < levels; i++ {
+		fmt.Fprintf(&b, `"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, `"d%d":{}},"properties":{"x":{"$ref":"#/$defs/d0"}}}`, levels)
+	return json.RawMessage(b.String())
+}
+
+// TestClientSchemaExpansionIsBounded: a client's schema whose references
+// fan out (40 levels: 2^40 subschemas in 2.6 KB) is refused as a tool's
+// parameters and as a response format, at once, before anything validates
+// against it; a recursive schema (a tree) and one that refers to a
+// definition a few times are fine.
+func TestClientSchemaExpansionIsBounded(t *testing.T) {
+	bomb := fanOut(40)
+	var le *LimitError
+	if _, err := NewTools(context.Background()).Parameters(bomb); !errors.As(err, &le) || !strings.Contains(err.Error(), "$ref") {
+		t.Fatalf("tool parameters that fan out: %v", err)
+	}
+	if _, err := CompileClient(bomb); !errors.As(err, &le) {
+		t.Fatalf("a response format that fans out: %v", err)
+	}
+	if _, err := CompileClient(json.RawMessage(`{"type":"object","properties":{"x":{"$dynamicRef":"#a"}}}`)); !errors.As(err, &le) {
+		t.Fatalf("a $dynamicRef: %v", err)
+	}
+	tree := json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}}}`)
+	s, err := CompileClient(tree)
+	if err != nil {
+		t.Fatalf("a recursive schema: %v", err)
+	}
+	if err := s.Validate(json.RawMessage(`{"name":"a","children":[{"name":"b","children":[]}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewTools(context.Background()).Parameters(fanOut(8)); err != nil {
+		t.Fatalf("a schema that refers to its definitions 2^8 times: %v", err)
+	}
+}
+
+// TestClientSchemaCachesAreBounded: client tool parameters keep only their
+// verdict (no compiled schema), and compiled response formats are kept
+// within formatBudget bytes of text: a client cannot make the server hold
+// gigabytes of compiled schemas by sending many large ones.
+func TestClientSchemaCachesAreBounded(t *testing.T) {
+	big := func(tag string) json.RawMessage {
+		var b strings.Builder
+		b.WriteString(`{"type":"object","properties":{`)
+		for i := 0; b.Len() < 60<<10; i++ {
+			fmt.Fprintf(&b, `"%s%d":{},`, tag, i)
+		}
+		b.WriteString(`"end":{}}}`)
+		return json.RawMessage(b.String())
+	}
+	for i := range 3 {
+		if _, err := NewTools(context.Background()).Parameters(big(fmt.Sprintf("p%d_", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verdicts.mu.Lock()
+	for el := verdicts.order.Front(); el != nil; el = el.Next() {
+		if el.Value.(*compiled).s != nil {
+			t.Fatal("a client tool's compiled schema is kept")
+		}
+	}
+	verdicts.mu.Unlock()
+	for i := range 24 {
+		if _, err := CompileClient(big(fmt.Sprintf("f%d_", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	formats.mu.Lock()
+	size := formats.size
+	formats.mu.Unlock()
+	if size > formatBudget {
+		t.Fatalf("compiled response formats keep %d bytes of text, over the %d budget", size, formatBudget)
 	}
 }
 
