@@ -489,6 +489,9 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		return nil, err
 	case kind == continueRetry:
 		if err := r.continueTurn(ctx, x, th, stored, run); err != nil {
+			if rip := (*store.RunInProgressError)(nil); errors.As(err, &rip) && rip.Changed && tries > 0 {
+				return r.start(ctx, in, tries-1) // another retry went first: read it again
+			}
 			return nil, err
 		}
 		return run, nil

@@ -422,3 +422,70 @@ func TestNewTurnAfterDatabaseCutMidToolRecoversFirst(t *testing.T) {
 	view.store = stB
 	assertInDoubtNotClosed(t, &view, fx)
 }
+
+// TestStartedCallOfAToolGoneSinceIsInDoubt: the process dies while a
+// charge runs; by the time the thread is recovered the tool is gone (an
+// agent reload dropped it, or its MCP server is down). The call may have
+// run: it waits in doubt, it is not closed as "unknown tool".
+func TestStartedCallOfAToolGoneSinceIsInDoubt(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		fx := newSideEffect(t)
+		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+		a := b.runner(t, "node-a", m)
+		t.Cleanup(fx.free)
+		startTurn(t, a, "t1")
+		<-fx.entered
+		b.clk.Advance(2 * time.Hour)
+		reloaded := *b
+		spec := *b.spec
+		spec.Tools = nil
+		reloaded.spec = &spec
+		other := reloaded.runner(t, "node-b", m)
+		if n, err := other.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
+			t.Fatalf("Recover: %d, %v", n, err)
+		}
+		other.Wait()
+		assertInDoubtNotClosed(t, b, fx)
+	})
+}
+
+// TestResyncRetryOfFailedTurnShowsItsStepsOnce: an AG-UI client (which
+// rebuilds its view from the stream's snapshots) retrying a failed turn
+// gets the failed attempt's steps in the messages snapshot, not also as
+// live events again.
+func TestResyncRetryOfFailedTurnShowsItsStepsOnce(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		fx := newSideEffect(t)
+		fx.hangs = 0
+		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+		r := b.runner(t, "node-a", &flaky{fails: 1})
+		in := engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1", Resync: true,
+			Messages: []message.Message{{ID: "m1", Role: message.User, Content: "refund A1"}}}
+		for attempt := range 2 {
+			run, err := r.Start(context.Background(), in)
+			if err != nil {
+				t.Fatalf("attempt %d: %v", attempt, err)
+			}
+			var results, snapshots int
+			for e := range run.Events() {
+				switch e.Type {
+				case event.ToolResult:
+					results++
+				case event.MessagesSnapshot:
+					snapshots++
+				}
+			}
+			r.Wait()
+			if attempt == 1 && (results != 0 || snapshots == 0) {
+				t.Fatalf("the retry showed %d tool results live and %d messages snapshots; want the steps in the snapshot only",
+					results, snapshots)
+			}
+		}
+		if n := len(fx.calls()); n != 1 {
+			t.Fatalf("the tool ran %d times", n)
+		}
+	})
+}

@@ -327,8 +327,10 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		}
 	}
 	x.replayJournal()
-	for _, e := range x.retried {
-		x.send(e)
+	if !x.in.Resync { // a resync's messages snapshot holds those steps already
+		for _, e := range x.retried {
+			x.send(e)
+		}
 	}
 	x.retried = nil
 	if x.durable {
@@ -1097,6 +1099,12 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		for _, c := range pending {
 			t := x.tools[c.Name]
 			if t == nil {
+				if !c.Client && !x.isClientTool(c.Name) {
+					// A tool gone since the call started (an agent reload,
+					// an MCP server down): a marker still makes it in doubt.
+					maybeStarted = append(maybeStarted, c.ID)
+					idsNeeded = append(idsNeeded, c.ID)
+				}
 				continue
 			}
 			if it, ok := x.asked[c.ID]; ok {
@@ -1160,8 +1168,22 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 		case c.Client || (t == nil && x.isClientTool(c.Name)):
 			stopOn = append(stopOn, c)
 			continue
+		case t == nil && started[c.ID]:
+			// Started before its tool went away: it may have run.
+			it := x.inDoubt(c, c.ArgsJSON())
+			doubts = append(doubts, it)
+			waiting = append(waiting, interruptInfo(it))
+			stopOn = append(stopOn, c)
+			continue
 		case t == nil:
-			results[i] = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: unknown tool %q.", c.Name), true)}
+			text, isErr := fmt.Sprintf("Error: unknown tool %q.", c.Name), true
+			if it, ok := decided[c.ID]; ok && it.Reason == store.ReasonInDoubt && it.Status == store.Rejected {
+				text = SkippedResult // a skipped in-doubt call of a tool gone since
+				if it.Decision != nil && it.Decision.Message != "" {
+					text, isErr = it.Decision.Message, false
+				}
+			}
+			results[i] = &callResult{msg: x.toolMessage(c, text, isErr)}
 			continue
 		case t.OncePerStep && once[t.Name]:
 			results[i] = &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: %s may be called only once per step; this call was refused. Send the whole list in one call.", t.Name), true)}

@@ -184,7 +184,8 @@ func (x *execution) record(ctx context.Context) {
 func (x *execution) inDoubtCalls(recorded []message.Message) []string {
 	var out []string
 	for _, c := range message.PendingCalls(recorded) {
-		if t := x.tools[c.Name]; t != nil && !c.Client && !t.Idempotent {
+		// A tool gone since (an agent reload) may have run all the same.
+		if t := x.tools[c.Name]; !c.Client && (t == nil && !x.isClientTool(c.Name) || t != nil && !t.Idempotent) {
 			out = append(out, c.Name+"("+c.Arguments+")")
 		}
 	}

@@ -49,20 +49,30 @@ func (r *Runner) startedUnanswered(ctx context.Context, th *store.Thread, stored
 	return len(ids) > 0, nil
 }
 
-// unansweredCalls lists the server tool calls of a conversation (a
-// subagent's included) that have no result.
+// unansweredCalls lists the calls a recovery of the conversation would go
+// on with and that have no result: the last top-level step's server tool
+// calls, and, for each of them that is a subagent's task, the calls of that
+// subagent's own last step (a call of an earlier, closed step is not
+// recovered, so it does not hold new turns back).
 func unansweredCalls(msgs []message.Message) []string {
-	answered := map[string]bool{}
+	var top []message.Message
+	sub := map[string][]message.Message{}
 	for _, m := range msgs {
-		if m.Role == message.Tool {
-			answered[m.ToolCallID] = true
+		if m.TaskCallID == "" {
+			top = append(top, m)
+		} else {
+			sub[m.TaskCallID] = append(sub[m.TaskCallID], m)
 		}
 	}
 	var out []string
-	for _, m := range msgs {
-		for _, c := range m.ToolCalls {
-			if !c.Client && !answered[c.ID] {
-				out = append(out, c.ID)
+	for _, c := range message.PendingCalls(top) {
+		if c.Client {
+			continue
+		}
+		out = append(out, c.ID)
+		for _, sc := range message.PendingCalls(sub[c.ID]) {
+			if !sc.Client {
+				out = append(out, sc.ID)
 			}
 		}
 	}
@@ -92,7 +102,8 @@ func (r *Runner) beginContinued(ctx context.Context, x *execution, th *store.Thr
 // conversation with its own options, which makes the call in doubt (a
 // pending decision, announced like any other) without a model call, and
 // waits for it. A run that began on the thread meanwhile (another process
-// recovering it) is not an error: the caller reads the thread again.
+// recovering it), or a thread already waiting on the decision, is not an
+// error: the caller reads the thread again.
 func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.Thread, stored []message.Message) error {
 	x, err := r.newExecution(spec, th.Tenant, th.ID)
 	if err != nil {
@@ -101,8 +112,8 @@ func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.T
 	x.runID = r.NewID("run")
 	x.restore(th.Options)
 	started, err := r.beginContinued(ctx, x, th, stored, th.Options)
-	if errors.Is(err, store.ErrRunInProgress) {
-		return nil
+	if errors.Is(err, store.ErrRunInProgress) || errors.Is(err, store.ErrApprovalPending) {
+		return nil // another process recovers it, or did: read it again
 	}
 	if err != nil {
 		return err

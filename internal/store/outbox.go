@@ -126,13 +126,16 @@ func DecisionNotice(in *Interrupt, at time.Time) (Notice, error) {
 }
 
 // RunNotice is the notice of a run's end: run.completed for Idle,
-// run.failed for Failed; ok is false for any other status (a run that
-// paused on decisions is reported by their decision.pending notices).
+// run.failed for Failed, and for Waiting with an error (a run that failed
+// with its calls left in doubt); ok is false otherwise (a run that paused
+// on decisions is reported by their decision.pending notices).
 func RunNotice(tenant, agent, threadID, runID string, status ThreadStatus, errText string, at time.Time) (n Notice, ok bool, err error) {
 	typ := NoticeRunCompleted
-	switch status {
-	case Idle:
-	case Failed:
+	switch {
+	case status == Idle:
+	case status == Failed, status == Waiting && errText != "":
+		// A run that failed, or was cancelled, while its calls ran and
+		// left them in doubt (Waiting with its error) failed all the same.
 		typ = NoticeRunFailed
 	default:
 		return Notice{}, false, nil
