@@ -15,6 +15,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -482,5 +483,33 @@ func TestResponsesIdempotencyKeyFailedOrCancelled(t *testing.T) {
 	b.waitIdle(t)
 	if got := b.tally(t); got != before {
 		t.Fatalf("the retry of a cancelled response ran: %+v, before %+v", got, before)
+	}
+}
+
+// TestResponsesRetryWithoutKeyAfterAFailureAfterTheTool: a stored request
+// with no conversation and no Idempotency-Key (openai-node sends none) whose
+// model call after the charge fails with a 400 (a 502 for the client). The
+// client sends the same body again, as an SDK or an app retrying a 5xx does,
+// within the retry window: it continues the failed attempt's conversation,
+// the charge is not made again and the user's message is stored once.
+func TestResponsesRetryWithoutKeyAfterAFailureAfterTheTool(t *testing.T) {
+	t.Parallel()
+	for name, open := range responseStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := newBilling(t, open(t), false)
+			b.Upstream.FailWhen(script.When{LastTool: "charge"}, 1, 400, nil)
+			body := chargeBody("charge my card", "json")
+			if failed := mustPost(t, b.URL, body, ""); failed.status != 502 {
+				t.Fatalf("first attempt: %d %s", failed.status, failed.raw)
+			}
+			a := mustPost(t, b.URL, body, "")
+			if a.status != 200 || a.state != "completed" || a.text != `Charged: {"charged":5}` {
+				t.Fatalf("the retry: %d %s", a.status, a.raw)
+			}
+			if got, want := b.tally(t), (tally{threads: 1, users: 1, charges: 1, models: 3}); got != want {
+				t.Fatalf("after the retry: %+v, want %+v", got, want)
+			}
+		})
 	}
 }

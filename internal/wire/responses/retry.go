@@ -120,7 +120,11 @@ func (t *turn) retries(ctx context.Context, e *store.ResponseKey, digest, key st
 		return false, err
 	}
 	if key == "" {
-		return running && (first == nil || first.Seq == th.Turn.Seq), nil
+		// While it runs, or after it failed within the window (the engine
+		// continues a failed turn from its stored steps, as the chat wires'
+		// retries do): once it succeeded, the same body is a new question.
+		failed := th.Status == store.Failed && !now.After(e.ExpiresAt)
+		return (running || failed) && (first == nil || first.Seq == th.Turn.Seq), nil
 	}
 	if !running && now.After(e.ExpiresAt) {
 		return false, nil // the window passed: the key is free again
