@@ -213,3 +213,35 @@ func TestSecretsAreMaskedInEveryEncoding(t *testing.T) {
 		t.Fatalf("redacted JSON: %v %v", back, err)
 	}
 }
+
+// TestSecretPartsAreMasked: a secret that comes back reshaped is masked: a
+// PEM key logged one trimmed line at a time, a value with a trailing
+// newline that comes back trimmed, and the private_key string of a
+// service-account JSON stored whole as the secret.
+func TestSecretPartsAreMasked(t *testing.T) {
+	const pem = "-----BEGIN PRIVATE KEY-----\r\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n  BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----\n"
+	const trailing = "tok-4Hn8Qz2Lw7Vb\n"
+	sa, _ := json.Marshal(map[string]any{"type": "service_account", "private_key_id": "kid-93jf83hf02",
+		"private_key": "-----BEGIN PRIVATE KEY-----\nSApk2Xo9QwErTyUiOp4MnBvCxZ\n-----END PRIVATE KEY-----\n",
+		"nested":      map[string]any{"list": []any{"deep-7Gh3Jk9Lq2"}, "n": 1}})
+	r := redact.New(pem, trailing, string(sa))
+	for _, text := range []string{
+		"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+		"line=BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+		"got tok-4Hn8Qz2Lw7Vb.",
+		`{"key":"-----BEGIN PRIVATE KEY-----\nSApk2Xo9QwErTyUiOp4MnBvCxZ\n-----END PRIVATE KEY-----\n"}`,
+		"SApk2Xo9QwErTyUiOp4MnBvCxZ",
+		"kid-93jf83hf02 deep-7Gh3Jk9Lq2",
+	} {
+		got := r.String(text)
+		for _, piece := range []string{"MIIEvQIB", "BKcwggSj", "4Hn8Qz2L", "SApk2Xo9", "93jf83hf", "7Gh3Jk9L"} {
+			if strings.Contains(got, piece) {
+				t.Errorf("%q left in %q", piece, got)
+			}
+		}
+	}
+	// Short lines and leaves are no secrets: ordinary words stay.
+	if got := r.String("type 1 ok"); got != "type 1 ok" {
+		t.Errorf("over-redacted: %q", got)
+	}
+}
