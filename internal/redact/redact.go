@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -482,4 +483,37 @@ func (h *Handler) any(v slog.Value) (slog.Value, bool) {
 		return slog.StringValue(h.r.replace(s)), true
 	}
 	return v, false
+}
+
+// URLSecrets returns the parts of a URL that may carry a credential: the
+// user info (name and password), every query value and every path segment
+// at least MinSecretLen long (a token in "/s/<token>/mcp"), each as written
+// in the URL and decoded. An unparseable URL gives nothing.
+func URLSecrets(raw string) []string {
+	p, err := url.Parse(raw)
+	if err != nil || raw == "" {
+		return nil
+	}
+	var out []string
+	add := func(vs ...string) {
+		for _, v := range vs {
+			if len(v) >= MinSecretLen && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	if p.User != nil {
+		pw, _ := p.User.Password()
+		add(p.User.Username(), pw, url.QueryEscape(pw), url.PathEscape(pw))
+	}
+	for _, seg := range strings.Split(p.EscapedPath(), "/") {
+		dec, _ := url.PathUnescape(seg)
+		add(seg, dec)
+	}
+	for _, kv := range strings.Split(p.RawQuery, "&") {
+		_, v, _ := strings.Cut(kv, "=")
+		dec, _ := url.QueryUnescape(v)
+		add(v, dec)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,25 @@ func TestSecretPartsAreMasked(t *testing.T) {
 	// Short lines and leaves are no secrets: ordinary words stay.
 	if got := r.String("type 1 ok"); got != "type 1 ok" {
 		t.Errorf("over-redacted: %q", got)
+	}
+}
+
+// TestURLSecrets: a URL's user info, query values and long path segments
+// are its secrets, as written and decoded; the host and short segments
+// are not.
+func TestURLSecrets(t *testing.T) {
+	got := redact.URLSecrets("https://bot:pw-9Kd%2F3Lq8@mcp.example.com/s/tok-7Hn2Qz5W/mcp?api_key=key%2B4Lp9Vx2&v=1")
+	for _, want := range []string{"pw-9Kd/3Lq8", "tok-7Hn2Qz5W", "key%2B4Lp9Vx2", "key+4Lp9Vx2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q missing from %q", want, got)
+		}
+	}
+	for _, not := range []string{"mcp.example.com", "mcp", "s", "1", "bot"} {
+		if slices.Contains(got, not) {
+			t.Errorf("%q taken for a secret: %q", not, got)
+		}
+	}
+	if got := redact.URLSecrets(""); len(got) != 0 {
+		t.Errorf("empty URL: %q", got)
 	}
 }
