@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -63,5 +64,41 @@ func TestStartRefusesBadServers(t *testing.T) {
 	err := Start(context.Background(), []*agent.Spec{spec}, Options{})
 	if err == nil || !strings.Contains(err.Error(), `MCP server name "bad name"`) || !strings.Contains(err.Error(), `"both" needs either a URL or a command`) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestElicitationRoutesOnlyToItsCall: an elicitation request linked to a
+// call goes to that call; an unlinked one goes to the one call in flight,
+// but not while a call that ended without its result (tenant A's, timed
+// out, its server still working) is recent: its question must not reach
+// tenant B's call.
+func TestElicitationRoutesOnlyToItsCall(t *testing.T) {
+	s := &server{}
+	a, b := &tool.Call{ThreadID: "tenant-a"}, &tool.Call{ThreadID: "tenant-b"}
+	unlinked := context.Background()
+
+	doneA := s.inFlight(context.Background(), a)
+	if c, _ := s.callOf(unlinked); c != a {
+		t.Fatalf("the one call in flight: got %v", c)
+	}
+	doneB := s.inFlight(context.Background(), b)
+	if c, _ := s.callOf(unlinked); c != nil {
+		t.Fatalf("two calls in flight: ambiguous, got %v", c)
+	}
+	doneA(true) // A timed out; its server goes on
+	if c, _ := s.callOf(unlinked); c != nil {
+		t.Fatalf("an unlinked request after A was abandoned went to %v", c.ThreadID)
+	}
+	if c, _ := s.callOf(context.WithValue(unlinked, callKey{}, b)); c != b {
+		t.Fatalf("a request linked to B: got %v", c)
+	}
+	doneB(false)
+	s.askMu.Lock()
+	s.abandoned[0] = time.Now().Add(-abandonedFor - time.Second)
+	s.askMu.Unlock()
+	doneC := s.inFlight(context.Background(), b)
+	defer doneC(false)
+	if c, _ := s.callOf(unlinked); c != b {
+		t.Fatalf("long after the abandoned call, the one call in flight: got %v", c)
 	}
 }
