@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -100,5 +103,31 @@ func TestElicitationRoutesOnlyToItsCall(t *testing.T) {
 	defer doneC(false)
 	if c, _ := s.callOf(unlinked); c != b {
 		t.Fatalf("long after the abandoned call, the one call in flight: got %v", c)
+	}
+}
+
+// TestElicitationQuestionIsRedacted: the message and the requested schema
+// of an elicitation go through the agent's secrets before they are put to
+// a human (decision rows, Studio, the relayed client).
+func TestElicitationQuestionIsRedacted(t *testing.T) {
+	const secret = "elicit-sec-4Fq9Zt2Wm"
+	s := &server{src: &source{red: redact.New(secret)}, log: slog.New(slog.DiscardHandler)}
+	var asked tool.Question
+	c := &tool.Call{Ask: func(_ context.Context, q tool.Question) (tool.Answer, error) {
+		asked = q
+		return tool.Answer{Accepted: false}, nil
+	}}
+	ctx := context.WithValue(context.Background(), callKey{}, c)
+	_, err := s.elicit(ctx, &sdk.ElicitRequest{Params: &sdk.ElicitParams{Message: "Your key is " + secret + ", confirm?",
+		RequestedSchema: map[string]any{"type": "object", "description": "key " + secret,
+			"properties": map[string]any{"ok": map[string]any{"type": "boolean", "default": secret}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(asked.Message, secret) || !strings.Contains(asked.Message, redact.Placeholder) {
+		t.Errorf("message %q", asked.Message)
+	}
+	if strings.Contains(string(asked.Schema), secret) || !json.Valid(asked.Schema) || !strings.Contains(string(asked.Schema), `"ok"`) {
+		t.Errorf("schema %s", asked.Schema)
 	}
 }

@@ -455,12 +455,18 @@ func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		s.log.Info("MCP server asked for elicitation; declined (no one to ask for this call)")
 		return &sdk.ElicitResult{Action: "decline"}, nil
 	}
+	// The question reaches decision rows, Studio and the relayed client:
+	// the agent's secrets are masked in it like in everything else the
+	// server says (a schema that no longer parses asks for any object).
 	schema, err := json.Marshal(p.RequestedSchema)
-	if err != nil || string(schema) == "null" {
+	if err == nil {
+		schema = []byte(s.src.red.String(string(schema)))
+	}
+	if err != nil || string(schema) == "null" || !json.Valid(schema) {
 		schema = json.RawMessage(`{"type":"object"}`)
 	}
 	// The wait belongs to the call: its time limit and its run's end.
-	a, err := c.Ask(callCtx, tool.Question{Message: p.Message, Schema: schema})
+	a, err := c.Ask(callCtx, tool.Question{Message: s.src.red.String(p.Message), Schema: schema})
 	if err != nil {
 		return &sdk.ElicitResult{Action: "cancel"}, nil
 	}
