@@ -122,6 +122,8 @@ const (
 	providerSecret = "leaktok-9Hq2Xv7Lp4Rt"
 	headerSecret   = "hdrval-3Kd8Wm1Zs6Qy"
 	mcpEnvSecret   = "envval-7Tb4Nc9Pj2Lx"
+	// stderrPEM is printed on stderr, which is logged line by line.
+	stderrPEM = "-----BEGIN PRIVATE KEY-----\nPemLineOne5Hq2Xv7Lp4RtZk\nPemLineTwo8Wm1Zs6QyNc3B\n-----END PRIVATE KEY-----\n"
 )
 
 // TestConfiguredSecretsNeverLeave runs `dev` with a stackbone.json provider
@@ -129,8 +131,10 @@ const (
 // its 401 error, an HTTP MCP server with the header X-Custom: ${MCP_CUSTOM}
 // that echoes the header in its 401, and a stdio MCP server given
 // ${FX_SECRET} in its env that prints it on stderr and returns it from a
-// tool. No value shows in the log, the answers, the model's requests, the
-// stored threads, the SQLite files or the agent's MCP status.
+// tool, and another given a PEM key that it prints on stderr (logged one
+// line at a time). No value, no line of the key, shows in the log, the
+// answers, the model's requests, the stored threads, the SQLite files or
+// the agent's MCP status.
 func TestConfiguredSecretsNeverLeave(t *testing.T) {
 	t.Parallel()
 	node, fixture := mcpFixtureScript(t)
@@ -168,6 +172,7 @@ export default defineDeepAgent({
   name: 'mcpy', model: 'openai/gpt-test',
   mcpServers: {
     fx: { command: ` + fmt.Sprintf("%q", node) + `, args: [` + fmt.Sprintf("%q", fixture) + `], env: { MCP_ECHO_ENV: 'FX_SECRET', FX_SECRET: '${FX_SECRET}' } },
+    fp: { command: ` + fmt.Sprintf("%q", node) + `, args: [` + fmt.Sprintf("%q", fixture) + `], env: { MCP_ECHO_ENV: 'FX_PEM', FX_PEM: '${FX_PEM}' } },
     hx: { url: '` + echo.URL + `/mcp', headers: { 'X-Custom': '${MCP_CUSTOM}' } },
   },
 });
@@ -179,7 +184,7 @@ export default defineDeepAgent({
 		}
 	}
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test", "LEAK_TOKEN=" + providerSecret,
-		"MCP_CUSTOM=" + headerSecret, "FX_SECRET=" + mcpEnvSecret}, "dev", "--dir", dir, "--addr", "127.0.0.1:0", "--log-level", "debug")
+		"MCP_CUSTOM=" + headerSecret, "FX_SECRET=" + mcpEnvSecret, "FX_PEM=" + stderrPEM}, "dev", "--dir", dir, "--addr", "127.0.0.1:0", "--log-level", "debug")
 	var seen strings.Builder
 	code, answer := postModel(t, p.url(), "prov", "p1", "hello")
 	if code < 400 {
@@ -207,5 +212,9 @@ export default defineDeepAgent({
 		t.Fatalf("the stdio server's stderr and the HTTP server's refusal are logged:\n%s", logs)
 	}
 	fmt.Fprintf(&seen, "\n== log\n%s", logs)
-	assertNoFragment(t, "what the server showed", seen.String(), providerSecret, headerSecret, mcpEnvSecret)
+	if !strings.Contains(logs, "starting with FX_PEM=") {
+		t.Fatalf("the PEM server's stderr is logged:\n%s", logs)
+	}
+	assertNoFragment(t, "what the server showed", seen.String(), providerSecret, headerSecret, mcpEnvSecret,
+		"PemLineOne5Hq2", "PemLineTwo8Wm1")
 }

@@ -11,6 +11,8 @@
 // A value with a quote, a backslash, a tab or a newline (a JSON
 // service-account key, a PEM key) is thus masked in a tool result that is
 // JSON, in a request body that quotes that JSON again, and in a log line.
+// So are its parts (Parts): the value trimmed, each line of a multi-line
+// value, and the strings inside a value that is JSON.
 package redact
 
 import (
@@ -21,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -63,13 +66,12 @@ func (r *Redactor) Add(secrets ...string) {
 	defer r.mu.Unlock()
 	old := r.list()
 	s := slices.Clone(old)
-	for _, v := range secrets {
-		if len(v) < MinSecretLen {
-			continue
-		}
-		for _, e := range Encodings(v) {
-			if !slices.Contains(s, e) {
-				s = append(s, e)
+	for _, secret := range secrets {
+		for _, v := range Parts(secret) {
+			for _, e := range Encodings(v) {
+				if !slices.Contains(s, e) {
+					s = append(s, e)
+				}
 			}
 		}
 	}
@@ -89,6 +91,61 @@ func (r *Redactor) list() []string {
 		return *p
 	}
 	return nil
+}
+
+// Parts returns the values secret shows up as, each at least MinSecretLen
+// long, secret first: the secret trimmed of surrounding white space (a
+// value with a trailing newline that comes back trimmed), every trimmed
+// line of a multi-line secret (a PEM key logged line by line), and, for a
+// secret that is a JSON object or array (a service-account key), its
+// string leaves and their parts in turn (the private_key alone). A secret
+// shorter than MinSecretLen has no parts.
+func Parts(secret string) []string {
+	var out []string
+	var add func(v string, depth int)
+	add = func(v string, depth int) {
+		if len(v) < MinSecretLen || slices.Contains(out, v) {
+			return
+		}
+		out = append(out, v)
+		if depth > 4 {
+			return
+		}
+		t := strings.TrimSpace(v)
+		add(t, depth+1)
+		if strings.ContainsAny(t, "\r\n") {
+			for _, line := range strings.FieldsFunc(t, func(r rune) bool { return r == '\n' || r == '\r' }) {
+				add(strings.TrimSpace(line), depth+1)
+			}
+		}
+		if strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
+			var doc any
+			if json.Unmarshal([]byte(t), &doc) == nil {
+				for _, leaf := range jsonLeaves(doc, nil) {
+					add(leaf, depth+1)
+				}
+			}
+		}
+	}
+	add(secret, 0)
+	return out
+}
+
+// jsonLeaves appends the string values (not the keys) in doc to out.
+func jsonLeaves(doc any, out []string) []string {
+	switch x := doc.(type) {
+	case string:
+		out = append(out, x)
+	case []any:
+		for _, v := range x {
+			out = jsonLeaves(v, out)
+		}
+	case map[string]any:
+		for _, v := range x {
+			out = jsonLeaves(v, out)
+		}
+	}
+	return out
 }
 
 // Encodings returns the forms secret takes on its way out, secret first:
@@ -426,4 +483,37 @@ func (h *Handler) any(v slog.Value) (slog.Value, bool) {
 		return slog.StringValue(h.r.replace(s)), true
 	}
 	return v, false
+}
+
+// URLSecrets returns the parts of a URL that may carry a credential: the
+// user info (name and password), every query value and every path segment
+// at least MinSecretLen long (a token in "/s/<token>/mcp"), each as written
+// in the URL and decoded. An unparseable URL gives nothing.
+func URLSecrets(raw string) []string {
+	p, err := url.Parse(raw)
+	if err != nil || raw == "" {
+		return nil
+	}
+	var out []string
+	add := func(vs ...string) {
+		for _, v := range vs {
+			if len(v) >= MinSecretLen && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	if p.User != nil {
+		pw, _ := p.User.Password()
+		add(p.User.Username(), pw, url.QueryEscape(pw), url.PathEscape(pw))
+	}
+	for _, seg := range strings.Split(p.EscapedPath(), "/") {
+		dec, _ := url.PathUnescape(seg)
+		add(seg, dec)
+	}
+	for _, kv := range strings.Split(p.RawQuery, "&") {
+		_, v, _ := strings.Cut(kv, "=")
+		dec, _ := url.QueryUnescape(v)
+		add(v, dec)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,57 @@ func TestSecretsAreMaskedInEveryEncoding(t *testing.T) {
 	var back map[string]string
 	if err := json.Unmarshal([]byte(r.String(string(once))), &back); err != nil || back["q"] != redact.Placeholder {
 		t.Fatalf("redacted JSON: %v %v", back, err)
+	}
+}
+
+// TestSecretPartsAreMasked: a secret that comes back reshaped is masked: a
+// PEM key logged one trimmed line at a time, a value with a trailing
+// newline that comes back trimmed, and the private_key string of a
+// service-account JSON stored whole as the secret.
+func TestSecretPartsAreMasked(t *testing.T) {
+	const pem = "-----BEGIN PRIVATE KEY-----\r\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n  BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----\n"
+	const trailing = "tok-4Hn8Qz2Lw7Vb\n"
+	sa, _ := json.Marshal(map[string]any{"type": "service_account", "private_key_id": "kid-93jf83hf02",
+		"private_key": "-----BEGIN PRIVATE KEY-----\nSApk2Xo9QwErTyUiOp4MnBvCxZ\n-----END PRIVATE KEY-----\n",
+		"nested":      map[string]any{"list": []any{"deep-7Gh3Jk9Lq2"}, "n": 1}})
+	r := redact.New(pem, trailing, string(sa))
+	for _, text := range []string{
+		"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+		"line=BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+		"got tok-4Hn8Qz2Lw7Vb.",
+		`{"key":"-----BEGIN PRIVATE KEY-----\nSApk2Xo9QwErTyUiOp4MnBvCxZ\n-----END PRIVATE KEY-----\n"}`,
+		"SApk2Xo9QwErTyUiOp4MnBvCxZ",
+		"kid-93jf83hf02 deep-7Gh3Jk9Lq2",
+	} {
+		got := r.String(text)
+		for _, piece := range []string{"MIIEvQIB", "BKcwggSj", "4Hn8Qz2L", "SApk2Xo9", "93jf83hf", "7Gh3Jk9L"} {
+			if strings.Contains(got, piece) {
+				t.Errorf("%q left in %q", piece, got)
+			}
+		}
+	}
+	// Short lines and leaves are no secrets: ordinary words stay.
+	if got := r.String("type 1 ok"); got != "type 1 ok" {
+		t.Errorf("over-redacted: %q", got)
+	}
+}
+
+// TestURLSecrets: a URL's user info, query values and long path segments
+// are its secrets, as written and decoded; the host and short segments
+// are not.
+func TestURLSecrets(t *testing.T) {
+	got := redact.URLSecrets("https://bot:pw-9Kd%2F3Lq8@mcp.example.com/s/tok-7Hn2Qz5W/mcp?api_key=key%2B4Lp9Vx2&v=1")
+	for _, want := range []string{"pw-9Kd/3Lq8", "tok-7Hn2Qz5W", "key%2B4Lp9Vx2", "key+4Lp9Vx2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q missing from %q", want, got)
+		}
+	}
+	for _, not := range []string{"mcp.example.com", "mcp", "s", "1", "bot"} {
+		if slices.Contains(got, not) {
+			t.Errorf("%q taken for a secret: %q", not, got)
+		}
+	}
+	if got := redact.URLSecrets(""); len(got) != 0 {
+		t.Errorf("empty URL: %q", got)
 	}
 }

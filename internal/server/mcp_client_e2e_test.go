@@ -638,3 +638,43 @@ export default defineDeepAgent({ name: 'a', model: 'openai/test-model', instruct
 		t.Fatalf("the agent file's tools: %+v", f)
 	}
 }
+
+// TestMCPURLTokenStaysHidden: a token in an MCP server's URL (a query
+// value, a path segment, the user info) is a secret: the connect errors
+// that quote the URL show in neither the agent's status nor the log.
+func TestMCPURLTokenStaysHidden(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_ = ln.Close()
+	const qTok, pathTok, userTok = "qtok-8Fh3Kd9Wz2", "ptok-5Lm7Rq1Xv4", "utok-2Bn6Yc8Ts3"
+	env := stacktest.New(t, stacktest.Options{Script: mcpScript, Agents: mcpAgent(
+		agent.MCPServer{Name: "q", URL: "http://" + host + "/mcp?api_key=" + qTok},
+		agent.MCPServer{Name: "p", URL: "http://" + host + "/s/" + pathTok + "/mcp"},
+		agent.MCPServer{Name: "u", URL: "http://bot:" + userTok + "@" + host + "/mcp"},
+	)})
+	stacktest.WaitFor(t, "the servers to be down with errors", func() bool {
+		v := getAgent(t, env, "assistant")
+		for _, s := range v.MCPServers {
+			if s.Status != mcp.StatusDown || s.Error == "" {
+				return false
+			}
+		}
+		return len(v.MCPServers) == 3 && strings.Count(env.Logs.String(), "MCP server not available") >= 3
+	})
+	status := string(call(t, "GET", env.URL+"/v1/agents/assistant", "").body)
+	if !strings.Contains(status, "127.0.0.1") {
+		t.Fatalf("the errors say what failed: %s", status)
+	}
+	for _, tok := range []string{qTok, pathTok, userTok} {
+		if strings.Contains(status, tok) {
+			t.Errorf("status shows %s: %s", tok, status)
+		}
+		if logs := env.Logs.String(); strings.Contains(logs, tok) {
+			t.Errorf("log shows %s:\n%s", tok, logs)
+		}
+	}
+}

@@ -606,14 +606,16 @@ type Store interface {
 	// PutConversation creates the conversation c names, or replaces its
 	// metadata and deleted mark (its CreatedAt stays the first one), and
 	// appends items to it, in one transaction. Marking it deleted also
-	// deletes its items.
+	// deletes its items; deleted is for good: a put without the mark on a
+	// deleted conversation (an update racing the delete) changes nothing
+	// and is ErrNotFound.
 	PutConversation(ctx context.Context, c Conversation, items []ConversationItem) error
 	// GetConversation returns the tenant's conversation, deleted or not,
 	// or ErrNotFound when it has none with the id.
 	GetConversation(ctx context.Context, tenant, id string) (*Conversation, error)
 	// AddConversationItems appends items, in order, to the conversation
 	// id of tenant (whether or not a Conversation row exists: a thread is
-	// a conversation too).
+	// a conversation too); a deleted one takes none (ErrNotFound).
 	AddConversationItems(ctx context.Context, tenant, id string, items []ConversationItem) error
 	// ConversationItems returns the items added to a conversation, in the
 	// order they were added (none for an unknown one).

@@ -185,7 +185,10 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		}
 		spec.MCPServers = append(spec.MCPServers, srv)
 		// Header and env values are secrets whatever their source (a
-		// literal token in the agent file too).
+		// literal token in the agent file too), and so are the URL's
+		// credentials (user info, query values, long path segments):
+		// connect errors quote the URL.
+		expanded = append(expanded, redact.URLSecrets(srv.URL)...)
 		for _, v := range srv.Headers {
 			expanded = append(expanded, v)
 		}

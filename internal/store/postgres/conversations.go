@@ -20,10 +20,16 @@ func (s *Store) PutConversation(ctx context.Context, c store.Conversation, items
 		c.CreatedAt = s.now()
 	}
 	return s.tx(ctx, "put conversation", func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO conversations (tenant, id, metadata, created_at, deleted) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (tenant, id) DO UPDATE SET metadata = excluded.metadata, deleted = excluded.deleted`,
-			c.Tenant, c.ID, c.MetadataOf(), c.CreatedAt, c.Deleted); err != nil {
+		// Deleted stays deleted: an update racing a delete does not undo it.
+		var deleted bool
+		if err := tx.QueryRow(ctx, `INSERT INTO conversations (tenant, id, metadata, created_at, deleted) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (tenant, id) DO UPDATE SET metadata = excluded.metadata, deleted = conversations.deleted OR excluded.deleted
+			RETURNING deleted`,
+			c.Tenant, c.ID, c.MetadataOf(), c.CreatedAt, c.Deleted).Scan(&deleted); err != nil {
 			return err
+		}
+		if deleted && !c.Deleted {
+			return fmt.Errorf("conversation %q is deleted: %w", c.ID, store.ErrNotFound)
 		}
 		if c.Deleted {
 			_, err := tx.Exec(ctx, `DELETE FROM conversation_items WHERE tenant = $1 AND conversation_id = $2`, c.Tenant, c.ID)
@@ -68,7 +74,19 @@ func (s *Store) AddConversationItems(ctx context.Context, tenant, id string, ite
 	if err := store.CheckConversation("add conversation items", store.Conversation{Tenant: tenant, ID: id}, items); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	return s.tx(ctx, "add conversation items", func(tx pgx.Tx) error { return addItems(ctx, tx, tenant, id, items) })
+	return s.tx(ctx, "add conversation items", func(tx pgx.Tx) error {
+		// A deleted conversation takes no items (one with no row, a
+		// thread's, does). The row lock orders this against a delete.
+		var deleted bool
+		switch err := tx.QueryRow(ctx, `SELECT deleted FROM conversations WHERE tenant = $1 AND id = $2 FOR SHARE`,
+			tenant, id).Scan(&deleted); {
+		case err == nil && deleted:
+			return fmt.Errorf("conversation %q is deleted: %w", id, store.ErrNotFound)
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		return addItems(ctx, tx, tenant, id, items)
+	})
 }
 
 // ConversationItems returns a conversation's items in order.

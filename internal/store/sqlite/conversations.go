@@ -13,8 +13,10 @@ import (
 // Conversation statements (prepared once through the statement caches).
 const (
 	putConversationSQL = `INSERT INTO conversations (tenant, id, metadata, created_at, deleted) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (tenant, id) DO UPDATE SET metadata = excluded.metadata, deleted = excluded.deleted`
+		ON CONFLICT (tenant, id) DO UPDATE SET metadata = excluded.metadata, deleted = conversations.deleted OR excluded.deleted
+		RETURNING deleted`
 	getConversationSQL       = `SELECT metadata, created_at, deleted FROM conversations WHERE tenant = ? AND id = ?`
+	conversationDeletedSQL   = `SELECT 1 FROM conversations WHERE tenant = ? AND id = ? AND deleted`
 	addConversationItemSQL   = `INSERT INTO conversation_items (tenant, conversation_id, item_id, item) VALUES (?, ?, ?, ?)`
 	conversationItemsSQL     = `SELECT seq, item_id, item FROM conversation_items WHERE tenant = ? AND conversation_id = ? ORDER BY seq`
 	clearConversationItemSQL = `DELETE FROM conversation_items WHERE tenant = ? AND conversation_id = ?`
@@ -29,8 +31,13 @@ func (s *Store) PutConversation(ctx context.Context, c store.Conversation, items
 		c.CreatedAt = s.now()
 	}
 	return s.write(ctx, "put conversation", func(tx *wtx) error {
-		if _, err := tx.ExecContext(ctx, putConversationSQL, c.Tenant, c.ID, c.MetadataOf(), c.CreatedAt.UnixMicro(), c.Deleted); err != nil {
+		// Deleted stays deleted: an update racing a delete does not undo it.
+		var deleted bool
+		if err := tx.QueryRowContext(ctx, putConversationSQL, c.Tenant, c.ID, c.MetadataOf(), c.CreatedAt.UnixMicro(), c.Deleted).Scan(&deleted); err != nil {
 			return err
+		}
+		if deleted && !c.Deleted {
+			return fmt.Errorf("conversation %q is deleted: %w", c.ID, store.ErrNotFound)
 		}
 		if c.Deleted {
 			_, err := tx.ExecContext(ctx, clearConversationItemSQL, c.Tenant, c.ID)
@@ -73,7 +80,18 @@ func (s *Store) AddConversationItems(ctx context.Context, tenant, id string, ite
 	if err := store.CheckConversation("add conversation items", store.Conversation{Tenant: tenant, ID: id}, items); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	return s.write(ctx, "add conversation items", func(tx *wtx) error { return addItems(ctx, tx, tenant, id, items) })
+	return s.write(ctx, "add conversation items", func(tx *wtx) error {
+		// A deleted conversation takes no items (one with no row, a
+		// thread's, does).
+		var one int
+		switch err := tx.QueryRowContext(ctx, conversationDeletedSQL, tenant, id).Scan(&one); {
+		case err == nil:
+			return fmt.Errorf("conversation %q is deleted: %w", id, store.ErrNotFound)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		return addItems(ctx, tx, tenant, id, items)
+	})
 }
 
 // ConversationItems returns a conversation's items in order.

@@ -132,3 +132,47 @@ func testConversations(t *testing.T, s store.Store) {
 		t.Fatalf("an invalid put stored a conversation: %v", err)
 	}
 }
+
+// testDeletedConversationStaysDeleted: a deleted conversation does not come
+// back: an update that read it before the delete (metadata, items) is
+// refused with ErrNotFound and leaves it deleted and empty, and items
+// cannot be added to it. Items still go to a conversation with no row (a
+// thread's).
+func testDeletedConversationStaysDeleted(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	c := store.Conversation{Tenant: "t1", ID: "conv_del", Metadata: json.RawMessage(`{"v":"1"}`), CreatedAt: T0}
+	if err := s.PutConversation(ctx, c, convItems("msg_a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_del", Deleted: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The update raced the delete: it still holds Deleted: false.
+	c.Metadata = json.RawMessage(`{"v":"2"}`)
+	if err := s.PutConversation(ctx, c, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update of a deleted conversation: want ErrNotFound, got %v", err)
+	}
+	if err := s.PutConversation(ctx, c, convItems("msg_b")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("put with items on a deleted conversation: want ErrNotFound, got %v", err)
+	}
+	if err := s.AddConversationItems(ctx, "t1", "conv_del", convItems("msg_c")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("add items to a deleted conversation: want ErrNotFound, got %v", err)
+	}
+	got, err := s.GetConversation(ctx, "t1", "conv_del")
+	if err != nil || !got.Deleted || string(got.Metadata) == `{"v":"2"}` {
+		t.Fatalf("after the racing writes: %+v (metadata %s), %v", got, got.Metadata, err)
+	}
+	sameIDs(t, "items of the deleted conversation", itemIDs(t, s, "t1", "conv_del"))
+	// Deleting again is fine; another tenant's conversation of the same id
+	// and a conversation with no row take items.
+	if err := s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_del", Deleted: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddConversationItems(ctx, "t2", "conv_del", convItems("msg_x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddConversationItems(ctx, "t1", "conv_norow", convItems("msg_y")); err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, "t2 items", itemIDs(t, s, "t2", "conv_del"), "msg_x")
+}

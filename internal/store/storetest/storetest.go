@@ -138,6 +138,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Responses/Invalid", testResponsesInvalid},
 		{"Responses/ConcurrentRetries", testResponsesConcurrent},
 		{"Conversations", testConversations},
+		{"DeletedConversationStaysDeleted", testDeletedConversationStaysDeleted},
 		{"ResponseKeys/Claim", testResponseKeysClaim},
 		{"ResponseKeys/ConcurrentClaims", testResponseKeysConcurrent},
 		{"ResponseKeys/Sweep", testResponseKeysSweep},

@@ -217,6 +217,9 @@ func newSource(spec *agent.Spec, opts Options) *source {
 	// Everything the servers say goes through the agent's secrets: their
 	// log lines (stderr included), results, errors and status.
 	red := redact.New(spec.Secrets...)
+	for _, cfg := range spec.MCPServers { // a URL's token shows in its connect errors
+		red.Add(redact.URLSecrets(cfg.URL)...)
+	}
 	src := &source{spec: spec, red: red, log: slog.New(redact.NewHandler(opts.Logger.Handler(), red)).With("agent", spec.Name),
 		reserved: map[string]string{}, cancel: cancel}
 	for _, n := range []string{builtin.WriteTodos, builtin.Ls, builtin.ReadFile, builtin.WriteFile, builtin.EditFile, builtin.Task} {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +51,16 @@ type server struct {
 	// elicitation request can be put to the human behind its call.
 	askMu  sync.Mutex
 	asking map[*tool.Call]context.Context
+	// abandoned is when calls ended without their result (their time
+	// limit or run ended): the server may still be working on them and
+	// ask for them, so a request linked to no call is not taken for the
+	// call in flight (another tenant's, maybe) while one is recent.
+	abandoned []time.Time
 }
+
+// abandonedFor is how long a call that ended without its result makes
+// unlinked elicitation requests ambiguous.
+const abandonedFor = 10 * time.Minute
 
 func (s *server) status() agent.MCPServerStatus {
 	s.mu.Lock()
@@ -322,7 +332,7 @@ func (s *server) call(ctx context.Context, name string, call tool.Call) (tool.Re
 	}
 	done := s.inFlight(ctx, &call)
 	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, &call), &sdk.CallToolParams{Name: name, Arguments: args})
-	done()
+	done(err != nil && ctx.Err() != nil)
 	if err != nil {
 		if msg := err.Error(); s.src.red.String(msg) != msg {
 			err = errors.New(s.src.red.String(msg))
@@ -386,17 +396,21 @@ func render(res *sdk.CallToolResult) string {
 type callKey struct{}
 
 // inFlight records a call in flight on this server, with its context (its
-// time limit and its run), until done.
-func (s *server) inFlight(ctx context.Context, c *tool.Call) (done func()) {
+// time limit and its run), until done; done(true) says the call ended
+// without its result (the server may go on with it).
+func (s *server) inFlight(ctx context.Context, c *tool.Call) (done func(abandoned bool)) {
 	s.askMu.Lock()
 	if s.asking == nil {
 		s.asking = map[*tool.Call]context.Context{}
 	}
 	s.asking[c] = ctx
 	s.askMu.Unlock()
-	return func() {
+	return func(abandoned bool) {
 		s.askMu.Lock()
 		delete(s.asking, c)
+		if abandoned {
+			s.abandoned = append(s.abandoned, time.Now())
+		}
 		s.askMu.Unlock()
 	}
 }
@@ -404,8 +418,11 @@ func (s *server) inFlight(ctx context.Context, c *tool.Call) (done func()) {
 // callOf finds the call an elicitation request belongs to, with the
 // call's context: the one the request's context carries (the 2026-07-28
 // revision's multi-round-trip requests), else the one call in flight on
-// this server (older revisions send the request on the connection; with
-// several calls in flight it is ambiguous and nil).
+// this server (older revisions send the request on the connection, which
+// every tenant's turns share). An unlinked request is ambiguous, and nil,
+// with several calls in flight, and while a call that ended without its
+// result is recent (abandonedFor): its server may still be asking for it,
+// and the question must not reach the human behind another call.
 func (s *server) callOf(ctx context.Context) (*tool.Call, context.Context) {
 	s.askMu.Lock()
 	defer s.askMu.Unlock()
@@ -415,7 +432,8 @@ func (s *server) callOf(ctx context.Context) (*tool.Call, context.Context) {
 		}
 		return c, ctx
 	}
-	if len(s.asking) != 1 {
+	s.abandoned = slices.DeleteFunc(s.abandoned, func(t time.Time) bool { return time.Since(t) > abandonedFor })
+	if len(s.asking) != 1 || len(s.abandoned) > 0 {
 		return nil, nil
 	}
 	for c, cctx := range s.asking {
@@ -437,12 +455,18 @@ func (s *server) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		s.log.Info("MCP server asked for elicitation; declined (no one to ask for this call)")
 		return &sdk.ElicitResult{Action: "decline"}, nil
 	}
+	// The question reaches decision rows, Studio and the relayed client:
+	// the agent's secrets are masked in it like in everything else the
+	// server says (a schema that no longer parses asks for any object).
 	schema, err := json.Marshal(p.RequestedSchema)
-	if err != nil || string(schema) == "null" {
+	if err == nil {
+		schema = []byte(s.src.red.String(string(schema)))
+	}
+	if err != nil || string(schema) == "null" || !json.Valid(schema) {
 		schema = json.RawMessage(`{"type":"object"}`)
 	}
 	// The wait belongs to the call: its time limit and its run's end.
-	a, err := c.Ask(callCtx, tool.Question{Message: p.Message, Schema: schema})
+	a, err := c.Ask(callCtx, tool.Question{Message: s.src.red.String(p.Message), Schema: schema})
 	if err != nil {
 		return &sdk.ElicitResult{Action: "cancel"}, nil
 	}
