@@ -66,14 +66,21 @@ func TestNewTurnAfterCrashMidToolRecoversFirst(t *testing.T) {
 		b.clk.Advance(2 * time.Hour) // A's lease lapsed; no recovery ran yet
 
 		other := b.runner(t, "node-b", m)
-		_, err := other.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
-			Messages: []message.Message{{Role: message.User, Content: "did it work?"}}})
-		if !errors.Is(err, store.ErrApprovalPending) {
-			t.Fatalf("a new turn after the crash: %v, want approval pending", err)
-		}
+		wantApprovalPending(t, other, "did it work?")
 		other.Wait()
 		assertInDoubtNotClosed(t, b, fx)
 	})
+}
+
+// wantApprovalPending sends a new turn of t1 on r and wants it refused
+// because the thread waits on a decision.
+func wantApprovalPending(t *testing.T, r *engine.Runner, text string) {
+	t.Helper()
+	_, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
+		Messages: []message.Message{{Role: message.User, Content: text}}})
+	if !errors.Is(err, store.ErrApprovalPending) {
+		t.Fatalf("a new turn %q: %v, want approval pending", text, err)
+	}
 }
 
 // ctxTool is a non-idempotent tool that has its side effect, then waits
@@ -168,11 +175,7 @@ func TestNewTurnAfterFailureMidToolRecoversFirst(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
 		fx, r := failMidTool(t, b)
-		_, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
-			Messages: []message.Message{{Role: message.User, Content: "something else"}}})
-		if !errors.Is(err, store.ErrApprovalPending) {
-			t.Fatalf("a new turn after the failed run: %v, want approval pending", err)
-		}
+		wantApprovalPending(t, r, "something else")
 		r.Wait()
 		assertInDoubtNotClosed(t, b, fx)
 	})
@@ -412,11 +415,7 @@ func TestNewTurnAfterDatabaseCutMidToolRecoversFirst(t *testing.T) {
 	clk.Advance(2 * time.Hour)
 
 	other := b.runner(t, "node-b", m)
-	_, err = other.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
-		Messages: []message.Message{{Role: message.User, Content: "did it work?"}}})
-	if !errors.Is(err, store.ErrApprovalPending) {
-		t.Fatalf("a new turn after the database came back: %v, want approval pending", err)
-	}
+	wantApprovalPending(t, other, "did it work?")
 	other.Wait()
 	view := *b
 	view.store = stB
