@@ -338,7 +338,12 @@ func Redact(u string) string {
 	if p.RawQuery != "" {
 		p.RawQuery = "…"
 	}
-	s := p.String()
+	// Only the path's first segment: later ones can be a token (Slack's
+	// /services/T…/B…/<token>, Zapier-style /s/<token>/…).
+	if segs := strings.Split(strings.TrimPrefix(p.Path, "/"), "/"); len(segs) > 1 {
+		p.Path, p.RawPath = "/"+segs[0]+"/…", ""
+	}
+	s := strings.ReplaceAll(p.String(), "%E2%80%A6", "…") // url.URL percent-encodes it
 	if hidden { // written by hand: url.URL would percent-encode "…"
 		if scheme, rest, ok := strings.Cut(s, "://"); ok {
 			s = scheme + "://…@" + rest

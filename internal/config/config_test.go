@@ -247,3 +247,19 @@ func TestWebhookSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactHidesTokens: a webhook URL as the listing and the log show it
+// keeps no part that can hold a token: user info, query, and path segments
+// after the first (Slack's /services/T…/B…/<token>).
+func TestRedactHidesTokens(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.slack.com/services/T0001/B0002/XyZsecretTOKEN123": "https://hooks.slack.com/services/…",
+		"https://user:pass@ops.example.com/hook?token=abc":               "https://…@ops.example.com/hook?…",
+		"https://ops.example.com/stackbone":                              "https://ops.example.com/stackbone",
+		"http://127.0.0.1:9/":                                            "http://127.0.0.1:9/",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
