@@ -344,7 +344,7 @@ func Redact(u string) string {
 		p.Path, p.RawPath = "/"+segs[0]+"/…", ""
 	}
 	s := strings.ReplaceAll(p.String(), "%E2%80%A6", "…") // url.URL percent-encodes it
-	if hidden { // written by hand: url.URL would percent-encode "…"
+	if hidden {                                           // written by hand: url.URL would percent-encode "…"
 		if scheme, rest, ok := strings.Cut(s, "://"); ok {
 			s = scheme + "://…@" + rest
 		}
