@@ -343,8 +343,10 @@ func Redact(u string) string {
 	if segs := strings.Split(strings.TrimPrefix(p.Path, "/"), "/"); len(segs) > 1 {
 		p.Path, p.RawPath = "/"+segs[0]+"/…", ""
 	}
-	s := strings.ReplaceAll(p.String(), "%E2%80%A6", "…") // url.URL percent-encodes it
-	if hidden {                                           // written by hand: url.URL would percent-encode "…"
+	// url.URL percent-encodes "…": the path's is put back, the user info's
+	// written by hand.
+	s := strings.ReplaceAll(p.String(), "%E2%80%A6", "…")
+	if hidden {
 		if scheme, rest, ok := strings.Cut(s, "://"); ok {
 			s = scheme + "://…@" + rest
 		}
