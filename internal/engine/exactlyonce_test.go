@@ -47,6 +47,22 @@ func assertInDoubtNotClosed(t *testing.T, b *lifetimeBundle, fx *sideEffect) {
 	}
 }
 
+// hangMidTool runs a turn of t1 on runner A whose refund call hangs after
+// its side effect (A "died"), and lets A's lease lapse; no recovery runs.
+// It returns the tool and the model, for the runners that come next.
+func hangMidTool(t *testing.T, b *lifetimeBundle) (*sideEffect, *caller) {
+	t.Helper()
+	fx := newSideEffect(t)
+	b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
+	m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
+	a := b.runner(t, "node-a", m)
+	t.Cleanup(fx.free)
+	startTurn(t, a, "t1")
+	<-fx.entered
+	b.clk.Advance(2 * time.Hour)
+	return fx, m
+}
+
 // TestNewTurnAfterCrashMidToolRecoversFirst: the process running a
 // non-idempotent tool dies (its lease lapses) and the client's next message
 // reaches another replica before the recovery loop does. The new turn must
@@ -56,14 +72,7 @@ func assertInDoubtNotClosed(t *testing.T, b *lifetimeBundle, fx *sideEffect) {
 func TestNewTurnAfterCrashMidToolRecoversFirst(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
-		fx := newSideEffect(t)
-		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
-		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
-		a := b.runner(t, "node-a", m)
-		t.Cleanup(fx.free)
-		startTurn(t, a, "t1")
-		<-fx.entered
-		b.clk.Advance(2 * time.Hour) // A's lease lapsed; no recovery ran yet
+		fx, m := hangMidTool(t, b) // A's lease lapsed; no recovery ran yet
 
 		other := b.runner(t, "node-b", m)
 		wantApprovalPending(t, other, "did it work?")
@@ -429,14 +438,7 @@ func TestNewTurnAfterDatabaseCutMidToolRecoversFirst(t *testing.T) {
 func TestStartedCallOfAToolGoneSinceIsInDoubt(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
-		fx := newSideEffect(t)
-		b.spec.Tools = []*tool.Tool{fx.tool("refund", false, nil)}
-		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
-		a := b.runner(t, "node-a", m)
-		t.Cleanup(fx.free)
-		startTurn(t, a, "t1")
-		<-fx.entered
-		b.clk.Advance(2 * time.Hour)
+		fx, m := hangMidTool(t, b)
 		reloaded := *b
 		spec := *b.spec
 		spec.Tools = nil

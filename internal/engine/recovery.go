@@ -12,9 +12,10 @@ import (
 )
 
 // A thread's last run can end without the results of calls it started: its
-// process died (the lease lapsed), the database went away under it, or it
-// failed or was cancelled while its tools ran. Such a call may have had its
-// side effect. Nothing that comes next may close it silently: a new turn
+// process died (the lease lapsed), or the database went away under it (a
+// run cancelled or failing while its tools run makes them in doubt itself,
+// execution.settle, unless that write fails too). Such a call may have had
+// its side effect. Nothing that comes next may close it silently: a new turn
 // first recovers the thread (recoverFirst: the call becomes an in-doubt
 // decision, as the recovery loop would make it), and a client retrying the
 // failed turn continues it (continueTurn) from its stored steps. Both begin
