@@ -3,18 +3,19 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stackbone/stackbone/internal/store"
 )
 
 // SetWebhooks sets the endpoints every notice is delivered to; with none,
 // no notice is written.
-func (s *Store) SetWebhooks(endpoints []string) { s.webhooks = append([]string(nil), endpoints...) }
+func (s *Store) SetWebhooks(endpoints []string) {
+	s.webhooks = append([]string(nil), endpoints...)
+	s.DB.SetWebhooks(endpoints)
+}
 
 // outboxRows are the delivery rows of notices to endpoints, as column
 // arrays to unnest.
@@ -33,33 +34,6 @@ func (r *outboxRows) add(n store.Notice, endpoints []string) {
 		r.Data = append(r.Data, string(n.Data))
 		r.At = append(r.At, n.At)
 	}
-}
-
-// refLegacyEndpoints replaces the endpoint URLs of outbox rows written
-// before rows named endpoints by reference (store.WebhookRef), so no row
-// keeps a URL's token; pending rows of a still configured endpoint are
-// then delivered as before. Replicas opening at once write the same values.
-func refLegacyEndpoints(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	rows, err := pool.Query(ctx, `SELECT DISTINCT endpoint FROM webhook_outbox WHERE endpoint LIKE 'http://%' OR endpoint LIKE 'https://%'`)
-	if err != nil {
-		return fmt.Errorf("webhook outbox: %w", err)
-	}
-	urls, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("webhook outbox: %w", err)
-	}
-	for _, u := range urls {
-		if !store.LegacyEndpoint(u) {
-			continue
-		}
-		if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET endpoint = $1 WHERE endpoint = $2`, store.WebhookRef(u), u); err != nil {
-			return fmt.Errorf("webhook outbox: %w", err)
-		}
-	}
-	if len(urls) > 0 {
-		logger.Info("webhook outbox: endpoint URLs replaced by references", "endpoints", len(urls))
-	}
-	return nil
 }
 
 // notify writes the notices' delivery rows in tx, when webhooks are set.

@@ -56,6 +56,8 @@ const DefaultConnectTimeout = 5 * time.Second
 
 // Store is a store.Store on one schema of a PostgreSQL database.
 type Store struct {
+	// DB is the store's transactions, run on this Store as their driver.
+	*store.DB
 	pool   *pgxpool.Pool
 	cfg    *pgxpool.Config
 	schema string
@@ -129,9 +131,9 @@ func open(ctx context.Context, url, schema string, logger *slog.Logger) (*Store,
 		pool.Close()
 		return nil, mapErr("open", err)
 	}
-	if err := refLegacyEndpoints(ctx, pool, logger); err != nil {
+	if s.DB, err = store.Open(ctx, s, logger); err != nil {
 		pool.Close()
-		return nil, mapErr("open", err)
+		return nil, err
 	}
 	logger.Debug("postgres store open", "host", cc.Host, "database", cc.Database, "schema", s.schema)
 	return s, nil
@@ -168,17 +170,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // LastWrite returns the outcome of the latest write transaction.
 func (s *Store) LastWrite() store.WriteStatus { return s.health.Status() }
-
-// ProbeWrite rewrites the health_probe row in a transaction of its own.
-func (s *Store) ProbeWrite(ctx context.Context) (err error) {
-	defer func() { s.noteWrite(ctx, err) }()
-	now := s.now()
-	return s.tx(ctx, "probe write", func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO health_probe (id, probed_at) VALUES (1, $1)
-			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now)
-		return err
-	})
-}
 
 // noteWrite records the outcome of a write (every method that writes
 // defers it) for LastWrite: a
@@ -296,4 +287,7 @@ func timeArg(t time.Time) any {
 
 // SetClock makes the store read the time from c where a call leaves it
 // unset (a zero Now or At). Call it before the store is used.
-func (s *Store) SetClock(c clock.Clock) { s.now = clock.Or(c).Now }
+func (s *Store) SetClock(c clock.Clock) {
+	s.now = clock.Or(c).Now
+	s.DB.SetClock(c)
+}

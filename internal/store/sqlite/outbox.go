@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -13,42 +12,9 @@ import (
 
 // SetWebhooks sets the endpoints every notice is delivered to; with none,
 // no notice is written.
-func (s *Store) SetWebhooks(endpoints []string) { s.webhooks = append([]string(nil), endpoints...) }
-
-// refLegacyEndpoints replaces the endpoint URLs of outbox rows written
-// before rows named endpoints by reference (store.WebhookRef), so no row
-// keeps a URL's token; pending rows of a still configured endpoint are
-// then delivered as before.
-func refLegacyEndpoints(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT endpoint FROM webhook_outbox WHERE endpoint LIKE 'http://%' OR endpoint LIKE 'https://%'`)
-	if err != nil {
-		return fmt.Errorf("webhook outbox: %w", err)
-	}
-	var urls []string
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			rows.Close()
-			return fmt.Errorf("webhook outbox: %w", err)
-		}
-		urls = append(urls, u)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("webhook outbox: %w", err)
-	}
-	for _, u := range urls {
-		if !store.LegacyEndpoint(u) {
-			continue
-		}
-		if _, err := db.ExecContext(ctx, `UPDATE webhook_outbox SET endpoint = ? WHERE endpoint = ?`, store.WebhookRef(u), u); err != nil {
-			return fmt.Errorf("webhook outbox: %w", err)
-		}
-	}
-	if len(urls) > 0 {
-		logger.Info("webhook outbox: endpoint URLs replaced by references", "endpoints", len(urls))
-	}
-	return nil
+func (s *Store) SetWebhooks(endpoints []string) {
+	s.webhooks = append([]string(nil), endpoints...)
+	s.DB.SetWebhooks(endpoints)
 }
 
 // notify writes the notices' delivery rows in tx, when webhooks are set.

@@ -63,6 +63,8 @@ const DefaultBusyTimeout = 5 * time.Second
 
 // Store is a store.Store on one SQLite database file.
 type Store struct {
+	// DB is the store's transactions, run on this Store as their driver.
+	*store.DB
 	w      *sql.DB // one connection, BEGIN IMMEDIATE
 	r      *sql.DB // read-only pool (== w for an in-memory database)
 	logger *slog.Logger
@@ -152,10 +154,6 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 		s.w.Close()
 		return nil, mapErr("open", err)
 	}
-	if err := refLegacyEndpoints(ctx, s.w, logger); err != nil {
-		s.w.Close()
-		return nil, mapErr("open", err)
-	}
 	if !memory {
 		s.r, err = sql.Open("sqlite", path+"?"+params("query_only(1)"))
 		if err != nil {
@@ -183,6 +181,11 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 	if s.r != s.w {
 		s.rc = newStmtCache(s.r)
 	}
+	if s.DB, err = store.Open(ctx, s, logger); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.DB.SetClock(clock.Func(o.now))
 	logger.Debug("sqlite store open", "path", path)
 	return s, nil
 }
@@ -219,17 +222,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // LastWrite returns the outcome of the latest write transaction.
 func (s *Store) LastWrite() store.WriteStatus { return s.health.Status() }
-
-// ProbeWrite rewrites the health_probe row in a write transaction of its
-// own.
-func (s *Store) ProbeWrite(ctx context.Context) error {
-	now := s.now()
-	return s.write(ctx, "probe write", func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO health_probe (id, probed_at) VALUES (1, ?)
-			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now.UnixMicro())
-		return err
-	})
-}
 
 // noteWrite records the outcome of a write for LastWrite: a commit, or a
 // failure of the database; not the writer's own cancellation.
@@ -291,4 +283,7 @@ func fromMicros(v sql.NullInt64) time.Time {
 
 // SetClock makes the store read the time from c where a call leaves it
 // unset (a zero Now or At). Call it before the store is used.
-func (s *Store) SetClock(c clock.Clock) { s.now = clock.Or(c).Now }
+func (s *Store) SetClock(c clock.Clock) {
+	s.now = clock.Or(c).Now
+	s.DB.SetClock(c)
+}
