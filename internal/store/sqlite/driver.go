@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -43,7 +42,7 @@ func (s *Store) MapErr(op string, err error) error { return mapErr(op, err) }
 var (
 	placeholder = regexp.MustCompile(`\$(\d+)`)
 	cast        = regexp.MustCompile(`::[a-z]+(\[\])?`)
-	rowLock     = regexp.MustCompile(`\s+FOR UPDATE(\s+OF\s+\w+)?(\s+SKIP LOCKED)?`)
+	rowLock     = regexp.MustCompile(`\s+FOR (UPDATE|SHARE)(\s+OF\s+\w+)?(\s+SKIP LOCKED)?`)
 	rebound     sync.Map // statement text → its SQLite translation
 )
 
@@ -79,20 +78,6 @@ func bindArgs(args []any) []any {
 }
 
 type scanner interface{ Scan(dest ...any) error }
-
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// threadExists returns store.ErrNotFound unless the tenant has the thread.
-func (s *Store) threadExists(ctx context.Context, q querier, tenant, id string) error {
-	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM threads WHERE tenant = ? AND id = ?`, tenant, id).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("thread %q: %w", id, store.ErrNotFound)
-	}
-	return err
-}
 
 // row maps database/sql's no-row error to the store's.
 type row struct{ r *sql.Row }
