@@ -63,8 +63,6 @@ type Store struct {
 	schema string
 	logger *slog.Logger
 	now    func() time.Time
-	// webhooks are the endpoints notices are written for (SetWebhooks).
-	webhooks []string
 	// health is the outcome of the latest write transaction (LastWrite).
 	health store.WriteHealth
 }

@@ -75,8 +75,6 @@ type Store struct {
 	gc     groupCommit // batches the write transactions
 	// ckpt checkpoints the WAL off the write path (nil in memory).
 	ckpt *checkpointer
-	// webhooks are the endpoints notices are written for (SetWebhooks).
-	webhooks []string
 	// health is the outcome of the latest write (LastWrite).
 	health store.WriteHealth
 }
