@@ -21,7 +21,7 @@ type DB struct {
 	webhooks []string
 }
 
-// var _ Store = (*DB)(nil) // TODO(transition)
+var _ Store = (*DB)(nil)
 
 // Open returns the store over d, once d's schema is up to date: it
 // replaces the endpoint URLs of webhook deliveries written before they

@@ -63,8 +63,6 @@ type Store struct {
 	schema string
 	logger *slog.Logger
 	now    func() time.Time
-	// webhooks are the endpoints notices are written for (SetWebhooks).
-	webhooks []string
 	// health is the outcome of the latest write transaction (LastWrite).
 	health store.WriteHealth
 }
@@ -267,22 +265,6 @@ func unavailable(err error) bool {
 func invalidData(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
-}
-
-// utc returns t in UTC; a nil t is the zero time.
-func utc(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-// timeArg binds a time; the zero time is NULL.
-func timeArg(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
 }
 
 // SetClock makes the store read the time from c where a call leaves it

@@ -75,8 +75,6 @@ type Store struct {
 	gc     groupCommit // batches the write transactions
 	// ckpt checkpoints the WAL off the write path (nil in memory).
 	ckpt *checkpointer
-	// webhooks are the endpoints notices are written for (SetWebhooks).
-	webhooks []string
 	// health is the outcome of the latest write (LastWrite).
 	health store.WriteHealth
 }
@@ -263,22 +261,6 @@ func unavailable(err error) bool {
 		}
 	}
 	return false
-}
-
-// micros stores a time as Unix microseconds; the zero time is NULL.
-func micros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-// fromMicros reads a time stored by micros.
-func fromMicros(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMicro(v.Int64).UTC()
 }
 
 // SetClock makes the store read the time from c where a call leaves it
