@@ -12,6 +12,11 @@ import (
 // DB is the Store every driver shares: each durable transaction written
 // once over a Driver. A driver package opens its database, builds its
 // Driver and returns a DB around it (embedded in its own Store type).
+//
+// Beyond the Store contract: BeginRun, Checkpoint and FinishRun write the
+// assigned Seq, ThreadID and RunID back into the caller's Events slice once
+// the transaction commits, so the caller can publish the stored events live
+// with their sequence numbers.
 type DB struct {
 	d      Driver
 	name   string

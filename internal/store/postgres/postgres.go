@@ -11,17 +11,15 @@
 // refuses the \u0000 escape) beside a format version (store.FormatVersion);
 // times as timestamptz (microseconds).
 //
+// The store's transactions are store.DB's, written once for every driver;
+// this package is the database's mechanics under them (store.Driver):
+// pipelined transactions (driver.go), the pool, the migrations, and Bridge.
 // Concurrency between replicas rests on row locks of the thread: Claim and
-// Checkpoint are single conditional updates of the thread row, whose
-// counters also hand out message and event sequence numbers; BeginRun,
-// FinishRun and Decide lock the thread row before they look at its
-// interrupts, so a decision and the end of a run cannot both miss that
-// nothing is left pending.
-//
-// Beyond the store.Store contract: BeginRun, Checkpoint and FinishRun write
-// the assigned Seq, ThreadID and RunID back into the caller's Events slice
-// once the transaction commits, so the caller can publish the stored events
-// live with their sequence numbers.
+// Checkpoint are conditional updates of the thread row, whose counters also
+// hand out message and event sequence numbers; BeginRun, FinishRun and
+// Decide lock the thread row before they look at its interrupts, so a
+// decision and the end of a run cannot both miss that nothing is left
+// pending.
 //
 // A failure to reach the database (refused or lost connections, timeouts, a
 // server shutting down, a cancelled context) is reported wrapped in

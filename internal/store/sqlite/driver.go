@@ -77,7 +77,6 @@ func bindArgs(args []any) []any {
 	return out
 }
 
-
 // row maps database/sql's no-row error to the store's.
 type row struct{ r *sql.Row }
 

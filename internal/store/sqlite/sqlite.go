@@ -30,10 +30,10 @@
 // arguments and decisions are stored as JSON text beside a format version
 // (store.FormatVersion); times as Unix microseconds.
 //
-// Beyond the store.Store contract: BeginRun, Checkpoint and FinishRun write
-// the assigned Seq, ThreadID and RunID back into the caller's Events slice
-// once the transaction commits, so the caller can publish the stored events
-// live with their sequence numbers.
+// The store's transactions are store.DB's, written once for every driver;
+// this package is the database's mechanics under them (store.Driver): the
+// translation of the store's statements (driver.go), the group commit, the
+// statement caches, the checkpointer and the migrations.
 package sqlite
 
 import (
