@@ -140,7 +140,7 @@ func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
 func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
 	run.Existed = true
 	r.resumeLapsed(th)
-	r.spawn(nil, nil, func(ctx context.Context) {
+	r.spawn(nil, func(ctx context.Context) {
 		defer close(run.events)
 		r.follow(ctx, in, from, run)
 	})

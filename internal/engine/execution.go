@@ -477,7 +477,7 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 // failAsync ends a run that could not start streaming with a RunError.
 func (x *execution) failAsync(run *Run, err error) {
 	x.run = run
-	x.r.spawn(nil, nil, func(context.Context) {
+	x.r.spawn(nil, func(context.Context) {
 		x.fail(err)
 		close(run.events)
 	})
