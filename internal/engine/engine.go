@@ -89,7 +89,8 @@ type Runner struct {
 	Models model.Resolver
 	Bus    *bus.Bus
 	Logger *slog.Logger
-	// Now and NewID are the determinism seams.
+	// Now and NewID are the determinism seams (Now is Config.Clock's,
+	// whose timers pace the lease renewal and the polls).
 	Now   func() time.Time
 	NewID ids.Generator
 	// Owner names this process in leases.
@@ -110,6 +111,9 @@ type Runner struct {
 	// and live errors read alike). Without it the engine describes its own
 	// typed errors and calls anything else an internal error.
 	Describe func(err error) (code, message string)
+
+	// clock is Config.Clock or the real one.
+	clock clock.Clock
 
 	// base is the context of every background run; stop cancels it
 	// (cause ErrShuttingDown) when Shutdown's grace period ends.
@@ -154,8 +158,9 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Lease < 0 {
 		return nil, fmt.Errorf("engine: negative Lease %s", cfg.Lease)
 	}
-	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger,
-		Now: clock.Or(cfg.Clock).Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
+	clk := clock.Or(cfg.Clock)
+	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger, clock: clk,
+		Now: clk.Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
 		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, ApprovalTTL: cfg.ApprovalTTL, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
