@@ -334,6 +334,7 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 		if err != nil {
 			t.Fatalf("open store: %v", err)
 		}
+		s.SetClock(cfg.Clock) // as app.OpenStore does
 		st = s
 	}
 	env.Store = st
