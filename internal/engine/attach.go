@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -140,7 +139,7 @@ func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
 func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
 	run.Existed = true
 	r.resumeLapsed(th)
-	r.spawn(nil, nil, func(ctx context.Context) {
+	r.spawn(nil, func(ctx context.Context) {
 		defer close(run.events)
 		r.follow(ctx, in, from, run)
 	})
@@ -181,7 +180,7 @@ func (r *Runner) resumeLapsed(th *store.Thread) {
 func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 	sub := r.Bus.Subscribe(in.Tenant, in.ThreadID)
 	defer sub.Close()
-	poll := time.NewTicker(r.Lease / 3)
+	poll := r.clock.NewTicker(r.Lease / 3)
 	defer poll.Stop()
 	send := run.deliver
 	fail := func(err error) {
@@ -245,7 +244,7 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 				wait = false
 			case e := <-sub.C:
 				wait = e.Seq <= after
-			case <-poll.C:
+			case <-poll.C():
 				th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
 				if err != nil {
 					continue
