@@ -268,4 +268,7 @@ func unavailable(err error) bool {
 func (s *Store) SetClock(c clock.Clock) {
 	s.now = clock.Or(c).Now
 	s.DB.SetClock(c)
+	if s.ckpt != nil {
+		s.ckpt.setClock(c)
+	}
 }
