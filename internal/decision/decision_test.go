@@ -442,3 +442,14 @@ func TestRecordAndSame(t *testing.T) {
 		t.Fatal("an undecided interrupt repeats nothing")
 	}
 }
+
+func TestCheckMessage(t *testing.T) {
+	if decision.CheckMessage(strings.Repeat("x", decision.MaxMessageBytes)) != nil {
+		t.Fatal("a message at the limit is fine")
+	}
+	var de *decision.Error
+	if err := decision.CheckMessage(strings.Repeat("x", decision.MaxMessageBytes+1)); !errors.As(err, &de) ||
+		de.Field != decision.FieldMessage || de.Message != "The message is longer than 4000 bytes." {
+		t.Fatalf("too long: %v", err)
+	}
+}

@@ -21,7 +21,20 @@ const (
 	FieldArguments = "arguments"
 	// FieldPayload is a resume's payload as a whole.
 	FieldPayload = ""
+	// FieldMessage is an answer's message.
+	FieldMessage = "message"
 )
+
+// MaxMessageBytes bounds an answer's message (a rejection's or skip's).
+const MaxMessageBytes = 4000
+
+// CheckMessage refuses a message longer than MaxMessageBytes (an *Error).
+func CheckMessage(msg string) error {
+	if len(msg) > MaxMessageBytes {
+		return invalid(FieldMessage, "The message is longer than %d bytes.", MaxMessageBytes)
+	}
+	return nil
+}
 
 // Error is an answer a decision does not take: the client's mistake, with
 // a public message. The engine maps it to its input errors (400

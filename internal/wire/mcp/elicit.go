@@ -187,12 +187,8 @@ func decisionOf(it store.Interrupt, r *sdk.ElicitResult) (d engine.Decision, ok 
 	default:
 		return d, false, nil
 	}
-	d, ok, err = decision.FromForm(&it, r.Content)
-	var de *decision.Error
-	if errors.As(err, &de) {
-		return d, false, apierror.Invalid(de.Field, "%s", de.Message)
-	}
-	return d, ok, err
+	// A *decision.Error; apierror maps it to a 400 naming its field.
+	return decision.FromForm(&it, r.Content)
 }
 
 // waiting is the result of a call that waits on human decisions: what
