@@ -12,9 +12,11 @@ import (
 
 // RoleError is a key whose role may not decide (403 forbidden_role).
 type RoleError struct {
+	// Role is the refused key's role.
 	Role config.Role
 }
 
+// Error is the public message of the refusal.
 func (e *RoleError) Error() string {
 	return fmt.Sprintf("This API key has role %q, which cannot decide approvals: use a key with role approver or admin.", e.Role)
 }
@@ -33,10 +35,13 @@ func AllowRole(r config.Role) error {
 // still pending past its expiry: the caller records the expiry (as a
 // rejection via store.ViaExpiry) before it reports the error.
 type ExpiredError struct {
-	ID         string
+	// ID is the interrupt's id.
+	ID string
+	// Unrecorded: still pending past its expiry; the caller records it.
 	Unrecorded bool
 }
 
+// Error names the interrupt and store.ErrDecisionExpired.
 func (e *ExpiredError) Error() string {
 	return fmt.Sprintf("interrupt %q: %v", e.ID, store.ErrDecisionExpired)
 }

@@ -66,7 +66,9 @@ const (
 // allows, the form of its answer (ResponseSchema), and who may give it
 // (expiry, quorum). Apply sets them on the interrupt to be stored.
 type Offer struct {
-	Kind    Kind
+	// Kind is the decision's kind (the interrupt's reason).
+	Kind Kind
+	// Allowed are the choices it allows (its allowedDecisions).
 	Allowed []string
 	// Schema is the JSON Schema of an answer's payload (responseSchema).
 	Schema json.RawMessage

@@ -51,6 +51,7 @@ type Error struct {
 	Err error
 }
 
+// Error is the public message.
 func (e *Error) Error() string { return e.Message }
 
 // Unwrap returns the cause.
@@ -198,8 +199,10 @@ func Decline(it *store.Interrupt, message string) (a Answer, ok bool) {
 // run the call with (when editing is allowed) and a message for the agent
 // (when rejecting or skipping is).
 type Form struct {
+	// Message is what the form asks (Question).
 	Message string
-	Schema  map[string]any
+	// Schema is the JSON Schema of the form's content.
+	Schema map[string]any
 }
 
 // FormFor is the form of an interrupt asked on behalf of an agent.
