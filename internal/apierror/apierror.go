@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
@@ -257,6 +258,8 @@ func mapError(err error) *Error {
 	var ins *engine.InstructionsError
 	var sf *engine.StoredFailure
 	var cd *engine.CallInDoubtError
+	var de *decision.Error
+	var re *decision.RoleError
 	switch {
 	case errors.As(err, &ins):
 		// The agent's own code failed: retrying will not help.
@@ -266,6 +269,14 @@ func mapError(err error) *Error {
 	case errors.As(err, &ie):
 		return &Error{Status: http.StatusBadRequest, Kind: InvalidRequest, Code: ie.Code, Message: ie.Reason,
 			Param: ie.Field, Details: ie.Details, Err: ie.Err}
+	case errors.As(err, &de):
+		// An answer a pending decision does not take (the engine maps its
+		// own paths' to InputError; this is any other caller's).
+		e := Invalid(de.Field, "%s", de.Message)
+		e.Details, e.Err = de.Problems, err
+		return e
+	case errors.As(err, &re):
+		return New(Permission, CodeForbiddenRole, re.Error())
 	case errors.As(err, &ua):
 		e := New(NotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist: no agent has that name.", ua.Name))
 		e.Param = "model"

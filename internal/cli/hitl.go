@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -218,12 +219,14 @@ func hitlCmd(stdin io.Reader) *cobra.Command {
 			fmt.Fprintln(w, "ID\tAGENT\tTHREAD\tTOOL\tREASON\tDESCRIPTION\tAGE")
 			for _, it := range page.Data {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(it.ID), clean(it.Agent), truncate(it.ThreadID, 24), clean(it.Tool),
-					clean(cmp.Or(it.Reason, store.ReasonApproval)), truncate(it.Description, 48), age(it.CreatedAt))
+					clean(cmp.Or(it.Reason, string(decision.Approval))), truncate(it.Description, 48), age(it.CreatedAt))
 			}
+			// Each kind listed says, once, how its decisions are made.
+			hinted := map[decision.Kind]bool{}
 			for _, it := range page.Data {
-				if it.Reason == store.ReasonInDoubt {
-					fmt.Fprintln(cmd.OutOrStdout(), "Calls in doubt may already have run before a crash: decide them with `stackbone hitl retry <id>` or `stackbone hitl skip <id>`.")
-					break
+				if def := decision.Of(it.Reason); def.Hint != "" && !hinted[def.Kind] {
+					hinted[def.Kind] = true
+					fmt.Fprintln(cmd.OutOrStdout(), def.Hint)
 				}
 			}
 			return w.Flush()

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +9,10 @@ import (
 	"strings"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
-	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // FilterState keeps the keys of a client's state the agent lists as
@@ -111,17 +110,18 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			return err
 		}
 		d.Via, d.By = via, in.DecidedBy
-		if err := r.checkExpired(ctx, it); errors.Is(err, store.ErrDecisionExpired) {
+		err = r.authorize(ctx, it, decision.Who{Tenant: in.Tenant, By: in.DecidedBy}, d)
+		switch {
+		case errors.Is(err, store.ErrDecisionExpired):
 			return contractError(CodeDecisionExpired, "Interrupt %q expired before it was decided; it was recorded as a rejection.", e.InterruptID)
-		} else if err != nil {
-			return err
-		}
-		if it.Status != store.Pending {
-			if !sameDecision(it, d) {
+		case errors.Is(err, store.ErrAlreadyDecided):
+			if !decision.Same(it, d) {
 				return contractError(CodeAlreadyDecided, "Interrupt %q was already decided differently.", e.InterruptID)
 			}
 			plan = append(plan, plannedDecision{it: it, decision: d, replay: true})
 			continue
+		case err != nil:
+			return err
 		}
 		plan = append(plan, plannedDecision{it: it, decision: d})
 	}
@@ -146,8 +146,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			continue
 		}
 		fresh++
-		res, err := r.Store.Decide(ctx, in.Tenant, p.it.ID, store.Decision{Kind: storedKind(p.decision), Approved: p.decision.Approved,
-			EditedArgs: p.decision.EditedArgs, Message: p.decision.Message, Via: p.decision.Via, By: p.decision.By, At: r.Now()})
+		res, err := r.Store.Decide(ctx, in.Tenant, p.it.ID, p.decision.Record(r.Now()))
 		if err != nil {
 			return err
 		}
@@ -224,10 +223,10 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 }
 
 // onlyQuestions reports whether every entry of a resume answers a question
-// a running tool asked.
+// a running tool asked (a kind that is no gate on running the call).
 func onlyQuestions(plan []plannedDecision) bool {
 	for _, p := range plan {
-		if p.it.Reason != store.ReasonElicitation || p.replay {
+		if decision.For(p.it).Gate || p.replay {
 			return false
 		}
 	}
@@ -324,75 +323,16 @@ func (x *execution) replay(out *event.Outcome) {
 }
 
 // resumeDecision turns a resume entry into a decision, validating its
-// payload against the interrupt's responseSchema and what it allows.
+// payload against the interrupt's responseSchema and what it allows
+// (decision.FromPayload); a cancelled entry is the kind's cancel.
 func (r *Runner) resumeDecision(it *store.Interrupt, e Answer) (Decision, error) {
 	if e.Cancelled {
-		if it.Reason == store.ReasonInDoubt {
-			return Decision{Kind: tool.Skip}, nil
-		}
-		return Decision{Approved: false, Message: "The client cancelled the interrupt."}, nil
+		return decision.Cancel(it), nil
 	}
-	payload := bytes.TrimSpace(e.Payload)
-	if len(payload) == 0 || string(payload) == "null" {
-		return Decision{}, contractError(CodeInvalidPayload, "Interrupt %q needs a payload such as {\"approved\": true}.", it.ID)
+	d, err := decision.FromPayload(it, e.Payload, r.toolParams(it))
+	var de *decision.Error
+	if errors.As(err, &de) {
+		return Decision{}, contractError(CodeInvalidPayload, "%s", de.Message)
 	}
-	if err := schema.Validate(it.ResponseSchema, payload); err != nil {
-		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q does not match its responseSchema: %v", it.ID, err)
-	}
-	var p struct {
-		Decision   string          `json:"decision"`
-		Approved   *bool           `json:"approved"`
-		EditedArgs json.RawMessage `json:"editedArgs"`
-		Message    string          `json:"message"`
-	}
-	if err := json.Unmarshal(payload, &p); err != nil {
-		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q is not an object.", it.ID)
-	}
-	d := Decision{Kind: tool.Decision(p.Decision), EditedArgs: p.EditedArgs, Message: p.Message}
-	if string(bytes.TrimSpace(d.EditedArgs)) == "null" {
-		d.EditedArgs = nil
-	}
-	switch {
-	case d.Kind != "":
-		// checkDecision checks it against the allowed decisions.
-	case len(d.EditedArgs) > 0:
-		d.Approved = p.Approved == nil || *p.Approved
-		if !d.Approved {
-			d.EditedArgs = nil
-		}
-	case p.Approved != nil:
-		d.Approved = *p.Approved
-	default:
-		return Decision{}, contractError(CodeInvalidPayload, "The payload for interrupt %q needs decision, approved or editedArgs.", it.ID)
-	}
-	if err := r.checkDecision(it, &d); err != nil {
-		var ie *InputError
-		if errors.As(err, &ie) {
-			return Decision{}, contractError(CodeInvalidPayload, "%s", ie.Reason)
-		}
-		return Decision{}, err
-	}
-	return d, nil
-}
-
-// sameDecision reports whether d repeats the decision already stored.
-func sameDecision(it *store.Interrupt, d Decision) bool {
-	if it.Decision == nil || it.Decision.Approved != d.Approved || it.Decision.Kind != storedKind(d) {
-		return false
-	}
-	if len(d.EditedArgs) == 0 && len(it.Decision.EditedArgs) == 0 {
-		return true
-	}
-	return jsonEqual(d.EditedArgs, it.Decision.EditedArgs)
-}
-
-// storedKind is the kind of a decision as its audit record keeps it: retry
-// or skip (an in-doubt call); approvals are told by approved and
-// editedArgs.
-func storedKind(d Decision) string {
-	switch d.Kind {
-	case tool.Retry, tool.Skip:
-		return string(d.Kind)
-	}
-	return ""
+	return d, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/schema"
@@ -59,10 +60,8 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 		return tool.Answer{}, fmt.Errorf("the question's schema is not a JSON object: %w", err)
 	}
 	it := store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
-		ToolCallID: c.ID, Tool: t.Name, Args: args, Reason: store.ReasonElicitation, Description: q.Message,
-		AllowedDecisions: []string{string(tool.Approve), string(tool.Edit), string(tool.Reject)},
-		ResponseSchema:   editResponseSchema(sch),
-		Status:           store.Pending, CreatedAt: x.r.Now()}
+		ToolCallID: c.ID, Tool: t.Name, Args: args, Description: q.Message, Status: store.Pending, CreatedAt: x.r.Now()}
+	decision.NewElicitation(sch).Apply(&it)
 	sub := x.r.Bus.Subscribe(x.tenant, x.threadID)
 	defer sub.Close()
 	info := interruptInfo(it)
@@ -89,17 +88,12 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 		case <-poll.C():
 		}
 		got, err := x.r.Store.GetInterrupt(ctx, x.tenant, it.ID)
-		if err != nil || got.Status == store.Pending || got.Decision == nil {
+		if err != nil {
 			continue
 		}
-		if got.Status != store.Approved {
-			return tool.Answer{Message: got.Decision.Message}, nil
+		if o := decision.Result(got); o.Answer != nil {
+			return *o.Answer, nil
 		}
-		content := got.Decision.EditedArgs
-		if len(content) == 0 {
-			content = json.RawMessage(`{}`)
-		}
-		return tool.Answer{Accepted: true, Content: content}, nil
 	}
 }
 
@@ -113,18 +107,4 @@ func (r *Runner) closeQuestion(ctx context.Context, it store.Interrupt, why stri
 	case !errors.Is(err, store.ErrAlreadyDecided):
 		r.Logger.Warn("close an unanswered question", "interrupt", it.ID, "err", err)
 	}
-}
-
-// answerSchema is the schema of an elicitation's answer: the editedArgs of
-// its decision's response schema.
-func answerSchema(responseSchema json.RawMessage) json.RawMessage {
-	var s struct {
-		Properties struct {
-			EditedArgs json.RawMessage `json:"editedArgs"`
-		} `json:"properties"`
-	}
-	if json.Unmarshal(responseSchema, &s) != nil || len(s.Properties.EditedArgs) == 0 {
-		return json.RawMessage(`{"type":"object"}`)
-	}
-	return s.Properties.EditedArgs
 }

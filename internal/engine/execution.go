@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -934,7 +934,7 @@ func (x *execution) approvalFor(ctx context.Context, c message.ToolCall) (*store
 		}
 	}
 	it := &store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
-		ToolCallID: c.ID, Tool: t.Name, Args: args, Reason: store.ReasonApproval, Status: store.Pending, CreatedAt: x.r.Now()}
+		ToolCallID: c.ID, Tool: t.Name, Args: args, Status: store.Pending, CreatedAt: x.r.Now()}
 	if t.Approval.Description != nil {
 		d, err := t.Approval.Description(ctx, args)
 		if err != nil {
@@ -942,57 +942,22 @@ func (x *execution) approvalFor(ctx context.Context, c message.ToolCall) (*store
 		}
 		it.Description = d
 	}
-	for _, d := range t.Approval.Allowed() {
-		it.AllowedDecisions = append(it.AllowedDecisions, string(d))
-	}
-	if ttl := cmp.Or(t.Approval.ExpiresAfter, x.r.ApprovalTTL); ttl > 0 {
-		e := it.CreatedAt.Add(ttl)
-		it.ExpiresAt = &e
-	}
-	it.ApprovalsNeeded = max(t.Approval.Approvals, 1)
-	it.ResponseSchema = ResponseSchema(t)
+	decision.NewApproval(t, it.CreatedAt, x.r.ApprovalTTL).Apply(it)
 	return it, nil
 }
 
 // ResponseSchema is the JSON Schema of a decision payload for a tool:
 // {approved: boolean}, plus editedArgs (the tool's own parameter schema) when
-// edit is allowed.
-func ResponseSchema(t *tool.Tool) json.RawMessage {
-	edit := false
-	for _, d := range t.Approval.Allowed() {
-		if d == tool.Edit {
-			edit = true
-		}
-	}
-	if !edit {
-		return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"}},"required":["approved"]}`)
-	}
-	return editResponseSchema(t.Parameters)
-}
-
-// editResponseSchema is the answer to a decision that may edit: approved,
-// or editedArgs following params (any object when params is empty), or
-// both.
-func editResponseSchema(params json.RawMessage) json.RawMessage {
-	if len(params) == 0 {
-		params = json.RawMessage(`{"type":"object"}`)
-	}
-	return json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":` + string(params) +
-		`},"anyOf":[{"required":["approved"]},{"required":["editedArgs"]}]}`)
-}
+// edit is allowed (decision.ApprovalSchema).
+func ResponseSchema(t *tool.Tool) json.RawMessage { return decision.ApprovalSchema(t) }
 
 // ExpiredResult is the tool result the model gets for a call whose
 // approval expired before anyone decided it.
-const ExpiredResult = "The approval request expired."
+const ExpiredResult = decision.ExpiredResult
 
 // SkippedResult is the tool result the model gets for an in-doubt call a
 // human skipped without writing a message.
-const SkippedResult = "The outcome of this call is unknown: it may or may not have run before the server stopped, " +
-	"and it was not run again (a human chose skip). Do not assume it succeeded or failed; tell the user if it matters."
-
-// inDoubtSchema is the response schema of an in-doubt decision.
-var inDoubtSchema = json.RawMessage(`{"type":"object","properties":{"decision":{"type":"string","enum":["retry","skip"]},` +
-	`"message":{"type":"string"}},"required":["decision"]}`)
+const SkippedResult = decision.SkippedResult
 
 // inDoubt is the pending decision for a call that started in an earlier
 // run and left no result: retry it or skip it.
@@ -1001,11 +966,12 @@ func (x *execution) inDoubt(c message.ToolCall, args json.RawMessage) store.Inte
 	if r := []rune(shown); len(r) > 200 {
 		shown = string(r[:200]) + "…"
 	}
-	return store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
-		ToolCallID: c.ID, Tool: c.Name, Args: args, Reason: store.ReasonInDoubt, Status: store.Pending, CreatedAt: x.r.Now(),
+	it := store.Interrupt{ID: x.r.NewID("int"), Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID, Agent: x.spec.Name,
+		ToolCallID: c.ID, Tool: c.Name, Args: args, Status: store.Pending, CreatedAt: x.r.Now(),
 		Description: fmt.Sprintf("This call may already have run: %s(%s) started before the server stopped and left no result. "+
-			"Retry runs it again (with the same idempotency key); skip tells the model its outcome is unknown.", c.Name, shown),
-		AllowedDecisions: []string{string(tool.Retry), string(tool.Skip)}, ResponseSchema: inDoubtSchema}
+			"Retry runs it again (with the same idempotency key); skip tells the model its outcome is unknown.", c.Name, shown)}
+	decision.NewInDoubt().Apply(&it)
+	return it
 }
 
 // IdempotencyKey is the key of a tool call, the same for every attempt of
@@ -1125,7 +1091,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 				return nil, err
 			}
 			for _, it := range its {
-				if it.Reason == store.ReasonElicitation {
+				if !decision.For(&it).Gate {
 					// A question the call asked while it ran, not a decision on
 					// running it; one left pending by a run that died is closed.
 					if it.Status == store.Pending && it.RunID != x.runID {
@@ -1177,10 +1143,9 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			continue
 		case t == nil:
 			text, isErr := fmt.Sprintf("Error: unknown tool %q.", c.Name), true
-			if it, ok := decided[c.ID]; ok && it.Reason == store.ReasonInDoubt && it.Status == store.Rejected {
-				text = SkippedResult // a skipped in-doubt call of a tool gone since
-				if it.Decision != nil && it.Decision.Message != "" {
-					text, isErr = it.Decision.Message, false
+			if it, ok := decided[c.ID]; ok {
+				if o := decision.Result(&it); o.Skipped {
+					text, isErr = o.Result, o.IsError // a skipped in-doubt call of a tool gone since
 				}
 			}
 			results[i] = &callResult{msg: x.toolMessage(c, text, isErr)}
@@ -1209,11 +1174,8 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			// With the arguments it ran with: those of an earlier in-doubt
 			// retry, or the edited ones of its approval.
 			if prior, ok := decided[c.ID]; ok {
-				switch {
-				case prior.Reason == store.ReasonInDoubt:
-					args = prior.Args
-				case prior.Decision != nil && len(prior.Decision.EditedArgs) > 0:
-					args = prior.Decision.EditedArgs
+				if o := decision.Result(&prior); len(o.Args) > 0 {
+					args = o.Args
 				}
 			}
 			it := x.inDoubt(c, args)
@@ -1223,35 +1185,19 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			continue
 		}
 		if it, ok := decided[c.ID]; ok {
-			switch {
-			case it.Status == store.Pending:
+			switch o := decision.Result(&it); {
+			case o.Pending:
 				waiting = append(waiting, interruptInfo(it))
 				stopOn = append(stopOn, c)
 				continue
-			case it.Reason == store.ReasonInDoubt && it.Status == store.Rejected:
-				text, isErr := SkippedResult, true
-				if it.Decision != nil && it.Decision.Message != "" {
-					text, isErr = it.Decision.Message, false
-				}
-				results[i] = &callResult{msg: x.toolMessage(c, text, isErr)}
+			case !o.Run:
+				// Rejected, skipped or expired: the model gets the result.
+				results[i] = &callResult{msg: x.toolMessage(c, o.Result, o.IsError)}
 				continue
-			case it.Reason == store.ReasonInDoubt:
-				// Retried: the arguments it ran with, again.
-				args = it.Args
-			case it.Status == store.Rejected && expiredDecision(&it):
-				results[i] = &callResult{msg: x.toolMessage(c, ExpiredResult, true)}
-				continue
-			case it.Status == store.Rejected:
-				text := "The user rejected this tool call."
-				if it.Decision != nil && it.Decision.Message != "" {
-					text += " Reviewer's message: " + it.Decision.Message
-				}
-				results[i] = &callResult{msg: x.toolMessage(c, text, true)}
-				continue
-			case it.Status == store.Approved:
-				if it.Decision != nil && len(it.Decision.EditedArgs) > 0 {
-					args = it.Decision.EditedArgs
-				}
+			case len(o.Args) > 0:
+				// Retried (the arguments it ran with, again) or approved
+				// with edits.
+				args = o.Args
 			}
 		}
 		if x.durable && !t.Idempotent && !x.premarked[c.ID] {

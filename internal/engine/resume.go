@@ -5,38 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
-	"github.com/stackbone/stackbone/internal/schema"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
-// Decision is a human's answer to a pending tool call.
-type Decision struct {
-	// Kind names the decision (approve, reject, edit, retry, skip); empty
-	// means approve or reject as Approved says (edit with EditedArgs). It
-	// must be one of the interrupt's allowed decisions: retry and skip are
-	// those of an in-doubt call, which approve and reject do not answer.
-	Kind     tool.Decision
-	Approved bool
-	// EditedArgs replaces the call's arguments (implies approval).
-	EditedArgs json.RawMessage
-	Message    string
-	// Via is the channel the server can prove: api, studio or agui.
-	Via string
-	// ClaimedVia is what the client says it is (such as cli), kept apart.
-	ClaimedVia string
-	// By is the deciding key's name.
-	By string
-}
+// Decision is a human's answer to a pending tool call (decision.Answer:
+// the choice, approved, editedArgs, message, and who gave it how).
+type Decision = decision.Answer
 
 // Decide records a decision with one conditional update and, when it was the
-// last pending one of its run, resumes the run in the background. Edited
-// arguments are validated against the tool's parameter schema first.
+// last pending one of its run, resumes the run in the background. Who may
+// decide is decision.MayDecide's; edited arguments are validated against the
+// tool's parameter schema first (decision.Validate).
 func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*store.Interrupt, error) {
 	it, err := r.Store.GetInterrupt(ctx, tenant, id)
 	if err != nil {
@@ -45,20 +30,19 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 		}
 		return nil, err
 	}
-	if err := r.checkExpired(ctx, it); err != nil {
+	if err := r.authorize(ctx, it, decision.Who{Tenant: tenant, By: d.By}, d); err != nil {
+		if errors.Is(err, store.ErrAlreadyDecided) {
+			return nil, store.ErrAlreadyDecided
+		}
 		return nil, err
-	}
-	if it.Status != store.Pending {
-		return nil, store.ErrAlreadyDecided
 	}
 	if err := r.checkDecision(it, &d); err != nil {
 		return nil, err
 	}
-	res, err := r.Store.Decide(ctx, tenant, id, store.Decision{Kind: storedKind(d), Approved: d.Approved, EditedArgs: d.EditedArgs, Message: d.Message,
-		Via: d.Via, ClaimedVia: d.ClaimedVia, By: d.By, At: r.Now()})
+	res, err := r.Store.Decide(ctx, tenant, id, d.Record(r.Now()))
 	if errors.Is(err, store.ErrAlreadyDecided) {
 		// Another decider won; if that was the expiry sweep, say so.
-		if again, gerr := r.Store.GetInterrupt(ctx, tenant, id); gerr == nil && expiredDecision(again) {
+		if again, gerr := r.Store.GetInterrupt(ctx, tenant, id); gerr == nil && decision.Expired(again) {
 			return nil, fmt.Errorf("interrupt %q: %w", id, store.ErrDecisionExpired)
 		}
 	}
@@ -73,25 +57,18 @@ func (r *Runner) Decide(ctx context.Context, tenant, id string, d Decision) (*st
 	return res.Interrupt, nil
 }
 
-// expiredDecision reports whether an interrupt was decided by its expiry.
-func expiredDecision(it *store.Interrupt) bool {
-	return it.Status != store.Pending && it.Decision != nil && it.Decision.Via == store.ViaExpiry
-}
-
-// checkExpired refuses a decision on an interrupt that expired: one the
-// sweep already rejected, or a pending one past its expiry, which is
-// expired here first (the sweep may not have run yet).
-func (r *Runner) checkExpired(ctx context.Context, it *store.Interrupt) error {
-	if expiredDecision(it) {
-		return fmt.Errorf("interrupt %q: %w", it.ID, store.ErrDecisionExpired)
+// authorize is decision.MayDecide as of the runner's clock; a pending
+// interrupt it finds past its expiry is expired here first (the sweep may
+// not have run yet).
+func (r *Runner) authorize(ctx context.Context, it *store.Interrupt, who decision.Who, d Decision) error {
+	err := decision.MayDecide(it, who, d, r.Now())
+	var ee *decision.ExpiredError
+	if errors.As(err, &ee) && ee.Unrecorded {
+		if _, xerr := r.expire(ctx, it, r.Now()); xerr != nil {
+			return xerr
+		}
 	}
-	if it.Status != store.Pending || it.ExpiresAt == nil || r.Now().Before(*it.ExpiresAt) {
-		return nil
-	}
-	if _, err := r.expire(ctx, it, r.Now()); err != nil {
-		return err
-	}
-	return fmt.Errorf("interrupt %q: %w", it.ID, store.ErrDecisionExpired)
+	return err
 }
 
 // expire records a pending interrupt past its expiry as a rejection with
@@ -146,71 +123,34 @@ func (r *Runner) decided(tenant string, it *store.Interrupt) {
 		ToolCallID: it.ToolCallID, ToolName: it.Tool, Status: string(it.Status), Time: r.Now().UnixMilli()})
 }
 
-// checkDecision validates a decision against what the pause allows and
-// sets d.Approved from its kind (retry approves an in-doubt call, skip
-// rejects it).
+// checkDecision validates a decision against what the pause allows
+// (decision.Validate, with the tool's parameter schema) and completes it;
+// its errors are the engine's input errors.
 func (r *Runner) checkDecision(it *store.Interrupt, d *Decision) error {
-	if it.Reason == store.ReasonInDoubt || d.Kind == tool.Retry || d.Kind == tool.Skip {
-		kind := d.Kind
-		switch {
-		case kind != "":
-		case len(d.EditedArgs) > 0:
-			kind = tool.Edit
-		case d.Approved:
-			kind = tool.Approve
-		default:
-			kind = tool.Reject
-		}
-		if !contains(it.AllowedDecisions, string(kind)) {
-			return inputError(FieldDecision, "The decision %q is not allowed for this call (allowed: %s).", kind,
-				strings.Join(it.AllowedDecisions, ", "))
-		}
-		if len(d.EditedArgs) > 0 {
-			return inputError(FieldEditedArgs, "An in-doubt call cannot be edited (allowed: %s).", strings.Join(it.AllowedDecisions, ", "))
-		}
-		d.Kind, d.Approved = kind, kind == tool.Retry
-		return nil
-	}
-	switch d.Kind {
-	case "":
-	case tool.Approve, tool.Edit:
-		d.Approved = true
-	case tool.Reject:
-		d.Approved, d.EditedArgs = false, nil
-	default:
-		return inputError(FieldDecision, "Unknown decision %q.", d.Kind)
-	}
-	if len(d.EditedArgs) > 0 {
-		if !contains(it.AllowedDecisions, string(tool.Edit)) {
-			return inputError(FieldEditedArgs, "Editing the arguments is not allowed for this decision (allowed: %v).", it.AllowedDecisions)
-		}
-		d.Approved = true
-		// Without a parameter schema any value matches, but numbers no tool
-		// could read (schema.Validate) are still refused.
-		var params json.RawMessage
-		if t := r.findTool(it.Agent, it.Tool); t != nil {
-			params = t.Parameters
-		}
-		what := "the tool's parameter schema"
-		if it.Reason == store.ReasonElicitation {
-			params, what = answerSchema(it.ResponseSchema), "the question's schema"
-		}
-		if err := schema.Validate(params, d.EditedArgs); err != nil {
-			var ve *schema.ValidationError
-			e := inputError(FieldEditedArgs, "editedArgs do not match %s: %v", what, err)
-			if errors.As(err, &ve) {
-				e.Details = ve.Problems
-			}
-			return e
-		}
-	}
-	if !d.Approved && !contains(it.AllowedDecisions, string(tool.Reject)) {
-		return inputError(FieldApproved, "Rejecting is not allowed for this decision.")
-	}
-	if d.Approved && len(d.EditedArgs) == 0 && !contains(it.AllowedDecisions, string(tool.Approve)) {
-		return inputError(FieldApproved, "Approving without edits is not allowed for this decision.")
+	return inputErrorOf(decision.Validate(it, d, r.toolParams(it)))
+}
+
+// toolParams is the parameter schema of the tool an interrupt is about
+// (nil when the tool is gone or has none).
+func (r *Runner) toolParams(it *store.Interrupt) json.RawMessage {
+	if t := r.findTool(it.Agent, it.Tool); t != nil {
+		return t.Parameters
 	}
 	return nil
+}
+
+// inputErrorOf maps a *decision.Error to the engine's input error for its
+// field (400 invalid_input); any other error is returned as is.
+func inputErrorOf(err error) error {
+	var de *decision.Error
+	if !errors.As(err, &de) {
+		return err
+	}
+	e := inputError(de.Field, "%s", de.Message)
+	if de.Problems != nil {
+		e.Details = de.Problems
+	}
+	return e
 }
 
 func (r *Runner) findTool(agentName, name string) *tool.Tool {

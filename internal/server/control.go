@@ -13,6 +13,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -315,8 +316,8 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeOptional(r, &body); err != nil {
 		return err
 	}
-	if len(body.Message) > 4000 {
-		return apierror.Invalid("message", "The message is longer than 4000 bytes.")
+	if err := decision.CheckMessage(body.Message); err != nil {
+		return err
 	}
 	return s.decide(w, r, engine.Decision{Approved: false, Message: body.Message})
 }
@@ -339,8 +340,8 @@ func (s *Server) skip(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeOptional(r, &body); err != nil {
 		return err
 	}
-	if len(body.Message) > 4000 {
-		return apierror.Invalid("message", "The message is longer than 4000 bytes.")
+	if err := decision.CheckMessage(body.Message); err != nil {
+		return err
 	}
 	return s.decide(w, r, engine.Decision{Kind: tool.Skip, Message: body.Message})
 }

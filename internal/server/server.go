@@ -23,6 +23,7 @@ import (
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
@@ -192,9 +193,13 @@ func (p Principal) Allow(act Action, param string) error {
 	case act == ActTurn && !p.Role.CanTurn():
 		e = apierror.New(apierror.Permission, CodeForbiddenRole,
 			fmt.Sprintf("This API key has role %q, which cannot start turns: use a key with role caller or admin.", p.Role))
-	case act == ActDecide && !p.Role.CanDecide():
-		e = apierror.New(apierror.Permission, CodeForbiddenRole,
-			fmt.Sprintf("This API key has role %q, which cannot decide approvals: use a key with role approver or admin.", p.Role))
+	case act == ActDecide:
+		// Who may decide is the decision package's rule.
+		re := decision.AllowRole(p.Role)
+		if re == nil {
+			return nil
+		}
+		e = apierror.New(apierror.Permission, CodeForbiddenRole, re.Error())
 	default:
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -64,11 +65,8 @@ type SubagentInfo struct {
 func toolInfo(t *tool.Tool, builtin bool) ToolInfo {
 	ti := ToolInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Builtin: builtin}
 	if t.Approval != nil {
-		ai := &ApprovalInfo{Conditional: t.Approval.When != nil, Described: t.Approval.Description != nil}
-		for _, d := range t.Approval.Allowed() {
-			ai.AllowedDecisions = append(ai.AllowedDecisions, string(d))
-		}
-		ti.Approval = ai
+		ti.Approval = &ApprovalInfo{AllowedDecisions: decision.ApprovalChoices(t.Approval),
+			Conditional: t.Approval.When != nil, Described: t.Approval.Description != nil}
 	}
 	return ti
 }

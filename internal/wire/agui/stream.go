@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/event"
-	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
@@ -496,9 +496,10 @@ func outcomeOf(o *event.Outcome) *outcome {
 func interruptOf(it event.InterruptInfo) interrupt {
 	// An in-doubt call (it may already have run before a crash) keeps its
 	// reason, an open string in AG-UI; an approval is a "tool_call".
+	def := decision.Of(it.Reason)
 	reason := "tool_call"
-	if it.Reason == store.ReasonInDoubt || it.Reason == store.ReasonElicitation {
-		reason = it.Reason
+	if def.Named {
+		reason = string(def.Kind)
 	}
 	out := interrupt{ID: it.ID, Reason: reason, ToolCallID: it.ToolCallID, Description: it.Description,
 		Message: it.Description, AllowedDecisions: it.AllowedDecisions}
@@ -512,8 +513,8 @@ func interruptOf(it event.InterruptInfo) interrupt {
 	// the 1.0 client strips the top-level ones (with a warning), and
 	// metadata is the one place both 0.0.x and 1.0 clients keep silently.
 	meta := map[string]any{"tool": it.Tool, "allowedDecisions": out.AllowedDecisions}
-	if it.Reason == store.ReasonInDoubt || it.Reason == store.ReasonElicitation {
-		meta["reason"] = it.Reason
+	if def.Named {
+		meta["reason"] = string(def.Kind)
 	}
 	if it.Description != "" {
 		meta["description"] = it.Description

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -163,39 +163,15 @@ func (t *call) clientName() string {
 	return ci.Name
 }
 
-// form is the elicitation for one pending decision: the decision among
-// those allowed, the arguments to run the call with (when editing is
-// allowed) and a message for the agent (when rejecting or skipping is).
+// form is the elicitation for one pending decision: the form the
+// decision offers (decision.FormFor).
 func (t *call) form(it store.Interrupt) *sdk.ElicitParams {
-	allowed := it.AllowedDecisions
-	props := map[string]any{
-		"decision": map[string]any{"type": "string", "title": "Decision", "enum": allowed,
-			"description": "What to do with the call: " + strings.Join(allowed, ", ") + "."},
-	}
-	if slices.Contains(allowed, string(tool.Edit)) {
-		props["arguments"] = map[string]any{"type": "string", "title": "Arguments (JSON)", "default": string(it.Args),
-			"description": "The call's arguments. Change them and choose edit to run the call with yours."}
-	}
-	if slices.Contains(allowed, string(tool.Reject)) || slices.Contains(allowed, string(tool.Skip)) {
-		props["message"] = map[string]any{"type": "string", "title": "Message",
-			"description": "Optional: what the agent is told when the call is rejected or skipped."}
-	}
-	return &sdk.ElicitParams{Mode: "form", Message: question(t.agent, it),
-		RequestedSchema: map[string]any{"type": "object", "properties": props, "required": []string{"decision"}}}
+	f := decision.FormFor(t.agent, &it)
+	return &sdk.ElicitParams{Mode: "form", Message: f.Message, RequestedSchema: f.Schema}
 }
 
-// question is what a form asks.
-func question(agentName string, it store.Interrupt) string {
-	what := it.Description
-	if what == "" {
-		what = "a call to " + it.Tool
-	}
-	head := fmt.Sprintf("The agent %s waits for your approval: %s.", agentName, what)
-	if it.Reason == store.ReasonInDoubt {
-		head = fmt.Sprintf("The agent %s was stopped while calling %s (%s); it may or may not have run. Run it again (retry) or not (skip)?", agentName, it.Tool, what)
-	}
-	return fmt.Sprintf("%s\nTool: %s\nArguments: %s\nDecision id: %s", head, it.Tool, it.Args, it.ID)
-}
+// declinedMessage is the message of a decision declined in the client.
+const declinedMessage = "Declined in the MCP client."
 
 // decisionOf reads a form's answer. ok is false when the answer decides
 // nothing (cancelled, or no answer).
@@ -203,35 +179,16 @@ func decisionOf(it store.Interrupt, r *sdk.ElicitResult) (d engine.Decision, ok 
 	if r == nil {
 		return d, false, nil
 	}
-	allows := func(k tool.Decision) bool { return slices.Contains(it.AllowedDecisions, string(k)) }
 	switch r.Action {
 	case "decline":
-		switch {
-		case allows(tool.Skip):
-			return engine.Decision{Kind: tool.Skip, Message: "Declined in the MCP client."}, true, nil
-		case allows(tool.Reject):
-			return engine.Decision{Kind: tool.Reject, Message: "Declined in the MCP client."}, true, nil
-		}
-		return d, false, nil
+		d, ok = decision.Decline(&it, declinedMessage)
+		return d, ok, nil
 	case "accept":
 	default:
 		return d, false, nil
 	}
-	kind, _ := r.Content["decision"].(string)
-	msg, _ := r.Content["message"].(string)
-	switch tool.Decision(kind) {
-	case tool.Approve, tool.Retry:
-		return engine.Decision{Kind: tool.Decision(kind)}, true, nil
-	case tool.Reject, tool.Skip:
-		return engine.Decision{Kind: tool.Decision(kind), Message: msg}, true, nil
-	case tool.Edit:
-		raw, _ := r.Content["arguments"].(string)
-		if !json.Valid([]byte(raw)) {
-			return d, false, apierror.Invalid("arguments", "The edited arguments are not valid JSON.")
-		}
-		return engine.Decision{Kind: tool.Edit, EditedArgs: json.RawMessage(raw)}, true, nil
-	}
-	return d, false, apierror.Invalid("decision", "Unknown decision %q (allowed: %s).", kind, strings.Join(it.AllowedDecisions, ", "))
+	// A *decision.Error; apierror maps it to a 400 naming its field.
+	return decision.FromForm(&it, r.Content)
 }
 
 // waiting is the result of a call that waits on human decisions: what
@@ -251,11 +208,7 @@ func (t *call) waiting(st pauseState, pending []store.Interrupt, notes []string)
 	studio := t.base + "/studio/"
 	var decisions []map[string]any
 	for _, it := range pending {
-		what := it.Description
-		if what == "" {
-			what = "a call to " + it.Tool
-		}
-		fmt.Fprintf(&b, "Waiting on a human decision: %s (decision %s).\n", what, it.ID)
+		fmt.Fprintf(&b, "Waiting on a human decision: %s (decision %s).\n", decision.Describe(&it), it.ID)
 		b.WriteString("Decide it in Stackbone Studio (" + studio + ") or with the CLI:\n")
 		for _, d := range it.AllowedDecisions {
 			if d == string(tool.Edit) {
