@@ -266,7 +266,7 @@ func (r *Runner) CancelWait(ctx context.Context, tenant, threadID string) (bool,
 	if err != nil || runID == "" {
 		return err == nil, err
 	}
-	poll := time.NewTicker(cancelPoll)
+	poll := r.clock.NewTicker(cancelPoll)
 	defer poll.Stop()
 	for {
 		th, err := r.Store.GetThread(ctx, tenant, threadID)
@@ -287,7 +287,7 @@ func (r *Runner) CancelWait(ctx context.Context, tenant, threadID string) (bool,
 			case <-sub.Dropped:
 				sub.Drain()
 				wait = false
-			case <-poll.C:
+			case <-poll.C():
 				wait = false
 			}
 		}
