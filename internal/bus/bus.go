@@ -74,6 +74,25 @@ func (b *Bus) subscribe(k key, buffer int) *Subscription {
 	return s
 }
 
+// controlPrefix starts the tenant name of a thread's control topic: no
+// tenant's name holds a NUL byte, so no events subscriber listens to it.
+const controlPrefix = "\x00control\x00"
+
+// SubscribeControl listens to a thread's control topic: what is asked of
+// the run that holds the thread (a cancel request), apart from its events.
+func (b *Bus) SubscribeControl(tenant, thread string) *Subscription {
+	return b.subscribe(key{controlPrefix + tenant, thread}, 8)
+}
+
+// PublishControl delivers e to the subscribers of the thread's control
+// topic; no subscriber of the thread's events, or of its tenant's, sees it.
+// OnPublish receives it as any event (under the topic's own tenant name),
+// so a bridge carries it to the other replicas, where PublishLocal
+// delivers it to the same topic.
+func (b *Bus) PublishControl(tenant, thread string, e event.Event) {
+	b.Publish(controlPrefix+tenant, thread, e)
+}
+
 // Publish delivers e to the thread's subscribers without blocking, and
 // hands it to OnPublish.
 func (b *Bus) Publish(tenant, thread string, e event.Event) {

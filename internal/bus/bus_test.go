@@ -82,3 +82,34 @@ func TestDropIsSignalled(t *testing.T) {
 	default:
 	}
 }
+
+// TestControlTopicApart: a control event reaches the thread's control
+// subscribers and OnPublish, never the thread's or the tenant's event
+// subscribers; an event reaches no control subscriber.
+func TestControlTopicApart(t *testing.T) {
+	b := New()
+	var forwarded []string
+	b.OnPublish = func(tenant, thread string, e event.Event) { forwarded = append(forwarded, tenant+"/"+thread) }
+	ctl := b.SubscribeControl("acme", "t1")
+	defer ctl.Close()
+	evs, all := b.Subscribe("acme", "t1"), b.SubscribeTenant("acme")
+	defer evs.Close()
+	defer all.Close()
+
+	b.PublishControl("acme", "t1", event.Event{Type: event.ControlChanged, RunID: "r1"})
+	b.Publish("acme", "t1", event.Event{Type: event.TextDelta})
+	if len(ctl.C) != 1 || (<-ctl.C).Type != event.ControlChanged {
+		t.Fatalf("control subscriber: want the one control event")
+	}
+	if len(evs.C) != 1 || len(all.C) != 1 {
+		t.Fatalf("event subscribers got %d and %d events, want the one event each", len(evs.C), len(all.C))
+	}
+	if len(forwarded) != 2 || forwarded[0] == "acme/t1" {
+		t.Fatalf("OnPublish got %q: want the control event under its own topic, then the event", forwarded)
+	}
+	// What a bridge delivers on another replica reaches the same topic.
+	b.PublishLocal(forwarded[0][:len(forwarded[0])-len("/t1")], "t1", event.Event{Type: event.ControlChanged})
+	if len(ctl.C) != 1 || len(evs.C) != 1 {
+		t.Fatalf("a bridged control event: control %d, events %d", len(ctl.C), len(evs.C))
+	}
+}

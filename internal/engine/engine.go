@@ -127,9 +127,10 @@ type Runner struct {
 	inflight map[*agent.Spec]int
 	retired  map[*agent.Spec]bool
 
-	// cancels holds the cancel of each durable run this runner drives, by
-	// tenant and thread (Cancel).
-	cancels map[[2]string]context.CancelCauseFunc
+	// cancels holds each durable run this runner drives, by tenant and
+	// thread: Cancel stops one at once, without the round trip through
+	// the bus.
+	cancels map[[2]string]localRun
 
 	builtins sync.Map // *agent.Spec → []*tool.Tool
 	toolsets sync.Map // *agent.Spec → *toolset
@@ -239,33 +240,123 @@ func (r *Runner) background(fn func(ctx context.Context)) bool {
 	return true
 }
 
-// Cancel stops the durable run this runner drives on a thread: it ends
-// failed, with ErrCancelled. A thread with no run here (idle, or driven by
-// another replica) is left as it is.
-func (r *Runner) Cancel(_ context.Context, tenant, threadID string) error {
-	r.mu.Lock()
-	cancel := r.cancels[[2]string{tenant, threadID}]
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel(ErrCancelled)
-	}
-	return nil
+// Cancel stops the thread's running durable run, wherever it runs: the
+// cancel is stored (store.RequestCancel, naming the run that holds the
+// thread) and reaches the replica that drives the run on the thread's
+// control topic of the bus (across replicas by the PostgreSQL bridge), or,
+// should that notification be lost, at the run's next lease renewal. The
+// run then ends as a cancelled run does (ErrCancelled; calls it had
+// started wait in doubt). A thread that runs nothing (idle, waiting, or
+// unknown) is left as it is. Cancel returns once the cancel is asked, not
+// when the run has stopped (CancelWait).
+func (r *Runner) Cancel(ctx context.Context, tenant, threadID string) error {
+	_, err := r.requestCancel(ctx, tenant, threadID)
+	return err
 }
 
-// cancellable makes ctx cancellable by Cancel for a durable run's thread;
-// done forgets it.
-func (r *Runner) cancellable(ctx context.Context, tenant, threadID string) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// CancelWait is Cancel, then waits until the cancelled run has stopped:
+// its end is stored and the thread no longer runs it. It reports false
+// when ctx ended first (the run may still be stopping) and true when the
+// run stopped or there was none to stop.
+func (r *Runner) CancelWait(ctx context.Context, tenant, threadID string) (bool, error) {
+	// Listen before asking, so the run's end cannot be missed.
+	sub := r.Bus.Subscribe(tenant, threadID)
+	defer sub.Close()
+	runID, err := r.requestCancel(ctx, tenant, threadID)
+	if err != nil || runID == "" {
+		return err == nil, err
+	}
+	poll := r.clock.NewTicker(cancelPoll)
+	defer poll.Stop()
+	for {
+		th, err := r.Store.GetThread(ctx, tenant, threadID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false, nil
+		case err != nil:
+			return false, err
+		case th.RunID != runID || th.Status != store.Running:
+			return true, nil
+		}
+		for wait := true; wait; {
+			select {
+			case <-ctx.Done():
+				return false, nil
+			case e := <-sub.C:
+				wait = e.RunID != runID || (e.Type != event.RunError && e.Type != event.RunFinished)
+			case <-sub.Dropped:
+				sub.Drain()
+				wait = false
+			case <-poll.C():
+				wait = false
+			}
+		}
+	}
+}
+
+// cancelPoll is how often CancelWait reads the thread again, should the
+// run's end not reach it on the bus.
+const cancelPoll = 250 * time.Millisecond
+
+// requestCancel stores a cancel of the thread's running run and sends it
+// to the run: to its context at once when this runner drives it, else on
+// the thread's control topic. It returns the run's id ("" when the thread
+// runs nothing).
+func (r *Runner) requestCancel(ctx context.Context, tenant, threadID string) (string, error) {
+	runID, err := r.Store.RequestCancel(ctx, tenant, threadID, r.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		// The store is unreachable: a run driven here still stops.
+		if id := r.cancelLocal(tenant, threadID, ""); id != "" {
+			return id, nil
+		}
+		return "", err
+	}
+	if runID == "" || r.cancelLocal(tenant, threadID, runID) != "" {
+		return runID, nil
+	}
+	r.Bus.PublishControl(tenant, threadID, event.Event{Type: event.ControlChanged, ThreadID: threadID, RunID: runID})
+	return runID, nil
+}
+
+// cancelLocal cancels the durable run of the thread this runner drives,
+// when it is runID (any run when runID is ""), and returns its id ("" when
+// this runner drives no such run).
+func (r *Runner) cancelLocal(tenant, threadID, runID string) string {
+	r.mu.Lock()
+	lr, ok := r.cancels[[2]string{tenant, threadID}]
+	r.mu.Unlock()
+	if !ok || (runID != "" && lr.runID != runID) {
+		return ""
+	}
+	lr.cancel(ErrCancelled)
+	return lr.runID
+}
+
+// localRun is a durable run this runner drives, as Cancel finds it.
+type localRun struct {
+	runID  string
+	cancel context.CancelCauseFunc
+}
+
+// cancellable makes ctx cancellable by Cancel for a durable run of a
+// thread; cancel is what stops it, done forgets it.
+func (r *Runner) cancellable(ctx context.Context, tenant, threadID, runID string) (_ context.Context, cancel context.CancelCauseFunc, done func()) {
+	ctx, cancel = context.WithCancelCause(ctx)
 	key := [2]string{tenant, threadID}
 	r.mu.Lock()
 	if r.cancels == nil {
-		r.cancels = map[[2]string]context.CancelCauseFunc{}
+		r.cancels = map[[2]string]localRun{}
 	}
-	r.cancels[key] = cancel
+	r.cancels[key] = localRun{runID: runID, cancel: cancel}
 	r.mu.Unlock()
-	return ctx, func() {
+	return ctx, cancel, func() {
 		r.mu.Lock()
-		delete(r.cancels, key)
+		if r.cancels[key].runID == runID {
+			delete(r.cancels, key)
+		}
 		r.mu.Unlock()
 		cancel(nil)
 	}

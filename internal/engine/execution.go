@@ -62,6 +62,9 @@ type execution struct {
 	// step stored for each of its calls (nil: the call needs none), so the
 	// calls run without reading back what was just written.
 	asked map[string]*store.Interrupt
+	// cancel stops a durable top-level run with a cause (ErrCancelled when
+	// its run control asks it to stop); nil until drive sets it.
+	cancel context.CancelCauseFunc
 	// premarked are the calls the last step's checkpoint marked started
 	// (with the message that made them), so runCalls marks them no more.
 	premarked map[string]bool
@@ -335,7 +338,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	x.retried = nil
 	if x.durable {
 		var done func()
-		ctx, done = x.r.cancellable(ctx, x.tenant, x.threadID)
+		ctx, x.cancel, done = x.r.cancellable(ctx, x.tenant, x.threadID, x.runID)
 		defer done()
 	}
 	out, err := x.loop(ctx)
@@ -522,24 +525,44 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 	return nil
 }
 
-// heartbeat renews the lease while a long step runs.
+// heartbeat renews the lease while a long step runs, and watches the run's
+// control: a cancel requested through any replica stops the run, heard on
+// the thread's control topic within moments, or read back by the next
+// renewal should that notification be lost.
 func (x *execution) heartbeat(ctx context.Context) func() {
 	if !x.durable || x.root != nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	ctl := x.r.Bus.SubscribeControl(x.tenant, x.threadID)
 	t := x.r.clock.NewTicker(x.r.Lease / 3) // armed once the step begins
 	go func() {
+		defer ctl.Close()
 		defer t.Stop()
 		for {
+			var c *store.RunControl
+			var err error
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C():
-				if err := x.r.Store.Checkpoint(ctx, store.Checkpoint{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-					LeaseUntil: x.r.Now().Add(x.r.Lease)}); err != nil && ctx.Err() == nil {
-					x.r.Logger.Warn("renew run lease", "thread", x.threadID, "run", x.runID, "err", err)
+			case e := <-ctl.C:
+				if e.RunID != x.runID {
+					continue
 				}
+				c, err = x.r.Store.GetRunControl(ctx, x.tenant, x.threadID)
+			case <-ctl.Dropped:
+				ctl.Drain()
+				c, err = x.r.Store.GetRunControl(ctx, x.tenant, x.threadID)
+			case <-t.C():
+				c, err = x.r.Store.RenewLease(ctx, store.RenewLease{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+					LeaseUntil: x.r.Now().Add(x.r.Lease)})
+			}
+			switch {
+			case err != nil && ctx.Err() == nil:
+				x.r.Logger.Warn("renew run lease or read run control", "thread", x.threadID, "run", x.runID, "err", err)
+			case err == nil && c.Cancels(x.runID) && x.cancel != nil:
+				x.r.Logger.Info("run cancel requested", "thread", x.threadID, "run", x.runID)
+				x.cancel(ErrCancelled)
 			}
 		}
 	}()

@@ -45,6 +45,11 @@ const (
 	// (an MCP server's elicitation); Question holds it as a pending
 	// decision. The run goes on once someone answers.
 	QuestionAsked Type = "question_asked"
+	// ControlChanged travels only on a thread's control topic
+	// (bus.PublishControl), never among its events: the thread's stored
+	// run control changed (a cancel of RunID was requested), and the
+	// replica that drives that run reads it.
+	ControlChanged Type = "control_changed"
 )
 
 // Event is one thing that happened in a run. Which fields are set depends on

@@ -624,6 +624,11 @@ type Store interface {
 	// given ids and returns how many it deleted.
 	DeleteConversationItems(ctx context.Context, tenant, id string, itemIDs []string) (int, error)
 
+	// RunControl: what is asked of a thread's runs from outside them
+	// (cancel, the pause an MCP caller waits on), stored so any replica can
+	// ask it of a run another replica drives.
+	RunControlStore
+
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
 	Outbox

@@ -148,6 +148,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Outbox/Delivery", testOutboxDelivery},
 		{"Concurrent/ClaimDeliveries", testConcurrentDeliveries},
 	}
+	tests = append(tests, controlTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

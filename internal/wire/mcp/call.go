@@ -71,6 +71,9 @@ type call struct {
 	agent  string
 	args   args
 	prog   progress
+	// marked is the session's waiting pause (store.RunControl.WaitingSeq)
+	// as this call last read or recorded it; 0: none.
+	marked int64
 }
 
 // call runs a turn of the agent the tool is named after. Problems are
@@ -221,15 +224,20 @@ func (t *call) earlier(ctx context.Context) (res *sdk.CallToolResult, text strin
 	if err != nil {
 		return errorResult("", err), "", false
 	}
-	t.h.mu.Lock()
-	seq, waited := t.h.waiting[[2]string{t.caller.Tenant, t.args.Session}]
-	t.h.mu.Unlock()
+	ctl, err := t.h.c.Store.GetRunControl(ctx, t.caller.Tenant, t.args.Session)
+	if err != nil {
+		return errorResult("", err), "", false
+	}
+	seq, waited := ctl.WaitingSeq, ctl.WaitingSeq > 0
+	t.marked = seq
 	if len(pending) > 0 {
 		seq, err := t.pauseSeq(ctx)
 		if err != nil {
 			return errorResult("", err), "", false
 		}
-		t.remember(seq)
+		if err := t.remember(ctx, seq); err != nil {
+			return errorResult("", err), "", false
+		}
 		st := pauseState{Thread: t.args.Session, Seq: seq, Earlier: true}
 		res, run := t.ask(ctx, st, pending)
 		if res != nil {
@@ -282,11 +290,11 @@ func (t *call) settle(ctx context.Context, run *engine.Run, st pauseState) (res 
 		out, more, err := t.consume(ctx, run)
 		text = join(text, more)
 		if err != nil {
-			t.forget()
+			t.forget(ctx)
 			return errorResult(text, err), ""
 		}
 		if out == nil || out.Type != event.Interrupt || t.args.Session == "" {
-			t.forget()
+			t.forget(ctx)
 			return nil, text
 		}
 		seq, err := t.pauseSeq(ctx)
@@ -296,7 +304,9 @@ func (t *call) settle(ctx context.Context, run *engine.Run, st pauseState) (res 
 		// Until this call reports the turn's end, the next call on the
 		// session does (this call may end waiting, or its client may
 		// never come back with the answers it is asked for).
-		t.remember(seq)
+		if err := t.remember(ctx, seq); err != nil {
+			return errorResult(text, err), ""
+		}
 		pending, err := t.pending(ctx)
 		if err != nil {
 			return errorResult(text, err), ""
@@ -404,21 +414,30 @@ func (t *call) pauseSeq(ctx context.Context) (int64, error) {
 }
 
 // remember marks the session's turn as paused at seq with its outcome not
-// reported yet: the next call on the session reports it.
-func (t *call) remember(seq int64) {
-	t.h.mu.Lock()
-	t.h.waiting[[2]string{t.caller.Tenant, t.args.Session}] = seq
-	t.h.mu.Unlock()
+// reported yet, in the store: the next call on the session, through any
+// replica, reports it.
+func (t *call) remember(ctx context.Context, seq int64) error {
+	if t.marked == seq {
+		return nil
+	}
+	if err := t.h.c.Store.SetWaiting(ctx, t.caller.Tenant, t.args.Session, seq); err != nil {
+		return err
+	}
+	t.marked = seq
+	return nil
 }
 
-// forget: the session's turn ended and this call reports it.
-func (t *call) forget() {
-	if t.args.Session == "" {
+// forget: the session's turn ended and this call reports it. Only the
+// pause this call knows of is cleared (a later one recorded meanwhile by
+// another call stays for its next call).
+func (t *call) forget(ctx context.Context) {
+	if t.args.Session == "" || t.marked == 0 {
 		return
 	}
-	t.h.mu.Lock()
-	delete(t.h.waiting, [2]string{t.caller.Tenant, t.args.Session})
-	t.h.mu.Unlock()
+	if _, err := t.h.c.Store.ClearWaiting(context.WithoutCancel(ctx), t.caller.Tenant, t.args.Session, t.marked); err != nil {
+		t.h.c.Logger.Warn("mcp: clear the session's waiting pause; its next call reports the outcome again", "session", t.args.Session, "err", err)
+	}
+	t.marked = 0
 }
 
 func join(a, b string) string {

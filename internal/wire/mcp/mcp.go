@@ -52,16 +52,21 @@ type Runner interface {
 	// Decide records a decision on a pending call; the last one of a pause
 	// resumes the run.
 	Decide(ctx context.Context, tenant, id string, d engine.Decision) (*store.Interrupt, error)
-	// Cancel stops the run this process drives on a thread.
+	// Cancel stops the thread's running run, wherever it runs.
 	Cancel(ctx context.Context, tenant, threadID string) error
 }
 
 // Store is what the tools read: a session's thread, its pending decisions
-// and its stored events.
+// and its stored events; and the pause a call answered "waiting on a human
+// decision" about (store.RunControl.WaitingSeq), kept in the store so the
+// next call on the session reports its outcome through any replica.
 type Store interface {
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 	ListInterrupts(ctx context.Context, tenant string, f store.InterruptFilter) ([]store.Interrupt, error)
 	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
+	GetRunControl(ctx context.Context, tenant, threadID string) (*store.RunControl, error)
+	SetWaiting(ctx context.Context, tenant, threadID string, seq int64) error
+	ClearWaiting(ctx context.Context, tenant, threadID string, seq int64) (bool, error)
 }
 
 // Agents is the server's agent registry (reloads replace its agents).
@@ -119,11 +124,6 @@ type Handler struct {
 	mu     sync.Mutex
 	listed map[string]string // tool name → description, as last registered
 	synced []*agent.Spec     // the agents listed then (a reload makes new specs)
-	// waiting remembers, per tenant and session, the pause a call answered
-	// with a "waiting on a human decision" result: the next call on that
-	// session reports the paused turn's outcome. Kept in memory: a restart
-	// forgets it (the outcome stays in the thread).
-	waiting map[[2]string]int64
 }
 
 // New builds the handler.
@@ -137,7 +137,7 @@ func New(c Config) (*Handler, error) {
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = DefaultSessionTimeout
 	}
-	h := &Handler{c: c, listed: map[string]string{}, waiting: map[[2]string]int64{}}
+	h := &Handler{c: c, listed: map[string]string{}}
 	// A client's protocol mistakes (an unknown session, a malformed
 	// message) are the SDK's errors but not the server's: logged at info.
 	sdkLog := slog.New(infoCap{c.Logger.Handler()})

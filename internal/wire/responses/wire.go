@@ -48,8 +48,9 @@ type Store interface {
 type Runner interface {
 	// Follow streams a thread's events from a sequence number on.
 	Follow(ctx context.Context, tenant, threadID string, from int64) (*engine.Run, error)
-	// Cancel stops the thread's running turn.
-	Cancel(ctx context.Context, tenant, threadID string) error
+	// CancelWait stops the thread's running turn, wherever it runs, and
+	// waits until it has stopped or ctx ends (false: still stopping).
+	CancelWait(ctx context.Context, tenant, threadID string) (bool, error)
 }
 
 // Config is what the wire needs from the server it is mounted on.
@@ -590,8 +591,11 @@ func (wr *Wire) current(ctx context.Context, sr *store.Response, rec record) (*R
 		}
 	}
 	resp := f.snapshot()
+	// A cancelled response reads cancelled once its run has stopped: the
+	// run's end (a RunError, code cancelled) says so. A response cancelled
+	// before its run began never runs.
 	switch {
-	case sr.Cancelled && !f.ended:
+	case sr.Cancelled && !f.started:
 		resp.Status = StatusCancelled
 	case !f.started:
 		resp.Status = StatusQueued
@@ -618,7 +622,7 @@ func (wr *Wire) delete(w http.ResponseWriter, r *http.Request) error {
 		if err := wr.c.Store.CancelResponse(r.Context(), sr.Tenant, sr.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if err := wr.c.Runner.Cancel(r.Context(), sr.Tenant, sr.ThreadID); err != nil {
+		if _, err := wr.stop(r.Context(), sr); err != nil {
 			return err
 		}
 	}
@@ -649,7 +653,7 @@ func (wr *Wire) cancel(w http.ResponseWriter, r *http.Request) error {
 		if err := wr.c.Store.CancelResponse(r.Context(), sr.Tenant, sr.ID); err != nil {
 			return err
 		}
-		if err := wr.c.Runner.Cancel(r.Context(), sr.Tenant, sr.ThreadID); err != nil {
+		if _, err := wr.stop(r.Context(), sr); err != nil {
 			return err
 		}
 		sr.Cancelled = true
@@ -658,6 +662,19 @@ func (wr *Wire) cancel(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return httpjson.Write(w, http.StatusOK, resp)
+}
+
+// cancelWait bounds how long a cancel waits for the response's run to stop
+// (a run stops within moments wherever it runs; one that does not is
+// answered in progress, and reads cancelled once it has stopped).
+const cancelWait = 10 * time.Second
+
+// stop cancels the run of a stored response's thread, wherever it runs,
+// and waits (at most cancelWait) until it has stopped.
+func (wr *Wire) stop(ctx context.Context, sr *store.Response) (bool, error) {
+	ctx, done := context.WithTimeout(ctx, cancelWait)
+	defer done()
+	return wr.c.Runner.CancelWait(ctx, sr.Tenant, sr.ThreadID)
 }
 
 // inputItems lists a stored response's input items: newest first unless
