@@ -160,6 +160,7 @@ func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64
 	}
 	defer r.wg.Done()
 	run := newRun(th.RunID, threadID)
+	run.tenant, run.store = tenant, r.Store
 	r.followFrom(Input{Tenant: tenant, ThreadID: threadID}, th, from, run)
 	return run, nil
 }

@@ -376,6 +376,14 @@ type Run struct {
 	events  chan event.Event
 	gone    chan struct{}
 	once    sync.Once
+	// tenant and store read a pause the run did not make itself (Pause).
+	tenant string
+	store  store.Store
+	mu     sync.Mutex
+	// end is the terminal event the consumer read; known the decisions
+	// the run wrote or read as pending (Pause).
+	end   *event.Event
+	known map[string]store.Interrupt
 }
 
 // Events yields the run's events until its terminal event: RunFinished, or
@@ -386,6 +394,9 @@ func (run *Run) Events() iter.Seq[event.Event] {
 	return func(yield func(event.Event) bool) {
 		defer run.detach()
 		for e := range run.events {
+			if e.Type == event.RunFinished || e.Type == event.RunError {
+				run.ended(e)
+			}
 			if !yield(e) {
 				return
 			}
@@ -628,6 +639,7 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 	}
 	x.runID = runID
 	run = newRun(runID, in.ThreadID)
+	run.tenant, run.store = in.Tenant, r.Store
 	if len(in.State) > 0 {
 		if !x.durable {
 			return nil, nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")

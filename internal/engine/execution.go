@@ -516,6 +516,7 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if len(c.Messages) > 0 {
 		x.markWorked()
 	}
+	x.run.know(c.Interrupts)
 	for _, e := range c.Events {
 		x.r.Bus.Publish(x.tenant, x.threadID, e)
 	}
@@ -1226,6 +1227,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			switch {
 			case it.Status == store.Pending:
 				waiting = append(waiting, interruptInfo(it))
+				x.run.know([]store.Interrupt{it})
 				stopOn = append(stopOn, c)
 				continue
 			case it.Reason == store.ReasonInDoubt && it.Status == store.Rejected:

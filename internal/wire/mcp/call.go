@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -118,9 +119,14 @@ func (t *call) parse() error {
 // fresh is a first attempt: on a session, an earlier call's turn that
 // waited on a decision is settled (reported, or asked about) first; then
 // the message is sent.
+//
+// The engine tells whether the session waits on a decision (Start refuses
+// the turn with store.ErrApprovalPending, before it stores anything): only
+// then, or when this handler remembers a call that answered "waiting", is
+// the earlier turn looked at.
 func (t *call) fresh(ctx context.Context) *sdk.CallToolResult {
 	var earlier *string
-	if t.args.Session != "" {
+	settleEarlier := func() *sdk.CallToolResult {
 		res, text, ok := t.earlier(ctx)
 		if res != nil {
 			return res
@@ -128,9 +134,33 @@ func (t *call) fresh(ctx context.Context) *sdk.CallToolResult {
 		if ok {
 			earlier = &text
 		}
+		return nil
 	}
-	res, text := t.turn(ctx)
+	if t.args.Session != "" && t.waited() {
+		if res := settleEarlier(); res != nil {
+			return res
+		}
+	}
+	res, text, err := t.turn(ctx)
+	if errors.Is(err, store.ErrApprovalPending) && earlier == nil {
+		if res := settleEarlier(); res != nil {
+			return res
+		}
+		res, text, err = t.turn(ctx)
+	}
+	if err != nil {
+		return errorResult("", err)
+	}
 	return t.finish(res, text, earlier)
+}
+
+// waited reports whether a call on the session answered "waiting" and the
+// outcome of its turn was not reported yet.
+func (t *call) waited() bool {
+	t.h.mu.Lock()
+	defer t.h.mu.Unlock()
+	_, ok := t.h.waiting[[2]string{t.caller.Tenant, t.args.Session}]
+	return ok
 }
 
 // retry is the stateless protocol's next attempt of a call that asked
@@ -154,15 +184,15 @@ func (t *call) retry(ctx context.Context) *sdk.CallToolResult {
 	if err != nil {
 		return errorResult(st.Text, err)
 	}
-	var asked []store.Interrupt
+	var asked, others []store.Interrupt
 	for _, it := range pending {
-		for _, id := range st.IDs {
-			if it.ID == id {
-				asked = append(asked, it)
-			}
+		if slices.Contains(st.IDs, it.ID) {
+			asked = append(asked, it)
+		} else {
+			others = append(others, it)
 		}
 	}
-	res, run := t.apply(ctx, st, asked, answers)
+	res, run := t.apply(ctx, st, asked, others, answers)
 	if res == nil {
 		res, st.Text = t.settle(ctx, run, st)
 	}
@@ -173,7 +203,10 @@ func (t *call) retry(ctx context.Context) *sdk.CallToolResult {
 	if !ok {
 		return res
 	}
-	res, text := t.turn(ctx)
+	res, text, err := t.turn(ctx)
+	if err != nil {
+		return errorResult("", err)
+	}
 	return t.finish(res, text, &earlier)
 }
 
@@ -191,8 +224,8 @@ func (t *call) finish(res *sdk.CallToolResult, text string, earlier *string) *sd
 }
 
 // turn sends the call's message to the agent and follows the turn to its
-// end, through pauses.
-func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string) {
+// end, through pauses. err is the engine's refusal to start the turn.
+func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string, error) {
 	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name,
 		Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
 	if t.canRelay() {
@@ -200,9 +233,10 @@ func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string) {
 	}
 	run, err := t.h.c.Runner.Start(ctx, in)
 	if err != nil {
-		return errorResult("", err), ""
+		return nil, "", err
 	}
-	return t.settle(ctx, run, pauseState{Thread: t.args.Session})
+	res, text := t.settle(ctx, run, pauseState{Thread: t.args.Session})
+	return res, text, nil
 }
 
 // earlier settles what an earlier call left on the session: pending
@@ -289,20 +323,21 @@ func (t *call) settle(ctx context.Context, run *engine.Run, st pauseState) (res 
 			t.forget()
 			return nil, text
 		}
-		seq, err := t.pauseSeq(ctx)
+		// The engine gives the pause: its stored terminal event and the
+		// decisions it waits on.
+		p, err := run.Pause(ctx)
+		if err == nil && p == nil {
+			err = fmt.Errorf("mcp: thread %q has no stored pause", t.args.Session)
+		}
 		if err != nil {
 			return errorResult(text, err), ""
 		}
 		// Until this call reports the turn's end, the next call on the
 		// session does (this call may end waiting, or its client may
 		// never come back with the answers it is asked for).
-		t.remember(seq)
-		pending, err := t.pending(ctx)
-		if err != nil {
-			return errorResult(text, err), ""
-		}
-		st.Seq, st.Text = seq, text
-		if res, run = t.ask(ctx, st, pending); res != nil {
+		t.remember(p.Seq)
+		st.Seq, st.Text = p.Seq, text
+		if res, run = t.ask(ctx, st, p.Decisions); res != nil {
 			return res, ""
 		}
 	}

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// Pause is the pause a durable run ended on, as a wire shows it: the stored
+// terminal event a follower of the thread goes on after (Follow from Seq+1,
+// once the decisions are made) and the decisions it waits on.
+type Pause struct {
+	// Seq is the sequence number of the pause's stored terminal event.
+	Seq int64
+	// Decisions are the pending decisions of the pause, in the order the
+	// terminal event lists them.
+	Decisions []store.Interrupt
+}
+
+// Pause returns the pause the run's events ended on, once Events has
+// yielded the terminal event; nil when the run did not end on a pause for
+// decisions (it finished, failed, or is stateless). The decisions are those
+// the run wrote or read as it went; only a pause the run did not make
+// itself (a followed thread's, Follow) is read from the store, once.
+func (run *Run) Pause(ctx context.Context) (*Pause, error) {
+	run.mu.Lock()
+	end, known := run.end, run.known
+	run.mu.Unlock()
+	if end == nil || end.Type != event.RunFinished || end.Outcome == nil || end.Outcome.Type != event.Interrupt || end.Seq == 0 {
+		return nil, nil
+	}
+	p := &Pause{Seq: end.Seq}
+	for _, info := range end.Outcome.Interrupts {
+		it, ok := known[info.ID]
+		if !ok {
+			return run.readPause(ctx, p, end.Outcome.Interrupts)
+		}
+		p.Decisions = append(p.Decisions, it)
+	}
+	return p, nil
+}
+
+// readPause fills p's decisions from the store: those of infos still
+// pending.
+func (run *Run) readPause(ctx context.Context, p *Pause, infos []event.InterruptInfo) (*Pause, error) {
+	if run.store == nil {
+		return p, nil
+	}
+	its, err := run.store.ListInterrupts(ctx, run.tenant, store.InterruptFilter{ThreadID: run.ThreadID,
+		Status: store.Pending, Limit: store.MaxLimit})
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]store.Interrupt, len(its))
+	for _, it := range its {
+		byID[it.ID] = it
+	}
+	p.Decisions = p.Decisions[:0]
+	for _, info := range infos {
+		if it, ok := byID[info.ID]; ok {
+			p.Decisions = append(p.Decisions, it)
+		}
+	}
+	return p, nil
+}
+
+// know records decisions the run wrote or read as pending, for Pause.
+func (run *Run) know(its []store.Interrupt) {
+	if run == nil || len(its) == 0 {
+		return
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.known == nil {
+		run.known = map[string]store.Interrupt{}
+	}
+	for _, it := range its {
+		if it.Status == "" || it.Status == store.Pending {
+			run.known[it.ID] = it
+		}
+	}
+}
+
+// ended records the run's terminal event as its consumer reads it.
+func (run *Run) ended(e event.Event) {
+	run.mu.Lock()
+	run.end = &e
+	run.mu.Unlock()
+}
