@@ -489,7 +489,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 			return run, nil
 		}
 	}
-	kind, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State))
+	kind, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State), in.Continues)
 	switch {
 	case rerr != nil:
 		return nil, rerr
@@ -555,7 +555,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another attempt of this turn may have begun it since the read.
 		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
-			if kind, rerr := r.retries(th, spec.Name, turn, false); rerr != nil {
+			if kind, rerr := r.retries(th, spec.Name, turn, false, in.Continues); rerr != nil {
 				return nil, rerr
 			} else if kind == attachRetry {
 				r.attach(in, th, run)

@@ -236,7 +236,7 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 		if err != nil {
 			return in, err
 		}
-		if err := t.latest(ctx, rec); err != nil {
+		if in.Continues, err = t.continues(ctx, rec); err != nil {
 			return in, err
 		}
 		thread = rec.ThreadID
@@ -285,27 +285,21 @@ func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
 	return nil
 }
 
-// latest checks that prev is its thread's latest response, or the one
-// before a turn this request may retry: a chain continues from its end.
-func (t *turn) latest(ctx context.Context, prev *store.Response) error {
+// continues names the response a request continues for the engine, which
+// refuses it unless it is its thread's latest, or the one before a turn
+// this request retries (engine.Continuation): the turn that followed it,
+// by the thread's next response.
+func (t *turn) continues(ctx context.Context, prev *store.Response) (*engine.Continuation, error) {
+	c := &engine.Continuation{Name: prev.ID}
 	next, err := t.wr.c.Store.NextResponse(ctx, t.tenant, prev.ThreadID, prev.Seq)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil
+		return c, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	th, err := t.wr.c.Store.GetThread(ctx, t.tenant, prev.ThreadID)
-	if err != nil {
-		return err
-	}
-	if th.Turn.Seq == next.Seq {
-		return nil // the engine tells a retry of that turn from a new one
-	}
-	e := apierror.New(apierror.Conflict, "previous_response_not_latest",
-		fmt.Sprintf("Response '%s' is not the latest of its conversation: continue from its latest response (branching a conversation is not supported).", prev.ID))
-	e.Param = "previous_response_id"
-	return e
+	c.Next = next.Seq
+	return c, nil
 }
 
 // Encoder answers the turn: a stream of events, a background response at
