@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"iter"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/store"
@@ -87,4 +90,70 @@ func (run *Run) ended(e event.Event) {
 	run.mu.Lock()
 	run.end = &e
 	run.mu.Unlock()
+}
+
+// Paused returns the pause a durable thread of agentName waits in (its last
+// turn's stored terminal event and its pending decisions): what a wire
+// shows of a pause it did not follow itself (an earlier request's). A
+// thread of the agent that waits on nothing is an empty Pause; an unknown
+// thread, or another agent's, is nil.
+func (r *Runner) Paused(ctx context.Context, tenant, threadID, agentName string) (*Pause, error) {
+	th, err := r.Store.GetThread(ctx, tenant, threadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Agent != agentName) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pending, err := r.Store.ListInterrupts(ctx, tenant, store.InterruptFilter{ThreadID: threadID, Status: store.Pending, Limit: store.MaxLimit})
+	if err != nil {
+		return nil, err
+	}
+	if len(pending) == 0 {
+		return &Pause{}, nil
+	}
+	p := &Pause{Decisions: pending}
+	for e, err := range r.Replay(ctx, tenant, threadID, max(th.Turn.Seq, 1), 0) {
+		if err != nil {
+			return nil, err
+		}
+		if e.Type == event.RunFinished || e.Type == event.RunError {
+			p.Seq = e.Seq
+		}
+	}
+	if p.Seq == 0 {
+		return nil, fmt.Errorf("engine: thread %q has no stored pause", threadID)
+	}
+	return p, nil
+}
+
+// Replay yields a durable thread's stored events from sequence number from
+// on, before until (0: to the end of the log), in their live form (as a
+// run's consumer got them: the deltas a stored end holds come before it,
+// without a Seq; every stored event keeps its own).
+func (r *Runner) Replay(ctx context.Context, tenant, threadID string, from, until int64) iter.Seq2[event.Event, error] {
+	return func(yield func(event.Event, error) bool) {
+		after := from - 1
+		for {
+			evs, err := r.Store.Events(ctx, tenant, threadID, after, store.MaxLimit)
+			if err != nil {
+				yield(event.Event{}, err)
+				return
+			}
+			for _, e := range evs {
+				if until > 0 && e.Seq >= until {
+					return
+				}
+				after = e.Seq
+				for _, le := range event.LiveForm(e) {
+					if !yield(le, nil) {
+						return
+					}
+				}
+			}
+			if len(evs) < store.MaxLimit {
+				return
+			}
+		}
+	}
 }

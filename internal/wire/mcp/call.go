@@ -244,28 +244,20 @@ func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string, error) {
 // outcome of a turn a call answered with "waiting" is reported once. ok
 // says there was such a turn and text is its answer.
 func (t *call) earlier(ctx context.Context) (res *sdk.CallToolResult, text string, ok bool) {
-	th, err := t.h.c.Store.GetThread(ctx, t.caller.Tenant, t.args.Session)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Agent != t.agent) {
+	p, err := t.h.c.Runner.Paused(ctx, t.caller.Tenant, t.args.Session, t.agent)
+	if err != nil {
+		return errorResult("", err), "", false
+	}
+	if p == nil {
 		return nil, "", false // a new session, or another agent's (the turn refuses it)
-	}
-	if err != nil {
-		return errorResult("", err), "", false
-	}
-	pending, err := t.pending(ctx)
-	if err != nil {
-		return errorResult("", err), "", false
 	}
 	t.h.mu.Lock()
 	seq, waited := t.h.waiting[[2]string{t.caller.Tenant, t.args.Session}]
 	t.h.mu.Unlock()
-	if len(pending) > 0 {
-		seq, err := t.pauseSeq(ctx)
-		if err != nil {
-			return errorResult("", err), "", false
-		}
-		t.remember(seq)
-		st := pauseState{Thread: t.args.Session, Seq: seq, Earlier: true}
-		res, run := t.ask(ctx, st, pending)
+	if len(p.Decisions) > 0 {
+		t.remember(p.Seq)
+		st := pauseState{Thread: t.args.Session, Seq: p.Seq, Earlier: true}
+		res, run := t.ask(ctx, st, p.Decisions)
 		if res != nil {
 			return res, "", false
 		}
@@ -407,35 +399,6 @@ func (t *call) consume(ctx context.Context, run *engine.Run) (*event.Outcome, st
 func (t *call) pending(ctx context.Context) ([]store.Interrupt, error) {
 	return t.h.c.Store.ListInterrupts(ctx, t.caller.Tenant, store.InterruptFilter{ThreadID: t.args.Session,
 		Status: store.Pending, Limit: store.MaxLimit})
-}
-
-// pauseSeq is the sequence number of the session's last terminal event in
-// its last turn: the pause the resumed run's events follow.
-func (t *call) pauseSeq(ctx context.Context) (int64, error) {
-	th, err := t.h.c.Store.GetThread(ctx, t.caller.Tenant, t.args.Session)
-	if err != nil {
-		return 0, err
-	}
-	after, last := max(th.Turn.Seq-1, 0), int64(0)
-	for {
-		evs, err := t.h.c.Store.Events(ctx, t.caller.Tenant, t.args.Session, after, store.MaxLimit)
-		if err != nil {
-			return 0, err
-		}
-		for _, e := range evs {
-			after = e.Seq
-			if e.Type == event.RunFinished || e.Type == event.RunError {
-				last = e.Seq
-			}
-		}
-		if len(evs) < store.MaxLimit {
-			break
-		}
-	}
-	if last == 0 {
-		return 0, fmt.Errorf("mcp: thread %q has no stored pause", t.args.Session)
-	}
-	return last, nil
 }
 
 // remember marks the session's turn as paused at seq with its outcome not

@@ -34,7 +34,6 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -54,14 +53,16 @@ type Runner interface {
 	Decide(ctx context.Context, tenant, id string, d engine.Decision) (*store.Interrupt, error)
 	// Cancel stops the run this process drives on a thread.
 	Cancel(ctx context.Context, tenant, threadID string) error
+	// Paused is the pause a session of an agent waits in, when the call
+	// did not follow it itself (an earlier call's).
+	Paused(ctx context.Context, tenant, threadID, agentName string) (*engine.Pause, error)
 }
 
-// Store is what the tools read: a session's thread, its pending decisions
-// and its stored events.
+// Store is what the tools read: a session's pending decisions, when a
+// client comes back with its answers (everything else about a run the
+// engine tells: Runner, engine.Run.Pause).
 type Store interface {
-	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 	ListInterrupts(ctx context.Context, tenant string, f store.InterruptFilter) ([]store.Interrupt, error)
-	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
 }
 
 // Agents is the server's agent registry (reloads replace its agents).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,8 +24,9 @@ import (
 )
 
 // Store is what the wire keeps and reads: its response records, the keys
-// that find a new conversation's first attempt, the threads' stored
-// events, and the Conversations API's conversations and items.
+// that find a new conversation's first attempt, and the Conversations
+// API's conversations and items (a thread's events it asks the engine
+// for: Runner).
 type Store interface {
 	ClaimResponseKey(ctx context.Context, k store.ResponseKey, replace string) (*store.ResponseKey, bool, error)
 	GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error)
@@ -36,7 +38,6 @@ type Store interface {
 	DeleteResponse(ctx context.Context, tenant, id string) error
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 	GetMessage(ctx context.Context, tenant, id string) (*message.Message, error)
-	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
 	PutConversation(ctx context.Context, c store.Conversation, items []store.ConversationItem) error
 	GetConversation(ctx context.Context, tenant, id string) (*store.Conversation, error)
 	AddConversationItems(ctx context.Context, tenant, id string, items []store.ConversationItem) error
@@ -48,6 +49,9 @@ type Store interface {
 type Runner interface {
 	// Follow streams a thread's events from a sequence number on.
 	Follow(ctx context.Context, tenant, threadID string, from int64) (*engine.Run, error)
+	// Replay yields a thread's stored events between two sequence numbers
+	// in their live form (a stored response as it stands).
+	Replay(ctx context.Context, tenant, threadID string, from, until int64) iter.Seq2[event.Event, error]
 	// Cancel stops the thread's running turn.
 	Cancel(ctx context.Context, tenant, threadID string) error
 }
@@ -563,25 +567,11 @@ func (wr *Wire) current(ctx context.Context, sr *store.Response, rec record) (*R
 		return nil, err
 	}
 	f := newFold(rec.Head, nil, -1)
-	after := sr.Seq - 1
-	for {
-		evs, err := wr.c.Store.Events(ctx, sr.Tenant, sr.ThreadID, after, store.MaxLimit)
+	for e, err := range wr.c.Runner.Replay(ctx, sr.Tenant, sr.ThreadID, sr.Seq, max(end, 0)) {
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range evs {
-			if end >= 0 && e.Seq >= end {
-				evs = nil
-				break
-			}
-			after = e.Seq
-			for _, le := range event.LiveForm(e) {
-				_ = f.Write(le)
-			}
-		}
-		if len(evs) < store.MaxLimit {
-			break
-		}
+		_ = f.Write(e)
 	}
 	resp := f.snapshot()
 	switch {
