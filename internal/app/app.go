@@ -362,14 +362,15 @@ func RecoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config,
 	if half := cfg.ApprovalTTL / 2; half > 0 && half < every {
 		every = max(half, 50*time.Millisecond)
 	}
-	t := time.NewTicker(every)
+	clk := clock.Or(cfg.Clock)
+	t := clk.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			now := clock.Or(cfg.Clock).Now()
+		case <-t.C():
+			now := clk.Now()
 			if _, err := runner.Recover(ctx, now); err != nil {
 				logger.Warn("recover runs", "err", err)
 			}

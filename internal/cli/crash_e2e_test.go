@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // proc is a stackbone server running as its own process.
@@ -115,14 +117,11 @@ func getJSON(t *testing.T, url string, out any) int {
 
 func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	if !testwait.Poll(ctx, cond) {
+		t.Fatalf("timed out waiting %s for %s", d, what)
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestCrashAfterDecisionResumesOnRestart stops the server hard after a

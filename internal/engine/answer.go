@@ -190,7 +190,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 			return err
 		}
 		x.state = th.State
-		r.spawn(nil, nil, func(context.Context) { x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd}) })
+		r.spawn(nil, func(context.Context) { x.replay(&event.Outcome{Type: event.Success, Stop: event.StopEnd}) })
 		return nil
 	}
 	x, err := r.claim(ctx, in.Tenant, in.ThreadID, in.RunID, r.Now())
@@ -219,7 +219,7 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	if cp.State != nil {
 		x.state = cp.State
 	}
-	r.spawn(nil, x.spec, func(ctx context.Context) { x.drive(ctx, &started) })
+	r.spawn(x.spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return nil
 }
 
@@ -237,7 +237,7 @@ func onlyQuestions(plan []plannedDecision) bool {
 // followAnswered streams to run the live events of the thread's running
 // run, which goes on now that its questions are answered, until its end.
 func (r *Runner) followAnswered(in Input, run *Run, sub *bus.Subscription) {
-	r.spawn(nil, nil, func(ctx context.Context) {
+	r.spawn(nil, func(ctx context.Context) {
 		defer close(run.events)
 		defer sub.Close()
 		send := run.deliver
@@ -303,7 +303,7 @@ func (r *Runner) replayPending(ctx context.Context, x *execution, in Input, run 
 		}
 	}
 	x.in, x.run, x.runID, x.state = in, run, run.ID, th.State
-	r.spawn(nil, nil, func(context.Context) { x.replay(out) })
+	r.spawn(nil, func(context.Context) { x.replay(out) })
 	return true, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -185,7 +184,7 @@ func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
 func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
 	run.Existed = true
 	r.resumeLapsed(th)
-	r.spawn(nil, nil, func(ctx context.Context) {
+	r.spawn(nil, func(ctx context.Context) {
 		defer close(run.events)
 		r.follow(ctx, in, from, run)
 	})
@@ -227,7 +226,7 @@ func (r *Runner) resumeLapsed(th *store.Thread) {
 func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 	sub := r.Bus.Subscribe(in.Tenant, in.ThreadID)
 	defer sub.Close()
-	poll := time.NewTicker(r.Lease / 3)
+	poll := r.clock.NewTicker(r.Lease / 3)
 	defer poll.Stop()
 	send := run.deliver
 	fail := func(err error) {
@@ -291,7 +290,7 @@ func (r *Runner) follow(ctx context.Context, in Input, from int64, run *Run) {
 				wait = false
 			case e := <-sub.C:
 				wait = e.Seq <= after
-			case <-poll.C:
+			case <-poll.C():
 				th, err := r.Store.GetThread(ctx, in.Tenant, in.ThreadID)
 				if err != nil {
 					continue

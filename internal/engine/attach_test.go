@@ -13,6 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // counting answers every call with its text and counts the calls.
@@ -53,14 +54,7 @@ func turnOf(t *testing.T, r *engine.Runner, key string, msgs ...message.Message)
 	if err != nil {
 		return nil, err
 	}
-	var evs []event.Event
-	for e := range run.Events() {
-		evs = append(evs, e)
-		if e.Type == event.RunFinished || e.Type == event.RunError {
-			break
-		}
-	}
-	return evs, nil
+	return untilEnd(t, run), nil
 }
 
 // answer is the text of a turn's events and its terminal event's type.
@@ -105,7 +99,7 @@ func TestRecoveryOnlyEndsAnsweredRun(t *testing.T) {
 		if _, err := turn(t, a, "hello", ""); err != nil {
 			t.Fatal(err)
 		}
-		a.Wait()
+		waitRuns(t, a)
 		if th, _ := b.thread(t, "t1"); th.Status != store.Running {
 			t.Fatalf("thread after a FinishRun that failed: %+v", th)
 		}
@@ -116,7 +110,7 @@ func TestRecoveryOnlyEndsAnsweredRun(t *testing.T) {
 		if n, err := other.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
 			t.Fatalf("Recover: %d, %v", n, err)
 		}
-		other.Wait()
+		waitRuns(t, other)
 		if n := next.calls.Load(); n != 0 {
 			t.Fatalf("recovery called the model %d times for a run whose answer was stored", n)
 		}
@@ -225,7 +219,7 @@ func TestRetryOfFailedAttemptCarriesItsCause(t *testing.T) {
 		g.fail = &model.Error{Status: 500, Message: "upstream broke"}
 		r := b.runner(t, "node-a", g)
 		startTurn(t, r, "t1")
-		<-g.entered
+		testwait.Recv(t, g.entered, "a call to start (g.entered)")
 		// Start returns once the retry is attached: the attempt fails after.
 		retry, err := r.Start(context.Background(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
 			Messages: []message.Message{{Role: message.User, Content: "hello"}}})
@@ -233,10 +227,7 @@ func TestRetryOfFailedAttemptCarriesItsCause(t *testing.T) {
 			t.Fatalf("retry while the attempt runs: %v", err)
 		}
 		close(g.release)
-		var evs []event.Event
-		for e := range retry.Events() {
-			evs = append(evs, e)
-		}
+		evs := drainRun(t, retry)
 		last := evs[len(evs)-1]
 		var rf *engine.RunFailedError
 		var sf *engine.StoredFailure
@@ -255,7 +246,7 @@ func TestRetryWaitsForRunningAttempt(t *testing.T) {
 		g := newGated("slow answer")
 		r := b.runner(t, "node-a", g)
 		startTurn(t, r, "t1")
-		<-g.entered
+		testwait.Recv(t, g.entered, "a call to start (g.entered)")
 		got := make(chan []event.Event, 1)
 		go func() {
 			evs, err := turn(t, r, "hello", "")
@@ -267,11 +258,11 @@ func TestRetryWaitsForRunningAttempt(t *testing.T) {
 		// The retry is attached once it subscribed; releasing the model
 		// before or after that gives the same answer (stored events first).
 		close(g.release)
-		evs := <-got
+		evs := testwait.Recv(t, got, "the retry's events")
 		if text, end := answer(evs); text != "slow answer" || end != event.RunFinished {
 			t.Fatalf("retry answered %q, %s", text, end)
 		}
-		r.Wait()
+		waitRuns(t, r)
 		if users, answers := b.counts(t); len(g.entered) != 0 || users != 1 || answers != 1 {
 			t.Fatalf("%d more model calls, %d user messages, %d answers", len(g.entered), users, answers)
 		}
@@ -288,7 +279,7 @@ func TestRetryAfterCrashGetsRecoveredAnswer(t *testing.T) {
 		hung.deaf = true
 		a := b.runner(t, "node-a", hung)
 		startTurn(t, a, "t1")
-		<-hung.entered
+		testwait.Recv(t, hung.entered, "a call to start (hung.entered)")
 
 		m := &counting{text: "recovered"}
 		other := b.runner(t, "node-b", m)
@@ -316,7 +307,7 @@ func TestRetryAfterCrashBeforeEndGetsStoredAnswer(t *testing.T) {
 		if _, err := turn(t, a, "hello", ""); err != nil {
 			t.Fatal(err)
 		}
-		a.Wait()
+		waitRuns(t, a)
 		m := &counting{text: "a second answer"}
 		other := b.runner(t, "node-b", m)
 		b.clk.Advance(61 * time.Minute)

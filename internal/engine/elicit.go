@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -73,7 +72,7 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 	}
 	x.send(asked[0]) // stored, with its sequence number: the run's client sees the question too
 	x.r.Logger.Info("tool asks a human", "tool", t.Name, "thread", x.threadID, "interrupt", it.ID)
-	poll := time.NewTicker(x.r.Lease / 3)
+	poll := x.r.clock.NewTicker(x.r.Lease / 3)
 	defer poll.Stop()
 	for {
 		select {
@@ -87,7 +86,7 @@ func (x *execution) ask(ctx context.Context, t *tool.Tool, c message.ToolCall, a
 				continue
 			}
 		case <-sub.Dropped:
-		case <-poll.C:
+		case <-poll.C():
 		}
 		got, err := x.r.Store.GetInterrupt(ctx, x.tenant, it.ID)
 		if err != nil || got.Status == store.Pending || got.Decision == nil {

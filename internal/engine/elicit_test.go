@@ -13,6 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -64,7 +65,7 @@ func askAndDecide(t *testing.T, e *stacktest.Engine, thread string, decide func(
 		t.Fatalf("the run must wait in the call, thread %+v", th)
 	}
 	decide(it)
-	return <-done
+	return testwait.Recv(t, done, "the asking turn's events")
 }
 
 // TestToolAsksAHuman: a tool's question is a pending decision (reason

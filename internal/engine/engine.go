@@ -89,7 +89,8 @@ type Runner struct {
 	Models model.Resolver
 	Bus    *bus.Bus
 	Logger *slog.Logger
-	// Now and NewID are the determinism seams.
+	// Now and NewID are the determinism seams (Now is Config.Clock's,
+	// whose timers pace the lease renewal and the polls).
 	Now   func() time.Time
 	NewID ids.Generator
 	// Owner names this process in leases.
@@ -110,6 +111,9 @@ type Runner struct {
 	// and live errors read alike). Without it the engine describes its own
 	// typed errors and calls anything else an internal error.
 	Describe func(err error) (code, message string)
+
+	// clock is Config.Clock or the real one.
+	clock clock.Clock
 
 	// base is the context of every background run; stop cancels it
 	// (cause ErrShuttingDown) when Shutdown's grace period ends.
@@ -154,8 +158,9 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Lease < 0 {
 		return nil, fmt.Errorf("engine: negative Lease %s", cfg.Lease)
 	}
-	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger,
-		Now: clock.Or(cfg.Clock).Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
+	clk := clock.Or(cfg.Clock)
+	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger, clock: clk,
+		Now: clk.Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
 		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, ApprovalTTL: cfg.ApprovalTTL, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
@@ -192,20 +197,26 @@ func (r *Runner) admit() bool {
 	return true
 }
 
-// spawn is the one place a run goes to the background. It holds spec (when
-// not nil) while fn runs, and runs fn on the runner's base context, or, for a stateless turn (req non-nil), on req
-// cancelled also when the base context is; Wait and Shutdown track it. The
-// caller holds a ticket from admit, so the wait group's count is positive.
-func (r *Runner) spawn(req context.Context, spec *agent.Spec, fn func(ctx context.Context)) {
+// spawn is the one place a run goes to the background (spawnUnder the
+// other door to it). It holds spec (when not nil) while fn runs, and runs fn
+// on the runner's base context; Wait and Shutdown track it. The caller holds
+// a ticket from admit, so the wait group's count is positive.
+func (r *Runner) spawn(spec *agent.Spec, fn func(ctx context.Context)) {
+	r.launch(r.base, func() {}, spec, fn)
+}
+
+// spawnUnder is spawn for a stateless turn: fn runs on req, cancelled also
+// when the base context is.
+func (r *Runner) spawnUnder(req context.Context, spec *agent.Spec, fn func(ctx context.Context)) {
+	c, cancelCause := context.WithCancelCause(req)
+	unhook := context.AfterFunc(r.base, func() { cancelCause(context.Cause(r.base)) })
+	r.launch(c, func() { unhook(); cancelCause(nil) }, spec, fn)
+}
+
+func (r *Runner) launch(ctx context.Context, cancel func(), spec *agent.Spec, fn func(ctx context.Context)) {
 	r.wg.Add(1)
 	if spec != nil {
 		r.hold(spec)
-	}
-	ctx, cancel := r.base, context.CancelFunc(func() {})
-	if req != nil {
-		c, cancelCause := context.WithCancelCause(req)
-		unhook := context.AfterFunc(r.base, func() { cancelCause(context.Cause(r.base)) })
-		ctx, cancel = c, func() { unhook(); cancelCause(nil) }
 	}
 	go func() {
 		defer r.wg.Done()
@@ -224,7 +235,7 @@ func (r *Runner) background(fn func(ctx context.Context)) bool {
 		return false
 	}
 	defer r.wg.Done()
-	r.spawn(nil, nil, fn)
+	r.spawn(nil, fn)
 	return true
 }
 
@@ -471,7 +482,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 			}
 		}
 		x.run = run
-		r.spawn(ctx, spec, func(ctx context.Context) { x.drive(ctx, nil) })
+		r.spawnUnder(ctx, spec, func(ctx context.Context) { x.drive(ctx, nil) })
 		return run, nil
 	}
 
@@ -587,7 +598,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	}
 	r.Bus.Publish(in.Tenant, in.ThreadID, started)
 	x.run = run
-	r.spawn(nil, spec, func(ctx context.Context) { x.drive(ctx, &started) })
+	r.spawn(spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
 }
 

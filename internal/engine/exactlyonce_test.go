@@ -21,6 +21,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -58,7 +59,7 @@ func hangMidTool(t *testing.T, b *lifetimeBundle) (*sideEffect, *caller) {
 	a := b.runner(t, "node-a", m)
 	t.Cleanup(fx.free)
 	startTurn(t, a, "t1")
-	<-fx.entered
+	testwait.Recv(t, fx.entered, "a call to start (fx.entered)")
 	b.clk.Advance(2 * time.Hour)
 	return fx, m
 }
@@ -76,7 +77,7 @@ func TestNewTurnAfterCrashMidToolRecoversFirst(t *testing.T) {
 
 		other := b.runner(t, "node-b", m)
 		wantApprovalPending(t, other, "did it work?")
-		other.Wait()
+		waitRuns(t, other)
 		assertInDoubtNotClosed(t, b, fx)
 	})
 }
@@ -138,10 +139,10 @@ func failMidTool(t *testing.T, b *lifetimeBundle) (*sideEffect, *engine.Runner) 
 	a := flap.runner(t, "node-a", m)
 	t.Cleanup(fx.free)
 	startTurn(t, a, "t1")
-	<-fx.entered
+	testwait.Recv(t, fx.entered, "a call to start (fx.entered)")
 	fs.armed.Store(true)
 	fx.free()
-	a.Wait()
+	waitRuns(t, a)
 	if th, _ := b.thread(t, "t1"); th.Status != store.Failed {
 		t.Fatalf("the run whose writes failed: thread %s, want failed", th.Status)
 	}
@@ -160,11 +161,11 @@ func TestCancelMidToolMakesCallInDoubt(t *testing.T) {
 		b.spec.Tools = []*tool.Tool{ct.tool()}
 		r := b.runner(t, "node-a", &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`})
 		startTurn(t, r, "t1")
-		<-ct.entered
+		testwait.Recv(t, ct.entered, "a call to start (ct.entered)")
 		if err := r.Cancel(t.Context(), "acme", "t1"); err != nil {
 			t.Fatal(err)
 		}
-		r.Wait()
+		waitRuns(t, r)
 		pend := pendingOf(t, b)
 		if th, _ := b.thread(t, "t1"); th.Status != store.Waiting || len(pend) != 1 || pend[0].Reason != store.ReasonInDoubt {
 			t.Fatalf("cancelled mid-tool: thread %s, pending %+v; want waiting on the in-doubt call", th.Status, pend)
@@ -185,7 +186,7 @@ func TestNewTurnAfterFailureMidToolRecoversFirst(t *testing.T) {
 	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
 		fx, r := failMidTool(t, b)
 		wantApprovalPending(t, r, "something else")
-		r.Wait()
+		waitRuns(t, r)
 		assertInDoubtNotClosed(t, b, fx)
 	})
 }
@@ -252,7 +253,7 @@ func TestRetryOfFailedTurnContinuesIt(t *testing.T) {
 				if _, end := answer(evs); err != nil || end != event.RunError {
 					t.Fatalf("first attempt: %s, %v; want it to fail", end, err)
 				}
-				r.Wait()
+				waitRuns(t, r)
 				b.clk.Advance(tc.later)
 				evs, err = turn(t, r, "refund A1", tc.key)
 				text, end := answer(evs)
@@ -265,7 +266,7 @@ func TestRetryOfFailedTurnContinuesIt(t *testing.T) {
 						results++
 					}
 				}
-				r.Wait()
+				waitRuns(t, r)
 				users, answers := b.counts(t)
 				if n := len(fx.calls()); n != 1 || users != 1 || answers != 2 || results != 1 {
 					t.Fatalf("tool ran %d times; %d user messages, %d assistant messages stored; %d tool results shown",
@@ -295,7 +296,7 @@ func TestRetryOfFailedTurnAfterCrashMidToolIsInDoubt(t *testing.T) {
 		if last.Type != event.RunFinished || last.Outcome == nil || last.Outcome.Type != event.Interrupt {
 			t.Fatalf("retry's end: %+v", last)
 		}
-		r.Wait()
+		waitRuns(t, r)
 		assertInDoubtNotClosed(t, b, fx)
 		if pend := pendingOf(t, b); !strings.Contains(pend[0].Description, "may already have run") {
 			t.Fatalf("pending: %+v", pend)
@@ -327,7 +328,7 @@ func TestStatelessRetryAfterCrashMidToolIsRefused(t *testing.T) {
 			for range run.Events() {
 			}
 		}()
-		<-fx.entered // A "died" here: the call hangs after its effect
+		testwait.Recv(t, fx.entered, "a call to start (fx.entered)") // A "died" here: the call hangs after its effect
 
 		other := b.runner(t, "node-b", m)
 		for i := range 2 {
@@ -371,7 +372,7 @@ func TestRetryThatFoundNoThreadAttaches(t *testing.T) {
 		if _, err := turn(t, r, "hello", ""); err != nil {
 			t.Fatal(err)
 		}
-		r.Wait()
+		waitRuns(t, r)
 		blind := *b
 		blind.store = &blindOnce{Store: b.store}
 		late := blind.runner(t, "node-a", m)
@@ -379,7 +380,7 @@ func TestRetryThatFoundNoThreadAttaches(t *testing.T) {
 		if text, end := answer(evs); err != nil || text != "the answer" || end != event.RunFinished {
 			t.Fatalf("the late attempt: %q, %s, %v", text, end, err)
 		}
-		late.Wait()
+		waitRuns(t, late)
 		if users, answers := b.counts(t); users != 1 || answers != 1 || m.calls.Load() != 1 {
 			t.Fatalf("%d user messages, %d answers, %d model calls; want one of each", users, answers, m.calls.Load())
 		}
@@ -416,16 +417,16 @@ func TestNewTurnAfterDatabaseCutMidToolRecoversFirst(t *testing.T) {
 	a := b.runner(t, "node-a", m)
 	t.Cleanup(fx.free)
 	startTurn(t, a, "t1")
-	<-fx.entered
+	testwait.Recv(t, fx.entered, "a call to start (fx.entered)")
 	proxy.Drop()
 	proxy.Refuse()
 	fx.free() // the charge went through; its result cannot be stored
-	a.Wait()
+	waitRuns(t, a)
 	clk.Advance(2 * time.Hour)
 
 	other := b.runner(t, "node-b", m)
 	wantApprovalPending(t, other, "did it work?")
-	other.Wait()
+	waitRuns(t, other)
 	view := *b
 	view.store = stB
 	assertInDoubtNotClosed(t, &view, fx)
@@ -447,7 +448,7 @@ func TestStartedCallOfAToolGoneSinceIsInDoubt(t *testing.T) {
 		if n, err := other.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
 			t.Fatalf("Recover: %d, %v", n, err)
 		}
-		other.Wait()
+		waitRuns(t, other)
 		assertInDoubtNotClosed(t, b, fx)
 	})
 }
@@ -471,7 +472,7 @@ func TestResyncRetryOfFailedTurnShowsItsStepsOnce(t *testing.T) {
 				t.Fatalf("attempt %d: %v", attempt, err)
 			}
 			var results, snapshots int
-			for e := range run.Events() {
+			for _, e := range drainRun(t, run) {
 				switch e.Type {
 				case event.ToolResult:
 					results++
@@ -479,7 +480,7 @@ func TestResyncRetryOfFailedTurnShowsItsStepsOnce(t *testing.T) {
 					snapshots++
 				}
 			}
-			r.Wait()
+			waitRuns(t, r)
 			if attempt == 1 && (results != 0 || snapshots == 0) {
 				t.Fatalf("the retry showed %d tool results live and %d messages snapshots; want the steps in the snapshot only",
 					results, snapshots)

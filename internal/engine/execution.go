@@ -477,7 +477,7 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 // failAsync ends a run that could not start streaming with a RunError.
 func (x *execution) failAsync(run *Run, err error) {
 	x.run = run
-	x.r.spawn(nil, nil, func(context.Context) {
+	x.r.spawn(nil, func(context.Context) {
 		x.fail(err)
 		close(run.events)
 	})
@@ -529,14 +529,14 @@ func (x *execution) heartbeat(ctx context.Context) func() {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	t := x.r.clock.NewTicker(x.r.Lease / 3) // armed once the step begins
 	go func() {
-		t := time.NewTicker(x.r.Lease / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				if err := x.r.Store.Checkpoint(ctx, store.Checkpoint{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
 					LeaseUntil: x.r.Now().Add(x.r.Lease)}); err != nil && ctx.Err() == nil {
 					x.r.Logger.Warn("renew run lease", "thread", x.threadID, "run", x.runID, "err", err)

@@ -27,7 +27,7 @@ func TestApprovalExpiresOnFakeClock(t *testing.T) {
 		m := &caller{name: "refund", id: "call_1", args: `{"orderId":"A1"}`}
 		a := b.runner(t, "node-a", m)
 		startTurn(t, a, "t1")
-		a.Wait()
+		waitRuns(t, a)
 		pending := pendingOf(t, b)
 		if len(pending) != 1 || pending[0].ExpiresAt == nil || !pending[0].ExpiresAt.Equal(t0.Add(30*time.Minute)) {
 			t.Fatalf("pending after the pause: %+v", pending)
@@ -36,7 +36,7 @@ func TestApprovalExpiresOnFakeClock(t *testing.T) {
 		if _, err := a.Recover(t.Context(), b.clk.Now()); err != nil {
 			t.Fatal(err)
 		}
-		a.Wait()
+		waitRuns(t, a)
 		if p := pendingOf(t, b); len(p) != 1 {
 			t.Fatalf("the approval expired early: %+v", p)
 		}
@@ -44,7 +44,7 @@ func TestApprovalExpiresOnFakeClock(t *testing.T) {
 		if _, err := a.Recover(t.Context(), b.clk.Now()); err != nil {
 			t.Fatal(err)
 		}
-		a.Wait()
+		waitRuns(t, a)
 
 		it, err := b.store.GetInterrupt(t.Context(), "acme", pending[0].ID)
 		if err != nil {
@@ -94,9 +94,9 @@ func TestApprovalExpiryDecideAfterDeadlineBeforeSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(a.Wait)
+		t.Cleanup(func() { waitRuns(t, a) })
 		startTurn(t, a, "t1")
-		a.Wait()
+		waitRuns(t, a)
 		pending := pendingOf(t, b)
 		if len(pending) != 1 || pending[0].ExpiresAt == nil || !pending[0].ExpiresAt.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("pending under the project TTL: %+v", pending)
@@ -106,7 +106,7 @@ func TestApprovalExpiryDecideAfterDeadlineBeforeSweep(t *testing.T) {
 		if !errors.Is(err, store.ErrDecisionExpired) {
 			t.Fatalf("deciding at the expiry: %v, want ErrDecisionExpired", err)
 		}
-		a.Wait()
+		waitRuns(t, a)
 		if th, _ := b.thread(t, "t1"); th.Status != store.Idle || m.lastSeen() != engine.ExpiredResult {
 			t.Fatalf("thread %+v, model saw %q", th, m.lastSeen())
 		}
@@ -129,7 +129,7 @@ func TestApprovalExpiryExactlyOnceAcrossRunners(t *testing.T) {
 		a := b.runner(t, "node-a", m)
 		other := b.runner(t, "node-b", m)
 		startTurn(t, a, "t1")
-		a.Wait()
+		waitRuns(t, a)
 		b.clk.Advance(2 * time.Minute)
 		var wg sync.WaitGroup
 		counts := make([]int, 2)
@@ -142,8 +142,8 @@ func TestApprovalExpiryExactlyOnceAcrossRunners(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		a.Wait()
-		other.Wait()
+		waitRuns(t, a)
+		waitRuns(t, other)
 		if errs[0] != nil || errs[1] != nil || counts[0]+counts[1] != 1 {
 			t.Fatalf("expiries recorded: %v (errors %v), want exactly 1", counts, errs)
 		}

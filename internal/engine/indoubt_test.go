@@ -20,6 +20,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
+	"github.com/stackbone/stackbone/internal/testwait"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -116,13 +117,13 @@ func crashMidTool(t *testing.T, b *lifetimeBundle, m *caller, fx *sideEffect, de
 	} else {
 		decide(a)
 	}
-	<-fx.entered
+	testwait.Recv(t, fx.entered, "a call to start (fx.entered)")
 	b.clk.Advance(2 * time.Hour)
 	other := b.runner(t, "node-b", m)
 	if n, err := other.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
 		t.Fatalf("Recover after A's lease lapsed: %d, %v", n, err)
 	}
-	other.Wait()
+	waitRuns(t, other)
 	return other
 }
 
@@ -141,7 +142,7 @@ func decideAndWait(t *testing.T, r *engine.Runner, id string, d engine.Decision)
 	if _, err := r.Decide(t.Context(), "acme", id, d); err != nil {
 		t.Fatalf("Decide %s: %v", id, err)
 	}
-	r.Wait()
+	waitRuns(t, r)
 }
 
 // TestInDoubtCallWaitsForHuman: a non-idempotent call whose run died after
@@ -258,7 +259,7 @@ func TestApprovedCallInDoubtAfterCrash(t *testing.T) {
 		m := &caller{name: "refund", id: "call_0", args: `{"orderId":"A1"}`}
 		other := crashMidTool(t, b, m, fx, func(a *engine.Runner) {
 			startTurn(t, a, "t1")
-			a.Wait()
+			waitRuns(t, a)
 			pend := pendingOf(t, b)
 			if len(pend) != 1 || pend[0].Reason != store.ReasonApproval {
 				t.Fatalf("approval: %+v", pend)
@@ -303,14 +304,14 @@ func TestRetriedCallInDoubtAgain(t *testing.T) {
 		if _, err := other.Decide(t.Context(), "acme", first[0].ID, engine.Decision{Kind: tool.Retry, Via: "api"}); err != nil {
 			t.Fatal(err)
 		}
-		<-fx.entered // the retry hangs: B "crashes" too
+		testwait.Recv(t, fx.entered, "a call to start (fx.entered)") // the retry hangs: B "crashes" too
 		b.clk.Advance(2 * time.Hour)
 		third := b.runner(t, "node-c", m)
 		t.Cleanup(fx.free)
 		if n, err := third.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
 			t.Fatalf("Recover after B's lease lapsed: %d, %v", n, err)
 		}
-		third.Wait()
+		waitRuns(t, third)
 		again := pendingOf(t, b)
 		if len(again) != 1 || again[0].ID == first[0].ID || again[0].Reason != store.ReasonInDoubt ||
 			again[0].ToolCallID != "call_0" || string(again[0].Args) != `{"orderId":"A1"}` {
@@ -424,15 +425,14 @@ func TestToolTurnMarksWithItsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Wait()
+	defer waitRuns(t, r)
 	run, err := r.Start(t.Context(), engine.Input{Tenant: "acme", Agent: "helper", ThreadID: "t1",
 		Messages: []message.Message{{Role: message.User, Content: "go"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range run.Events() {
-	}
-	r.Wait()
+	drainRun(t, run)
+	waitRuns(t, r)
 	if !markedBeforeRun.Load() {
 		t.Fatal("the call was not marked started before the tool ran")
 	}
@@ -489,9 +489,8 @@ func TestStatelessTextTurnWritesNoJournal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range run.Events() {
-		}
-		r.Wait()
+		drainRun(t, run)
+		waitRuns(t, r)
 		if n := jc.n.Load(); n != tc.writes {
 			t.Fatalf("%s turn: %d journal writes, want %d", tc.name, n, tc.writes)
 		}

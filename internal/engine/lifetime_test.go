@@ -19,6 +19,7 @@ import (
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // t0 is where the fake clocks of these tests start.
@@ -115,20 +116,39 @@ func eachDriver(t *testing.T, fn func(t *testing.T, b *lifetimeBundle)) {
 	}
 }
 
+// timersApart is a fake clock's time with timers on a fake clock of their
+// own, which nothing advances: a runner on it never renews its lease by
+// itself, so a run hung in a tool call is a process that died there, and
+// advancing the bundle's clock lets its lease lapse.
+type timersApart struct {
+	*clock.Fake
+	timers *clock.Fake
+}
+
+func (c timersApart) NewTimer(d time.Duration) clock.Timer   { return c.timers.NewTimer(d) }
+func (c timersApart) NewTicker(d time.Duration) clock.Ticker { return c.timers.NewTicker(d) }
+
 // runner is one process's runner over the bundle's database (runner "b"
-// uses the second store), leases of an hour, on the fake clock.
+// uses the second store), leases of an hour, on the fake clock; its timers
+// (lease renewal, the follow poll) never fire (timersApart).
 func (b *lifetimeBundle) runner(t *testing.T, owner string, p model.Provider) *engine.Runner {
+	t.Helper()
+	return b.runnerOn(t, owner, p, timersApart{b.clk, clock.NewFake(t0)})
+}
+
+// runnerOn is runner with the clock of its timers.
+func (b *lifetimeBundle) runnerOn(t *testing.T, owner string, p model.Provider, clk clock.Clock) *engine.Runner {
 	t.Helper()
 	st := b.store
 	if owner == "node-b" {
 		st = b.other
 	}
 	r, err := engine.New(engine.Config{Store: st, Agents: agent.NewRegistry(b.spec), Models: fixed{p},
-		Clock: b.clk, Owner: owner, Lease: time.Hour})
+		Clock: clk, Owner: owner, Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Wait) // before the store closes
+	t.Cleanup(func() { waitRuns(t, r) }) // before the store closes
 	return r
 }
 
@@ -160,6 +180,38 @@ func startTurn(t *testing.T, r *engine.Runner, thread string) *engine.Run {
 	return run
 }
 
+// TestLiveRunRenewsItsLeaseOnFakeClock: a run whose model call outlasts the
+// lease is not taken over while its process lives: its heartbeat renews the
+// lease every third of it, on the runner's clock (here the fake one the
+// test advances, three hours in twenty-minute steps).
+func TestLiveRunRenewsItsLeaseOnFakeClock(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, b *lifetimeBundle) {
+		slow := newGated("at last")
+		a := b.runnerOn(t, "node-a", slow, b.clk)
+		done := startTurnWithEvents(t, a, "t1", new(atomic.Value))
+		testwait.Recv(t, slow.entered, "the model call to start")
+		other := b.runner(t, "node-b", slow)
+		for range 9 {
+			b.clk.Advance(20 * time.Minute)
+			want := b.clk.Now().Add(time.Hour)
+			stacktest.WaitFor(t, "the heartbeat to renew the lease to "+want.String(), func() bool {
+				th, _ := b.thread(t, "t1")
+				return th.LeaseUntil.Equal(want)
+			})
+			if n, err := other.Recover(t.Context(), b.clk.Now()); err != nil || n != 0 {
+				t.Fatalf("Recover at %s under A's renewed lease: %d, %v", b.clk.Now().Sub(t0), n, err)
+			}
+		}
+		close(slow.release)
+		testwait.Recv(t, done, "the turn to end")
+		waitRuns(t, a)
+		if th, _ := b.thread(t, "t1"); th.Status != store.Idle {
+			t.Fatalf("thread after the slow turn: %s", th.Status)
+		}
+	})
+}
+
 // TestRecoverTakesOverLapsedLeaseOnFakeClock: a runner that hangs mid-run
 // keeps its thread until its lease lapses (an hour, on a fake clock), then
 // another runner's recovery takes the run over and finishes it; the hung
@@ -174,7 +226,7 @@ func testRecoverTakesOver(t *testing.T, b *lifetimeBundle) {
 	hung.deaf = true
 	a := b.runner(t, "node-a", hung)
 	startTurn(t, a, "t1")
-	<-hung.entered
+	testwait.Recv(t, hung.entered, "a call to start (hung.entered)")
 
 	fresh := newGated("from B")
 	close(fresh.release)
@@ -187,9 +239,9 @@ func testRecoverTakesOver(t *testing.T, b *lifetimeBundle) {
 	if n, err := other.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
 		t.Fatalf("Recover after A's lease lapsed: %d, %v", n, err)
 	}
-	other.Wait()
+	waitRuns(t, other)
 	close(hung.release) // A wakes up too late
-	a.Wait()
+	waitRuns(t, a)
 
 	th, msgs := b.thread(t, "t1")
 	if th.Status != store.Idle {
@@ -218,14 +270,14 @@ func testShutdownReleases(t *testing.T, b *lifetimeBundle) {
 	a := b.runner(t, "node-a", slow)
 	var outcome atomic.Value
 	run := startTurnWithEvents(t, a, "t1", &outcome)
-	<-slow.entered
+	testwait.Recv(t, slow.entered, "a call to start (slow.entered)")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := a.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown with a run that outlasts the grace period: %v", err)
 	}
-	<-run
+	testwait.Recv(t, run, "the attached consumer to end")
 	if got, _ := outcome.Load().(event.Event); got.Type != event.RunError || got.Code != "shutting_down" {
 		t.Fatalf("the attached consumer's last event: %+v", got)
 	}
@@ -253,7 +305,7 @@ func testShutdownReleases(t *testing.T, b *lifetimeBundle) {
 	if n, err := next.Recover(t.Context(), b.clk.Now()); err != nil || n != 1 {
 		t.Fatalf("Recover right after the release: %d, %v", n, err)
 	}
-	next.Wait()
+	waitRuns(t, next)
 	th, msgs := b.thread(t, "t1")
 	if th.Status != store.Idle || msgs[len(msgs)-1].Content != "from B" {
 		t.Fatalf("thread after recovery: %+v, %+v", th, msgs)
@@ -294,7 +346,7 @@ func testRetire(t *testing.T, b *lifetimeBundle) {
 	r := b.runner(t, "node-a", slow)
 	before := r.Builtins(b.spec)
 	startTurn(t, r, "t1")
-	<-slow.entered
+	testwait.Recv(t, slow.entered, "a call to start (slow.entered)")
 
 	replaced := b.spec
 	idle := &agent.Spec{Name: "idle", Model: "scripted/idle", Close: func() { closed.Add(10) }}
@@ -303,7 +355,7 @@ func testRetire(t *testing.T, b *lifetimeBundle) {
 		t.Fatalf("after Retire with a run in flight: closed %d, want only the idle agent (10)", n)
 	}
 	close(slow.release)
-	r.Wait()
+	waitRuns(t, r)
 	if n := closed.Load(); n != 11 {
 		t.Fatalf("after the run ended: closed %d, want 11", n)
 	}

@@ -122,7 +122,7 @@ func (r *Runner) recoverFirst(ctx context.Context, spec *agent.Spec, th *store.T
 	r.Logger.Warn("a new turn found a call of the thread's last run without its result: recovering the thread first",
 		"agent", spec.Name, "thread", th.ID, "lastRun", th.RunID, "run", x.runID)
 	done := make(chan struct{})
-	r.spawn(nil, spec, func(ctx context.Context) {
+	r.spawn(spec, func(ctx context.Context) {
 		defer close(done)
 		x.drive(ctx, started)
 	})
@@ -180,6 +180,6 @@ func (r *Runner) continueTurn(ctx context.Context, x *execution, th *store.Threa
 		"run", x.runID, "failedRun", th.RunID, "recordedSteps", len(steps))
 	x.run = run
 	run.Existed = true
-	r.spawn(nil, x.spec, func(ctx context.Context) { x.drive(ctx, started) })
+	r.spawn(x.spec, func(ctx context.Context) { x.drive(ctx, started) })
 	return nil
 }

@@ -153,8 +153,12 @@ func (d *Dispatcher) Wake() {
 // Run delivers until ctx ends, then waits for the attempts in flight.
 func (d *Dispatcher) Run(ctx context.Context) {
 	defer d.wg.Wait()
-	t := time.NewTicker(d.cfg.Poll)
+	// The poll's timer is armed again after each look it prompted (not
+	// after a wake-up's), so a test on a fake clock that advances past it
+	// and waits for it to be armed knows a look at the new time is done.
+	t := clock.Or(d.cfg.Clock).NewTimer(d.cfg.Poll)
 	defer t.Stop()
+	polled := false
 	lastSweep := time.Time{}
 	for {
 		d.dispatch(ctx)
@@ -168,10 +172,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				d.cfg.Logger.Warn("sweep webhook deliveries", "err", err)
 			}
 		}
+		if polled {
+			t.Reset(d.cfg.Poll)
+			polled = false
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			polled = true
 		case <-d.wake:
 		}
 	}

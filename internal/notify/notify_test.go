@@ -16,6 +16,7 @@ import (
 	"github.com/stackbone/stackbone/internal/notify"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -118,7 +119,9 @@ func start(t *testing.T, cfg notify.Config) *notify.Dispatcher {
 	if cfg.Secret == "" {
 		cfg.Secret = secret
 	}
-	cfg.Poll = 10 * time.Millisecond
+	if cfg.Poll == 0 {
+		cfg.Poll = 10 * time.Millisecond
+	}
 	cfg.PublicURL = "https://stackbone.example"
 	d, err := notify.New(cfg)
 	if err != nil {
@@ -127,19 +130,13 @@ func start(t *testing.T, cfg notify.Config) *notify.Dispatcher {
 	ctx, cancel := t.Context(), func() {}
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testwait.Recv(t, done, "the dispatcher to stop") })
 	return d
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, what, cond)
 }
 
 // TestDeliverySignedAndShaped: a notice arrives signed so that the
@@ -190,8 +187,23 @@ func TestRetriesKeepTheID(t *testing.T) {
 	})
 	never, nsrv := newReceiver(t, func(string, int) int { return http.StatusInternalServerError })
 	s := openStore(t, srv.URL, nsrv.URL)
-	start(t, notify.Config{Store: s, Endpoints: []string{srv.URL, nsrv.URL}, Clock: clk})
+	const poll = time.Millisecond
+	d := start(t, notify.Config{Store: s, Endpoints: []string{srv.URL, nsrv.URL}, Clock: clk, Poll: poll})
+	// look lets d time pass and returns once the dispatcher looked for due
+	// deliveries at the new time (its poll fired and was armed again), with
+	// the attempts that look started under way.
+	look := func(by time.Duration) {
+		t.Helper()
+		clk.Advance(by)
+		if err := clk.AwaitTimers(testwait.Context(t), 1); err != nil {
+			t.Fatalf("the dispatcher's poll: %v", err)
+		}
+	}
+	if err := clk.AwaitTimers(testwait.Context(t), 1); err != nil {
+		t.Fatalf("the dispatcher's poll: %v", err)
+	}
 	pendingDecision(t, s, "t1")
+	look(poll)
 	// recorded: each endpoint's n-th attempt is recorded (its next attempt
 	// is scheduled from the clock as it was then, so the clock moves on only
 	// after that).
@@ -203,19 +215,20 @@ func TestRetriesKeepTheID(t *testing.T) {
 		}
 		return got[store.WebhookRef(nsrv.URL)] == n && got[store.WebhookRef(srv.URL)] == min(n, 4)
 	}
-	waitFor(t, "the first attempts", func() bool { return len(rcv.all()) == 1 && len(never.all()) == 1 && recorded(1) })
+	waitFor(t, "the first attempts", func() bool {
+		return len(rcv.all()) == 1 && len(never.all()) == 1 && recorded(1) && d.InFlight() == 0
+	})
 	var total time.Duration
 	for i, wait := range notify.Schedule {
 		if i > 0 {
-			waitFor(t, "the retry recorded", func() bool { return recorded(i + 1) })
+			waitFor(t, "the retry recorded", func() bool { return recorded(i+1) && d.InFlight() == 0 })
 		}
 		total += wait
-		clk.Advance(wait - time.Millisecond)
-		time.Sleep(50 * time.Millisecond) // polls see nothing due yet
-		if n := len(never.all()); n != i+1 {
-			t.Fatalf("attempt %d came %v early", n, time.Millisecond)
+		look(wait - poll) // nothing due yet
+		if n := len(never.all()); n != i+1 || d.InFlight() != 0 {
+			t.Fatalf("attempt %d came %v early", i+2, poll)
 		}
-		clk.Advance(time.Millisecond)
+		look(poll)
 		waitFor(t, "the retry", func() bool { return len(never.all()) == i+2 })
 	}
 	if total < 24*time.Hour {
@@ -238,11 +251,10 @@ func TestRetriesKeepTheID(t *testing.T) {
 		}
 		a, b := st[store.WebhookRef(srv.URL)], st[store.WebhookRef(nsrv.URL)]
 		return a.Status == store.DeliveryDelivered && a.Attempts == 4 &&
-			b.Status == store.DeliveryFailed && b.Attempts == len(notify.Schedule)+1
+			b.Status == store.DeliveryFailed && b.Attempts == len(notify.Schedule)+1 && d.InFlight() == 0
 	})
-	clk.Advance(48 * time.Hour)
-	time.Sleep(50 * time.Millisecond)
-	if len(never.all()) != len(notify.Schedule)+1 {
+	look(48 * time.Hour)
+	if len(never.all()) != len(notify.Schedule)+1 || d.InFlight() != 0 {
 		t.Fatal("a failed delivery was attempted again")
 	}
 }
@@ -267,13 +279,22 @@ func TestSlowEndpointHoldsOnlyItself(t *testing.T) {
 func TestReplicasDeliverOnce(t *testing.T) {
 	rcv, srv := newReceiver(t, func(string, int) int { return http.StatusOK })
 	s := openStore(t, srv.URL)
-	start(t, notify.Config{Store: s, Endpoints: []string{srv.URL}})
-	start(t, notify.Config{Store: s, Endpoints: []string{srv.URL}})
+	d1 := start(t, notify.Config{Store: s, Endpoints: []string{srv.URL}})
+	d2 := start(t, notify.Config{Store: s, Endpoints: []string{srv.URL}})
 	for i := range 20 {
 		pendingDecision(t, s, "t"+string(rune('a'+i)))
 	}
-	waitFor(t, "20 deliveries", func() bool { return len(rcv.all()) >= 20 })
-	time.Sleep(100 * time.Millisecond)
+	// Once every delivery is recorded delivered and neither dispatcher has
+	// an attempt under way, no further attempt can come.
+	waitFor(t, "20 deliveries recorded", func() bool {
+		ds, _ := s.ListDeliveries(t.Context(), "acme", 100)
+		for _, d := range ds {
+			if d.Status != store.DeliveryDelivered {
+				return false
+			}
+		}
+		return len(ds) == 20 && d1.InFlight() == 0 && d2.InFlight() == 0
+	})
 	seen := map[string]bool{}
 	for _, g := range rcv.all() {
 		if seen[g.ID] {

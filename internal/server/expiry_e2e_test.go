@@ -9,25 +9,29 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/app"
+	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // TestApprovalExpiresEndToEnd: with STACKBONE_APPROVAL_TTL=300ms a paused
 // refund shows its expiresAt on /v1/hitl; the server's recovery loop
-// expires it, the run resumes with "The approval request expired." as the
+// expires it once the (fake) clock passed it, the run resumes with "The approval request expired." as the
 // tool result the model receives, the refund never runs, the audit record
 // reads rejected via expiry, and approving it afterwards is a 409
 // decision_expired.
 func TestApprovalExpiresEndToEnd(t *testing.T) {
 	t.Parallel()
+	fake := clock.NewFake(time.Now().Truncate(time.Second))
 	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) {
 		env := map[string]string{"STACKBONE_APPROVAL_TTL": "300ms"}
 		if err := cfg.FromEnv(func(k string) string { return env[k] }); err != nil {
 			t.Fatal(err)
 		}
+		cfg.Clock = fake
 	}})
 	if env.Config.ApprovalTTL != 300*time.Millisecond {
 		t.Fatalf("ApprovalTTL = %s", env.Config.ApprovalTTL)
@@ -35,18 +39,21 @@ func TestApprovalExpiresEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go app.RecoverLoop(ctx, env.Runner, env.Config, slog.New(slog.DiscardHandler))
+	if err := fake.AwaitTimers(testwait.Context(t), 1); err != nil { // the loop's ticker, the only timer yet
+		t.Fatal(err)
+	}
 
-	before := time.Now()
 	pause(t, env, "expiring", "please refund my order")
 	it := pendingOf(t, env, "expiring")
-	if it.ExpiresAt == nil || it.ExpiresAt.Before(before.Add(250*time.Millisecond)) || it.ExpiresAt.After(time.Now().Add(350*time.Millisecond)) {
-		t.Fatalf("pending decision expiresAt %v (paused at about %v)", it.ExpiresAt, before)
+	if want := fake.Now().Add(300 * time.Millisecond); it.ExpiresAt == nil || !it.ExpiresAt.Equal(want) {
+		t.Fatalf("pending decision expiresAt %v, want %v", it.ExpiresAt, want)
 	}
 	raw := call(t, "GET", env.URL+"/v1/hitl?thread=expiring", "")
 	if !strings.Contains(string(raw.body), `"expiresAt":"`) {
 		t.Fatalf("/v1/hitl does not show expiresAt: %s", raw.body)
 	}
 
+	fake.Advance(300 * time.Millisecond) // the loop's ticks at 150 and 300ms: the second sweeps it
 	waitIdle(t, env, "expiring")
 	if n := env.Calls.Get("refund"); n != 0 {
 		t.Fatalf("the expired refund ran %d times", n)
@@ -86,9 +93,13 @@ func TestApprovalExpiresEndToEnd(t *testing.T) {
 // without the refund, and resuming again is still decision_expired.
 func TestAGUIResumeOfExpiredApprovalIsRunError(t *testing.T) {
 	t.Parallel()
-	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) { cfg.ApprovalTTL = 200 * time.Millisecond }})
+	fake := clock.NewFake(time.Now())
+	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) {
+		cfg.ApprovalTTL = 200 * time.Millisecond
+		cfg.Clock = fake
+	}})
 	_, it := aguiInterrupt(t, env, "th-exp", "refund my order")
-	time.Sleep(250 * time.Millisecond)
+	fake.Advance(250 * time.Millisecond)
 	resume := func(run string) aguiStream {
 		body := `{"threadId":"th-exp","runId":"` + run + `","messages":[],"tools":[],"context":[],"resume":[{"interruptId":"` +
 			it["id"].(string) + `","status":"resolved","payload":{"approved":true}}]}`

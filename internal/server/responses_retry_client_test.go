@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // loseFirstAttempts is a proxy in front of the server that loses the answer
@@ -58,14 +59,9 @@ func loseFirstAttempts(t *testing.T, backend string, ready map[string]func(done 
 // soon reports whether cond holds within a few seconds (for goroutines that
 // must not stop the test: they report with t.Errorf).
 func soon(cond func() bool) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return false
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Deadline)
+	defer cancel()
+	return testwait.Poll(ctx, cond)
 }
 
 // TestResponsesOpenAINodeSDKRetryChargesOnce runs

@@ -119,8 +119,8 @@ func TestHungUpStreamsGiveTheirConnectionsBack(t *testing.T) {
 		}
 		resp.Body.Close()
 		tr.CloseIdleConnections()
-		if i%64 == 63 {
-			time.Sleep(50 * time.Millisecond) // a few keepalives: the server notices
+		if i%64 == 63 { // a few keepalives: the server notices the hang-ups
+			stacktest.WaitFor(t, "the server to end the hung-up streams", func() bool { return env.Server.OpenStreams() == 0 })
 		}
 	}
 }

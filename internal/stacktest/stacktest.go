@@ -29,6 +29,7 @@ import (
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
+	"github.com/stackbone/stackbone/internal/testwait"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/mcp"
 )
@@ -268,17 +269,12 @@ func New(t testing.TB, opts Options) *Env {
 	return env
 }
 
-// WaitFor polls cond until it holds or the deadline passes.
+// WaitFor polls cond until it holds, failing t after testwait.Deadline.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Poll(testwait.Context(t), cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // Thread returns a thread's stored state, failing the test on error.
@@ -338,6 +334,7 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 		if err != nil {
 			t.Fatalf("open store: %v", err)
 		}
+		s.SetClock(cfg.Clock) // as app.OpenStore does
 		st = s
 	}
 	env.Store = st

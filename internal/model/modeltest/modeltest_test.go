@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	antopt "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 const toolScript = `[
@@ -283,9 +283,7 @@ func TestHoldOnce(t *testing.T) {
 // waitCount polls until the mock recorded n requests.
 func waitCount(t *testing.T, srv *modeltest.Server, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); srv.Count() < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the mock recorded %d requests, want %d", srv.Count(), n)
-		}
+	if !testwait.Poll(testwait.Context(t), func() bool { return srv.Count() >= n }) {
+		t.Fatalf("the mock recorded %d requests, want %d", srv.Count(), n)
 	}
 }

@@ -11,17 +11,15 @@
 // refuses the \u0000 escape) beside a format version (store.FormatVersion);
 // times as timestamptz (microseconds).
 //
+// The store's transactions are store.DB's, written once for every driver;
+// this package is the database's mechanics under them (store.Driver):
+// pipelined transactions (driver.go), the pool, the migrations, and Bridge.
 // Concurrency between replicas rests on row locks of the thread: Claim and
-// Checkpoint are single conditional updates of the thread row, whose
-// counters also hand out message and event sequence numbers; BeginRun,
-// FinishRun and Decide lock the thread row before they look at its
-// interrupts, so a decision and the end of a run cannot both miss that
-// nothing is left pending.
-//
-// Beyond the store.Store contract: BeginRun, Checkpoint and FinishRun write
-// the assigned Seq, ThreadID and RunID back into the caller's Events slice
-// once the transaction commits, so the caller can publish the stored events
-// live with their sequence numbers.
+// Checkpoint are conditional updates of the thread row, whose counters also
+// hand out message and event sequence numbers; BeginRun, FinishRun and
+// Decide lock the thread row before they look at its interrupts, so a
+// decision and the end of a run cannot both miss that nothing is left
+// pending.
 //
 // A failure to reach the database (refused or lost connections, timeouts, a
 // server shutting down, a cancelled context) is reported wrapped in
@@ -56,13 +54,13 @@ const DefaultConnectTimeout = 5 * time.Second
 
 // Store is a store.Store on one schema of a PostgreSQL database.
 type Store struct {
+	// DB is the store's transactions, run on this Store as their driver.
+	*store.DB
 	pool   *pgxpool.Pool
 	cfg    *pgxpool.Config
 	schema string
 	logger *slog.Logger
 	now    func() time.Time
-	// webhooks are the endpoints notices are written for (SetWebhooks).
-	webhooks []string
 	// health is the outcome of the latest write transaction (LastWrite).
 	health store.WriteHealth
 }
@@ -129,9 +127,9 @@ func open(ctx context.Context, url, schema string, logger *slog.Logger) (*Store,
 		pool.Close()
 		return nil, mapErr("open", err)
 	}
-	if err := refLegacyEndpoints(ctx, pool, logger); err != nil {
+	if s.DB, err = store.Open(ctx, s, logger); err != nil {
 		pool.Close()
-		return nil, mapErr("open", err)
+		return nil, err
 	}
 	logger.Debug("postgres store open", "host", cc.Host, "database", cc.Database, "schema", s.schema)
 	return s, nil
@@ -168,17 +166,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // LastWrite returns the outcome of the latest write transaction.
 func (s *Store) LastWrite() store.WriteStatus { return s.health.Status() }
-
-// ProbeWrite rewrites the health_probe row in a transaction of its own.
-func (s *Store) ProbeWrite(ctx context.Context) (err error) {
-	defer func() { s.noteWrite(ctx, err) }()
-	now := s.now()
-	return s.tx(ctx, "probe write", func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO health_probe (id, probed_at) VALUES (1, $1)
-			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now)
-		return err
-	})
-}
 
 // noteWrite records the outcome of a write (every method that writes
 // defers it) for LastWrite: a
@@ -278,22 +265,9 @@ func invalidData(err error) bool {
 	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
 }
 
-// utc returns t in UTC; a nil t is the zero time.
-func utc(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-// timeArg binds a time; the zero time is NULL.
-func timeArg(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
-
 // SetClock makes the store read the time from c where a call leaves it
 // unset (a zero Now or At). Call it before the store is used.
-func (s *Store) SetClock(c clock.Clock) { s.now = clock.Or(c).Now }
+func (s *Store) SetClock(c clock.Clock) {
+	s.now = clock.Or(c).Now
+	s.DB.SetClock(c)
+}

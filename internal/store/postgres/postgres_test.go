@@ -143,3 +143,11 @@ func TestConformance(t *testing.T) {
 		return openTest(t)
 	})
 }
+
+func TestDriver(t *testing.T) {
+	t.Parallel()
+	needDB(t)
+	storetest.RunDriver(t, func(t *testing.T) store.Driver {
+		return openTest(t)
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/clock"
 )
 
 // The WAL checkpoint policy. SQLite's own (wal_autocheckpoint, 1000 pages)
@@ -34,6 +36,7 @@ type checkpointer struct {
 	logger  *slog.Logger
 	pending atomic.Int64 // commits since the last checkpoint began
 	kick    chan struct{}
+	clocks  chan clockSwap // setClock's
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -47,6 +50,7 @@ func newCheckpointer(db *sql.DB, logger *slog.Logger) *checkpointer {
 		db:     db,
 		logger: logger,
 		kick:   make(chan struct{}, 1),
+		clocks: make(chan clockSwap),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -64,16 +68,39 @@ func (c *checkpointer) committed() {
 	}
 }
 
+// clockSwap is a clock for the idle timer and what to close once it is
+// armed on it.
+type clockSwap struct {
+	clk   clock.Clock
+	armed chan struct{}
+}
+
+// setClock moves the idle timer onto clk (the real clock until then) and
+// returns once it is armed there, ckptIdle from clk's now.
+func (c *checkpointer) setClock(clk clock.Clock) {
+	armed := make(chan struct{})
+	select {
+	case c.clocks <- clockSwap{clock.Or(clk), armed}:
+		<-armed
+	case <-c.done:
+	}
+}
+
 func (c *checkpointer) loop() {
 	defer close(c.done)
-	idle := time.NewTimer(ckptIdle)
-	defer idle.Stop()
+	idle := clock.Real.NewTimer(ckptIdle)
+	defer func() { idle.Stop() }()
 	for {
 		select {
 		case <-c.stop:
 			return
+		case sw := <-c.clocks:
+			idle.Stop()
+			idle = sw.clk.NewTimer(ckptIdle)
+			close(sw.armed)
+			continue
 		case <-c.kick:
-		case <-idle.C:
+		case <-idle.C():
 		}
 		if c.pending.Load() > 0 {
 			c.checkpoint()

@@ -6,8 +6,27 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/stackbone/stackbone/internal/clock"
+	"github.com/stackbone/stackbone/internal/store/storetest"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
+
+// idleClock puts s's checkpointer on a fake clock; the step it returns lets
+// ckptIdle pass and waits until the checkpointer went round its loop (its
+// idle timer fired and is armed again), so a checkpoint it was due has run.
+func idleClock(t *testing.T, s *Store) (step func()) {
+	t.Helper()
+	clk := clock.NewFake(storetest.T0)
+	s.ckpt.setClock(clk)
+	return func() {
+		t.Helper()
+		clk.Advance(ckptIdle)
+		if err := clk.AwaitTimers(testwait.Context(t), 1); err != nil {
+			t.Fatalf("the checkpointer did not arm its idle timer again: %v", err)
+		}
+	}
+}
 
 // threadsInFile counts the threads the database file holds on its own,
 // without its WAL: what survives losing the WAL's unsynced tail.
@@ -32,29 +51,28 @@ func threadsInFile(t *testing.T, path string) (int, error) {
 }
 
 // A few writes, then quiet: the store's own checkpoint moves them from the
-// WAL into the database file within about a second, while the store stays
-// open (SQLite alone would wait for 1000 pages or the close).
+// WAL into the database file ckptIdle after the last, while the store stays
+// open (SQLite alone would wait for 1000 pages or the close). On a fake
+// clock: before, the wait for the file raced the checkpointer's count of
+// its runs (3 in 30 under load).
 func TestIdleCheckpointMovesWritesIntoTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stackbone.db")
 	s := openFile(t, path)
+	step := idleClock(t, s)
 	var ids []string
 	for i := range 5 {
 		ids = append(ids, fmt.Sprintf("t%d", i))
 	}
 	beginThreads(t, s, ids...)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, err := threadsInFile(t, path)
-		if n == len(ids) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the database file holds %d of %d threads 10 s after the writes (%v)", n, len(ids), err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if n, _ := threadsInFile(t, path); n == len(ids) {
+		t.Fatal("the writes are in the database file before any checkpoint")
 	}
-	if s.ckpt.runs.Load() == 0 {
-		t.Fatal("no checkpoint ran on the store's goroutine")
+	step()
+	if n, err := threadsInFile(t, path); n != len(ids) {
+		t.Fatalf("the database file holds %d of %d threads once ckptIdle passed (%v)", n, len(ids), err)
+	}
+	if got := s.ckpt.runs.Load(); got != 1 {
+		t.Fatalf("%d checkpoints ran on the store's goroutine, want 1", got)
 	}
 }
 
@@ -68,11 +86,11 @@ func TestBusyWritesKeepTheWALSmall(t *testing.T) {
 	for i := range 5 * ckptCommits {
 		ids = append(ids, fmt.Sprintf("t%d", i))
 	}
+	step := idleClock(t, s)
 	beginThreads(t, s, ids...)
-	for deadline := time.Now().Add(10 * time.Second); s.ckpt.runs.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint after %d commits", len(ids))
-		}
+	step() // the checkpointer went round once more: the checkpoint the first commits kicked has ended
+	if s.ckpt.runs.Load() == 0 {
+		t.Fatalf("%d checkpoints after %d commits", s.ckpt.runs.Load(), len(ids))
 	}
 	fi, err := os.Stat(path + "-wal")
 	if err != nil {
@@ -89,14 +107,11 @@ func TestBusyWritesKeepTheWALSmall(t *testing.T) {
 func TestCheckpointRetriesAfterAReadHeldItBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stackbone.db")
 	s := openFile(t, path)
+	step := idleClock(t, s)
 	beginThreads(t, s, "t0")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if n, _ := threadsInFile(t, path); n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first write never reached the database file")
-		}
+	step()
+	if n, err := threadsInFile(t, path); n != 1 {
+		t.Fatalf("the first write is not in the database file after a checkpoint: %d threads (%v)", n, err)
 	}
 	reader := rawDB(t, path)
 	tx, err := reader.Begin()
@@ -108,19 +123,16 @@ func TestCheckpointRetriesAfterAReadHeldItBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	beginThreads(t, s, "t1", "t2")
-	time.Sleep(2*ckptIdle + 200*time.Millisecond) // checkpoints ran, held back by the read
+	step()
+	step() // two checkpoints ran, held back by the read
 	if n, _ := threadsInFile(t, path); n != 1 {
 		t.Fatalf("the file holds %d threads while the read holds its snapshot, want 1", n)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if n, _ := threadsInFile(t, path); n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the writes held back by the read never reached the database file")
-		}
+	step() // no write since: the held-back checkpoint retries by itself
+	if n, err := threadsInFile(t, path); n != 3 {
+		t.Fatalf("the writes held back by the read are not in the database file at the next idle checkpoint: %d threads (%v)", n, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/storetest"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // BenchmarkCheckpointParallel measures step checkpoints of 16 concurrent
@@ -74,20 +75,19 @@ func holdWriter(t *testing.T, s *Store, n int) (wait func()) {
 	}
 	held := make(chan struct{})
 	var once sync.Once
+	bound := testwait.Context(t)
 	s.gc.beforeCommit = func(int) {
 		once.Do(func() {
 			close(held)
-			for s.gc.queued() < n && ctx.Err() == nil {
-				time.Sleep(time.Millisecond)
-			}
+			testwait.Poll(bound, func() bool { return s.gc.queued() >= n })
 		})
 	}
 	t.Cleanup(func() { s.gc.beforeCommit = nil })
 	done := make(chan error, 1)
 	go func() { done <- s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: "holder", RunID: "r"}) }()
-	<-held
+	testwait.Recv(t, held, "the holding checkpoint to reach its COMMIT")
 	return func() {
-		if err := <-done; err != nil {
+		if err := testwait.Recv(t, done, "the holding checkpoint to end"); err != nil {
 			t.Errorf("holding Checkpoint: %v", err)
 		}
 	}
@@ -286,19 +286,17 @@ func TestGroupCommitSkipsCancelledWriter(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- checkpoint(ctx, "t1") }()
-	<-held
+	testwait.Recv(t, held, "the first writer to reach its COMMIT")
 	cctx, cancel := context.WithCancel(ctx)
 	late := make(chan error, 1)
 	go func() { late <- checkpoint(cctx, "t2") }()
-	for s.gc.queued() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the second writer to queue", func() bool { return s.gc.queued() >= 1 })
 	cancel()
-	if err := <-late; !errors.Is(err, context.Canceled) {
+	if err := testwait.Recv(t, late, "the cancelled writer"); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Checkpoint: %v; want context.Canceled", err)
 	}
 	close(release)
-	if err := <-first; err != nil {
+	if err := testwait.Recv(t, first, "the first writer"); err != nil {
 		t.Errorf("first Checkpoint: %v", err)
 	}
 	if ms, err := s.Messages(ctx, "a", "t2"); err != nil || len(ms) != 0 {

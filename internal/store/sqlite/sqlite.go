@@ -30,10 +30,10 @@
 // arguments and decisions are stored as JSON text beside a format version
 // (store.FormatVersion); times as Unix microseconds.
 //
-// Beyond the store.Store contract: BeginRun, Checkpoint and FinishRun write
-// the assigned Seq, ThreadID and RunID back into the caller's Events slice
-// once the transaction commits, so the caller can publish the stored events
-// live with their sequence numbers.
+// The store's transactions are store.DB's, written once for every driver;
+// this package is the database's mechanics under them (store.Driver): the
+// translation of the store's statements (driver.go), the group commit, the
+// statement caches, the checkpointer and the migrations.
 package sqlite
 
 import (
@@ -63,6 +63,8 @@ const DefaultBusyTimeout = 5 * time.Second
 
 // Store is a store.Store on one SQLite database file.
 type Store struct {
+	// DB is the store's transactions, run on this Store as their driver.
+	*store.DB
 	w      *sql.DB // one connection, BEGIN IMMEDIATE
 	r      *sql.DB // read-only pool (== w for an in-memory database)
 	logger *slog.Logger
@@ -73,8 +75,6 @@ type Store struct {
 	gc     groupCommit // batches the write transactions
 	// ckpt checkpoints the WAL off the write path (nil in memory).
 	ckpt *checkpointer
-	// webhooks are the endpoints notices are written for (SetWebhooks).
-	webhooks []string
 	// health is the outcome of the latest write (LastWrite).
 	health store.WriteHealth
 }
@@ -152,10 +152,6 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 		s.w.Close()
 		return nil, mapErr("open", err)
 	}
-	if err := refLegacyEndpoints(ctx, s.w, logger); err != nil {
-		s.w.Close()
-		return nil, mapErr("open", err)
-	}
 	if !memory {
 		s.r, err = sql.Open("sqlite", path+"?"+params("query_only(1)"))
 		if err != nil {
@@ -183,6 +179,11 @@ func open(ctx context.Context, path string, logger *slog.Logger, o options) (*St
 	if s.r != s.w {
 		s.rc = newStmtCache(s.r)
 	}
+	if s.DB, err = store.Open(ctx, s, logger); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.DB.SetClock(clock.Func(o.now))
 	logger.Debug("sqlite store open", "path", path)
 	return s, nil
 }
@@ -219,17 +220,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // LastWrite returns the outcome of the latest write transaction.
 func (s *Store) LastWrite() store.WriteStatus { return s.health.Status() }
-
-// ProbeWrite rewrites the health_probe row in a write transaction of its
-// own.
-func (s *Store) ProbeWrite(ctx context.Context) error {
-	now := s.now()
-	return s.write(ctx, "probe write", func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO health_probe (id, probed_at) VALUES (1, ?)
-			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now.UnixMicro())
-		return err
-	})
-}
 
 // noteWrite records the outcome of a write for LastWrite: a commit, or a
 // failure of the database; not the writer's own cancellation.
@@ -273,22 +263,12 @@ func unavailable(err error) bool {
 	return false
 }
 
-// micros stores a time as Unix microseconds; the zero time is NULL.
-func micros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-// fromMicros reads a time stored by micros.
-func fromMicros(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMicro(v.Int64).UTC()
-}
-
 // SetClock makes the store read the time from c where a call leaves it
 // unset (a zero Now or At). Call it before the store is used.
-func (s *Store) SetClock(c clock.Clock) { s.now = clock.Or(c).Now }
+func (s *Store) SetClock(c clock.Clock) {
+	s.now = clock.Or(c).Now
+	s.DB.SetClock(c)
+	if s.ckpt != nil {
+		s.ckpt.setClock(c)
+	}
+}

@@ -324,3 +324,9 @@ func TestMigration0003KeepsDecisions(t *testing.T) {
 		t.Fatalf("a stateless record after the migration: %v", err)
 	}
 }
+
+func TestDriver(t *testing.T) {
+	storetest.RunDriver(t, func(t *testing.T) store.Driver {
+		return openFile(t, filepath.Join(t.TempDir(), "data", "stackbone.db"))
+	})
+}

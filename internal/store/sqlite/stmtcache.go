@@ -115,6 +115,8 @@ type wtx struct {
 	*sql.Tx
 	c   *stmtCache
 	ctx context.Context
+	// err is the failure of a queued statement (Queue).
+	err error
 }
 
 // QueryRowContext runs q in the transaction, prepared when cached.

@@ -19,6 +19,8 @@ import (
 // closes the stream.
 func streamHandler(hijacked chan<- bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		returned := make(chan struct{})
+		defer close(returned) // the last thing the handler does
 		sw := sse.New(w)
 		if err := sw.Data([]byte(`{"n":1}`)); err != nil {
 			return
@@ -36,7 +38,7 @@ func streamHandler(hijacked chan<- bool) http.HandlerFunc {
 			return
 		}
 		go func() {
-			time.Sleep(20 * time.Millisecond) // the handler has returned
+			<-returned // the handler has returned; net/http goes on with its end of the request meanwhile
 			rest()
 		}()
 	}

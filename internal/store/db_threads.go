@@ -1,0 +1,460 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/message"
+)
+
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest`
+
+// messagesSQL reads a thread's messages after the first $3, in order.
+const messagesSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
+
+// scanThread scans threadCols, then extra.
+func scanThread(row Row, extra ...any) (*Thread, error) {
+	var (
+		t              Thread
+		status         string
+		v              int
+		state, options []byte
+	)
+	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
+		&t.LastError, &t.LeaseOwner, ScanTime(&t.LeaseUntil), ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt),
+		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := CheckFormat(v); err != nil {
+		return nil, fmt.Errorf("thread %s/%s: %w", t.Tenant, t.ID, err)
+	}
+	t.Status = ThreadStatus(status)
+	t.State = json.RawMessage(state)
+	t.Options = json.RawMessage(options)
+	return &t, nil
+}
+
+// GetThread returns a thread of the tenant, or ErrNotFound.
+func (db *DB) GetThread(ctx context.Context, tenant, id string) (*Thread, error) {
+	if err := CheckText("get thread", "tenant", tenant, "id", id); err != nil {
+		return nil, db.invalid(err)
+	}
+	t, err := scanThread(db.d.Read().QueryRow(ctx,
+		`SELECT `+threadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, id))
+	if errors.Is(err, ErrNoRows) {
+		return nil, fmt.Errorf("%s: get thread %q: %w", db.name, id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, db.read("get thread", err)
+	}
+	return t, nil
+}
+
+// ListThreads lists the tenant's threads, most recently updated first.
+func (db *DB) ListThreads(ctx context.Context, tenant string, f ThreadFilter) ([]Thread, error) {
+	if err := f.Validate(tenant); err != nil {
+		return nil, db.invalid(err)
+	}
+	q := strings.Builder{}
+	q.WriteString(`SELECT ` + threadCols + ` FROM threads WHERE tenant = $1`)
+	args := []any{tenant}
+	if f.Agent != "" {
+		args = append(args, f.Agent)
+		q.WriteString(` AND agent = $` + strconv.Itoa(len(args)))
+	}
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		q.WriteString(` AND status = $` + strconv.Itoa(len(args)))
+	}
+	args = append(args, Limit(f.Limit, DefaultLimit))
+	q.WriteString(` ORDER BY updated_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)))
+	return db.queryThreads(ctx, "list threads", q.String(), args...)
+}
+
+// Stale lists, across tenants, the Queued threads and the Running threads
+// whose lease expired before now, least recently updated first.
+func (db *DB) Stale(ctx context.Context, now time.Time, limit int) ([]Thread, error) {
+	return db.queryThreads(ctx, "stale", `SELECT `+threadCols+` FROM threads
+		WHERE status IN ('queued', 'running')
+			AND (status = 'queued' OR lease_until IS NULL OR lease_until < $1)
+		ORDER BY updated_at, tenant, id LIMIT $2`,
+		now, Limit(limit, DefaultLimit))
+}
+
+func (db *DB) queryThreads(ctx context.Context, op, query string, args ...any) ([]Thread, error) {
+	rows, err := db.d.Read().Query(ctx, query, args...)
+	if err != nil {
+		return nil, db.read(op, err)
+	}
+	defer rows.Close()
+	out, err := CollectRows(rows, func(r Rows) (*Thread, error) { return scanThread(r) })
+	if err != nil {
+		return nil, db.read(op, err)
+	}
+	return out, nil
+}
+
+// Messages returns the thread's messages in the order they were appended.
+func (db *DB) Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error) {
+	if err := CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
+		return nil, db.invalid(err)
+	}
+	out, err := queryMessages(ctx, db.d.Read(), tenant, threadID, 0)
+	if err != nil {
+		return nil, db.read("messages", err)
+	}
+	if len(out) == 0 {
+		if err := threadExists(ctx, db.d.Read(), tenant, threadID); err != nil {
+			return nil, db.read("messages", err)
+		}
+	}
+	return out, nil
+}
+
+// queryMessages reads the thread's messages after the first after.
+func queryMessages(ctx context.Context, q Querier, tenant, threadID string, after int) ([]message.Message, error) {
+	rows, err := q.Query(ctx, messagesSQL, tenant, threadID, after)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return ScanMessages(rows)
+}
+
+// beginInsertSQL creates the thread of a new run; it returns no row when
+// the thread exists (a concurrent creator's insert makes it wait for that
+// commit first).
+const beginInsertSQL = `INSERT INTO threads
+		(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
+		 turn_seq, turn_key, turn_digest)
+	VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14)
+	ON CONFLICT (tenant, id) DO NOTHING
+	RETURNING ` + threadCols + `, message_seq, event_seq`
+
+// beginUpdateSQL starts a run on an existing thread, locked and admitted
+// first.
+const beginUpdateSQL = `UPDATE threads SET
+		status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = '',
+		state = coalesce($7::json, state), v = $8,
+		message_seq = message_seq + $9, event_seq = event_seq + $10, options = $11::json,
+		turn_seq = CASE WHEN $14 THEN turn_seq ELSE event_seq + 1 END,
+		turn_key = CASE WHEN $14 THEN turn_key ELSE $12 END,
+		turn_digest = CASE WHEN $14 THEN turn_digest ELSE $13 END
+	WHERE tenant = $1 AND id = $2
+	RETURNING ` + threadCols + `, message_seq, event_seq`
+
+// BeginRun creates the thread if needed and takes its lease for a new run,
+// appending the input messages and events and replacing the state if set;
+// it returns the thread's messages after the first b.Known as of the commit.
+func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
+	msgs, evs, err := b.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("%s: begin run: %w", db.name, err)
+	}
+	if b.Now.IsZero() {
+		b.Now = db.now()
+	}
+	state := StateArg(b.State)
+	var (
+		th            *Thread
+		convo         []message.Message
+		msgSeq, evSeq int64
+	)
+	err = db.d.Write(ctx, "begin run", func(tx Tx) error {
+		create := func() (bool, error) {
+			var err error
+			th, err = scanThread(tx.QueryRow(ctx, beginInsertSQL,
+				b.Tenant, b.ThreadID, b.Agent, b.RunID, FormatVersion, state, b.Owner, TimeArg(b.LeaseUntil), b.Now,
+				len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest), &msgSeq, &evSeq)
+			if errors.Is(err, ErrNoRows) {
+				return false, nil
+			}
+			return err == nil, err
+		}
+		// retake starts the run on the existing thread, locked first; no
+		// thread is found false.
+		retake := func() (bool, error) {
+			cur := Thread{ID: b.ThreadID}
+			var status string
+			err := tx.QueryRow(ctx, `SELECT agent, status, lease_until, run_id FROM threads
+				WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, ScanTime(&cur.LeaseUntil), &cur.RunID)
+			if errors.Is(err, ErrNoRows) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			cur.Status = ThreadStatus(status)
+			if err := b.Admit(&cur); err != nil {
+				return false, err
+			}
+			th, err = scanThread(tx.QueryRow(ctx, beginUpdateSQL,
+				b.Tenant, b.ThreadID, b.RunID, b.Owner, TimeArg(b.LeaseUntil), b.Now, state, FormatVersion, len(msgs), len(evs),
+				OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest, b.Continue), &msgSeq, &evSeq)
+			return err == nil, err
+		}
+		// The caller's hint picks the likely path first; a thread created
+		// or found missing meanwhile takes the other.
+		first, second := retake, create
+		if b.New {
+			first, second = create, retake
+		}
+		created := b.New
+		var ok bool
+		for try := 0; !ok; try++ {
+			if try == 4 {
+				return fmt.Errorf("thread %q: created and deleted meanwhile: %w", b.ThreadID, ErrUnavailable)
+			}
+			if ok, err = first(); err != nil {
+				return err
+			}
+			if !ok {
+				first, second, created = second, first, !created
+			}
+		}
+		appendRows(tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq)
+		if created {
+			convo = append([]message.Message(nil), b.Input...)
+			return nil
+		}
+		convo, err = queryMessages(ctx, tx, b.Tenant, b.ThreadID, b.Known)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
+	return &Begun{Thread: *th, Messages: convo}, nil
+}
+
+// Claim takes a Queued thread, or a Running one whose lease expired before
+// c.Now, for a new run, with one conditional update.
+func (db *DB) Claim(ctx context.Context, c Claim) (*Thread, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: claim: %w", db.name, err)
+	}
+	if c.Now.IsZero() {
+		c.Now = db.now()
+	}
+	var th *Thread
+	err := db.d.Write(ctx, "claim", func(tx Tx) error {
+		var err error
+		th, err = scanThread(tx.QueryRow(ctx, `UPDATE threads SET
+				status = 'running', run_id = $3, lease_owner = $4, lease_until = $5, updated_at = $6, last_error = ''
+			WHERE tenant = $1 AND id = $2
+				AND (status = 'queued' OR (status = 'running' AND (lease_until IS NULL OR lease_until < $6)))
+			RETURNING `+threadCols,
+			c.Tenant, c.ThreadID, c.RunID, c.Owner, TimeArg(c.LeaseUntil), c.Now))
+		if errors.Is(err, ErrNoRows) {
+			if err := threadExists(ctx, tx, c.Tenant, c.ThreadID); err != nil {
+				return err
+			}
+			return fmt.Errorf("thread %q: %w", c.ThreadID, ErrNotClaimable)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return th, nil
+}
+
+// checkpointSQL's conditional update proves the run still holds the thread
+// and reserves the sequence numbers of the rows appended after it.
+const checkpointSQL = `UPDATE threads SET
+		state = coalesce($1::json, state),
+		lease_until = coalesce($2::timestamptz, lease_until),
+		message_seq = message_seq + $3,
+		event_seq = event_seq + $4
+	WHERE tenant = $5 AND id = $6 AND status = 'running' AND run_id = $7
+	RETURNING agent, message_seq, event_seq`
+
+// Checkpoint stores a step boundary of the run in one transaction.
+func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
+	msgs, evs, err := c.Encode()
+	if err != nil {
+		return fmt.Errorf("%s: checkpoint: %w", db.name, err)
+	}
+	ins, err := EncodeInterrupts(c, db.now)
+	if err != nil {
+		return fmt.Errorf("%s: checkpoint: %w", db.name, err)
+	}
+	now := db.now()
+	var evSeq int64
+	err = db.d.Write(ctx, "checkpoint", func(tx Tx) error {
+		var (
+			agent  string
+			msgSeq int64
+		)
+		err := tx.QueryRow(ctx, checkpointSQL,
+			StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID,
+		).Scan(&agent, &msgSeq, &evSeq)
+		if errors.Is(err, ErrNoRows) {
+			return leaseLost(ctx, tx, c.Tenant, c.ThreadID, c.RunID)
+		}
+		if err != nil {
+			return err
+		}
+		appendRows(tx, c.Tenant, c.ThreadID, msgs, msgSeq, evs, evSeq)
+		markStarts(tx, c, now)
+		insertInterrupts(tx, agent, ins)
+		if len(db.webhooks) == 0 {
+			return nil
+		}
+		notices, err := PendingNotices(agent, ins)
+		if err != nil {
+			return err
+		}
+		return db.notify(ctx, tx, notices...)
+	})
+	if err != nil {
+		return err
+	}
+	StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
+	return nil
+}
+
+// FinishRun ends the run: the thread takes f.Status (Queued instead of
+// Waiting when no decision is pending any more) and its lease is released.
+func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
+	evs, err := f.Encode()
+	if err != nil {
+		return fmt.Errorf("%s: finish run: %w", db.name, err)
+	}
+	if f.Now.IsZero() {
+		f.Now = db.now()
+	}
+	var evSeq int64
+	err = db.d.Write(ctx, "finish run", func(tx Tx) error {
+		// Lock the thread first, so the update below reads the interrupts
+		// after any decision that took the lock before: a decision can land
+		// between the checkpoint that stored the interrupts and this call,
+		// while the thread is still Running; then nothing is left to wait
+		// for and the resume is due at once.
+		tx.Queue(`SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 AND status = 'running' AND run_id = $3 FOR UPDATE`,
+			f.Tenant, f.ThreadID, f.RunID)
+		var agent string
+		err := tx.QueryRow(ctx, `UPDATE threads SET
+				status = CASE WHEN $1::text = 'waiting' AND NOT EXISTS (
+						SELECT 1 FROM interrupts WHERE tenant = $5 AND thread_id = $6 AND status = 'pending')
+					THEN 'queued' ELSE $1 END,
+				last_error = $2, lease_owner = '', lease_until = NULL, updated_at = $3,
+				event_seq = event_seq + $4
+			WHERE tenant = $5 AND id = $6 AND status = 'running' AND run_id = $7
+			RETURNING event_seq, agent`,
+			string(f.Status), CleanText(f.Error), f.Now, len(evs), f.Tenant, f.ThreadID, f.RunID,
+		).Scan(&evSeq, &agent)
+		if errors.Is(err, ErrNoRows) {
+			return leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)
+		}
+		if err != nil {
+			return err
+		}
+		appendRows(tx, f.Tenant, f.ThreadID, nil, 0, evs, evSeq)
+		if len(db.webhooks) == 0 {
+			return nil
+		}
+		n, ok, err := RunNotice(f.Tenant, agent, f.ThreadID, f.RunID, f.Status, CleanText(f.Error), f.Now)
+		if !ok {
+			return err
+		}
+		return db.notify(ctx, tx, n)
+	})
+	if err != nil {
+		return err
+	}
+	StampEvents(f.Events, f.ThreadID, f.RunID, evSeq)
+	return nil
+}
+
+// ReleaseRun gives up the run's lease without ending it: the thread stays
+// running with no lease, so Stale lists it and Claim takes it at once.
+func (db *DB) ReleaseRun(ctx context.Context, r ReleaseRun) error {
+	if err := CheckText("release run", "tenant", r.Tenant, "threadID", r.ThreadID, "runID", r.RunID); err != nil {
+		return db.invalid(err)
+	}
+	if r.Now.IsZero() {
+		r.Now = db.now()
+	}
+	return db.d.Write(ctx, "release run", func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE threads SET lease_owner = '', lease_until = NULL, updated_at = $1
+			WHERE tenant = $2 AND id = $3 AND status = 'running' AND run_id = $4`,
+			r.Now, r.Tenant, r.ThreadID, r.RunID)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return leaseLost(ctx, tx, r.Tenant, r.ThreadID, r.RunID)
+		}
+		return nil
+	})
+}
+
+// insertChunk is how many rows one multi-row INSERT holds at most, so the
+// statement texts (prepared and cached by the drivers) stay few.
+const insertChunk = 16
+
+// queueInsert queues the multi-row inserts of rows (each of the columns
+// cols names) into table, in chunks of insertChunk.
+func queueInsert(tx Tx, head string, ncols int, rows [][]any) {
+	for len(rows) > 0 {
+		n := min(len(rows), insertChunk)
+		args := make([]any, 0, n*ncols)
+		for _, r := range rows[:n] {
+			args = append(args, r...)
+		}
+		tx.Queue(head+` VALUES `+valuesRows(1, n, ncols), args...)
+		rows = rows[n:]
+	}
+}
+
+// appendRows queues the inserts of msgs and evs, whose last sequence
+// numbers are lastMsg and lastEv (the thread's counters after the
+// reservation).
+func appendRows(tx Tx, tenant, threadID string, msgs []string, lastMsg int64, evs []string, lastEv int64) {
+	for _, t := range []struct {
+		table string
+		rows  []string
+		last  int64
+	}{{"messages", msgs, lastMsg}, {"events", evs, lastEv}} {
+		if len(t.rows) == 0 {
+			continue
+		}
+		first := t.last - int64(len(t.rows)) + 1
+		rows := make([][]any, len(t.rows))
+		for i, j := range t.rows {
+			rows[i] = []any{tenant, threadID, first + int64(i), FormatVersion, j}
+		}
+		queueInsert(tx, `INSERT INTO `+t.table+` (tenant, thread_id, seq, v, json)`, 5, rows)
+	}
+}
+
+// markStarts queues the writes of the started markers of c.Started and the
+// deletes of those of the calls c settles (Checkpoint.Unmarked).
+func markStarts(tx Tx, c Checkpoint, now time.Time) {
+	if un := c.Unmarked(); len(un) > 0 {
+		args := append([]any{c.Tenant, c.ThreadID}, anys(un)...)
+		tx.Queue(`DELETE FROM tool_starts WHERE tenant = $1 AND thread_id = $2 AND tool_call_id IN (`+Params(3, len(un))+`)`, args...)
+	}
+	for _, id := range c.Started {
+		tx.Queue(`INSERT INTO tool_starts (tenant, thread_id, tool_call_id, run_id, started_at)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (tenant, thread_id, tool_call_id) DO UPDATE SET run_id = excluded.run_id, started_at = excluded.started_at`,
+			c.Tenant, c.ThreadID, id, c.RunID, now)
+	}
+}
+
+// anys converts strings to arguments.
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
