@@ -260,6 +260,7 @@ func mapError(err error) *Error {
 	var cd *engine.CallInDoubtError
 	var de *decision.Error
 	var re *decision.RoleError
+	var nl *engine.NotLatestError
 	switch {
 	case errors.As(err, &ins):
 		// The agent's own code failed: retrying will not help.
@@ -283,6 +284,14 @@ func mapError(err error) *Error {
 		return e
 	case errors.As(err, &ud):
 		return New(NotFound, "not_found", ud.Error())
+	case errors.As(err, &nl):
+		// The one request that names a stored turn is the Responses
+		// wire's previous_response_id.
+		e := New(Conflict, "previous_response_not_latest",
+			fmt.Sprintf("Response '%s' is not the latest of its conversation: continue from its latest response (branching a conversation is not supported).", nl.Name))
+		e.Param = "previous_response_id"
+		e.Err = err
+		return e
 	case errors.As(err, &cd):
 		return &Error{Status: http.StatusConflict, Kind: Conflict, Code: engine.CodeCallInDoubt, Message: cd.Error(), NoRetry: true, Err: err}
 	case errors.As(err, &fe):

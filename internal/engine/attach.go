@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -88,11 +89,55 @@ const (
 	continueRetry
 )
 
-// retries says whether a durable turn is a retry of the thread's last turn:
+// Continuation is the stored turn a request names as the one it goes on
+// from (the Responses wire's previous_response_id), when it names one. A
+// request continues the end of its thread: the turn it names must be the
+// thread's last, or the request must be a retry of the turn that followed
+// it (it gets that turn's answer again); anything else would branch the
+// conversation, and is a NotLatestError.
+type Continuation struct {
+	// Name is how the request named it (a response id), for the error.
+	Name string
+	// Next is the sequence number at which the turn that followed the
+	// named one began (store.Thread.Turn.Seq then), 0 when none did: it
+	// is the thread's latest.
+	Next int64
+}
+
+// NotLatestError refuses a request that continues a turn its thread has
+// gone on from (Continuation) and is not a retry of the turn that followed.
+type NotLatestError struct {
+	// Name is the named turn's (Continuation.Name).
+	Name string
+}
+
+func (e *NotLatestError) Error() string {
+	return fmt.Sprintf("%s is not the latest turn of its thread", e.Name)
+}
+
+// retries says whether a durable turn is a retry of the thread's last turn
+// (retryOf), or, for a request that names the turn it continues (cont),
+// whether it may go on at all: the one rule of "retry or new turn" for
+// every wire.
+func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool, cont *Continuation) (retryKind, error) {
+	if cont == nil || cont.Next == 0 || th == nil {
+		return r.retryOf(th, agentName, turn, nothingNew)
+	}
+	if th.Turn.Seq != cont.Next {
+		return newTurn, &NotLatestError{Name: cont.Name} // gone on by more than the turn it may retry
+	}
+	kind, err := r.retryOf(th, agentName, turn, nothingNew)
+	if err == nil && kind == newTurn {
+		err = &NotLatestError{Name: cont.Name}
+	}
+	return kind, err
+}
+
+// retryOf says whether a durable turn is a retry of the thread's last turn:
 // same key (at any time), or, without a key, same input or nothing new
 // while the turn runs or within the retry window after the thread last
 // changed. A known Idempotency-Key sent with another request is an error.
-func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (retryKind, error) {
+func (r *Runner) retryOf(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (retryKind, error) {
 	if th == nil || th.Agent != agentName || th.Turn.Seq == 0 {
 		return newTurn, nil
 	}
@@ -159,6 +204,7 @@ func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64
 	}
 	defer r.wg.Done()
 	run := newRun(th.RunID, threadID)
+	run.tenant, run.store = tenant, r.Store
 	r.followFrom(Input{Tenant: tenant, ThreadID: threadID}, th, from, run)
 	return run, nil
 }

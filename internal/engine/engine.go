@@ -478,6 +478,14 @@ type Run struct {
 	events  chan event.Event
 	gone    chan struct{}
 	once    sync.Once
+	// tenant and store read a pause the run did not make itself (Pause).
+	tenant string
+	store  store.Store
+	mu     sync.Mutex
+	// end is the terminal event the consumer read; known the decisions
+	// the run wrote or read as pending (Pause).
+	end   *event.Event
+	known map[string]store.Interrupt
 }
 
 // Events yields the run's events until its terminal event: RunFinished, or
@@ -488,6 +496,9 @@ func (run *Run) Events() iter.Seq[event.Event] {
 	return func(yield func(event.Event) bool) {
 		defer run.detach()
 		for e := range run.events {
+			if e.Type == event.RunFinished || e.Type == event.RunError {
+				run.ended(e)
+			}
 			if !yield(e) {
 				return
 			}
@@ -571,6 +582,12 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		return nil, err
 	}
 	th, stored, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
+	if in.Reports && th != nil && th.WaitingSeq > 0 && th.Agent == spec.Name {
+		// Before anything else (a resume the decision queued may still
+		// run): the caller asks for the decisions still pending, or
+		// follows the turn to its end, and reports it.
+		return nil, &UnreportedPauseError{ThreadID: th.ID, Seq: th.WaitingSeq, Pending: errors.Is(err, store.ErrApprovalPending)}
+	}
 	if errors.Is(err, store.ErrApprovalPending) && in.Resync {
 		ok, rerr := r.reattach(ctx, spec, in, run)
 		if rerr != nil {
@@ -580,7 +597,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 			return run, nil
 		}
 	}
-	kind, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State))
+	kind, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State), in.Continues)
 	switch {
 	case rerr != nil:
 		return nil, rerr
@@ -646,7 +663,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another attempt of this turn may have begun it since the read.
 		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
-			if kind, rerr := r.retries(th, spec.Name, turn, false); rerr != nil {
+			if kind, rerr := r.retries(th, spec.Name, turn, false, in.Continues); rerr != nil {
 				return nil, rerr
 			} else if kind == attachRetry {
 				r.attach(in, th, run)
@@ -730,6 +747,7 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 	}
 	x.runID = runID
 	run = newRun(runID, in.ThreadID)
+	run.tenant, run.store = in.Tenant, r.Store
 	if len(in.State) > 0 {
 		if !x.durable {
 			return nil, nil, contractError(CodeNeedsThread, "Seeding state needs a threadId: a stateless run has no state to write to.")

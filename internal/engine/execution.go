@@ -519,6 +519,7 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 	if len(c.Messages) > 0 {
 		x.markWorked()
 	}
+	x.run.know(c.Interrupts)
 	for _, e := range c.Events {
 		x.r.Bus.Publish(x.tenant, x.threadID, e)
 	}
@@ -1211,6 +1212,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			switch o := decision.Result(&it); {
 			case o.Pending:
 				waiting = append(waiting, interruptInfo(it))
+				x.run.know([]store.Interrupt{it})
 				stopOn = append(stopOn, c)
 				continue
 			case !o.Run:

@@ -23,6 +23,17 @@ type Input struct {
 	// stateless turn's instead of the request's digest; on a durable thread,
 	// a request with the key of the thread's last turn is a retry of it.
 	IdempotencyKey string
+	// Continues, when set, is the stored turn the request names as the one
+	// it goes on from (previous_response_id): the engine refuses it
+	// (NotLatestError) unless that turn is the thread's last or the
+	// request retries the turn that followed it.
+	Continues *Continuation
+	// Reports says the caller reports to its client the outcome of a
+	// thread's earlier turn that it told the client waits on a decision
+	// (MCP: store.Thread.WaitingSeq): a new turn on a thread with such a
+	// pause unreported is refused with UnreportedPauseError, before
+	// anything is stored, so the caller reports it first.
+	Reports bool
 	// Messages are the conversation messages the client sent (only new ones,
 	// or the whole history). System messages are not stored; they join the
 	// agent's instructions for this turn.

@@ -45,14 +45,17 @@ func (db *DB) GetThread(ctx context.Context, tenant, id string) (*Thread, error)
 	if err := CheckText("get thread", "tenant", tenant, "id", id); err != nil {
 		return nil, db.invalid(err)
 	}
+	var waiting int64
 	t, err := scanThread(db.d.Read().QueryRow(ctx,
-		`SELECT `+threadCols+` FROM threads WHERE tenant = $1 AND id = $2`, tenant, id))
+		`SELECT `+threadCols+`, coalesce((SELECT waiting_seq FROM run_control r WHERE r.tenant = $1 AND r.thread_id = $2), 0)
+		FROM threads WHERE tenant = $1 AND id = $2`, tenant, id), &waiting)
 	if errors.Is(err, ErrNoRows) {
 		return nil, fmt.Errorf("%s: get thread %q: %w", db.name, id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, db.read("get thread", err)
 	}
+	t.WaitingSeq = waiting
 	return t, nil
 }
 

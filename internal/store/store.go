@@ -118,9 +118,14 @@ type Thread struct {
 	// JSON to the store ("{}" when none).
 	Options json.RawMessage `json:"-"`
 	// Turn is the last turn BeginRun began on the thread.
-	Turn      Turn      `json:"-"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Turn Turn `json:"-"`
+	// WaitingSeq is the thread's RunControl.WaitingSeq (the pause an MCP
+	// call answered "waiting" about, whose outcome no call reported yet);
+	// only GetThread reads it, so the engine's own read of the thread
+	// tells a wire without another store call.
+	WaitingSeq int64     `json:"-"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // Turn identifies a thread's last turn (the last BeginRun), so a client's

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,7 +73,7 @@ type call struct {
 	args   args
 	prog   progress
 	// marked is the session's waiting pause (store.RunControl.WaitingSeq)
-	// as this call last read or recorded it; 0: none.
+	// this call read or recorded; 0: none.
 	marked int64
 }
 
@@ -121,18 +122,40 @@ func (t *call) parse() error {
 // fresh is a first attempt: on a session, an earlier call's turn that
 // waited on a decision is settled (reported, or asked about) first; then
 // the message is sent.
+//
+// The engine tells whether the session waits on a decision, or holds a
+// turn's outcome a call told its client waits on one and no call reported
+// yet (Start refuses the turn with store.ErrApprovalPending or
+// engine.UnreportedPauseError, before it stores anything): only then is
+// the earlier turn looked at.
 func (t *call) fresh(ctx context.Context) *sdk.CallToolResult {
-	var earlier *string
-	if t.args.Session != "" {
-		res, text, ok := t.earlier(ctx)
-		if res != nil {
-			return res
+	res, text, err := t.turn(ctx)
+	var up *engine.UnreportedPauseError
+	if isUp := errors.As(err, &up); !isUp && !errors.Is(err, store.ErrApprovalPending) {
+		if err != nil {
+			return errorResult("", err)
 		}
-		if ok {
-			earlier = &text
+		return t.finish(res, text, nil)
+	}
+	var seq int64
+	if up != nil {
+		t.marked = up.Seq
+		if !up.Pending {
+			seq = up.Seq
 		}
 	}
-	res, text := t.turn(ctx)
+	res, prior, ok := t.earlier(ctx, seq)
+	if res != nil {
+		return res
+	}
+	var earlier *string
+	if ok {
+		earlier = &prior
+	}
+	res, text, err = t.turn(ctx)
+	if err != nil {
+		return errorResult("", err)
+	}
 	return t.finish(res, text, earlier)
 }
 
@@ -147,6 +170,9 @@ func (t *call) retry(ctx context.Context) *sdk.CallToolResult {
 	if err != nil {
 		return errorResult("", apierror.Invalid("requestState", "%v", err))
 	}
+	// The call that asked recorded the pause (remember): this one clears
+	// it once it reports the turn's end.
+	t.marked = st.Seq
 	answers := map[string]*sdk.ElicitResult{}
 	for id, r := range t.req.Params.InputResponses {
 		if er, ok := r.(*sdk.ElicitResult); ok {
@@ -157,15 +183,15 @@ func (t *call) retry(ctx context.Context) *sdk.CallToolResult {
 	if err != nil {
 		return errorResult(st.Text, err)
 	}
-	var asked []store.Interrupt
+	var asked, others []store.Interrupt
 	for _, it := range pending {
-		for _, id := range st.IDs {
-			if it.ID == id {
-				asked = append(asked, it)
-			}
+		if slices.Contains(st.IDs, it.ID) {
+			asked = append(asked, it)
+		} else {
+			others = append(others, it)
 		}
 	}
-	res, run := t.apply(ctx, st, asked, answers)
+	res, run := t.apply(ctx, st, asked, others, answers)
 	if res == nil {
 		res, st.Text = t.settle(ctx, run, st)
 	}
@@ -176,7 +202,10 @@ func (t *call) retry(ctx context.Context) *sdk.CallToolResult {
 	if !ok {
 		return res
 	}
-	res, text := t.turn(ctx)
+	res, text, err := t.turn(ctx)
+	if err != nil {
+		return errorResult("", err)
+	}
 	return t.finish(res, text, &earlier)
 }
 
@@ -194,66 +223,50 @@ func (t *call) finish(res *sdk.CallToolResult, text string, earlier *string) *sd
 }
 
 // turn sends the call's message to the agent and follows the turn to its
-// end, through pauses.
-func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string) {
-	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name,
+// end, through pauses. err is the engine's refusal to start the turn.
+func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string, error) {
+	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name, Reports: t.args.Session != "",
 		Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
 	if t.canRelay() {
 		in.Ask = t.relay
 	}
 	run, err := t.h.c.Runner.Start(ctx, in)
 	if err != nil {
-		return errorResult("", err), ""
+		return nil, "", err
 	}
-	return t.settle(ctx, run, pauseState{Thread: t.args.Session})
+	res, text := t.settle(ctx, run, pauseState{Thread: t.args.Session})
+	return res, text, nil
 }
 
 // earlier settles what an earlier call left on the session: pending
 // decisions are asked about (or reported as still waiting), and the
-// outcome of a turn a call answered with "waiting" is reported once. ok
-// says there was such a turn and text is its answer.
-func (t *call) earlier(ctx context.Context) (res *sdk.CallToolResult, text string, ok bool) {
-	th, err := t.h.c.Store.GetThread(ctx, t.caller.Tenant, t.args.Session)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Agent != t.agent) {
-		return nil, "", false // a new session, or another agent's (the turn refuses it)
-	}
-	if err != nil {
-		return errorResult("", err), "", false
-	}
-	pending, err := t.pending(ctx)
-	if err != nil {
-		return errorResult("", err), "", false
-	}
-	ctl, err := t.h.c.Store.GetRunControl(ctx, t.caller.Tenant, t.args.Session)
-	if err != nil {
-		return errorResult("", err), "", false
-	}
-	seq, waited := ctl.WaitingSeq, ctl.WaitingSeq > 0
-	t.marked = seq
-	if len(pending) > 0 {
-		seq, err := t.pauseSeq(ctx)
+// outcome of a turn a call answered with "waiting" (paused at seq, when
+// not 0) is reported once. ok says there was such a turn and text is its
+// answer.
+func (t *call) earlier(ctx context.Context, seq int64) (res *sdk.CallToolResult, text string, ok bool) {
+	if seq > 0 {
+		run, err := t.h.c.Runner.Follow(ctx, t.caller.Tenant, t.args.Session, seq+1)
 		if err != nil {
 			return errorResult("", err), "", false
 		}
-		if err := t.remember(ctx, seq); err != nil {
-			return errorResult("", err), "", false
-		}
-		st := pauseState{Thread: t.args.Session, Seq: seq, Earlier: true}
-		res, run := t.ask(ctx, st, pending)
+		return reported(t.settle(ctx, run, pauseState{Thread: t.args.Session, Earlier: true}))
+	}
+	p, err := t.h.c.Runner.Paused(ctx, t.caller.Tenant, t.args.Session, t.agent)
+	if err != nil {
+		return errorResult("", err), "", false
+	}
+	if p == nil {
+		return nil, "", false // a new session, or another agent's (the turn refuses it)
+	}
+	if len(p.Decisions) > 0 {
+		st := pauseState{Thread: t.args.Session, Seq: p.Seq, Earlier: true}
+		res, run := t.ask(ctx, st, p.Decisions)
 		if res != nil {
 			return res, "", false
 		}
 		return reported(t.settle(ctx, run, st))
 	}
-	if !waited {
-		return nil, "", false
-	}
-	run, err := t.h.c.Runner.Follow(ctx, t.caller.Tenant, t.args.Session, seq+1)
-	if err != nil {
-		return errorResult("", err), "", false
-	}
-	st := pauseState{Thread: t.args.Session, Earlier: true}
-	return reported(t.settle(ctx, run, st))
+	return nil, "", false
 }
 
 // reported is an earlier turn's end as settle gives it, for the call that
@@ -297,22 +310,26 @@ func (t *call) settle(ctx context.Context, run *engine.Run, st pauseState) (res 
 			t.forget(ctx)
 			return nil, text
 		}
-		seq, err := t.pauseSeq(ctx)
+		// The engine gives the pause: its stored terminal event and the
+		// decisions it waits on.
+		p, err := run.Pause(ctx)
+		if err == nil && p == nil {
+			err = fmt.Errorf("mcp: thread %q has no stored pause", t.args.Session)
+		}
 		if err != nil {
 			return errorResult(text, err), ""
 		}
-		// Until this call reports the turn's end, the next call on the
-		// session does (this call may end waiting, or its client may
-		// never come back with the answers it is asked for).
-		if err := t.remember(ctx, seq); err != nil {
-			return errorResult(text, err), ""
-		}
-		pending, err := t.pending(ctx)
-		if err != nil {
-			return errorResult(text, err), ""
-		}
-		st.Seq, st.Text = seq, text
-		if res, run = t.ask(ctx, st, pending); res != nil {
+		st.Seq, st.Text = p.Seq, text
+		if res, run = t.ask(ctx, st, p.Decisions); res != nil {
+			if !res.IsError {
+				// The call ends telling its client the turn waits on a
+				// human (or asking the client, which may never come
+				// back): the next call on the session, through any
+				// replica, reports the turn's outcome.
+				if err := t.remember(ctx, p.Seq); err != nil {
+					return errorResult(text, err), ""
+				}
+			}
 			return res, ""
 		}
 	}
@@ -384,43 +401,14 @@ func (t *call) pending(ctx context.Context) ([]store.Interrupt, error) {
 		Status: store.Pending, Limit: store.MaxLimit})
 }
 
-// pauseSeq is the sequence number of the session's last terminal event in
-// its last turn: the pause the resumed run's events follow.
-func (t *call) pauseSeq(ctx context.Context) (int64, error) {
-	th, err := t.h.c.Store.GetThread(ctx, t.caller.Tenant, t.args.Session)
-	if err != nil {
-		return 0, err
-	}
-	after, last := max(th.Turn.Seq-1, 0), int64(0)
-	for {
-		evs, err := t.h.c.Store.Events(ctx, t.caller.Tenant, t.args.Session, after, store.MaxLimit)
-		if err != nil {
-			return 0, err
-		}
-		for _, e := range evs {
-			after = e.Seq
-			if e.Type == event.RunFinished || e.Type == event.RunError {
-				last = e.Seq
-			}
-		}
-		if len(evs) < store.MaxLimit {
-			break
-		}
-	}
-	if last == 0 {
-		return 0, fmt.Errorf("mcp: thread %q has no stored pause", t.args.Session)
-	}
-	return last, nil
-}
-
-// remember marks the session's turn as paused at seq with its outcome not
-// reported yet, in the store: the next call on the session, through any
-// replica, reports it.
+// remember records, in the store, that the session's turn paused at seq
+// and the call told its client so: the next call on the session, through
+// any replica, reports the turn's outcome (engine.UnreportedPauseError).
 func (t *call) remember(ctx context.Context, seq int64) error {
 	if t.marked == seq {
 		return nil
 	}
-	if err := t.h.c.Store.SetWaiting(ctx, t.caller.Tenant, t.args.Session, seq); err != nil {
+	if err := t.h.c.Store.SetWaiting(context.WithoutCancel(ctx), t.caller.Tenant, t.args.Session, seq); err != nil {
 		return err
 	}
 	t.marked = seq
@@ -429,7 +417,8 @@ func (t *call) remember(ctx context.Context, seq int64) error {
 
 // forget: the session's turn ended and this call reports it. Only the
 // pause this call knows of is cleared (a later one recorded meanwhile by
-// another call stays for its next call).
+// another call stays for its next call); a call that knows of none writes
+// nothing.
 func (t *call) forget(ctx context.Context) {
 	if t.args.Session == "" || t.marked == 0 {
 		return

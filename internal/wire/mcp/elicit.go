@@ -108,16 +108,21 @@ func (t *call) ask(ctx context.Context, st pauseState, pending []store.Interrupt
 		}
 		answers[it.ID] = r
 	}
-	return t.apply(ctx, st, pending, answers)
+	return t.apply(ctx, st, pending, nil, answers)
 }
 
 // apply records the client's answers to a pause's decisions. A declined
 // form rejects the call (skips an in-doubt one); a cancelled one, or none,
 // leaves the decision pending for Studio, the CLI or the HTTP API.
-func (t *call) apply(ctx context.Context, st pauseState, asked []store.Interrupt, answers map[string]*sdk.ElicitResult) (*sdk.CallToolResult, *engine.Run) {
+func (t *call) apply(ctx context.Context, st pauseState, asked, others []store.Interrupt, answers map[string]*sdk.ElicitResult) (*sdk.CallToolResult, *engine.Run) {
 	var notes []string
+	// left are the pause's decisions still pending once the answers are
+	// recorded: those asked and not decided here (or by another decider
+	// first), and the pause's others.
+	var left []store.Interrupt
 	for _, it := range asked {
 		d, ok, err := decisionOf(it, answers[it.ID])
+		decided := false
 		if err == nil && ok && t.caller.CannotDecide != nil {
 			err = t.caller.CannotDecide
 		} else if err == nil && ok {
@@ -126,15 +131,16 @@ func (t *call) apply(ctx context.Context, st pauseState, asked []store.Interrupt
 			if errors.Is(err, store.ErrAlreadyDecided) {
 				err = nil
 			}
+			decided = err == nil
 		}
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("The answer to decision %s was not recorded: %s", it.ID, apierror.From(err).Message))
 		}
+		if !decided {
+			left = append(left, it)
+		}
 	}
-	left, err := t.pending(ctx)
-	if err != nil {
-		return errorResult(st.Text, err), nil
-	}
+	left = append(left, others...)
 	if len(left) > 0 {
 		return t.waiting(st, left, notes), nil
 	}

@@ -34,7 +34,6 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/engine"
-	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -54,17 +53,20 @@ type Runner interface {
 	Decide(ctx context.Context, tenant, id string, d engine.Decision) (*store.Interrupt, error)
 	// Cancel stops the thread's running run, wherever it runs.
 	Cancel(ctx context.Context, tenant, threadID string) error
+	// Paused is the pause a session of an agent waits in, when the call
+	// did not follow it itself (an earlier call's).
+	Paused(ctx context.Context, tenant, threadID, agentName string) (*engine.Pause, error)
 }
 
-// Store is what the tools read: a session's thread, its pending decisions
-// and its stored events; and the pause a call answered "waiting on a human
-// decision" about (store.RunControl.WaitingSeq), kept in the store so the
-// next call on the session reports its outcome through any replica.
+// Store is what the tools read and write themselves: a session's pending
+// decisions, when a client comes back with its answers, and the pause a
+// call told its client waits on a human decision (store.RunControl's
+// WaitingSeq, kept in the store so the next call on the session reports
+// its outcome through any replica; the engine's own read of the thread
+// tells it, engine.UnreportedPauseError). Everything else about a run the
+// engine tells: Runner, engine.Run.Pause.
 type Store interface {
-	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 	ListInterrupts(ctx context.Context, tenant string, f store.InterruptFilter) ([]store.Interrupt, error)
-	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
-	GetRunControl(ctx context.Context, tenant, threadID string) (*store.RunControl, error)
 	SetWaiting(ctx context.Context, tenant, threadID string, seq int64) error
 	ClearWaiting(ctx context.Context, tenant, threadID string, seq int64) (bool, error)
 }

@@ -758,3 +758,32 @@ func TestMCPReloadSendsToolsListChanged(t *testing.T) {
 		t.Fatalf("tools after the reload: %+v %v", res, err)
 	}
 }
+
+// A session that waits on a decision another wire's turn left (nothing
+// this handler remembers): the engine refuses the new turn, and the call
+// says what the session waits on instead of sending its message.
+func TestMCPSessionWaitingFromAnotherWire(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	req, _ := http.NewRequest("POST", env.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"refund my order"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-stackbone-session", "mcp-foreign")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chat turn: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	env.Runner.Wait()
+	its := decisions(t, env, "dev", "mcp-foreign")
+	if len(its) != 1 || its[0].Status != store.Pending {
+		t.Fatalf("decisions = %+v, want one pending", its)
+	}
+	cs := connect(t, env, protocols[0], "", nil)
+	res := callAgent(t, cs, "assistant", map[string]any{"message": "are you done?", "session": "mcp-foreign"})
+	if got := text(res); res.IsError || !strings.Contains(got, "Your message was not sent") || !strings.Contains(got, its[0].ID) {
+		t.Fatalf("result = %q (isError %v)", got, res.IsError)
+	}
+	if env.Calls.Get("refund") != 0 {
+		t.Fatal("the refund ran without a decision")
+	}
+}

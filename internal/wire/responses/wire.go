@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,8 +24,9 @@ import (
 )
 
 // Store is what the wire keeps and reads: its response records, the keys
-// that find a new conversation's first attempt, the threads' stored
-// events, and the Conversations API's conversations and items.
+// that find a new conversation's first attempt, and the Conversations
+// API's conversations and items (a thread's events it asks the engine
+// for: Runner).
 type Store interface {
 	ClaimResponseKey(ctx context.Context, k store.ResponseKey, replace string) (*store.ResponseKey, bool, error)
 	GetResponseKey(ctx context.Context, tenant, key string) (*store.ResponseKey, error)
@@ -36,7 +38,6 @@ type Store interface {
 	DeleteResponse(ctx context.Context, tenant, id string) error
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 	GetMessage(ctx context.Context, tenant, id string) (*message.Message, error)
-	Events(ctx context.Context, tenant, threadID string, after int64, limit int) ([]event.Event, error)
 	PutConversation(ctx context.Context, c store.Conversation, items []store.ConversationItem) error
 	GetConversation(ctx context.Context, tenant, id string) (*store.Conversation, error)
 	AddConversationItems(ctx context.Context, tenant, id string, items []store.ConversationItem) error
@@ -48,6 +49,9 @@ type Store interface {
 type Runner interface {
 	// Follow streams a thread's events from a sequence number on.
 	Follow(ctx context.Context, tenant, threadID string, from int64) (*engine.Run, error)
+	// Replay yields a thread's stored events between two sequence numbers
+	// in their live form (a stored response as it stands).
+	Replay(ctx context.Context, tenant, threadID string, from, until int64) iter.Seq2[event.Event, error]
 	// CancelWait stops the thread's running turn, wherever it runs, and
 	// waits until it has stopped or ctx ends (false: still stopping).
 	CancelWait(ctx context.Context, tenant, threadID string) (bool, error)
@@ -237,7 +241,7 @@ func (t *turn) Prepare(ctx context.Context, in engine.Input) (engine.Input, erro
 		if err != nil {
 			return in, err
 		}
-		if err := t.latest(ctx, rec); err != nil {
+		if in.Continues, err = t.continues(ctx, rec); err != nil {
 			return in, err
 		}
 		thread = rec.ThreadID
@@ -286,27 +290,21 @@ func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
 	return nil
 }
 
-// latest checks that prev is its thread's latest response, or the one
-// before a turn this request may retry: a chain continues from its end.
-func (t *turn) latest(ctx context.Context, prev *store.Response) error {
+// continues names the response a request continues for the engine, which
+// refuses it unless it is its thread's latest, or the one before a turn
+// this request retries (engine.Continuation): the turn that followed it,
+// by the thread's next response.
+func (t *turn) continues(ctx context.Context, prev *store.Response) (*engine.Continuation, error) {
+	c := &engine.Continuation{Name: prev.ID}
 	next, err := t.wr.c.Store.NextResponse(ctx, t.tenant, prev.ThreadID, prev.Seq)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil
+		return c, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	th, err := t.wr.c.Store.GetThread(ctx, t.tenant, prev.ThreadID)
-	if err != nil {
-		return err
-	}
-	if th.Turn.Seq == next.Seq {
-		return nil // the engine tells a retry of that turn from a new one
-	}
-	e := apierror.New(apierror.Conflict, "previous_response_not_latest",
-		fmt.Sprintf("Response '%s' is not the latest of its conversation: continue from its latest response (branching a conversation is not supported).", prev.ID))
-	e.Param = "previous_response_id"
-	return e
+	c.Next = next.Seq
+	return c, nil
 }
 
 // Encoder answers the turn: a stream of events, a background response at
@@ -570,25 +568,11 @@ func (wr *Wire) current(ctx context.Context, sr *store.Response, rec record) (*R
 		return nil, err
 	}
 	f := newFold(rec.Head, nil, -1)
-	after := sr.Seq - 1
-	for {
-		evs, err := wr.c.Store.Events(ctx, sr.Tenant, sr.ThreadID, after, store.MaxLimit)
+	for e, err := range wr.c.Runner.Replay(ctx, sr.Tenant, sr.ThreadID, sr.Seq, max(end, 0)) {
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range evs {
-			if end >= 0 && e.Seq >= end {
-				evs = nil
-				break
-			}
-			after = e.Seq
-			for _, le := range event.LiveForm(e) {
-				_ = f.Write(le)
-			}
-		}
-		if len(evs) < store.MaxLimit {
-			break
-		}
+		_ = f.Write(e)
 	}
 	resp := f.snapshot()
 	// A cancelled response reads cancelled once its run has stopped: the
