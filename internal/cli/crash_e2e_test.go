@@ -124,6 +124,21 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// every returns a function that reports true the first time it is called
+// and then once d has passed since it last did: for a poll that repeats an
+// action (a file written again until a watcher sees it) at a pace of its
+// own, not the poll's.
+func every(d time.Duration) func() bool {
+	var last time.Time
+	return func() bool {
+		if now := time.Now(); last.IsZero() || now.Sub(last) >= d {
+			last = now
+			return true
+		}
+		return false
+	}
+}
+
 // TestCrashAfterDecisionResumesOnRestart stops the server hard after a
 // decision and before the resumed turn ends, starts it again, and checks the
 // turn completes and the tool ran once.

@@ -121,12 +121,11 @@ export default defineDeepAgent({
 	}
 
 	// A reload starts the new agent's server and stops the old one.
-	polls := 0
+	rewrite := every(500 * time.Millisecond)
 	waitUntil(t, "the reloaded agent's MCP server", 15*time.Second, func() bool {
-		if polls%25 == 0 {
+		if rewrite() {
 			write("mcpagent.ts", agentSrc("v2"))
 		}
-		polls++
 		return readPid() != first && alive(readPid())
 	})
 	waitUntil(t, "the old MCP server to stop", 15*time.Second, func() bool { return !alive(first) })

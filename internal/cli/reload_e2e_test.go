@@ -51,12 +51,11 @@ func TestDevReloadsAgents(t *testing.T) {
 	// The watcher starts just after the listening line, so a first write may
 	// come before it watches: the file is written again every half second
 	// until the agent is served.
-	polls := 0
+	rewrite := every(500 * time.Millisecond)
 	waitUntil(t, "the new agent to load", 10*time.Second, func() bool {
-		if polls%25 == 0 {
+		if rewrite() {
 			write("two.ts", agentFile("two"))
 		}
-		polls++
 		return modelIDs(t, p.url()) == "one,two"
 	})
 

@@ -123,16 +123,19 @@ export default defineDeepAgent({
 	}
 
 	// dev reloads .env: the next turn sees the new value.
-	polls := 0
+	rewrite, check, attempts, s3 := every(time.Second), every(200*time.Millisecond), 0, ""
 	waitUntil(t, "the edited .env to reach a turn", 15*time.Second, func() bool {
-		if polls%50 == 0 {
+		if rewrite() {
 			write(".env", "PAYMENTS_TOKEN="+dotenvToken+"\nREGION_CODE="+region2+"\n")
 		}
-		polls++
-		if polls%10 != 0 {
+		if !check() {
 			return false
 		}
-		turn("s3", "check")
+		// A session each time: the same message again on one session
+		// is a retry of its turn, answered from the store.
+		attempts++
+		s3 = fmt.Sprintf("s3-%d", attempts)
+		turn(s3, "check")
 		_, b := pay.last()
 		return b["region"] == region2
 	})
@@ -154,7 +157,7 @@ export default defineDeepAgent({
 		}
 		fmt.Fprintf(&seen, "\n== %s\n%s", what, b)
 	}
-	for _, s := range []string{"s1", "s2", "s3"} {
+	for _, s := range []string{"s1", "s2", s3} {
 		grab("thread "+s, "/v1/threads/"+s)
 		grab("events "+s, "/v1/threads/"+s+"/events")
 	}
