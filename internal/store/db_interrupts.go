@@ -41,18 +41,18 @@ func nullText(s string) any {
 	return s
 }
 
-// insertInterrupts queues the inserts of rows as pending; an interrupt
-// without an agent gets the thread's, an empty description or response
-// schema is NULL.
-func insertInterrupts(tx Tx, agent string, rows []EncodedInterrupt) {
+// insertInterrupts queues the inserts of rows as pending, when run runID
+// holds the thread; an interrupt without an agent gets the thread's, an
+// empty description or response schema is NULL.
+func insertInterrupts(tx Tx, runID string, rows []EncodedInterrupt) {
 	for _, r := range rows {
-		a := r.In.Agent
-		if a == "" {
-			a = agent
-		}
 		tx.Queue(`INSERT INTO interrupts (`+interruptCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::json, $10, $11::json, $12::json, $13, 'pending', $14, NULL, $15, $16, $17, '[]')`,
-			r.In.ID, r.In.Tenant, r.In.ThreadID, r.In.RunID, a, r.In.ToolCallID, r.In.Tool, FormatVersion,
+			SELECT $4::text, t.tenant, t.id, $5::text, coalesce(nullif($6::text, ''), t.agent), $7::text, $8::text, $9::integer,
+				$10::json, $11::text, $12::json, $13::json, $14::text, 'pending', $15::timestamptz, NULL, $16::text,
+				$17::timestamptz, $18::integer, '[]'
+			FROM threads t WHERE `+runHeld,
+			r.In.Tenant, r.In.ThreadID, runID,
+			r.In.ID, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, FormatVersion,
 			r.Args, nullText(r.In.Description), r.Allowed, nullText(r.Schema), r.In.Subagent, r.CreatedAt, r.In.Reason,
 			TimePtrArg(r.In.ExpiresAt), r.In.Needed())
 	}

@@ -137,8 +137,40 @@ const beginInsertSQL = `INSERT INTO threads
 		(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
 		 turn_seq, turn_key, turn_digest)
 	VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14)
-	ON CONFLICT (tenant, id) DO NOTHING
+	ON CONFLICT (tenant, id) DO NOTHING`
+
+// beginInsertReturningSQL is beginInsertSQL returning the thread it made.
+const beginInsertReturningSQL = beginInsertSQL + `
 	RETURNING ` + threadCols + `, message_seq, event_seq`
+
+// newHeld is the condition, on threads t, that the insert of beginNew
+// created thread $2 of tenant $1 for run $3 at $4 (no thread that existed
+// has that run and that creation time).
+const newHeld = `t.tenant = $1 AND t.id = $2 AND t.run_id = $3 AND t.created_at = $4::timestamptz`
+
+// beginNew creates the thread of b with its input and events in one round
+// trip where the driver pipelines: the insert, the appends conditional on
+// it having created the thread, and the read of the thread, then the
+// commit. The thread existing already (another creator was first) is
+// errNotHeld, and nothing was written.
+func (db *DB) beginNew(ctx context.Context, b BeginRun, state any, msgs, evs []string) (*Thread, error) {
+	var th *Thread
+	err := db.d.Write(ctx, "begin run", func(tx Tx) error {
+		tx.Queue(beginInsertSQL,
+			b.Tenant, b.ThreadID, b.Agent, b.RunID, FormatVersion, state, b.Owner, TimeArg(b.LeaseUntil), b.Now,
+			len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest)
+		cond := []any{b.Tenant, b.ThreadID, b.RunID, b.Now}
+		appendWhere(tx, "messages", "message_seq", newHeld, cond, -len(msgs), msgs)
+		appendWhere(tx, "events", "event_seq", newHeld, cond, -len(evs), evs)
+		var err error
+		th, err = scanThread(tx.QueryRowLast(ctx, `SELECT `+threadCols+` FROM threads t WHERE `+newHeld, cond...))
+		if errors.Is(err, ErrNoRows) {
+			return errNotHeld
+		}
+		return err
+	})
+	return th, err
+}
 
 // beginUpdateSQL starts a run on an existing thread, locked and admitted
 // first.
@@ -164,6 +196,17 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		b.Now = db.now()
 	}
 	state := StateArg(b.State)
+	if b.New {
+		th, err := db.beginNew(ctx, b, state, msgs, evs)
+		if err == nil {
+			StampEvents(b.Events, b.ThreadID, b.RunID, int64(len(evs)))
+			return &Begun{Thread: *th, Messages: append([]message.Message(nil), b.Input...)}, nil
+		}
+		if !errors.Is(err, errNotHeld) {
+			return nil, err
+		}
+		b.New = false // another creator was first: the existing thread's path
+	}
 	var (
 		th            *Thread
 		convo         []message.Message
@@ -172,7 +215,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 	err = db.d.Write(ctx, "begin run", func(tx Tx) error {
 		create := func() (bool, error) {
 			var err error
-			th, err = scanThread(tx.QueryRow(ctx, beginInsertSQL,
+			th, err = scanThread(tx.QueryRow(ctx, beginInsertReturningSQL,
 				b.Tenant, b.ThreadID, b.Agent, b.RunID, FormatVersion, state, b.Owner, TimeArg(b.LeaseUntil), b.Now,
 				len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest), &msgSeq, &evSeq)
 			if errors.Is(err, ErrNoRows) {
@@ -269,16 +312,37 @@ func (db *DB) Claim(ctx context.Context, c Claim) (*Thread, error) {
 }
 
 // checkpointSQL's conditional update proves the run still holds the thread
-// and reserves the sequence numbers of the rows appended after it.
+// and reserves the sequence numbers of the rows the checkpoint appended
+// before it (appendHeld numbers them from the counters as they were).
 const checkpointSQL = `UPDATE threads SET
 		state = coalesce($1::json, state),
 		lease_until = coalesce($2::timestamptz, lease_until),
 		message_seq = message_seq + $3,
 		event_seq = event_seq + $4
 	WHERE tenant = $5 AND id = $6 AND status = 'running' AND run_id = $7
-	RETURNING agent, message_seq, event_seq`
+	RETURNING agent, event_seq`
 
-// Checkpoint stores a step boundary of the run in one transaction.
+// errNotHeld: the run no longer holds its thread (nothing was written).
+var errNotHeld = errors.New("the run does not hold the thread")
+
+// runHeld is the condition, on threads t, that run $3 holds thread $2 of
+// tenant $1. A run's transaction locks the thread row with it first, then
+// every statement holds it, so when the run lost the thread they write
+// nothing.
+const runHeld = `t.tenant = $1 AND t.id = $2 AND t.status = 'running' AND t.run_id = $3`
+
+// lockHeld takes the thread row's lock for the run's transaction (the
+// counters the appends number from hold until it ends); SQLite skips it.
+func lockHeld(tx Tx, tenant, threadID, runID string) {
+	tx.Queue(`SELECT 1 FROM threads t WHERE `+runHeld+` FOR UPDATE`, tenant, threadID, runID)
+}
+
+// Checkpoint stores a step boundary of the run in one transaction, as one
+// round trip where the driver pipelines: the lock, the appends and markers
+// (each conditional on the run holding the thread), the update that
+// reserves what they took, and the commit. When webhooks write notices of
+// new decisions (which name the thread's agent), the commit waits for the
+// update's answer.
 func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
 	msgs, evs, err := c.Encode()
 	if err != nil {
@@ -289,38 +353,75 @@ func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
 		return fmt.Errorf("%s: checkpoint: %w", db.name, err)
 	}
 	now := db.now()
+	notices := len(db.webhooks) > 0 && len(ins) > 0
 	var evSeq int64
 	err = db.d.Write(ctx, "checkpoint", func(tx Tx) error {
-		var (
-			agent  string
-			msgSeq int64
-		)
-		err := tx.QueryRow(ctx, checkpointSQL,
-			StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID,
-		).Scan(&agent, &msgSeq, &evSeq)
-		if errors.Is(err, ErrNoRows) {
-			return leaseLost(ctx, tx, c.Tenant, c.ThreadID, c.RunID)
-		}
-		if err != nil {
-			return err
-		}
-		appendRows(tx, c.Tenant, c.ThreadID, msgs, msgSeq, evs, evSeq)
+		lockHeld(tx, c.Tenant, c.ThreadID, c.RunID)
+		appendHeld(tx, "messages", "message_seq", c.Tenant, c.ThreadID, c.RunID, 0, msgs)
+		appendHeld(tx, "events", "event_seq", c.Tenant, c.ThreadID, c.RunID, 0, evs)
 		markStarts(tx, c, now)
-		insertInterrupts(tx, agent, ins)
-		if len(db.webhooks) == 0 {
-			return nil
+		insertInterrupts(tx, c.RunID, ins)
+		update := []any{StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID}
+		var agent string
+		query := tx.QueryRowLast
+		if notices {
+			query = tx.QueryRow
 		}
-		notices, err := PendingNotices(agent, ins)
+		err := query(ctx, checkpointSQL, update...).Scan(&agent, &evSeq)
+		if errors.Is(err, ErrNoRows) {
+			return errNotHeld
+		}
+		if err != nil || !notices {
+			return err
+		}
+		ns, err := PendingNotices(agent, ins)
 		if err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, notices...)
+		return db.notify(ctx, tx, ns...)
 	})
-	if err != nil {
+	if err = db.notHeld(ctx, "checkpoint", err, c.Tenant, c.ThreadID, c.RunID); err != nil {
 		return err
 	}
 	StampEvents(c.Events, c.ThreadID, c.RunID, evSeq)
 	return nil
+}
+
+// notHeld turns errNotHeld into why the run does not hold the thread, read
+// apart (the transaction may be over: QueryRowLast); other errors pass.
+func (db *DB) notHeld(ctx context.Context, op string, err error, tenant, threadID, runID string) error {
+	if !errors.Is(err, errNotHeld) {
+		return err
+	}
+	return db.read(op, leaseLost(ctx, db.d.Read(), tenant, threadID, runID))
+}
+
+// appendHeld queues the inserts of rows into table (messages or events),
+// numbered from the thread's counter (message_seq or event_seq): the
+// counter plus base is the number before the first row (0 before the
+// update that adds len(rows) to it; -len(rows) after). cond, on threads t
+// with its arguments first, says the transaction's run holds the thread.
+func appendHeld(tx Tx, table, counter, tenant, threadID, runID string, base int, rows []string) {
+	appendWhere(tx, table, counter, runHeld, []any{tenant, threadID, runID}, base, rows)
+}
+
+func appendWhere(tx Tx, table, counter, cond string, condArgs []any, base int, rows []string) {
+	p := len(condArgs)
+	for off := 0; off < len(rows); off += insertChunk {
+		n := min(insertChunk, len(rows)-off)
+		args := append(append(make([]any, 0, p+2+n), condArgs...), base+off, FormatVersion)
+		var x strings.Builder
+		for i, r := range rows[off : off+n] {
+			if i > 0 {
+				x.WriteString(` UNION ALL `)
+			}
+			fmt.Fprintf(&x, `SELECT %d AS k, $%d::json AS j`, i+1, p+3+i)
+			args = append(args, r)
+		}
+		tx.Queue(fmt.Sprintf(`INSERT INTO %s (tenant, thread_id, seq, v, json)
+			SELECT t.tenant, t.id, t.%s + $%d::bigint + x.k, $%d::integer, x.j
+			FROM threads t, (%s) x WHERE %s`, table, counter, p+1, p+2, x.String(), cond), args...)
+	}
 }
 
 // FinishRun ends the run: the thread takes f.Status (Queued instead of
@@ -334,16 +435,22 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		f.Now = db.now()
 	}
 	var evSeq int64
+	notice := len(db.webhooks) > 0
 	err = db.d.Write(ctx, "finish run", func(tx Tx) error {
-		// Lock the thread first, so the update below reads the interrupts
-		// after any decision that took the lock before: a decision can land
-		// between the checkpoint that stored the interrupts and this call,
-		// while the thread is still Running; then nothing is left to wait
-		// for and the resume is due at once.
-		tx.Queue(`SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 AND status = 'running' AND run_id = $3 FOR UPDATE`,
-			f.Tenant, f.ThreadID, f.RunID)
+		// The lock comes first, so the update reads the interrupts after
+		// any decision that took it before: a decision can land between
+		// the checkpoint that stored the interrupts and this call, while
+		// the thread is still Running; then nothing is left to wait for
+		// and the resume is due at once. The events are numbered from the
+		// counter before the update adds them.
+		lockHeld(tx, f.Tenant, f.ThreadID, f.RunID)
+		appendHeld(tx, "events", "event_seq", f.Tenant, f.ThreadID, f.RunID, 0, evs)
+		query := tx.QueryRowLast
+		if notice {
+			query = tx.QueryRow
+		}
 		var agent string
-		err := tx.QueryRow(ctx, `UPDATE threads SET
+		err := query(ctx, `UPDATE threads SET
 				status = CASE WHEN $1::text = 'waiting' AND NOT EXISTS (
 						SELECT 1 FROM interrupts WHERE tenant = $5 AND thread_id = $6 AND status = 'pending')
 					THEN 'queued' ELSE $1 END,
@@ -354,14 +461,10 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 			string(f.Status), CleanText(f.Error), f.Now, len(evs), f.Tenant, f.ThreadID, f.RunID,
 		).Scan(&evSeq, &agent)
 		if errors.Is(err, ErrNoRows) {
-			return leaseLost(ctx, tx, f.Tenant, f.ThreadID, f.RunID)
+			return errNotHeld
 		}
-		if err != nil {
+		if err != nil || !notice {
 			return err
-		}
-		appendRows(tx, f.Tenant, f.ThreadID, nil, 0, evs, evSeq)
-		if len(db.webhooks) == 0 {
-			return nil
 		}
 		n, ok, err := RunNotice(f.Tenant, agent, f.ThreadID, f.RunID, f.Status, CleanText(f.Error), f.Now)
 		if !ok {
@@ -369,7 +472,7 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		}
 		return db.notify(ctx, tx, n)
 	})
-	if err != nil {
+	if err = db.notHeld(ctx, "finish run", err, f.Tenant, f.ThreadID, f.RunID); err != nil {
 		return err
 	}
 	StampEvents(f.Events, f.ThreadID, f.RunID, evSeq)
@@ -439,17 +542,19 @@ func appendRows(tx Tx, tenant, threadID string, msgs []string, lastMsg int64, ev
 }
 
 // markStarts queues the writes of the started markers of c.Started and the
-// deletes of those of the calls c settles (Checkpoint.Unmarked).
+// deletes of those of the calls c settles (Checkpoint.Unmarked), when the
+// run holds the thread.
 func markStarts(tx Tx, c Checkpoint, now time.Time) {
 	if un := c.Unmarked(); len(un) > 0 {
-		args := append([]any{c.Tenant, c.ThreadID}, anys(un)...)
-		tx.Queue(`DELETE FROM tool_starts WHERE tenant = $1 AND thread_id = $2 AND tool_call_id IN (`+Params(3, len(un))+`)`, args...)
+		args := append([]any{c.Tenant, c.ThreadID, c.RunID}, anys(un)...)
+		tx.Queue(`DELETE FROM tool_starts WHERE tenant = $1 AND thread_id = $2 AND tool_call_id IN (`+Params(4, len(un))+`)
+			AND EXISTS (SELECT 1 FROM threads t WHERE `+runHeld+`)`, args...)
 	}
 	for _, id := range c.Started {
 		tx.Queue(`INSERT INTO tool_starts (tenant, thread_id, tool_call_id, run_id, started_at)
-			VALUES ($1, $2, $3, $4, $5)
+			SELECT t.tenant, t.id, $4::text, t.run_id, $5::timestamptz FROM threads t WHERE `+runHeld+`
 			ON CONFLICT (tenant, thread_id, tool_call_id) DO UPDATE SET run_id = excluded.run_id, started_at = excluded.started_at`,
-			c.Tenant, c.ThreadID, id, c.RunID, now)
+			c.Tenant, c.ThreadID, c.RunID, id, now)
 	}
 }
 

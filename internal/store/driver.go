@@ -63,6 +63,12 @@ type Tx interface {
 	// that statement's or the commit's. A driver may send the queued
 	// statements with the next one in a single round trip.
 	Queue(sql string, args ...any)
+	// QueryRowLast is QueryRow as the transaction's last statement: a
+	// driver may send the commit with it, so fn must return once it has
+	// scanned the row, and returning an error then no longer undoes
+	// anything. For a statement whose outcome does not decide whether to
+	// commit (it reads what the transaction wrote).
+	QueryRowLast(ctx context.Context, sql string, args ...any) Row
 }
 
 // Row is one row of a query.

@@ -94,6 +94,8 @@ type queued struct {
 type ptx struct {
 	conn  *pgx.Conn
 	begun bool
+	// done: QueryRowLast sent the commit.
+	done  bool
 	queue []queued
 	// err is the transaction's first failure: every statement after it
 	// fails with it.
@@ -104,7 +106,17 @@ type ptx struct {
 // (if any) as one batch, reads the results of all but extra and returns
 // the results for extra, which the caller reads and closes.
 func (t *ptx) send(ctx context.Context, extra *queued) (pgx.BatchResults, error) {
+	return t.sendThen(ctx, extra, nil)
+}
+
+// sendThen is send with then (if any) queued after extra, its result left
+// for the caller to read after extra's.
+func (t *ptx) sendThen(ctx context.Context, extra, then *queued) (pgx.BatchResults, error) {
 	if t.err != nil {
+		return nil, t.err
+	}
+	if t.done {
+		t.err = errors.New("postgres: a statement after the transaction's last (QueryRowLast)")
 		return nil, t.err
 	}
 	b := &pgx.Batch{}
@@ -120,6 +132,9 @@ func (t *ptx) send(ctx context.Context, extra *queued) (pgx.BatchResults, error)
 	t.queue = t.queue[:0]
 	if extra != nil {
 		b.Queue(extra.sql, extra.args...)
+	}
+	if then != nil {
+		b.Queue(then.sql, then.args...)
 	}
 	if b.Len() == 0 {
 		return nil, nil
@@ -141,17 +156,36 @@ func (t *ptx) QueryRow(ctx context.Context, sql string, args ...any) store.Row {
 	if err != nil {
 		return errRow{err}
 	}
-	return batchRow{t, br}
+	return batchRow{t: t, br: br}
 }
 
-// batchRow is the last result of a batch.
+// QueryRowLast sends COMMIT in the same batch as the statement: the
+// transaction is one round trip when nothing before it read a result.
+func (t *ptx) QueryRowLast(ctx context.Context, sql string, args ...any) store.Row {
+	br, err := t.sendThen(ctx, &queued{sql, args}, &queued{sql: `COMMIT`})
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{t: t, br: br, commit: true}
+}
+
+// batchRow is the last result of a batch (then COMMIT's, with commit).
 type batchRow struct {
-	t  *ptx
-	br pgx.BatchResults
+	t      *ptx
+	br     pgx.BatchResults
+	commit bool
 }
 
 func (r batchRow) Scan(dest ...any) error {
 	err := r.br.QueryRow().Scan(dest...)
+	if r.commit {
+		// COMMIT runs whatever the row was; in a transaction a failure
+		// aborted, it rolls back.
+		if _, cerr := r.br.Exec(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+			err = cerr
+		}
+		r.t.begun, r.t.done = false, true
+	}
 	if cerr := r.br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
 		if cerr != nil {
 			err = cerr
@@ -222,6 +256,12 @@ func (t *ptx) Queue(sql string, args ...any) {
 func (t *ptx) commit(ctx context.Context) error {
 	if t.err != nil {
 		return t.err
+	}
+	if t.done {
+		if len(t.queue) > 0 {
+			return errors.New("postgres: a statement queued after the transaction's last (QueryRowLast)")
+		}
+		return nil
 	}
 	if !t.begun && len(t.queue) == 0 {
 		return nil

@@ -133,6 +133,11 @@ func (t *wtx) QueryRow(ctx context.Context, sql string, args ...any) store.Row {
 	return row{t.QueryRowContext(ctx, rebind(sql), bindArgs(args)...)}
 }
 
+// QueryRowLast is QueryRow: the group commit commits once fn returns.
+func (t *wtx) QueryRowLast(ctx context.Context, sql string, args ...any) store.Row {
+	return t.QueryRow(ctx, sql, args...)
+}
+
 // Query runs a statement of the store in the transaction.
 func (t *wtx) Query(ctx context.Context, sql string, args ...any) (store.ClosingRows, error) {
 	if t.err != nil {

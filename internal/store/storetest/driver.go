@@ -31,6 +31,7 @@ func RunDriver(t *testing.T, newDriver func(t *testing.T) store.Driver) {
 		{"ExecCountsRows", testDriverExecCount},
 		{"RowsThenMoreStatements", testDriverRowsThenMore},
 		{"ParamsList", testDriverParams},
+		{"QueryRowLastCommits", testDriverQueryRowLast},
 		{"ConcurrentWritersLoseNothing", testDriverConcurrent},
 		{"CancelledWriteStoresNothing", testDriverCancelled},
 	}
@@ -324,5 +325,51 @@ func testDriverCancelled(t *testing.T, d store.Driver) {
 	}
 	if got := sessions(t, d, "a"); len(got) != 0 {
 		t.Fatalf("rows = %v after a cancelled write", got)
+	}
+}
+
+func testDriverQueryRowLast(t *testing.T, d store.Driver) {
+	ctx := t.Context()
+	var n int
+	if err := d.Write(ctx, "t", func(tx store.Tx) error {
+		tx.Queue(insertSession, "a", "l1", time.Now())
+		tx.Queue(insertSession, "a", "l2", time.Now())
+		return tx.QueryRowLast(ctx, `SELECT count(*) FROM studio_revoked_sessions WHERE tenant = $1`, "a").Scan(&n)
+	}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if n != 2 {
+		t.Fatalf("the last read counted %d rows, want the 2 queued before it", n)
+	}
+	if got := sessions(t, d, "a"); fmt.Sprint(got) != "[l1 l2]" {
+		t.Fatalf("rows = %v, want [l1 l2] committed", got)
+	}
+	// A last read that finds nothing still commits what came before it.
+	if err := d.Write(ctx, "t", func(tx store.Tx) error {
+		tx.Queue(insertSession, "a", "l3", time.Now())
+		var id string
+		if err := tx.QueryRowLast(ctx, `SELECT id FROM studio_revoked_sessions WHERE tenant = $1`, "none").Scan(&id); !errors.Is(err, store.ErrNoRows) {
+			t.Errorf("last read of no row: %v, want ErrNoRows", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if got := sessions(t, d, "a"); len(got) != 3 {
+		t.Fatalf("rows = %v, want l3 committed too", got)
+	}
+	// A failed statement before the last read fails the write, and
+	// nothing of it is stored.
+	err := d.Write(ctx, "t", func(tx store.Tx) error {
+		tx.Queue(insertSession, "b", "x", time.Now())
+		tx.Queue(insertSession, "b", "x", time.Now())
+		var n int
+		return tx.QueryRowLast(ctx, `SELECT count(*) FROM studio_revoked_sessions`).Scan(&n)
+	})
+	if err == nil {
+		t.Fatal("a write whose queued statement failed committed")
+	}
+	if got := sessions(t, d, "b"); len(got) != 0 {
+		t.Fatalf("rows = %v after a failed write", got)
 	}
 }
