@@ -224,6 +224,19 @@ func (db *DB) ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecor
 	return out, db.read("list runs", rows.Err())
 }
 
+// LastRun returns the latest run of a thread, or nil when it has none.
+func (db *DB) LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error) {
+	r, err := scanRun(db.d.Read().QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE tenant = $1 AND thread_id = $2
+		ORDER BY started_at DESC, id DESC LIMIT 1`, tenant, threadID))
+	if errors.Is(err, ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, db.read("last run", err)
+	}
+	return r, nil
+}
+
 // GetRun returns a run of the tenant with its steps in start order, or
 // ErrNotFound. A run id a client chose may name runs of several threads:
 // the latest is returned.

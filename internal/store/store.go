@@ -518,6 +518,8 @@ type Store interface {
 	RecordRun(ctx context.Context, r RunRecord, steps []Step) error
 	// ListRuns lists a thread's runs, oldest first.
 	ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecord, error)
+	// LastRun returns a thread's latest run (nil: none).
+	LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error)
 	// GetRun returns a run with its steps, or ErrNotFound.
 	GetRun(ctx context.Context, tenant, id string) (*RunDetail, error)
 	// Usage sums the tenant's model calls.
