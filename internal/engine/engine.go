@@ -594,6 +594,11 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	}
 	defer done()
 	x.parent = trace.SpanContextFromContext(ctx)
+	// A spent budget refuses the turn before anything is stored.
+	if err := x.overBudget(ctx); err != nil {
+		return nil, err
+	}
+	x.budgetChecked = len(r.Budgets) > 0
 	spec := x.spec
 	if !x.durable {
 		// A turn of an agent with tools is journaled for client retries;

@@ -89,6 +89,9 @@ type execution struct {
 	// own says which of the tools are the agent's own or built in (not an
 	// MCP server's).
 	own map[string]bool
+	// budgetChecked says the turn's start checked the budgets (its first
+	// step needs no second check).
+	budgetChecked bool
 }
 
 // markWorked records that the run had a side effect (RunFailedError.WorkDone).
@@ -614,6 +617,13 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 		if steps >= x.spec.Steps() {
 			x.stop = event.StopLength
 			return &event.Outcome{Type: event.Success, Stop: event.StopLength}, nil
+		}
+		if !(x.budgetChecked && steps == x.priorSteps) {
+			// Between steps: a run that crossed a budget stops here, its
+			// last step's calls and results stored.
+			if err := x.overBudget(ctx); err != nil {
+				return nil, err
+			}
 		}
 		steps++
 		msg, err := x.step(ctx, first)

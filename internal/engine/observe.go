@@ -17,6 +17,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
+	"github.com/stackbone/stackbone/internal/usage"
 )
 
 // TracerName is the instrumentation scope of the engine's spans.
@@ -574,4 +575,46 @@ func (x *execution) resumes(ctx context.Context) error {
 		x.link = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
 	}
 	return nil
+}
+
+// overBudget returns an *usage.ExceededError when a budget that limits the
+// execution's turns is spent, as the store counts it now (every replica's
+// finished steps; a step in flight elsewhere is not counted yet). The
+// first time a budget is found spent in its period a budget.exceeded
+// webhook notice goes out (once, whichever replica finds it).
+func (x *execution) overBudget(ctx context.Context) error {
+	if len(x.r.Budgets) == 0 {
+		return nil
+	}
+	top := x.top()
+	now := x.r.Now()
+	for _, b := range x.r.Budgets {
+		if !b.Applies(top.tenant, top.spec.Name, top.in.Key) {
+			continue
+		}
+		st, err := b.Status(ctx, x.r.Store, top.tenant, now)
+		if err != nil {
+			return err
+		}
+		if !st.Exceeded {
+			continue
+		}
+		if err := x.r.Store.NotifyOnce(ctx, budgetNotice(top.tenant, top.spec.Name, st, now)); err != nil {
+			x.r.Logger.Error("store the budget.exceeded notice", "budget", b.Name, "err", err)
+		}
+		x.r.Logger.Info("budget spent: turn refused", "budget", b.Name, "tenant", top.tenant, "agent", top.spec.Name,
+			"thread", top.threadID, "usedTokens", st.UsedTokens, "usedUSD", usage.USD(st.UsedNanos))
+		return &usage.ExceededError{Status: st, Wait: st.ResetsAt.Sub(now)}
+	}
+	return nil
+}
+
+// budgetNotice is the budget.exceeded webhook notice of a spent budget.
+func budgetNotice(tenant, agentName string, st usage.Status, now time.Time) store.Notice {
+	data, _ := json.Marshal(map[string]any{
+		"tenant": tenant, "agent": agentName, "budget": st.Name, "scope": st.Scope, "match": st.Match, "period": st.Period,
+		"periodStart": st.From.UTC().Format(time.RFC3339), "resetsAt": st.ResetsAt.UTC().Format(time.RFC3339),
+		"limitTokens": st.Tokens, "limitUsd": st.USD, "usedTokens": st.UsedTokens, "usedUsd": usage.USD(st.UsedNanos),
+	})
+	return store.Notice{ID: st.NoticeID(tenant, st.From), Type: store.NoticeBudgetExceeded, Tenant: tenant, At: now, Data: data}
 }

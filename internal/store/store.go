@@ -518,6 +518,9 @@ type Store interface {
 	RecordRun(ctx context.Context, r RunRecord, steps []Step) error
 	// ListRuns lists a thread's runs, oldest first.
 	ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecord, error)
+	// NotifyOnce queues a webhook notice whose id may have been queued
+	// before (by any replica): a notice goes out once per id.
+	NotifyOnce(ctx context.Context, n Notice) error
 	// LastRun returns a thread's latest run (nil: none).
 	LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error)
 	// GetRun returns a run with its steps, or ErrNotFound.

@@ -60,7 +60,7 @@ func (b Budget) Applies(tenant, agent, key string) bool {
 	return true
 }
 
-// Period returns the start of b's period holding now and the start of the
+// Bounds returns the start of b's period holding now and the start of the
 // next (UTC).
 func (b Budget) Bounds(now time.Time) (from, to time.Time) {
 	now = now.UTC()
@@ -123,6 +123,8 @@ func (b Budget) NoticeID(tenant string, from time.Time) string {
 // budget is spent: 429 budget_exceeded until ResetsAt.
 type ExceededError struct {
 	Status
+	// Wait is the time left until the period resets.
+	Wait time.Duration
 }
 
 // Error implements error.
