@@ -101,8 +101,9 @@ func WithExporter(e sdktrace.SpanExporter) Option { return func(o *options) { o.
 // Setup builds the tracing the environment asks for; getenv reads it
 // (os.Getenv when nil). It installs the W3C trace-context and baggage
 // propagator as the global one (otel.SetTextMapPropagator, which Transport
-// and the HTTP middleware use), routes the SDK's errors to logger, rate
-// limited, and, when tracing is on, sets the global tracer provider.
+// and the HTTP middleware use) and routes the SDK's errors to logger, rate
+// limited. It leaves the global tracer provider alone: pass
+// TracerProvider() to what makes spans (the process sets it global too).
 //
 // Honoured: OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER (otlp or none),
 // OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (no
@@ -163,7 +164,6 @@ func Setup(ctx context.Context, logger *slog.Logger, getenv func(string) string,
 	t.sdk = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(env.sampler()),
 		sdktrace.WithBatcher(exp, bsp...))
 	t.tp = t.sdk
-	otel.SetTracerProvider(t.sdk)
 	logger.Info("tracing: exporting spans over OTLP", "protocol", t.protocol, "endpoint", redactURL(t.endpoint))
 	return t, nil
 }

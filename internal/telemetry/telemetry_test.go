@@ -24,7 +24,7 @@ import (
 )
 
 // The tests of this package are not parallel: Setup installs the global
-// propagator, tracer provider and error handler.
+// propagator and error handler.
 
 // logBuffer is a logger's output, safe for the SDK's goroutines.
 type logBuffer struct {
@@ -57,10 +57,7 @@ func setup(t *testing.T, env map[string]string, opts ...telemetry.Option) (*tele
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = tel.Shutdown(context.Background())
-		otel.SetTracerProvider(noop.NewTracerProvider())
-	})
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	return tel, logs
 }
 
