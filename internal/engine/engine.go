@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/bus"
 	"github.com/stackbone/stackbone/internal/clock"
@@ -74,6 +76,10 @@ type Config struct {
 	// stored error reads as the live one); nil describes only the engine's
 	// own error types.
 	Describe func(err error) (code, message string)
+	// Tracer makes the engine's spans (invoke_agent, chat, execute_tool),
+	// parented on the span in the context a turn starts with (nil: the
+	// global otel.GetTracerProvider()).
+	Tracer trace.TracerProvider
 }
 
 // Runner runs turns. Build it with New; its exported fields are read-only
