@@ -139,10 +139,11 @@ func (s ServerSpan) End(status int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	s.span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status))
-	if status >= 500 {
+	if status < 500 {
+		s.span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status))
+	} else {
 		code := strconv.Itoa(status)
-		s.span.SetAttributes(semconv.ErrorTypeKey.String(code))
+		s.span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status), semconv.ErrorTypeKey.String(code))
 		s.span.SetStatus(codes.Error, code)
 	}
 	s.span.End()

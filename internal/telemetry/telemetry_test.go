@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/telemetry/otlptest"
 	"github.com/stackbone/stackbone/internal/testwait"
@@ -443,5 +444,27 @@ func TestMeta(t *testing.T) {
 	back := trace.SpanContextFromContext(telemetry.ExtractMeta(context.Background(), m))
 	if back.TraceID() != sc.TraceID() || back.SpanID() != sc.SpanID() || !back.IsRemote() {
 		t.Fatalf("extracted %v", back)
+	}
+}
+
+// TestHeadersAreSecrets: the exporter's header values (collector API keys)
+// never reach a redacting log.
+func TestHeadersAreSecrets(t *testing.T) {
+	const key = "otel-key-7Hq2Wm9Zt4"
+	rcv := otlptest.NewReceiver(t)
+	b := &logBuffer{}
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(b, nil), redact.New()))
+	tel, err := telemetry.Setup(t.Context(), logger, otlptest.Getenv(rcv.Env(otlptest.HTTP, "OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team="+key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	logger.Info("collector said", "body", "bad key "+key)
+	if strings.Contains(b.String(), key) {
+		t.Fatalf("the header's value was logged:\n%s", b)
+	}
+	emit(tel, "work")
+	if got := rcv.WaitForName(t, "work").Headers.Get("X-Honeycomb-Team"); got != key {
+		t.Fatalf("header %q", got)
 	}
 }
