@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -26,7 +27,7 @@ func TestTraceparentReachesTheModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tel.Shutdown(t.Context()) })
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) { c.Tracer = tel.TracerProvider() }})
 
 	const traceID, caller = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
