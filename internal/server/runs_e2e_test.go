@@ -301,3 +301,53 @@ func TestGenAIMetrics(t *testing.T) {
 		return true
 	})
 }
+
+// TestUsageOnEveryWire: a tool turn on each wire's official client counts
+// in /v1/usage exactly the tokens that wire told its client, on both stores.
+func TestUsageOnEveryWire(t *testing.T) {
+	t.Parallel()
+	drivers := map[string]func(t *testing.T) store.Store{
+		"sqlite":   func(*testing.T) store.Store { return nil },
+		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "usage_wires") },
+	}
+	for driver, open := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			env := stacktest.New(t, stacktest.Options{Store: open(t)})
+			total := func() (int, int) {
+				var rep struct {
+					Total struct {
+						InputTokens  int `json:"inputTokens"`
+						OutputTokens int `json:"outputTokens"`
+					} `json:"total"`
+				}
+				getJSON(t, env.URL+"/v1/usage", &rep)
+				return rep.Total.InputTokens, rep.Total.OutputTokens
+			}
+			wantIn, wantOut := 0, 0
+			expect := func(wire string, in, out int) {
+				t.Helper()
+				wantIn, wantOut = wantIn+in, wantOut+out
+				stacktest.WaitFor(t, wire+"'s usage", func() bool {
+					gotIn, gotOut := total()
+					return gotIn == wantIn && gotOut == wantOut
+				})
+			}
+			chat, err := client(env, session("usage-chat-"+driver)).Chat.Completions.New(context.Background(), params(user("what is the weather")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect("chat completions", int(chat.Usage.PromptTokens), int(chat.Usage.CompletionTokens))
+			ac := antClient(env)
+			msg, err := ac.Messages.New(context.Background(), antParams(antUser("what is the weather")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect("anthropic messages", int(msg.Usage.InputTokens), int(msg.Usage.OutputTokens))
+			resp, err := client(env).Responses.New(context.Background(), ask("what is the weather"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect("responses", int(resp.Usage.InputTokens), int(resp.Usage.OutputTokens))
+		})
+	}
+}
