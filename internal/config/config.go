@@ -157,9 +157,12 @@ type Config struct {
 	// trace view.
 	TraceURL string
 	// TraceContent puts prompts, completions and tool arguments and
-	// results on spans (STACKBONE_TRACE_CONTENT=true), redacted; Studio
-	// shows model calls' content with it, and always in dev mode.
+	// results on spans (STACKBONE_TRACE_CONTENT=true), redacted.
 	TraceContent bool
+	// KeepContent keeps what each model call sent and got back, redacted,
+	// for Studio's run inspector: on in dev mode, else as TraceContent
+	// (STACKBONE_TRACE_CONTENT=false turns it off in dev too).
+	KeepContent bool
 
 	// Clock is the time seam every part of the server reads (the real
 	// clock when nil). It is not a setting: tests set it.
@@ -192,6 +195,7 @@ func Defaults(mode Mode) Config {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
 		c.Watch = true
+		c.KeepContent = true
 	default:
 		c.Addr = "0.0.0.0:7100"
 	}
@@ -224,7 +228,7 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("STACKBONE_TRACE_CONTENT=%q: want true or false", v))
 		}
-		c.TraceContent = b
+		c.TraceContent, c.KeepContent = b, b
 	}
 	if v := getenv("STACKBONE_WEBHOOK_URL"); v != "" {
 		c.WebhookURLs = SplitList(v)

@@ -488,6 +488,9 @@ func outputMessages(m message.Message, finish string) string {
 	return string(b)
 }
 
+// maxStepContent bounds the messages a model step keeps of its call.
+const maxStepContent = 64 << 10
+
 // stepContent is what a model step keeps of its call when content is
 // captured: the request (system, messages, tools, settings) and the answer,
 // redacted.
@@ -508,13 +511,26 @@ func (r *Runner) stepContent(req model.Request, output string) json.RawMessage {
 	if req.ReasoningEffort != "" {
 		settings["reasoningEffort"] = req.ReasoningEffort
 	}
-	b, err := json.Marshal(map[string]any{
+	// A long conversation is kept from its end: what a call sent is at
+	// most maxStepContent bytes of its latest messages (the rest is
+	// counted), so a thread's stored content grows with its length, not
+	// its square.
+	msgs, omitted := req, 0
+	for len(inputMessages(msgs)) > maxStepContent && len(msgs.Messages) > 1 {
+		n := max(1, len(msgs.Messages)/4)
+		msgs.Messages, omitted = msgs.Messages[n:], omitted+n
+	}
+	body := map[string]any{
 		"system":   req.System,
-		"messages": json.RawMessage(inputMessages(req)),
+		"messages": json.RawMessage(inputMessages(msgs)),
 		"tools":    json.RawMessage(toolDefinitions(req.Tools)),
 		"settings": settings,
 		"output":   json.RawMessage(output),
-	})
+	}
+	if omitted > 0 {
+		body["omittedMessages"] = omitted
+	}
+	b, err := json.Marshal(body)
 	if err != nil {
 		return nil
 	}
