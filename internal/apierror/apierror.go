@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stackbone/stackbone/internal/usage"
 	"math"
 	"net/http"
 	"strconv"
@@ -245,6 +246,10 @@ func leaseWait(err error) time.Duration {
 	return max(1, secs) * time.Second
 }
 
+// CodeBudgetExceeded is the code of a turn refused, or a run stopped, by a
+// spent budget (429).
+const CodeBudgetExceeded = "budget_exceeded"
+
 func mapError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -261,7 +266,12 @@ func mapError(err error) *Error {
 	var de *decision.Error
 	var re *decision.RoleError
 	var nl *engine.NotLatestError
+	var be *usage.ExceededError
 	switch {
+	case errors.As(err, &be):
+		// Until the period resets: retrying sooner cannot succeed.
+		return &Error{Status: http.StatusTooManyRequests, Kind: RateLimit, Code: CodeBudgetExceeded, Message: be.Error(),
+			RetryAfter: be.Wait, NoRetry: true, Err: err}
 	case errors.As(err, &ins):
 		// The agent's own code failed: retrying will not help.
 		return &Error{Status: 500, Kind: Internal, Code: engine.CodeInstructionsFailed, Message: ins.Error(), NoRetry: true, Err: err}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stackbone/stackbone/internal/usage"
 	"io"
 	"log/slog"
 	"net"
@@ -418,9 +419,15 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 	if journalTTL == 0 {
 		journalTTL = -1 // no journal
 	}
+	uf, err := usage.LoadFile(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
 	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
-		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe})
+		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,
+		TraceContent: cfg.TraceContent, KeepContent: cfg.TraceContent || cfg.Mode == config.Dev,
+		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets})
 }
 
 // NewStack builds the engine and the HTTP server, with every wire mounted,

@@ -150,6 +150,14 @@ type Config struct {
 	// of webhook notices (STACKBONE_PUBLIC_URL, --public-url; default
 	// http:// and the listening address).
 	PublicURL string
+	// TraceURL links a run's trace id to the operator's tracing UI: a URL
+	// with {traceId} in it (STACKBONE_TRACE_URL), e.g. a Jaeger or Grafana
+	// trace view.
+	TraceURL string
+	// TraceContent puts prompts, completions and tool arguments and
+	// results on spans (STACKBONE_TRACE_CONTENT=true), redacted; Studio
+	// shows model calls' content with it, and always in dev mode.
+	TraceContent bool
 
 	// Clock is the time seam every part of the server reads (the real
 	// clock when nil). It is not a setting: tests set it.
@@ -202,6 +210,14 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	set(&c.WebhookSecret, "STACKBONE_WEBHOOK_SECRET")
 	set(&c.WebhookFormat, "STACKBONE_WEBHOOK_FORMAT")
 	set(&c.PublicURL, "STACKBONE_PUBLIC_URL")
+	set(&c.TraceURL, "STACKBONE_TRACE_URL")
+	if v := getenv("STACKBONE_TRACE_CONTENT"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_TRACE_CONTENT=%q: want true or false", v))
+		}
+		c.TraceContent = b
+	}
 	if v := getenv("STACKBONE_WEBHOOK_URL"); v != "" {
 		c.WebhookURLs = SplitList(v)
 	}

@@ -10,6 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stackbone/stackbone/internal/redact"
+	"github.com/stackbone/stackbone/internal/usage"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"iter"
 	"log/slog"
 	"strings"
@@ -30,6 +34,9 @@ import (
 type Hooks struct {
 	RunStarted func(agent string)
 	RunEnded   func(agent string, outcome string, d time.Duration)
+	// ModelCall and ToolCall hear of each model and tool call as it ends.
+	ModelCall func(ModelCallInfo)
+	ToolCall  func(ToolCallInfo)
 }
 
 // Config is what New builds a Runner from. Store, Agents and Models are
@@ -74,6 +81,25 @@ type Config struct {
 	// stored error reads as the live one); nil describes only the engine's
 	// own error types.
 	Describe func(err error) (code, message string)
+	// Tracer makes the runs' spans (invoke_agent, chat, execute_tool);
+	// nil: the global provider (otel.GetTracerProvider), a no-op unless
+	// the process set one up.
+	Tracer trace.TracerProvider
+	// TraceContent puts prompts, completions and tool arguments and
+	// results on spans (STACKBONE_TRACE_CONTENT), redacted.
+	TraceContent bool
+	// KeepContent keeps what each model call sent and got back with its
+	// step, redacted, for Studio's run inspector (dev mode, or
+	// TraceContent).
+	KeepContent bool
+	// Redact cleans text bound for spans and steps (nil: the logger's
+	// redactor when it has one).
+	Redact func(string) string
+	// Prices price model calls (nil: the built-in table).
+	Prices *usage.Prices
+	// Budgets limit what turns may spend (checked before each turn and
+	// between a run's steps).
+	Budgets []usage.Budget
 }
 
 // Runner runs turns. Build it with New; its exported fields are read-only
@@ -111,6 +137,14 @@ type Runner struct {
 	// and live errors read alike). Without it the engine describes its own
 	// typed errors and calls anything else an internal error.
 	Describe func(err error) (code, message string)
+	// Tracer, TraceContent, KeepContent, Redact, Prices and Budgets are
+	// the Config's, defaults filled in.
+	Tracer       trace.TracerProvider
+	TraceContent bool
+	KeepContent  bool
+	Redact       func(string) string
+	Prices       *usage.Prices
+	Budgets      []usage.Budget
 
 	// clock is Config.Clock or the real one.
 	clock clock.Clock
@@ -165,6 +199,18 @@ func New(cfg Config) (*Runner, error) {
 		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, ApprovalTTL: cfg.ApprovalTTL, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	r.Tracer, r.TraceContent, r.KeepContent, r.Redact, r.Prices, r.Budgets = cfg.Tracer, cfg.TraceContent, cfg.KeepContent, cfg.Redact, cfg.Prices, cfg.Budgets
+	if r.Tracer == nil {
+		r.Tracer = otel.GetTracerProvider()
+	}
+	if r.Redact == nil {
+		if h, ok := r.Logger.Handler().(*redact.Handler); ok {
+			r.Redact = h.Redactor().String
+		}
+	}
+	if r.Prices == nil {
+		r.Prices = usage.NewPrices(nil)
 	}
 	if r.NewID == nil {
 		r.NewID = ids.New
@@ -547,6 +593,12 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		return nil, err
 	}
 	defer done()
+	x.parent = trace.SpanContextFromContext(ctx)
+	// A spent budget refuses the turn before anything is stored.
+	if err := x.overBudget(ctx); err != nil {
+		return nil, err
+	}
+	x.budgetChecked = len(r.Budgets) > 0
 	spec := x.spec
 	if !x.durable {
 		// A turn of an agent with tools is journaled for client retries;

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,17 @@ type execution struct {
 	// worked is set (on the root) once this run had a side effect: a tool
 	// ran, or a model answer or tool result was stored.
 	worked atomic.Bool
+	// obs is what the run collects of its calls (the root's is used);
+	// parent is the span of the request that started the run, link the
+	// span of the paused run a resumed run continues.
+	obs          observed
+	parent, link trace.SpanContext
+	// own says which of the tools are the agent's own or built in (not an
+	// MCP server's).
+	own map[string]bool
+	// budgetChecked says the turn's start checked the budgets (its first
+	// step needs no second check).
+	budgetChecked bool
 }
 
 // markWorked records that the run had a side effect (RunFailedError.WorkDone).
@@ -159,7 +171,7 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	}
 	ts := r.toolsetOf(spec)
 	return &execution{r: r, spec: spec, provider: m.provider, modelName: m.name, tenant: tenant, threadID: threadID,
-		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, state: json.RawMessage(`{}`), begun: r.Now()}, nil
+		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, own: ts.own, state: json.RawMessage(`{}`), begun: r.Now()}, nil
 }
 
 // specModel is an agent's resolved model: its provider (a fallback over its
@@ -318,6 +330,8 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	if h := x.r.Hooks.RunStarted; h != nil {
 		h(x.spec.Name)
 	}
+	ctx, span := x.startAgentSpan(ctx)
+	x.obs.span = span
 	if started != nil {
 		x.send(*started) // already stored and published
 	} else {
@@ -343,6 +357,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 	}
 	out, err := x.loop(ctx)
 	x.settleJournal() // before the client can see the end and retry
+	pauseEvent(span, out)
 	var outcome string
 	switch {
 	case err != nil && errors.Is(context.Cause(ctx), ErrShuttingDown):
@@ -374,6 +389,10 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		x.closeJournal(ctx)
 		x.finish(out)
 	}
+	if !x.durable {
+		x.recordStateless(outcome, err)
+	}
+	endAgentSpan(span, outcome, err, x.usage)
 	if h := x.r.Hooks.RunEnded; h != nil {
 		h(x.spec.Name, outcome, x.r.Now().Sub(x.begun))
 	}
@@ -469,8 +488,10 @@ func (x *execution) settle(ctx context.Context, err error) {
 // publishes that event (now carrying its sequence number).
 func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Event) (event.Event, error) {
 	stored := []event.Event{x.stamp(ev)}
+	rec, steps := x.takeSteps(string(status), true)
+	rec.Error = errMsg
 	err := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-		Status: status, Error: errMsg, Events: stored, Now: x.r.Now()})
+		Status: status, Error: errMsg, Events: stored, Now: x.r.Now(), Run: rec, Steps: steps})
 	if err == nil || status == store.Failed {
 		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
 	}
@@ -505,6 +526,7 @@ func (x *execution) checkpoint(ctx context.Context, c store.Checkpoint) error {
 	}
 	c.Tenant, c.ThreadID, c.RunID = x.tenant, x.threadID, x.runID
 	c.LeaseUntil = x.r.Now().Add(x.r.Lease)
+	c.Run, c.Steps = x.takeSteps(string(store.Running), false)
 	if x.scope != "" {
 		// A subagent's messages live in the thread, tagged with its task
 		// call; its state stays its own until the task returns.
@@ -595,6 +617,13 @@ func (x *execution) loop(ctx context.Context) (*event.Outcome, error) {
 		if steps >= x.spec.Steps() {
 			x.stop = event.StopLength
 			return &event.Outcome{Type: event.Success, Stop: event.StopLength}, nil
+		}
+		if !(x.budgetChecked && steps == x.priorSteps) {
+			// Between steps: a run that crossed a budget stops here, its
+			// last step's calls and results stored.
+			if err := x.overBudget(ctx); err != nil {
+				return nil, err
+			}
 		}
 		steps++
 		msg, err := x.step(ctx, first)
@@ -818,10 +847,14 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 	var args []*strings.Builder
 	x.stop = event.StopEnd
 	reported := false
+	ctx, call := x.startModelCall(ctx, req)
+	defer func() { call.end(&msg, nil) }() // a call ended early (its consumer gone) is kept too
 	for ch, err := range x.provider.Stream(ctx, req) {
 		if err != nil {
+			call.end(nil, err)
 			return msg, args, held, err
 		}
+		call.chunk(ch)
 		switch ch.Type {
 		case model.Restart:
 			if !hold {
@@ -884,6 +917,12 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 	x.reportInput(msg.ID, 0, &reported)
 	closeText()
 	msg.Content = text.String()
+	if x.r.TraceContent || x.r.KeepContent {
+		for i := range msg.ToolCalls {
+			msg.ToolCalls[i].Arguments = args[i].String()
+		}
+	}
+	call.end(&msg, nil)
 	return msg, args, held, nil
 }
 
@@ -1070,6 +1109,8 @@ func (x *execution) statelessDecision(ctx context.Context, c message.ToolCall) (
 type callResult struct {
 	msg   message.Message
 	state json.RawMessage
+	// outcome is the step's outcome when not ok or error (timed out).
+	outcome string
 	// paused is set when a subagent stopped on a decision.
 	paused *event.Outcome
 }
@@ -1206,6 +1247,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			doubts = append(doubts, it)
 			waiting = append(waiting, interruptInfo(it))
 			stopOn = append(stopOn, c)
+			x.settledCall(c, store.OutcomeInDoubt, "started by a run that stopped before its result was stored")
 			continue
 		}
 		if it, ok := decided[c.ID]; ok {
@@ -1218,6 +1260,7 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 			case !o.Run:
 				// Rejected, skipped or expired: the model gets the result.
 				results[i] = &callResult{msg: x.toolMessage(c, o.Result, o.IsError)}
+				x.settledCall(c, store.OutcomeRejected, o.Result)
 				continue
 			case len(o.Args) > 0:
 				// Retried (the arguments it ran with, again) or approved
@@ -1265,14 +1308,14 @@ func (x *execution) runCalls(ctx context.Context, pending []message.ToolCall) (*
 	if len(jobs) == 1 {
 		// One call runs here: no goroutine to hand it to and wait for.
 		j := jobs[0]
-		results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
+		results[j.i] = x.observedTool(ctx, j.t, j.c, j.args)
 	} else {
 		var wg sync.WaitGroup
 		for _, j := range jobs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[j.i] = x.execTool(ctx, j.t, j.c, j.args)
+				results[j.i] = x.observedTool(ctx, j.t, j.c, j.args)
 			}()
 		}
 		wg.Wait()
@@ -1421,7 +1464,7 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	}
 	if err != nil {
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q timed out after %s.", t.Name, limit), true)}
+			return &callResult{msg: x.toolMessage(c, fmt.Sprintf("Error: tool %q timed out after %s.", t.Name, limit), true), outcome: store.OutcomeTimedOut}
 		}
 		x.r.Logger.Warn("tool returned an error", "tool", t.Name, "thread", x.threadID, "err", err)
 		return &callResult{msg: x.toolMessage(c, "Error: "+err.Error(), true)}

@@ -15,6 +15,9 @@ import (
 type Input struct {
 	Tenant string
 	Agent  string
+	// Key is the label of the caller's API key: usage and budgets count
+	// the turn's calls under it.
+	Key string
 	// ThreadID makes the turn durable; empty means stateless.
 	ThreadID string
 	// RunID is used when set (AG-UI sends one); otherwise generated.
@@ -100,6 +103,8 @@ type runOptions struct {
 	// ResponseFormat is kept so a turn resumed after a decision still
 	// answers in the format the client asked for.
 	ResponseFormat *model.ResponseFormat `json:"responseFormat,omitempty"`
+	// Key is the caller's key label, so a resumed run counts under it.
+	Key string `json:"key,omitempty"`
 }
 
 type toolSpec struct {
@@ -111,7 +116,7 @@ type toolSpec struct {
 // optionsOf encodes a turn's options for the store.
 func optionsOf(in Input) json.RawMessage {
 	o := runOptions{System: clientSystem(in.Messages), ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
-		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat}
+		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key}
 	for _, t := range in.ClientTools {
 		o.ClientTools = append(o.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -136,6 +141,7 @@ func (x *execution) restore(raw json.RawMessage) {
 	x.system = systemPrompt(x.spec.Instructions, o.System)
 	x.in.ToolChoice, x.in.MaxTokens, x.in.StopSequences, x.in.Temperature = o.ToolChoice, o.MaxTokens, o.StopSequences, o.Temperature
 	x.in.ResponseFormat = o.ResponseFormat
+	x.in.Key = o.Key
 	x.in.ClientTools = nil
 	for _, t := range o.ClientTools {
 		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})

@@ -296,6 +296,9 @@ func (r *Runner) claim(ctx context.Context, tenant, threadID, runID string, now 
 		x.restore(th.Options)
 		x.msgs, err = r.Store.Messages(ctx, tenant, threadID)
 	}
+	if err == nil {
+		err = x.resumes(ctx)
+	}
 	if err != nil {
 		r.release(spec)
 		return failed(err)

@@ -181,7 +181,14 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 		}
 		child.msgs = append(child.msgs, first)
 	}
-	out, err := child.loop(ctx)
+	sctx, span := child.startAgentSpan(ctx)
+	out, err := child.loop(sctx)
+	outcome := "error"
+	if err == nil {
+		outcome = string(out.Type)
+		pauseEvent(span, out)
+	}
+	endAgentSpan(span, outcome, err, event.Usage{})
 	if err != nil {
 		closeSteps("error")
 		return tool.Result{}, fmt.Errorf("subagent %s failed: %w", sub.Name, err)

@@ -167,11 +167,18 @@ type InterruptInfo struct {
 type Usage struct {
 	InputTokens  int `json:"inputTokens"`
 	OutputTokens int `json:"outputTokens"`
+	// CachedInputTokens are the input tokens the provider read from its
+	// prompt cache (part of InputTokens), where it reports them.
+	CachedInputTokens int `json:"cachedInputTokens,omitempty"`
+	// ReasoningTokens are the output tokens spent on reasoning (part of
+	// OutputTokens), where the provider reports them.
+	ReasoningTokens int `json:"reasoningTokens,omitempty"`
 }
 
 // Add returns the sum of two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + o.CachedInputTokens, ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens}
 }
 
 // WaitingNote is the short assistant text the chat wires (OpenAI, Anthropic)

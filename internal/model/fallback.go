@@ -44,6 +44,7 @@ func NewFallback(cands []Candidate, log *slog.Logger) *Fallback {
 // Stream implements Provider. req.Model is replaced by each candidate's name.
 func (f *Fallback) Stream(ctx context.Context, req Request) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
+		var fellBack []string // the errors of the candidates that failed
 		for i, c := range f.cands {
 			req.Model = c.Name
 			delivered := false
@@ -55,6 +56,15 @@ func (f *Fallback) Stream(ctx context.Context, req Request) iter.Seq2[Chunk, err
 				}
 				// After a candidate's own Restart the caller holds nothing.
 				delivered = ch.Type != Restart
+				if ch.Type == Finish {
+					info := CallInfo{}
+					if ch.Call != nil {
+						info = *ch.Call
+					}
+					info.Ref = c.Ref
+					info.Retries = append(append([]string(nil), fellBack...), info.Retries...)
+					ch.Call = &info
+				}
 				if !yield(ch, nil) {
 					return
 				}
@@ -66,6 +76,7 @@ func (f *Fallback) Stream(ctx context.Context, req Request) iter.Seq2[Chunk, err
 				yield(Chunk{}, failed)
 				return
 			}
+			fellBack = append(fellBack, c.Ref+": "+failed.Error())
 			f.log.LogAttrs(ctx, slog.LevelWarn, "model failed, falling back",
 				slog.String("model", c.Ref), slog.String("next", f.cands[i+1].Ref), slog.String("error", failed.Error()))
 			if delivered && !yield(Chunk{Type: Restart}, nil) {

@@ -200,6 +200,30 @@ type Chunk struct {
 	Usage event.Usage
 	// Reasoning is the block of a Reasoning chunk.
 	Reasoning *message.Reasoning
+	// Call, on a Finish chunk, describes the call that answered (nil when
+	// the provider tells nothing of it).
+	Call *CallInfo
+}
+
+// CallInfo is what a Finish chunk tells of the model call that produced
+// the step: who answered, how it finished and how many attempts it took.
+// Providers fill what their upstream reports; RetryPolicy.Stream adds the
+// attempts, Fallback the candidate that answered.
+type CallInfo struct {
+	// Ref is the "provider/model" reference of the candidate that answered
+	// (set by Fallback; empty: the agent's own model).
+	Ref string
+	// ResponseID and ResponseModel are the upstream's id of the answer and
+	// the model it says answered.
+	ResponseID    string
+	ResponseModel string
+	// FinishReason is the upstream's own finish reason ("stop",
+	// "tool_calls", "end_turn", …).
+	FinishReason string
+	// Attempts is how many attempts the call took (0 or 1: the first).
+	Attempts int
+	// Retries are the errors of the attempts that failed before the last.
+	Retries []string
 }
 
 // Provider calls one model.

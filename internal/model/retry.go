@@ -130,8 +130,22 @@ func Retryable(err error) bool {
 func (p RetryPolicy) Stream(ctx context.Context, log *slog.Logger, req Request, attempt func(ctx context.Context) iter.Seq2[Chunk, error]) iter.Seq2[Chunk, error] {
 	t := req.Timeouts
 	return func(yield func(Chunk, error) bool) {
+		var retries []string
 		for n := 0; ; n++ {
-			delivered, failed, stop := t.run(ctx, attempt, yield)
+			// The step's Finish tells how many attempts it took and why the
+			// others failed.
+			counted := func(c Chunk, err error) bool {
+				if c.Type == Finish {
+					info := CallInfo{}
+					if c.Call != nil {
+						info = *c.Call
+					}
+					info.Attempts, info.Retries = n+1, append(info.Retries, retries...)
+					c.Call = &info
+				}
+				return yield(c, err)
+			}
+			delivered, failed, stop := t.run(ctx, attempt, counted)
 			if stop {
 				return
 			}
@@ -151,6 +165,7 @@ func (p RetryPolicy) Stream(ctx context.Context, log *slog.Logger, req Request, 
 				}
 				wait = me.RetryAfter
 			}
+			retries = append(retries, failed.Error())
 			if log != nil {
 				log.LogAttrs(ctx, slog.LevelWarn, "model upstream failed, retrying",
 					slog.Int("attempt", n+1), slog.Bool("restart", delivered), slog.Duration("wait", wait), slog.String("error", failed.Error()))

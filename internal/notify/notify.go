@@ -363,6 +363,8 @@ func Summary(typ string, d *store.NoticeData) string {
 		return fmt.Sprintf("Approval of %s expired (%s)", d.Tool, where)
 	case store.NoticeRunFailed:
 		return fmt.Sprintf("Run failed (%s): %s", where, d.Error)
+	case store.NoticeBudgetExceeded:
+		return fmt.Sprintf("Budget %s is spent: turns are refused until it resets (agent %s)", d.Budget, d.Agent)
 	}
 	return fmt.Sprintf("Run completed (%s)", where)
 }

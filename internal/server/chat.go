@@ -141,7 +141,7 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 		return nil, err
 	}
 	in := t.Input()
-	in.Tenant, in.DecidedBy = p.Tenant, p.Name
+	in.Tenant, in.DecidedBy, in.Key = p.Tenant, p.Name, p.Name
 	if tw.SessionHeader() {
 		in.ThreadID = r.Header.Get(SessionHeader)
 		if err := apierror.CheckID(SessionHeader, in.ThreadID); err != nil {

@@ -29,6 +29,23 @@ func (db *DB) notify(ctx context.Context, tx Tx, notices ...Notice) error {
 	return nil
 }
 
+// NotifyOnce queues n for every webhook endpoint unless a notice of its id
+// was queued before: a fact several replicas may find (a spent budget)
+// goes out once.
+func (db *DB) NotifyOnce(ctx context.Context, n Notice) error {
+	if len(db.webhooks) == 0 {
+		return nil
+	}
+	return db.d.Write(ctx, "notify once", func(tx Tx) error {
+		for _, ep := range db.webhooks {
+			tx.Queue(`INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id, endpoint) DO NOTHING`,
+				n.ID, ep, n.Tenant, n.Type, string(n.Data), n.At, n.At)
+		}
+		return nil
+	})
+}
+
 // notifyDecision writes the notice of a decided interrupt, when webhooks
 // are set.
 func (db *DB) notifyDecision(ctx context.Context, tx Tx, in *Interrupt, at time.Time) error {

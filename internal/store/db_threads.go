@@ -361,6 +361,7 @@ func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
 		appendHeld(tx, "events", "event_seq", c.Tenant, c.ThreadID, c.RunID, 0, evs)
 		markStarts(tx, c, now)
 		insertInterrupts(tx, c.RunID, ins)
+		queueRun(tx, c.Tenant, c.ThreadID, c.RunID, c.Run, c.Steps)
 		update := []any{StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID}
 		var agent string
 		query := tx.QueryRowLast
@@ -445,6 +446,7 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		// counter before the update adds them.
 		lockHeld(tx, f.Tenant, f.ThreadID, f.RunID)
 		appendHeld(tx, "events", "event_seq", f.Tenant, f.ThreadID, f.RunID, 0, evs)
+		queueRun(tx, f.Tenant, f.ThreadID, f.RunID, f.Run, f.Steps)
 		query := tx.QueryRowLast
 		if notice {
 			query = tx.QueryRow

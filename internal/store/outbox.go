@@ -24,6 +24,9 @@ const (
 	NoticeRunCompleted = "run.completed"
 	// NoticeRunFailed: a run ended in an error.
 	NoticeRunFailed = "run.failed"
+	// NoticeBudgetExceeded: a budget is spent for its period (once per
+	// budget, tenant and period).
+	NoticeBudgetExceeded = "budget.exceeded"
 )
 
 // Notice is one event of the webhook outbox. A driver configured with
@@ -52,6 +55,8 @@ type NoticeData struct {
 	Agent    string `json:"agent"`
 	ThreadID string `json:"threadId,omitempty"`
 	RunID    string `json:"runId,omitempty"`
+	// Budget names a spent budget (budget.exceeded only).
+	Budget string `json:"budget,omitempty"`
 	// DecisionID is the interrupt's id (decision.* only).
 	DecisionID  string          `json:"decisionId,omitempty"`
 	ToolCallID  string          `json:"toolCallId,omitempty"`

@@ -386,6 +386,10 @@ type Checkpoint struct {
 	Events []event.Event
 	// LeaseUntil renews the lease when non-zero.
 	LeaseUntil time.Time
+	// Run, when set, records the run (its first checkpoint); Steps are the
+	// model and tool calls it made since its last write.
+	Run   *RunRecord
+	Steps []Step
 }
 
 // FinishRun ends a run and releases the thread.
@@ -398,6 +402,10 @@ type FinishRun struct {
 	Error  string
 	Events []event.Event
 	Now    time.Time
+	// Run records the run's end; Steps are the model and tool calls it
+	// made since its last write.
+	Run   *RunRecord
+	Steps []Step
 }
 
 // ReleaseRun gives up a run's lease without ending the run (a server
@@ -506,6 +514,19 @@ type DecideResult struct {
 type Store interface {
 	// GetThread returns ErrNotFound for an unknown (or foreign) thread.
 	GetThread(ctx context.Context, tenant, id string) (*Thread, error)
+	// RecordRun stores a stateless run and its steps.
+	RecordRun(ctx context.Context, r RunRecord, steps []Step) error
+	// ListRuns lists a thread's runs, oldest first.
+	ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecord, error)
+	// NotifyOnce queues a webhook notice whose id may have been queued
+	// before (by any replica): a notice goes out once per id.
+	NotifyOnce(ctx context.Context, n Notice) error
+	// LastRun returns a thread's latest run (nil: none).
+	LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error)
+	// GetRun returns a run with its steps, or ErrNotFound.
+	GetRun(ctx context.Context, tenant, id string) (*RunDetail, error)
+	// Usage sums the tenant's model calls.
+	Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error)
 	ListThreads(ctx context.Context, tenant string, f ThreadFilter) ([]Thread, error)
 	// Messages returns the thread's messages in order.
 	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)

@@ -18,6 +18,8 @@ type streamEvent struct {
 	Type    string `json:"type"`
 	Index   int    `json:"index"`
 	Message struct {
+		ID    string     `json:"id"`
+		Model string     `json:"model"`
 		Usage eventUsage `json:"usage"`
 	} `json:"message"`
 	ContentBlock struct {
@@ -45,7 +47,15 @@ type streamEvent struct {
 type eventUsage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+	// CacheRead and CacheCreation are input tokens read from and written
+	// to the prompt cache, not counted in InputTokens.
+	CacheRead     int `json:"cache_read_input_tokens"`
+	CacheCreation int `json:"cache_creation_input_tokens"`
 }
+
+// inputTokens is all the input of a usage: uncached, read from the cache
+// and written to it (the GenAI conventions count all of it as input).
+func (u eventUsage) inputTokens() int { return u.InputTokens + u.CacheRead + u.CacheCreation }
 
 // read streams the events of a 200 answer as chunks (wire.md §3.4): ping
 // and unnamed events are skipped, an error event ends the stream with its
@@ -62,6 +72,7 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 		stop    string
 		usage   event.Usage
 		stopped bool
+		call    model.CallInfo
 		early   bool // input tokens reported
 		// thinking holds the open thinking blocks by content block index,
 		// done the finished ones not yielded yet.
@@ -118,8 +129,10 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 		}
 		switch ev.Type {
 		case "message_start":
-			usage.InputTokens = ev.Message.Usage.InputTokens
+			usage.InputTokens = ev.Message.Usage.inputTokens()
+			usage.CachedInputTokens = ev.Message.Usage.CacheRead
 			usage.OutputTokens = ev.Message.Usage.OutputTokens
+			call.ResponseID, call.ResponseModel = ev.Message.ID, ev.Message.Model
 		case "content_block_start":
 			cb := ev.ContentBlock
 			switch cb.Type {
@@ -170,8 +183,11 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 			if ev.Delta.StopReason != "" {
 				stop = ev.Delta.StopReason
 			}
-			if ev.Usage.InputTokens > 0 {
-				usage.InputTokens = ev.Usage.InputTokens
+			if n := ev.Usage.inputTokens(); n > 0 {
+				usage.InputTokens = n
+			}
+			if ev.Usage.CacheRead > 0 {
+				usage.CachedInputTokens = ev.Usage.CacheRead
 			}
 			usage.OutputTokens = ev.Usage.OutputTokens
 		case "message_stop":
@@ -186,7 +202,8 @@ func read(ctx context.Context, body io.Reader, requestID string, yield func(mode
 		yield(model.Chunk{}, &model.Error{Status: http.StatusBadGateway, Message: "anthropic: stream ended without message_stop"})
 		return
 	}
-	send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage})
+	call.FinishReason = stop
+	send(model.Chunk{Type: model.Finish, Stop: stopReason(stop, n > 0), Usage: usage, Call: &call})
 }
 
 // thinkingBlock is a thinking or redacted_thinking block being read: r
@@ -237,10 +254,15 @@ func readEvent(d *upstream.JSONScanner, ev *streamEvent) bool {
 			return d.Integer(&ev.Index)
 		case "message":
 			return d.Object(func(key []byte) bool {
-				if string(key) == "usage" {
+				switch string(key) {
+				case "usage":
 					return readUsage(d, &ev.Message.Usage)
+				case "id":
+					return d.Str(&ev.Message.ID)
+				case "model":
+					return d.Str(&ev.Message.Model)
 				}
-				return d.Other(key, "usage")
+				return d.Other(key, "usage", "id", "model")
 			})
 		case "content_block":
 			cb := &ev.ContentBlock
@@ -300,7 +322,11 @@ func readUsage(d *upstream.JSONScanner, u *eventUsage) bool {
 			return d.Integer(&u.InputTokens)
 		case "output_tokens":
 			return d.Integer(&u.OutputTokens)
+		case "cache_read_input_tokens":
+			return d.Integer(&u.CacheRead)
+		case "cache_creation_input_tokens":
+			return d.Integer(&u.CacheCreation)
 		}
-		return d.Other(key, "input_tokens", "output_tokens")
+		return d.Other(key, "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 	})
 }

@@ -26,6 +26,10 @@ func decodeChunk(data []byte, c *chunk) error {
 func readChunk(d *upstream.JSONScanner, c *chunk) bool {
 	return d.Object(func(key []byte) bool {
 		switch string(key) {
+		case "id":
+			return d.Str(&c.ID)
+		case "model":
+			return d.Str(&c.Model)
 		case "choices":
 			if c.Choices != nil {
 				return false // a repeated key: json.Unmarshal merges
@@ -51,16 +55,40 @@ func readChunk(d *upstream.JSONScanner, c *chunk) bool {
 					return d.Integer(&c.Usage.PromptTokens)
 				case "completion_tokens":
 					return d.Integer(&c.Usage.CompletionTokens)
+				case "prompt_tokens_details":
+					return readDetails(d, &c.Usage.PromptDetails)
+				case "completion_tokens_details":
+					return readDetails(d, &c.Usage.CompletionDetails)
 				}
-				return d.Other(key, "prompt_tokens", "completion_tokens")
+				return d.Other(key, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
 			})
 		case "error":
 			raw, ok := d.Raw()
 			c.Error = raw
 			return ok
 		}
-		return d.Other(key, "choices", "usage", "error")
+		return d.Other(key, "id", "model", "choices", "usage", "error")
 	}) && d.End()
+}
+
+// readDetails reads a usage details object (or null) into *t.
+func readDetails(d *upstream.JSONScanner, t **tokenDetails) bool {
+	if d.Null() {
+		*t = nil
+		return true
+	}
+	if *t == nil {
+		*t = new(tokenDetails)
+	}
+	return d.Object(func(key []byte) bool {
+		switch string(key) {
+		case "cached_tokens":
+			return d.Integer(&(*t).CachedTokens)
+		case "reasoning_tokens":
+			return d.Integer(&(*t).ReasoningTokens)
+		}
+		return d.Other(key, "cached_tokens", "reasoning_tokens")
+	})
 }
 
 func readChoice(d *upstream.JSONScanner, ch *choice) bool {

@@ -16,6 +16,8 @@ import (
 // chunk is the part of a ChatCompletionChunk the provider reads.
 // It is decoded by decodeChunk.
 type chunk struct {
+	ID      string   `json:"id"`
+	Model   string   `json:"model"`
 	Choices []choice `json:"choices"`
 	Usage   *usage   `json:"usage"`
 	// Error is set (even to null) only on an in-stream error event.
@@ -23,8 +25,17 @@ type chunk struct {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens      int           `json:"prompt_tokens"`
+	CompletionTokens  int           `json:"completion_tokens"`
+	PromptDetails     *tokenDetails `json:"prompt_tokens_details"`
+	CompletionDetails *tokenDetails `json:"completion_tokens_details"`
+}
+
+// tokenDetails is usage's prompt_tokens_details (cached_tokens) and
+// completion_tokens_details (reasoning_tokens).
+type tokenDetails struct {
+	CachedTokens    int `json:"cached_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 type choice struct {
@@ -59,6 +70,7 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 		n      int // calls started
 		finish string
 		usage  event.Usage
+		call   model.CallInfo
 	)
 	fail := func(err error) { yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, upstream.StatusOf)) }
 	for {
@@ -86,8 +98,20 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 			fail(upstream.StreamError(c.Error, requestID))
 			return
 		}
-		if c.Usage != nil && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {
-			usage = event.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+		if call.ResponseID == "" && c.ID != "" {
+			call.ResponseID = c.ID
+		}
+		if call.ResponseModel == "" && c.Model != "" {
+			call.ResponseModel = c.Model
+		}
+		if u := c.Usage; u != nil && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+			usage = event.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+			if u.PromptDetails != nil {
+				usage.CachedInputTokens = u.PromptDetails.CachedTokens
+			}
+			if u.CompletionDetails != nil {
+				usage.ReasoningTokens = u.CompletionDetails.ReasoningTokens
+			}
 		}
 		for i := range c.Choices {
 			ch := &c.Choices[i]
@@ -129,7 +153,8 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 		yield(model.Chunk{}, &model.Error{Status: http.StatusBadGateway, Message: p.cfg.Name + ": stream ended without a finish reason"})
 		return
 	}
-	yield(model.Chunk{Type: model.Finish, Stop: stopReason(finish, n > 0), Usage: usage}, nil)
+	call.FinishReason = finish
+	yield(model.Chunk{Type: model.Finish, Stop: stopReason(finish, n > 0), Usage: usage, Call: &call}, nil)
 }
 
 func stopReason(finish string, hadCalls bool) event.StopReason {

@@ -147,6 +147,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Outbox/Notices", testOutboxNotices},
 		{"Outbox/Delivery", testOutboxDelivery},
 		{"Concurrent/ClaimDeliveries", testConcurrentDeliveries},
+		{"Runs/StepsWithCheckpoint", testRunSteps},
+		{"Runs/LeaseLostWritesNoStep", testRunStepsLeaseLost},
+		{"Runs/StatelessAndUsage", testRunUsage},
 	}
 	tests = append(tests, controlTests...)
 	for _, tc := range tests {

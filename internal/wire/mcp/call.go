@@ -225,7 +225,7 @@ func (t *call) finish(res *sdk.CallToolResult, text string, earlier *string) *sd
 // turn sends the call's message to the agent and follows the turn to its
 // end, through pauses. err is the engine's refusal to start the turn.
 func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string, error) {
-	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name, Reports: t.args.Session != "",
+	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name, Key: t.caller.Name, Reports: t.args.Session != "",
 		Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
 	if t.canRelay() {
 		in.Ask = t.relay
