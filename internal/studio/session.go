@@ -235,9 +235,10 @@ type SessionInfo struct {
 	Content bool `json:"content"`
 }
 
-// recordsContent reports whether the server stores model-call content.
+// recordsContent reports whether the server stores model-call content
+// with each run's steps (as app.NewRunner's KeepContent).
 func (st *Studio) recordsContent() bool {
-	return st.srv.Config.Mode == config.Dev
+	return st.srv.Config.Mode == config.Dev || st.srv.Config.TraceContent
 }
 
 func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
