@@ -1026,6 +1026,18 @@ function gapLines(g) {
   });
 }
 
+// stepContent splits a model step's recorded content into what was sent
+// and what came back: {request, response}, or the engine's {system,
+// messages, tools, settings, output}. null when the step has none.
+function stepContent(s) {
+  let c = s?.content;
+  if (typeof c === 'string') { try { c = JSON.parse(c); } catch { return { request: c, response: null }; } }
+  if (!c || typeof c !== 'object') return null;
+  if ('request' in c || 'response' in c) return { request: c.request, response: c.response };
+  const { output, ...request } = c;
+  return { request, response: output ?? null };
+}
+
 // gapBox is the label of a pause on the waterfall's axis: at least as wide
 // as the gap, wider when its text needs it.
 function gapBox(g) {
@@ -1130,12 +1142,13 @@ function waterfallEl(runs, selectedId) {
     // response only in dev mode or with STACKBONE_TRACE_CONTENT=true; a
     // step that carries them ("content": {"request": …, "response": …})
     // opens to show them. Steps without content show nothing more.
-    if (s?.content && (s.content.request !== undefined || s.content.response !== undefined)) {
+    const content = stepContent(s);
+    if (content) {
       body.append(h('details', { class: 'wf-content', 'data-step': s.id },
         h('summary', {}, `Request and response of ${s.name}`),
         h('div', { class: 'wf-content-grid' },
-          h('div', {}, h('h4', {}, 'Request'), h('pre', { class: 'json' }, pretty(s.content.request ?? null))),
-          h('div', {}, h('h4', {}, 'Response'), h('pre', { class: 'json' }, pretty(s.content.response ?? null))))));
+          h('div', {}, h('h4', {}, 'Request'), h('pre', { class: 'json' }, pretty(content.request ?? null))),
+          h('div', {}, h('h4', {}, 'Response'), h('pre', { class: 'json' }, pretty(content.response ?? null))))));
     }
   }
 
@@ -1308,7 +1321,7 @@ const dayLabel = (d) => new Date(d + 'T00:00:00Z').toLocaleDateString('en-US', {
 // $0; a day whose cost is partly unknown gets a hollow point.
 function dayChart(u) {
   const byDay = new Map((u.data || []).map((g) => [dayKey(g.group), g]));
-  let list = days(u.from, u.to);
+  let list = days(u.from, u.to || new Date().toISOString());
   if (!list.length) list = [...byDay.keys()].sort();
   const rows = list.map((d) => byDay.get(d) || { group: d, inputTokens: 0, outputTokens: 0, totalTokens: 0, costUsd: 0, costComplete: true, runs: 0, modelCalls: 0 });
   const W = 960;
@@ -1477,7 +1490,9 @@ function usageView(params) {
       error.hidden = true;
       const t = byDay.total || {};
       const fmtDate = (iso) => (iso ? new Date(iso).toLocaleDateString('en-US', { year: 'numeric', month: 'short', day: 'numeric', timeZone: 'UTC' }) : '');
-      period.textContent = `${fmtDate(byDay.from)} – ${fmtDate(byDay.to)} (UTC)`;
+      // A day bound is exclusive on the server (the day after the last).
+      const last = byDay.to ? new Date(new Date(byDay.to).getTime() - 1).toISOString() : null;
+      period.textContent = `${fmtDate(byDay.from)} – ${last ? fmtDate(last) : 'now'} (UTC)`;
       const tile = (k, v, name) => [h('div', { class: 'tile', 'data-tile': name }, h('dt', {}, k), h('dd', {}, v))];
       tiles.replaceChildren(
         ...tile('Tokens', fmtInt(t.totalTokens), 'tokens'),

@@ -38,9 +38,11 @@ export function costText(costUsd, costComplete = true) {
   return fmtUSD(costUsd);
 }
 
-// fmtMs writes a duration: 85 ms, 1.25 s, 12.5 s, 3 min 20 s, 2 h 5 min.
+// fmtMs writes a duration: 0.25 ms, 85 ms, 1.25 s, 12.5 s, 3 min 20 s, 2 h 5 min.
 export function fmtMs(ms) {
   ms = Math.max(0, Number(ms || 0));
+  if (ms < 1) return `${Number(ms.toFixed(2))} ms`;
+  if (ms < 10) return `${Number(ms.toFixed(1))} ms`;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 10000) return `${(ms / 1000).toFixed(2)} s`;
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
