@@ -70,7 +70,7 @@ type runDetail struct {
 	Error        string     `json:"error"`
 	StartedAt    time.Time  `json:"startedAt"`
 	EndedAt      *time.Time `json:"endedAt"`
-	DurationMs   *int64     `json:"durationMs"`
+	DurationMs   *float64   `json:"durationMs"`
 	TraceID      string     `json:"traceId"`
 	TraceURL     string     `json:"traceUrl"`
 	ResumedFrom  string     `json:"resumedFrom"`
@@ -101,7 +101,7 @@ type runStep struct {
 	Subagent         string     `json:"subagent"`
 	ParentToolCallID string     `json:"parentToolCallId"`
 	StartedAt        time.Time  `json:"startedAt"`
-	DurationMs       int64      `json:"durationMs"`
+	DurationMs       float64    `json:"durationMs"`
 	Usage            tokenUsage `json:"usage"`
 	CostUSD          *float64   `json:"costUsd"`
 	Attempts         int        `json:"attempts"`
@@ -141,8 +141,16 @@ func cost(v *float64, complete bool) string {
 	return usd(v)
 }
 
-func ms(d int64) string {
-	return (time.Duration(d) * time.Millisecond).String()
+// ms writes milliseconds as a duration rounded for a table (1.234s, 12ms).
+func ms(d float64) string {
+	t := time.Duration(d * float64(time.Millisecond))
+	switch {
+	case t >= time.Second:
+		t = t.Round(time.Millisecond)
+	case t >= time.Millisecond:
+		t = t.Round(100 * time.Microsecond)
+	}
+	return t.String()
 }
 
 // printJSON writes a raw API answer indented.
@@ -209,7 +217,11 @@ func usageCmd() *cobra.Command {
 }
 
 func printUsage(out io.Writer, u *usageReport, groupBy string) error {
-	fmt.Fprintf(out, "Usage from %s to %s by %s\n\n", clean(u.From), clean(u.To), clean(groupBy))
+	to := clean(u.To)
+	if to == "" {
+		to = "now"
+	}
+	fmt.Fprintf(out, "Usage from %s to %s by %s\n\n", clean(u.From), to, clean(groupBy))
 	w := newTable(out)
 	fmt.Fprintln(w, strings.ToUpper(groupBy)+"\tINPUT\tCACHED\tOUTPUT\tREASONING\tTOTAL\tCOST\tRUNS\tMODEL CALLS")
 	row := func(name string, g usageGroup) {
@@ -374,7 +386,7 @@ func printRun(out io.Writer, r *runDetail) error {
 			if s.Subagent != "" {
 				name = strings.Repeat("  ", max(depth[s.ParentToolCallID], 1)) + "└ " + clean(s.Subagent) + ": " + name
 			}
-			start := "+" + ms(s.StartedAt.Sub(r.StartedAt).Milliseconds())
+			start := "+" + ms(float64(s.StartedAt.Sub(r.StartedAt).Microseconds())/1000)
 			tokens, c, attempts := "-", "-", "-"
 			if s.Kind == "model" {
 				tokens = strconv.FormatInt(s.Usage.TotalTokens, 10)
