@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -122,7 +123,9 @@ func dollars(v float64) string {
 	case a == 0:
 		return "$0"
 	case a < 0.01 && a > -0.01:
-		return "$" + strconv.FormatFloat(v, 'g', 2, 64)
+		// Two significant digits, never an exponent: $0.000068, $0.0000001.
+		digits := -int(math.Floor(math.Log10(math.Abs(v)))) + 1
+		return "$" + strings.TrimRight(strconv.FormatFloat(v, 'f', digits, 64), "0")
 	case a < 1 && a > -1:
 		return "$" + strconv.FormatFloat(v, 'f', 4, 64)
 	}
@@ -143,6 +146,9 @@ func cost(v *float64, complete bool) string {
 
 // ms writes milliseconds as a duration rounded for a table (1.234s, 12ms).
 func ms(d float64) string {
+	if d < 1 {
+		return strconv.FormatFloat(d, 'f', 2, 64) + "ms" // ASCII, not µs
+	}
 	t := time.Duration(d * float64(time.Millisecond))
 	switch {
 	case t >= time.Second:

@@ -24,7 +24,8 @@ export function fmtUSD(v) {
   v = Number(v);
   if (v === 0) return '$0';
   const a = Math.abs(v);
-  if (a < 0.01) return `$${Number(v.toPrecision(2))}`;
+  // Two significant digits, never an exponent: $0.000068, $0.0000001.
+  if (a < 0.01) return `$${v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(a)))).replace(/0+$/, '')}`;
   if (a < 1) return `$${v.toFixed(4).replace(/0{1,2}$/, '')}`;
   return `$${v.toFixed(2)}`;
 }
