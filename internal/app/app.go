@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
@@ -33,6 +34,7 @@ import (
 	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/studio"
+	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/mcp"
 	"github.com/stackbone/stackbone/internal/wire/agui"
@@ -128,7 +130,7 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 	if err != nil {
 		return nil, err
 	}
-	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: http.DefaultClient,
+	specs, err := tsload.LoadDir(ctx, cfg.Dir, tsload.Options{Logger: logger, HTTPClient: fetchClient,
 		LookupEnv: config.EnvLookup(dotenv)})
 	if err != nil {
 		return nil, err
@@ -153,6 +155,10 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 	}
 	return specs, nil
 }
+
+// fetchClient serves the tools' ctx.fetch: http.DefaultClient's transport,
+// carrying the trace context of the tool's span.
+var fetchClient = telemetry.Client(http.DefaultClient)
 
 // checkQuorumKeys refuses a tool that needs approvals from several
 // principals while keys that may decide share a label (unlabelled approver
@@ -220,8 +226,28 @@ func Models(cfg *config.Config, logger *slog.Logger) (*providers.Resolver, error
 }
 
 // Serve runs the server until ctx ends; the bound address is logged
-// ("stackbone listening addr=…") once it accepts connections.
+// ("stackbone listening addr=…") once it accepts connections. Unless
+// cfg.Tracer is set, tracing is set up from the OTEL_* variables of the
+// environment, then of DIR/.env (Tracing), and its last spans are flushed
+// when Serve returns.
 func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.Writer) error {
+	if cfg.Tracer == nil {
+		tel, err := Tracing(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := tel.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				logger.Warn("tracing: flushing the last spans", "err", err)
+			}
+		}()
+		if tel.Enabled() {
+			otel.SetTracerProvider(tel.TracerProvider()) // for libraries' own spans
+		}
+		c := *cfg
+		c.Tracer = tel.TracerProvider()
+		cfg = &c
+	}
 	st, err := OpenStore(ctx, cfg, logger)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -236,7 +262,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	var hooks *notify.Dispatcher
 	if len(cfg.WebhookURLs) > 0 {
 		if hooks, err = notify.New(notify.Config{Store: st, Endpoints: cfg.WebhookURLs, Secret: cfg.WebhookSecret,
-			Format: cfg.WebhookFormat, Logger: logger, Clock: cfg.Clock, Version: Version}); err != nil {
+			Format: cfg.WebhookFormat, Logger: logger, Clock: cfg.Clock, Version: Version, Tracer: cfg.Tracer}); err != nil {
 			return err
 		}
 		used = hooks.Waking(used)
@@ -316,6 +342,23 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	shutdown(cfg, hs, srv, runner, logger)
 	closeSpecs(reg.List())
 	return serveErr
+}
+
+// Tracing sets up OpenTelemetry tracing (telemetry.Setup) from the OTEL_*
+// variables of the process environment, then of DIR/.env, as the settings
+// are read; spans carry service.version Version.
+func Tracing(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*telemetry.Telemetry, error) {
+	dotenv, err := config.ReadDotEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	getenv := func(name string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return dotenv[name]
+	}
+	return telemetry.Setup(ctx, logger, getenv, telemetry.WithServiceVersion(Version))
 }
 
 // shutdown stops the server gracefully: it stops accepting connections and
@@ -427,7 +470,7 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
 		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,
 		TraceContent: cfg.TraceContent, KeepContent: cfg.TraceContent || cfg.Mode == config.Dev,
-		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets})
+		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets, Tracer: cfg.Tracer})
 }
 
 // NewStack builds the engine and the HTTP server, with every wire mounted,
@@ -438,7 +481,8 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := server.New(server.Config{Settings: cfg, Runner: runner, Metrics: metrics, Logger: logger, Clock: cfg.Clock})
+	s, err := server.New(server.Config{Settings: cfg, Runner: runner, Metrics: metrics, Logger: logger, Clock: cfg.Clock,
+		Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -167,6 +169,12 @@ type Config struct {
 	// driver itself). It is not a setting: the CLI tests set it, through
 	// cli.MainWith, to fail the store at a chosen write.
 	WrapStore func(store.Store) store.Store
+	// Tracer makes the process's spans: the engine's and the HTTP server
+	// spans. It is not a setting: app.Serve sets it, when nil, from the
+	// OTEL_* environment (internal/telemetry); tests set it to trace into
+	// a receiver. Nil elsewhere means no HTTP spans, and the global
+	// provider for the engine.
+	Tracer trace.TracerProvider
 
 	OpenAIBaseURL    string
 	OpenAIKey        string

@@ -86,9 +86,8 @@ type execution struct {
 	// span of the paused run a resumed run continues.
 	obs          observed
 	parent, link trace.SpanContext
-	// own says which of the tools are the agent's own or built in (not an
-	// MCP server's).
-	own map[string]bool
+	// mcp says which of the tools are an MCP server's.
+	mcp map[string]bool
 	// budgetChecked says the turn's start checked the budgets (its first
 	// step needs no second check).
 	budgetChecked bool
@@ -171,7 +170,7 @@ func (r *Runner) newExecution(spec *agent.Spec, tenant, threadID string) (*execu
 	}
 	ts := r.toolsetOf(spec)
 	return &execution{r: r, spec: spec, provider: m.provider, modelName: m.name, tenant: tenant, threadID: threadID,
-		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, own: ts.own, state: json.RawMessage(`{}`), begun: r.Now()}, nil
+		durable: threadID != "", tools: ts.byName, toolDefs: ts.defs, mcp: ts.mcp, state: json.RawMessage(`{}`), begun: r.Now()}, nil
 }
 
 // specModel is an agent's resolved model: its provider (a fallback over its
@@ -215,6 +214,8 @@ type toolset struct {
 	defs   []model.ToolDef
 	// own maps every tool name to whether it is a built-in.
 	own map[string]bool
+	// mcp names the tools of the agent's MCP servers (dynamic tools).
+	mcp map[string]bool
 	// version is the spec's dynamic tool version the set was built from.
 	version uint64
 }
@@ -232,7 +233,7 @@ func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
 			return v.(*toolset)
 		}
 	}
-	ts := &toolset{byName: map[string]*tool.Tool{}, own: map[string]bool{}, version: version}
+	ts := &toolset{byName: map[string]*tool.Tool{}, own: map[string]bool{}, mcp: map[string]bool{}, version: version}
 	builtins := r.Builtins(spec)
 	all := append(append(append([]*tool.Tool(nil), builtins...), spec.Tools...), dyn...)
 	for i, t := range all {
@@ -241,6 +242,7 @@ func (r *Runner) toolsetOf(spec *agent.Spec) *toolset {
 		}
 		ts.byName[t.Name] = t
 		ts.own[t.Name] = i < len(builtins) || ts.own[t.Name]
+		ts.mcp[t.Name] = i >= len(builtins)+len(spec.Tools)
 		ts.defs = append(ts.defs, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	if spec.Parent == "" {

@@ -317,7 +317,7 @@ type toolCall struct {
 // startToolCall starts the execute_tool span of a call.
 func (x *execution) startToolCall(ctx context.Context, t *tool.Tool, c message.ToolCall, args json.RawMessage) (context.Context, *toolCall) {
 	kind := "function"
-	if !x.own[c.Name] {
+	if x.mcp[c.Name] {
 		kind = "extension" // an MCP server's
 	}
 	attrs := []attribute.KeyValue{

@@ -26,15 +26,23 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/telemetry"
 )
 
 // Schedule is the Standard Webhooks retry schedule: the wait after each
@@ -72,7 +80,8 @@ type Config struct {
 	PublicURL string
 	Logger    *slog.Logger
 	Clock     clock.Clock
-	// Client sends the requests (a client with DefaultTimeout when nil).
+	// Client sends the requests (a client with DefaultTimeout when nil,
+	// whose requests carry their context's trace context).
 	Client *http.Client
 	// Schedule overrides the retry schedule (tests).
 	Schedule []time.Duration
@@ -80,6 +89,10 @@ type Config struct {
 	Poll time.Duration
 	// Version goes in the User-Agent.
 	Version string
+	// Tracer, when set, makes a CLIENT span of each delivery attempt,
+	// whose trace context the request carries (traceparent): nil or the
+	// no-op provider make none.
+	Tracer trace.TracerProvider
 }
 
 // Dispatcher delivers the outbox until its context ends.
@@ -94,6 +107,8 @@ type Dispatcher struct {
 	// refs are the endpoints' references, in order; urls maps each back.
 	refs []string
 	urls map[string]string
+	// tracer makes the delivery spans (nil: none).
+	tracer trace.Tracer
 }
 
 // New checks the configuration and returns a dispatcher.
@@ -117,7 +132,12 @@ func New(cfg Config) (*Dispatcher, error) {
 		d.cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.cfg.Client == nil {
-		d.cfg.Client = &http.Client{Timeout: DefaultTimeout}
+		d.cfg.Client = telemetry.Client(&http.Client{Timeout: DefaultTimeout})
+	}
+	switch cfg.Tracer.(type) {
+	case nil, noop.TracerProvider:
+	default:
+		d.tracer = cfg.Tracer.Tracer(telemetry.ScopeName)
 	}
 	if d.cfg.Schedule == nil {
 		d.cfg.Schedule = Schedule
@@ -250,12 +270,17 @@ func (d *Dispatcher) attempt(ctx context.Context, dl store.Delivery) {
 }
 
 // post sends the delivery and returns the endpoint's status.
-func (d *Dispatcher) post(ctx context.Context, dl store.Delivery) (int, error) {
+func (d *Dispatcher) post(ctx context.Context, dl store.Delivery) (status int, err error) {
+	endpoint := d.urls[dl.Endpoint]
+	if d.tracer != nil {
+		var span trace.Span
+		ctx, span = d.startSpan(ctx, dl, endpoint)
+		defer func() { endSpan(span, status, err) }()
+	}
 	body, err := Body(d.cfg.Format, d.cfg.PublicURL, dl.Notice)
 	if err != nil {
 		return 0, err
 	}
-	endpoint := d.urls[dl.Endpoint]
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -281,6 +306,39 @@ func (d *Dispatcher) post(ctx context.Context, dl store.Delivery) (int, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, nil
+}
+
+// startSpan starts the CLIENT span of one delivery attempt: "POST
+// webhook {type}", with the HTTP client attributes (the URL without its
+// credentials) and the notice's id, type and attempt.
+func (d *Dispatcher) startSpan(ctx context.Context, dl store.Delivery, endpoint string) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(http.MethodPost),
+		semconv.URLFullKey.String(config.Redact(endpoint)), attribute.String("webhook.id", dl.ID),
+		attribute.String("webhook.type", dl.Type), semconv.HTTPRequestResendCountKey.Int(dl.Attempts)}
+	if u, err := url.Parse(endpoint); err == nil {
+		attrs = append(attrs, semconv.ServerAddressKey.String(u.Hostname()))
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			attrs = append(attrs, semconv.ServerPortKey.Int(p))
+		}
+	}
+	return d.tracer.Start(ctx, "POST webhook "+dl.Type, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endSpan ends a delivery span with the endpoint's status; a transport
+// error or a status other than 2xx fails it.
+func endSpan(span trace.Span, status int, err error) {
+	if status != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status))
+	}
+	switch {
+	case err != nil:
+		span.SetAttributes(semconv.ErrorTypeKey.String("delivery_error"))
+		span.SetStatus(codes.Error, err.Error())
+	case status < 200 || status > 299:
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		span.SetStatus(codes.Error, strconv.Itoa(status))
+	}
+	span.End()
 }
 
 // Sign is the Standard Webhooks signature header value of a message:

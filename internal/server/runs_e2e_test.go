@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/config"
@@ -263,5 +265,89 @@ func TestUsageAndTenants(t *testing.T) {
 	}
 	if res := call(t, http.MethodGet, env.URL+"/v1/runs/"+runs[0].ID, "", auth("sk-b")...); res.status != http.StatusNotFound {
 		t.Fatalf("another tenant's run: %d; want 404", res.status)
+	}
+}
+
+// TestGenAIMetrics: /metrics carries the GenAI client metrics of each model
+// call (tokens by type, duration) by agent, provider and model, and the
+// tool calls' duration by tool; the token sums are the run's.
+func TestGenAIMetrics(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	res, err := client(env).Chat.Completions.New(context.Background(), params(user("what is the weather")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := `agent="assistant",gen_ai_provider_name="openai",gen_ai_request_model="test-model"`
+	want := []string{
+		`gen_ai_client_token_usage_sum{` + labels + `,gen_ai_token_type="input"} ` + strconv.FormatInt(res.Usage.PromptTokens, 10),
+		`gen_ai_client_token_usage_sum{` + labels + `,gen_ai_token_type="output"} ` + strconv.FormatInt(res.Usage.CompletionTokens, 10),
+		`gen_ai_client_operation_duration_seconds_count{agent="assistant",error_type="",gen_ai_provider_name="openai",gen_ai_request_model="test-model"} 2`,
+		`stackbone_tool_call_duration_seconds_count{agent="assistant",outcome="ok",tool="get_weather"} 1`,
+	}
+	var m string
+	defer func() {
+		if t.Failed() {
+			t.Logf("metrics:\n%s", m)
+		}
+	}()
+	stacktest.WaitFor(t, "the metrics", func() bool {
+		m = call(t, "GET", env.URL+"/metrics", "").String()
+		for _, w := range want {
+			if !strings.Contains(m, w) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestUsageOnEveryWire: a tool turn on each wire's official client counts
+// in /v1/usage exactly the tokens that wire told its client, on both stores.
+func TestUsageOnEveryWire(t *testing.T) {
+	t.Parallel()
+	drivers := map[string]func(t *testing.T) store.Store{
+		"sqlite":   func(*testing.T) store.Store { return nil },
+		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "usage_wires") },
+	}
+	for driver, open := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			env := stacktest.New(t, stacktest.Options{Store: open(t)})
+			total := func() (int, int) {
+				var rep struct {
+					Total struct {
+						InputTokens  int `json:"inputTokens"`
+						OutputTokens int `json:"outputTokens"`
+					} `json:"total"`
+				}
+				getJSON(t, env.URL+"/v1/usage", &rep)
+				return rep.Total.InputTokens, rep.Total.OutputTokens
+			}
+			wantIn, wantOut := 0, 0
+			expect := func(wire string, in, out int) {
+				t.Helper()
+				wantIn, wantOut = wantIn+in, wantOut+out
+				stacktest.WaitFor(t, wire+"'s usage", func() bool {
+					gotIn, gotOut := total()
+					return gotIn == wantIn && gotOut == wantOut
+				})
+			}
+			chat, err := client(env, session("usage-chat-"+driver)).Chat.Completions.New(context.Background(), params(user("what is the weather")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect("chat completions", int(chat.Usage.PromptTokens), int(chat.Usage.CompletionTokens))
+			ac := antClient(env)
+			msg, err := ac.Messages.New(context.Background(), antParams(antUser("what is the weather")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect("anthropic messages", int(msg.Usage.InputTokens), int(msg.Usage.OutputTokens))
+			resp, err := client(env).Responses.New(context.Background(), ask("what is the weather"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect("responses", int(resp.Usage.InputTokens), int(resp.Usage.OutputTokens))
+		})
 	}
 }

@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -27,6 +29,7 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 )
 
@@ -64,6 +67,7 @@ type Server struct {
 	CookieAuth func(r *http.Request) (p Principal, ok bool, err error)
 
 	mux     *http.ServeMux
+	tracing *telemetry.HTTPServer // nil when tracing is off
 	writers map[Wire]ErrorWriter
 	streams streamSet // event streams taken off net/http (Stream)
 	// probing is held by the /healthz call that writes a probe, so that
@@ -88,6 +92,10 @@ type Config struct {
 	// KeepAliveInterval is how often idle streams get a keepalive
 	// (DefaultKeepAliveInterval when zero).
 	KeepAliveInterval time.Duration
+	// Tracer makes the SERVER span of every request, parented on the
+	// caller's traceparent, in the request's context (so the turn's spans
+	// are its children). Nil or the no-op provider: no span work at all.
+	Tracer trace.TracerProvider
 }
 
 // New validates cfg and builds a server and its routes.
@@ -101,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{Config: cfg.Settings, Runner: cfg.Runner, Store: cfg.Runner.Store, Agents: cfg.Runner.Agents, Logger: logger,
 		Clock: clock.Or(cfg.Clock), Metrics: cfg.Metrics, KeepAliveInterval: cfg.KeepAliveInterval,
-		mux: http.NewServeMux(), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError},
+		mux: http.NewServeMux(), tracing: telemetry.NewHTTPServer(cfg.Tracer), writers: map[Wire]ErrorWriter{WireOpenAI: openai.WriteError, WireAGUI: openai.WriteError},
 		probing: make(chan struct{}, 1)}
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics(prometheus.NewRegistry(), cfg.Runner.Store)
@@ -146,7 +154,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/usage", WireOpenAI, true, s.usageReport)
 	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.Handle("GET /metrics", s.tracing.Middleware("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
 	s.Handle("/", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error {
 		return apierror.New(apierror.NotFound, "unknown_route", fmt.Sprintf("No route %s %s.", r.Method, r.URL.Path))
@@ -309,6 +317,8 @@ type statusWriter struct {
 	status int
 	// failed is set when a write to the client failed (it hung up).
 	failed bool
+	// final is the status the request is counted with, once known.
+	final int
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -337,11 +347,21 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// wrap adds request id, recover, auth, body limit, metrics and error mapping.
+// wrap adds the server span (when tracing is on), request id, recover,
+// auth, body limit, metrics and error mapping.
 func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Handler {
+	traced := s.tracing.Route(route) // nil when tracing is off
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		if traced != nil {
+			var span telemetry.ServerSpan
+			r, span = traced.Start(r)
+			// The span ends with the status the metrics count (499 for a
+			// client gone), or the one written when a handler aborted
+			// (http.ErrAbortHandler).
+			defer func() { span.End(cmp.Or(sw.final, sw.status)) }()
+		}
 		rid := r.Header.Get("x-request-id")
 		if rid == "" || len(rid) > 128 {
 			rid = ids.New("req")
@@ -416,6 +436,7 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 			status = StatusClientClosed
 			s.Logger.Info("request ended: the client closed the connection", "request_id", rid, "method", r.Method, "path", r.URL.Path)
 		}
+		sw.final = status
 		s.Metrics.observeRequest(route, status, time.Since(start))
 	})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -208,7 +209,9 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	var transport sdk.Transport
 	if s.cfg.URL != "" {
 		hc := *s.opts.HTTPClient
-		hc.Transport = &headerTransport{base: hc.Transport, headers: s.cfg.Headers}
+		// Every request carries the trace context of its call (the
+		// engine's execute_tool span) as traceparent.
+		hc.Transport = telemetry.Transport(&headerTransport{base: hc.Transport, headers: s.cfg.Headers})
 		// Few SSE reconnects: a server that went away is marked down within
 		// seconds, and run reconnects it with a new session.
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc, MaxRetries: 2}
@@ -331,7 +334,10 @@ func (s *server) call(ctx context.Context, name string, call tool.Call) (tool.Re
 		}
 	}
 	done := s.inFlight(ctx, &call)
-	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, &call), &sdk.CallToolParams{Name: name, Arguments: args})
+	// The trace context travels in _meta too (MCP 2026-07-28), for a
+	// server on stdio or behind a proxy that drops the headers.
+	params := &sdk.CallToolParams{Name: name, Arguments: args, Meta: telemetry.InjectMeta(ctx, nil)}
+	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, &call), params)
 	done(err != nil && ctx.Err() != nil)
 	if err != nil {
 		if msg := err.Error(); s.src.red.String(msg) != msg {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/telemetry"
 )
 
 // MaxIdleConnsPerHost bounds the idle connections a provider keeps to its
@@ -25,9 +26,10 @@ const MaxIdleConnsPerHost = 256
 // where the upstream offers it, the proxy from the environment
 // (HTTPS_PROXY, NO_PROXY) and bounded dial and TLS handshake times. It has
 // no overall timeout: an answer streams for as long as the model writes
-// (model.Timeouts bound a call).
+// (model.Timeouts bound a call). Requests carry the trace context of their
+// context (the engine's chat span) as traceparent (telemetry.Transport).
 func NewHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+	return &http.Client{Transport: telemetry.Transport(&http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
@@ -36,7 +38,7 @@ func NewHTTPClient() *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-	}}
+	})}
 }
 
 // maxDrain bounds what Drain reads.
