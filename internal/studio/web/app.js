@@ -887,7 +887,7 @@ function place(el, left, width) {
 }
 
 const runStatusLabels = { running: 'running', idle: 'finished', waiting: 'paused', failed: 'failed', released: 'released' };
-const outcomeLabels = { error: 'error', rejected: 'rejected', in_doubt: 'in doubt', timed_out: 'timed out', cancelled: 'cancelled' };
+const outcomeLabels = { error: 'error', rejected: 'rejected', in_doubt: 'in doubt', timed_out: 'timed out', cancelled: 'cancelled', paused: 'paused' };
 const decisionVerbs = { approved: 'approved', rejected: 'rejected', expired: 'expired', pending: 'pending' };
 
 function shortRun(id) {
@@ -1089,7 +1089,10 @@ function waterfallEl(runs, selectedId) {
         h('div', { class: 'wf-track' }, gapBox(g))));
     }
     const s = r.step;
-    const bad = s ? s.outcome && s.outcome !== 'ok' : r.run.status === 'failed';
+    // A paused call (it waits on a question) is not an error; every other
+    // outcome but ok is.
+    const paused = s?.outcome === 'paused';
+    const bad = s ? !!s.outcome && s.outcome !== 'ok' && !paused : r.run.status === 'failed';
     const retried = s && (s.attempts || 1) > 1;
     const label = h('div', { class: 'wf-label' });
     label.style.paddingLeft = `${r.depth * 14 + 4}px`;
@@ -1105,6 +1108,7 @@ function waterfallEl(runs, selectedId) {
         h('span', { class: `wf-kind wf-kind-${s.kind}` }, s.kind === 'model' ? 'model' : 'tool'), ' ',
         h('span', { class: 'wf-name' }, s.name || s.model || ''),
         bad ? h('span', { class: 'badge status-failed wf-outcome' }, outcomeLabels[s.outcome] || s.outcome) : null,
+        paused ? h('span', { class: 'badge status-waiting wf-outcome' }, 'paused') : null,
         retried ? h('span', { class: 'badge wf-retry', title: `${s.attempts} attempts` }, `${s.attempts} attempts`) : null,
         s.subagent ? h('span', { class: 'badge wf-sub', title: `subagent ${s.subagent}` }, s.subagent) : null].filter(Boolean));
       if (s.kind === 'model') {
@@ -1119,7 +1123,7 @@ function waterfallEl(runs, selectedId) {
       if (bad && s.error) meta += ` · ${s.error.length > 80 ? s.error.slice(0, 79) + '…' : s.error}`;
       if (s.error) title += `; ${s.error}`;
     }
-    const bar = place(h('div', { class: `wf-bar wf-bar-${r.kind}${bad ? ' wf-bad' : ''}${retried ? ' wf-retried' : ''}`, title }), r.left, r.width);
+    const bar = place(h('div', { class: `wf-bar wf-bar-${r.kind}${bad ? ' wf-bad' : ''}${paused ? ' wf-paused' : ''}${retried ? ' wf-retried' : ''}`, title }), r.left, r.width);
     const metaEl = h('span', { class: 'wf-meta' }, meta);
     // The label goes on the side of the bar with more room, or on the bar
     // when it spans nearly the whole axis.
