@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
@@ -30,6 +31,8 @@ type apiRun struct {
 	Status       string   `json:"status"`
 	ResumedFrom  string   `json:"resumedFrom"`
 	EndedAt      *string  `json:"endedAt"`
+	TraceID      string   `json:"traceId"`
+	TraceURL     string   `json:"traceUrl"`
 	CostUSD      *float64 `json:"costUsd"`
 	CostComplete bool     `json:"costComplete"`
 	Usage        struct {
@@ -116,6 +119,9 @@ func inspectEnv(t *testing.T) (*stacktest.Env, []apiRun) {
 				&agent.Spec{Name: "priced", Model: "openai/gpt-4o", Instructions: "A priced agent."})
 		},
 		Configure: func(cfg *config.Config) {
+			// Spans recorded (and exported nowhere), so runs have trace ids.
+			cfg.Tracer = sdktrace.NewTracerProvider()
+			cfg.TraceURL = "http://127.0.0.1:16686/trace/{traceId}"
 			file := `{"budgets": [
 			  {"name": "team-daily", "scope": "tenant", "period": "day", "tokens": 1000000},
 			  {"name": "priced-monthly", "scope": "agent", "match": "priced", "period": "month", "usd": 0.000001}]}`
@@ -200,6 +206,26 @@ func TestRunWaterfall(t *testing.T) {
 	p.waitText(gap, "waited")
 	for _, r := range runs[1:] {
 		checkRunDrawn(t, p, r)
+	}
+	// Each run's trace id, linked to the tracing UI. (The run an approval
+	// resumes in the background has none yet: the API gives "".)
+	if runs[1].TraceID == "" {
+		t.Fatal("the paused run has no trace id")
+	}
+	for _, r := range runs[1:] {
+		facts := fmt.Sprintf(`#run-waterfall .wf-runs li[data-run=%s]`, js(r.ID))
+		if r.TraceID == "" {
+			p.waitText(facts+" .wf-trace", "trace none")
+			continue
+		}
+		if len(r.TraceID) != 32 || r.TraceURL != "http://127.0.0.1:16686/trace/"+r.TraceID {
+			t.Fatalf("run %s: trace %q at %q", r.ID, r.TraceID, r.TraceURL)
+		}
+		link := facts + " a.trace-link"
+		p.waitText(link, r.TraceID)
+		if href := eval[string](p, `document.querySelector(`+js(link)+`).href`); href != r.TraceURL {
+			t.Fatalf("the trace link of %s goes to %q", r.ID, href)
+		}
 	}
 	// The resumed run's refund comes after the pause on the axis.
 	if !eval[bool](p, `(() => { const x = (s) => parseFloat(document.querySelector(s).style.left);
