@@ -229,6 +229,16 @@ type SessionInfo struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// Cookie is true when the session is a sign-in (so signing out means something).
 	Cookie bool `json:"cookie"`
+	// Content is true when the server records model calls' request and
+	// response content with their runs (dev mode, or
+	// STACKBONE_TRACE_CONTENT=true), so the run waterfall can show it.
+	Content bool `json:"content"`
+}
+
+// recordsContent reports whether the server stores model-call content
+// with each run's steps (as app.NewRunner's KeepContent).
+func (st *Studio) recordsContent() bool {
+	return st.srv.Config.Mode == config.Dev || st.srv.Config.TraceContent
 }
 
 func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
@@ -236,7 +246,7 @@ func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 		cl, err := st.authenticate(r.Context(), c.Value)
 		if err == nil {
 			return SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: cl.tenant, Role: string(roleOr(cl.role)), CSRF: st.CSRFToken(c.Value),
-				ExpiresAt: &cl.expires, Cookie: true}, nil
+				ExpiresAt: &cl.expires, Cookie: true, Content: st.recordsContent()}, nil
 		}
 		if !errors.Is(err, ErrBadSession) {
 			return SessionInfo{}, err
@@ -248,7 +258,7 @@ func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 // signedOutInfo is the session of a page without a sign-in: open in dev
 // mode, asking for a key in start mode.
 func (st *Studio) signedOutInfo() SessionInfo {
-	info := SessionInfo{Mode: string(st.srv.Config.Mode)}
+	info := SessionInfo{Mode: string(st.srv.Config.Mode), Content: st.recordsContent()}
 	if st.srv.Config.Open() {
 		info.SignedIn, info.Tenant, info.Role = true, server.DevTenant, string(config.RoleAdmin)
 	}
@@ -315,7 +325,7 @@ func (st *Studio) login(w http.ResponseWriter, r *http.Request) error {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
 	st.logger.Info("studio sign-in", "tenant", tenant, "remote", r.RemoteAddr)
 	return writeJSON(w, http.StatusOK, SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: tenant, Role: string(roleOr(signed.Role)),
-		CSRF: st.CSRFToken(token), ExpiresAt: &exp, Cookie: true})
+		CSRF: st.CSRFToken(token), ExpiresAt: &exp, Cookie: true, Content: st.recordsContent()})
 }
 
 // logout signs the session out: with the session's CSRF token (403

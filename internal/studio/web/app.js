@@ -1,6 +1,7 @@
 // Stackbone Studio: approvals inbox, threads, agents. Plain DOM, no build.
 // Every value from the server goes into the page as text (never as HTML).
 import { validate, describe } from './schema.js';
+import { fmtInt, fmtTokens, fmtUSD, costText, fmtMs, niceMax, runChain, waterfall, days, dayKey } from './charts.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const main = $('#main');
@@ -755,7 +756,7 @@ function eventSummary(e) {
   }
 }
 
-function threadView(id) {
+function threadView(id, params = new URLSearchParams()) {
   const title = h('h1', { id: 'thread-h', tabindex: '-1' }, 'Thread ', h('code', {}, id));
   const meta = h('p', { class: 'meta', id: 'thread-meta' });
   const pendingList = h('div', { class: 'cards' });
@@ -767,6 +768,7 @@ function threadView(id) {
   const timeline = h('ol', { class: 'timeline', id: 'timeline' });
   const error = h('p', { class: 'error', role: 'alert', hidden: true });
   const liveNote = h('span', { class: 'muted', id: 'events-status' }, 'connecting…');
+  const runs = runsSection(id, params.get('run'));
 
   main.replaceChildren(h('section', { 'aria-labelledby': 'thread-h' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/threads' }, 'Threads'), ' / ', id),
@@ -775,12 +777,14 @@ function threadView(id) {
       h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), messages, streaming),
       h('aside', { class: 'side' },
         h('section', { 'aria-labelledby': 'state-h' }, h('h2', { id: 'state-h' }, 'State'), stateBox),
-        h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, 'Timeline ', liveNote), timeline)))));
+        h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, 'Timeline ', liveNote), timeline))),
+    runs.el));
 
   let seq = 0;
   let stateJSON = null;
   async function refresh() {
     const mine = ++seq;
+    runs.refresh();
     try {
       const t = await api('GET', '/v1/threads/' + encodeURIComponent(id));
       if (mine !== seq) return;
@@ -850,8 +854,326 @@ function threadView(id) {
     refresh(change) {
       if (!change || change.kind !== 'run' || change.threadId === id) soon();
     },
-    close() { es.close(); clearTimeout(refreshTimerT); },
+    close() { es.close(); clearTimeout(refreshTimerT); runs.close(); },
   };
+}
+
+// ---------- Runs ----------
+
+const SVGNS = 'http://www.w3.org/2000/svg';
+
+// svg is h for SVG elements (attributes only, never HTML).
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.setAttribute('class', v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+// place positions an element on a track (percentages; the page's CSP
+// allows styles set from script, not style attributes).
+function place(el, left, width) {
+  el.style.left = `${left}%`;
+  if (width !== undefined) el.style.width = `${width}%`;
+  return el;
+}
+
+const runStatusLabels = { running: 'running', idle: 'finished', waiting: 'paused', failed: 'failed', released: 'released' };
+const outcomeLabels = { error: 'error', rejected: 'rejected', in_doubt: 'in doubt', timed_out: 'timed out', cancelled: 'cancelled', paused: 'paused' };
+const decisionVerbs = { approved: 'approved', rejected: 'rejected', expired: 'expired', pending: 'pending' };
+
+function shortRun(id) {
+  return id && id.length > 12 ? `…${id.slice(-8)}` : id || '';
+}
+
+function runBadge(st) {
+  const cls = { idle: 'idle', waiting: 'waiting', running: 'running', failed: 'failed' }[st] || 'idle';
+  return h('span', { class: `badge status-${cls}`, 'data-status': st }, runStatusLabels[st] || st);
+}
+
+// stepCost is a model step's cost as its label says it: "cost unknown"
+// when its model has no price, never $0.
+function stepCost(s) {
+  return s.costUsd === null || s.costUsd === undefined ? 'cost unknown' : fmtUSD(s.costUsd);
+}
+
+function runCost(r) {
+  const c = costText(r.costUsd, r.costComplete);
+  return c === 'unknown' ? 'cost unknown' : c;
+}
+
+// runsSection is a thread page's "Runs": the thread's runs, and the chosen
+// one drawn as a waterfall with the runs it paused before or resumed.
+function runsSection(threadId, chosen) {
+  const tbody = h('tbody', {});
+  const empty = h('p', { class: 'empty', hidden: true }, 'No runs recorded for this thread yet.');
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const picture = h('div', { class: 'wf-holder', id: 'run-waterfall', 'aria-live': 'polite' });
+  const el = h('section', { class: 'runs', id: 'thread-runs', 'aria-labelledby': 'runs-h' },
+    h('h2', { id: 'runs-h' }, 'Runs'),
+    error,
+    h('table', { class: 'threads runs-list', id: 'runs-list' },
+      h('caption', { class: 'sr-only' }, 'Runs of this thread, oldest first. Choose one to see its waterfall.'),
+      h('thead', {}, h('tr', {},
+        ...['Run', 'Started', 'Duration', 'Status', 'Calls', 'Tokens', 'Cost', ''].map((c) => h('th', { scope: 'col' }, c)))),
+      tbody),
+    empty, picture);
+
+  let runs = [];
+  let selected = chosen || null;
+  const details = new Map(); // run id → {sig, run}
+  let drawn = '';
+  let busy = false;
+  let again = false;
+  let closed = false;
+
+  const sig = (r) => [r.status, r.endedAt, r.modelCalls, r.toolCalls, r.usage?.totalTokens, r.costUsd].join('|');
+
+  function select(id) {
+    selected = id;
+    const q = new URLSearchParams({ run: id });
+    history.replaceState(null, '', threadHref(threadId) + '?' + q);
+    renderList();
+    draw().then(() => picture.querySelector('.wf-title')?.focus());
+  }
+
+  function renderList() {
+    tbody.replaceChildren(...runs.map((r) => {
+      const cur = r.id === selected;
+      return h('tr', { 'data-run': r.id, class: cur ? 'current' : null, 'aria-current': cur ? 'true' : null },
+        h('th', { scope: 'row' }, h('button', { type: 'button', class: 'linklike', 'data-run': r.id, title: r.id,
+          'aria-pressed': String(cur), onclick: () => select(r.id) }, h('code', {}, shortRun(r.id)))),
+        h('td', {}, r.startedAt ? timeEl(r.startedAt) : ''),
+        h('td', {}, r.durationMs != null ? fmtMs(r.durationMs) : 'running'),
+        h('td', {}, runBadge(r.status)),
+        h('td', {}, `${r.modelCalls || 0} model · ${r.toolCalls || 0} tool`),
+        h('td', { class: 'num' }, fmtInt(r.usage?.totalTokens)),
+        h('td', { class: 'num' }, costText(r.costUsd, r.costComplete)),
+        h('td', { class: 'muted' }, r.resumedFrom ? `resumes ${shortRun(r.resumedFrom)}` : '', r.error ? h('span', { class: 'error-inline' }, ` ${r.error}`) : null));
+    }));
+    empty.hidden = runs.length > 0;
+  }
+
+  async function detail(r) {
+    const have = details.get(r.id);
+    if (have && have.sig === sig(r)) return have.run;
+    const run = await api('GET', '/v1/runs/' + encodeURIComponent(r.id));
+    details.set(r.id, { sig: sig(r), run });
+    return run;
+  }
+
+  async function draw() {
+    if (!selected || !runs.some((r) => r.id === selected)) {
+      picture.replaceChildren();
+      drawn = '';
+      return;
+    }
+    const byId = new Map(runs.map((r) => [r.id, r]));
+    const chain = runChain(runs, selected).map((id) => byId.get(id));
+    const full = await Promise.all(chain.map(detail));
+    if (closed) return;
+    const key = selected + '#' + full.map((r) => sig(r)).join(',');
+    if (key === drawn) return;
+    drawn = key;
+    picture.replaceChildren(waterfallEl(full, selected));
+  }
+
+  async function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      const page = await api('GET', '/v1/threads/' + encodeURIComponent(threadId) + '/runs');
+      if (closed) return;
+      runs = page.data || [];
+      if (!selected && runs.length) selected = runs[runs.length - 1].id;
+      error.hidden = true;
+      renderList();
+      await draw();
+    } catch (e) {
+      if (e.status === 401 || closed) return;
+      if (e.status === 404) {
+        runs = [];
+        renderList();
+        return;
+      }
+      error.textContent = `Could not load the runs: ${e.message}`;
+      error.hidden = false;
+    } finally {
+      busy = false;
+      if (again && !closed) { again = false; refresh(); }
+    }
+  }
+
+  return { el, refresh, close() { closed = true; } };
+}
+
+// gapText says what a pause waited on: each decision, its outcome and who
+// made it ("refund approved by alice").
+function gapLines(g) {
+  if (!g.decisions.length) return ['paused'];
+  return g.decisions.map((d) => {
+    const what = d.kind === 'elicitation' ? 'answer' : d.kind === 'in_doubt' ? 'in-doubt call' : d.tool || 'call';
+    const verb = decisionVerbs[d.status] || d.status || 'decided';
+    return `${what} ${verb}${d.decidedBy ? ` by ${d.decidedBy}` : ''}${d.decidedVia ? ` (${d.decidedVia})` : ''}`;
+  });
+}
+
+// stepContent splits a model step's recorded content into what was sent
+// and what came back: {request, response}, or the engine's {system,
+// messages, tools, settings, output}. null when the step has none.
+function stepContent(s) {
+  let c = s?.content;
+  if (typeof c === 'string') { try { c = JSON.parse(c); } catch { return { request: c, response: null }; } }
+  if (!c || typeof c !== 'object') return null;
+  if ('request' in c || 'response' in c) return { request: c.request, response: c.response };
+  const { output, ...request } = c;
+  return { request, response: output ?? null };
+}
+
+// gapBox is the label of a pause on the waterfall's axis: at least as wide
+// as the gap, wider when its text needs it.
+function gapBox(g) {
+  const box = place(h('div', { class: 'wf-gap', role: 'note' },
+    h('strong', {}, `waited ${fmtMs(g.waitedMs)}`),
+    gapLines(g).map((l) => h('span', { class: 'wf-decision' }, l))), g.left);
+  box.style.minWidth = `${g.width}%`;
+  return box;
+}
+
+// waterfallEl draws runs (oldest first, each resuming the one before) as a
+// waterfall: a bar per run, model call and tool call on one time axis, the
+// approval waits between runs as gaps naming who decided.
+function waterfallEl(runs, selectedId) {
+  const wf = waterfall(runs);
+  const head = runs.find((r) => r.id === selectedId) || runs[0];
+  const facts = h('ul', { class: 'wf-runs' }, runs.map((r, i) => h('li', { 'data-run': r.id, class: r.id === selectedId ? 'current' : null },
+    h('strong', {}, runs.length > 1 ? `Run ${i + 1} ` : 'Run '), h('code', { title: r.id }, r.id), ' ', runBadge(r.status),
+    h('span', { class: 'badge agent' }, r.agent),
+    r.key ? h('span', { class: 'muted' }, ` key ${r.key}`) : null,
+    h('span', {}, ` · ${r.durationMs != null ? fmtMs(r.durationMs) : 'running'} · `),
+    h('span', { class: 'wf-tokens', 'data-total-tokens': r.usage?.totalTokens ?? 0,
+      title: `input ${fmtInt(r.usage?.inputTokens)} (cached ${fmtInt(r.usage?.cachedInputTokens)}), output ${fmtInt(r.usage?.outputTokens)} (reasoning ${fmtInt(r.usage?.reasoningTokens)})` },
+    `${fmtInt(r.usage?.totalTokens)} tokens`),
+    h('span', {}, ` · `), h('span', { class: 'wf-cost' }, runCost(r)),
+    h('span', { class: 'wf-trace' }, ' · trace ', r.traceId
+      ? (r.traceUrl ? h('a', { href: r.traceUrl, target: '_blank', rel: 'noopener noreferrer', class: 'trace-link' }, h('code', {}, r.traceId))
+        : h('code', {}, r.traceId))
+      : h('span', { class: 'muted' }, 'none')),
+    r.error ? h('div', { class: 'error-inline' }, r.error) : null)));
+
+  const axis = h('div', { class: 'wf-track wf-axis-track', 'aria-hidden': 'true' });
+  for (const t of wf.ticks) axis.append(place(h('span', { class: 'wf-tick' }, t.label), t.left));
+  for (const g of wf.gaps) axis.append(place(h('span', { class: 'wf-tick wf-tick-gap' }, '⋯'), g.left + g.width / 2));
+
+  const body = h('div', { class: 'wf-body' });
+  const bands = h('div', { class: 'wf-bands' });
+  for (const t of wf.ticks) bands.append(place(h('span', { class: 'wf-grid', 'aria-hidden': 'true' }), t.left));
+  for (const g of wf.gaps) bands.append(place(h('span', { class: 'wf-gap-band', 'aria-hidden': 'true' }), g.left, g.width));
+  body.append(bands);
+
+  const gapAt = new Map(wf.gaps.map((g) => [g.to.id, g]));
+  for (const r of wf.rows) {
+    const g = r.kind === 'run' ? gapAt.get(r.run.id) : null;
+    if (g) {
+      // The wait between a paused run and the one that resumed it.
+      body.append(h('div', { class: 'wf-row wf-row-gap', 'data-kind': 'gap', 'data-from': g.from.id, 'data-to': g.to.id },
+        h('div', { class: 'wf-label' }, h('span', { class: 'wf-kind wf-kind-gap' }, 'pause'), ' waiting for a decision'),
+        h('div', { class: 'wf-track' }, gapBox(g))));
+    }
+    const s = r.step;
+    // A paused call (it waits on a question) is not an error; every other
+    // outcome but ok is.
+    const paused = s?.outcome === 'paused';
+    const bad = s ? !!s.outcome && s.outcome !== 'ok' && !paused : r.run.status === 'failed';
+    const retried = s && (s.attempts || 1) > 1;
+    const label = h('div', { class: 'wf-label' });
+    label.style.paddingLeft = `${r.depth * 14 + 4}px`;
+    let meta;
+    let title;
+    if (!s) {
+      label.append(h('strong', {}, 'run '), h('code', {}, shortRun(r.run.id)), ' ', runBadge(r.run.status));
+      meta = `${fmtMs(r.durationMs)} · ${fmtInt(r.run.usage?.totalTokens)} tok · ${runCost(r.run)}`;
+      title = `run ${r.run.id}: ${meta}`;
+    } else {
+      label.append(...[
+        r.depth > 1 ? h('span', { class: 'wf-nest', 'aria-hidden': 'true' }, '↳ ') : null,
+        h('span', { class: `wf-kind wf-kind-${s.kind}` }, s.kind === 'model' ? 'model' : 'tool'), ' ',
+        h('span', { class: 'wf-name' }, s.name || s.model || ''),
+        bad ? h('span', { class: 'badge status-failed wf-outcome' }, outcomeLabels[s.outcome] || s.outcome) : null,
+        paused ? h('span', { class: 'badge status-waiting wf-outcome' }, 'paused') : null,
+        retried ? h('span', { class: 'badge wf-retry', title: `${s.attempts} attempts` }, `${s.attempts} attempts`) : null,
+        s.subagent ? h('span', { class: 'badge wf-sub', title: `subagent ${s.subagent}` }, s.subagent) : null].filter(Boolean));
+      if (s.kind === 'model') {
+        meta = `${fmtMs(s.durationMs)} · ${fmtInt(s.usage?.totalTokens)} tok · ${stepCost(s)}`;
+        title = `${s.provider ? s.provider + '/' : ''}${s.name}${s.responseModel && s.responseModel !== s.name ? ` (answered by ${s.responseModel})` : ''}: ` +
+          `${meta}; input ${fmtInt(s.usage?.inputTokens)}, output ${fmtInt(s.usage?.outputTokens)}` +
+          `${s.firstChunkMs != null ? `; first chunk after ${fmtMs(s.firstChunkMs)}` : ''}${s.finishReason ? `; finished: ${s.finishReason}` : ''}`;
+      } else {
+        meta = fmtMs(s.durationMs);
+        title = `${s.name}${s.toolCallId ? ` (${s.toolCallId})` : ''}: ${meta}`;
+      }
+      if (bad && s.error) meta += ` · ${s.error.length > 80 ? s.error.slice(0, 79) + '…' : s.error}`;
+      if (s.error) title += `; ${s.error}`;
+    }
+    const bar = place(h('div', { class: `wf-bar wf-bar-${r.kind}${bad ? ' wf-bad' : ''}${paused ? ' wf-paused' : ''}${retried ? ' wf-retried' : ''}`, title }), r.left, r.width);
+    const metaEl = h('span', { class: 'wf-meta' }, meta);
+    // The label goes on the side of the bar with more room, or on the bar
+    // when it spans nearly the whole axis.
+    const roomLeft = r.left;
+    const roomRight = 100 - r.left - r.width;
+    if (Math.max(roomLeft, roomRight) < 28) {
+      metaEl.classList.add('wf-meta-on');
+      metaEl.style.right = `calc(${Math.max(roomRight, 0)}% + 6px)`;
+    } else if (roomRight >= roomLeft || roomRight >= 38) metaEl.style.left = `calc(${r.left + r.width}% + 6px)`;
+    else metaEl.style.right = `calc(${100 - r.left}% + 6px)`;
+    const row = h('div', { class: `wf-row wf-row-${r.kind}${r.run.id === selectedId && !s ? ' current' : ''}`,
+      'data-kind': r.kind, 'data-run': r.run.id, 'data-step': s?.id, 'data-name': s ? s.name : null,
+      'data-depth': r.depth, 'data-outcome': s?.outcome, 'data-attempts': s?.attempts,
+      'data-tokens': s ? (s.kind === 'model' ? s.usage?.totalTokens ?? 0 : null) : r.run.usage?.totalTokens ?? 0,
+      'data-cost': s ? (s.kind === 'model' ? (s.costUsd ?? 'unknown') : null) : (r.run.costUsd ?? 'unknown'),
+      'data-parent': s?.parentToolCallId || null },
+    label, h('div', { class: 'wf-track' }, bar, metaEl));
+    body.append(row);
+    // HOOK(content): the lead's server stores a model call's request and
+    // response only in dev mode or with STACKBONE_TRACE_CONTENT=true; a
+    // step that carries them ("content": {"request": …, "response": …})
+    // opens to show them. Steps without content show nothing more.
+    const content = stepContent(s);
+    if (content) {
+      body.append(h('details', { class: 'wf-content', 'data-step': s.id },
+        h('summary', {}, `Request and response of ${s.name}`),
+        h('div', { class: 'wf-content-grid' },
+          h('div', {}, h('h4', {}, 'Request'), h('pre', { class: 'json' }, pretty(content.request ?? null))),
+          h('div', {}, h('h4', {}, 'Response'), h('pre', { class: 'json' }, pretty(content.response ?? null))))));
+    }
+  }
+
+  const models = wf.rows.filter((r) => r.kind === 'model').length;
+  const tools = wf.rows.filter((r) => r.kind === 'tool').length;
+  const tokens = runs.reduce((a, r) => a + (r.usage?.totalTokens || 0), 0);
+  const note = app.session?.content ? null
+    : h('p', { class: 'help' }, 'Model requests and responses are not recorded: they are in dev mode or with STACKBONE_TRACE_CONTENT=true.');
+  return h('div', { class: 'wf', 'data-run': selectedId },
+    h('h3', { class: 'wf-title', tabindex: '-1' }, `Waterfall of run ${shortRun(head.id)}`,
+      runs.length > 1 ? h('span', { class: 'muted' }, ` with ${runs.length - 1} linked by approval pauses`) : null),
+    facts,
+    h('p', { class: 'sr-only' }, `${models} model calls and ${tools} tool calls, ${fmtInt(tokens)} tokens in all.`),
+    h('div', { class: 'waterfall', role: 'group', 'aria-label': `Waterfall of run ${head.id}` },
+      h('div', { class: 'wf-row wf-axis' }, h('div', { class: 'wf-label muted' }, 'time from run start'), axis),
+      body),
+    h('p', { class: 'wf-legend muted' },
+      h('span', { class: 'sw sw-run' }), ' run ', h('span', { class: 'sw sw-model' }), ' model call ',
+      h('span', { class: 'sw sw-tool' }), ' tool call ', h('span', { class: 'sw sw-bad' }), ' error ',
+      h('span', { class: 'sw sw-gap' }), ' waiting for a decision'),
+    note);
 }
 
 // ---------- Agents ----------
@@ -982,6 +1304,230 @@ function webhooksView() {
   return { name: 'webhooks', refresh, close() { clearInterval(timer); } };
 }
 
+// ---------- Usage ----------
+
+// resetsIn says when a budget's period starts again ("resets in 5 h").
+function resetsIn(iso) {
+  const t = new Date(iso).getTime();
+  if (!Number.isFinite(t)) return '';
+  const s = Math.round((t - Date.now()) / 1000);
+  if (s <= 0) return 'resets now';
+  if (s < 3600) return `resets in ${Math.max(1, Math.round(s / 60))} min`;
+  if (s < 48 * 3600) return `resets in ${Math.round(s / 3600)} h`;
+  return `resets in ${Math.round(s / 86400)} days`;
+}
+
+const dayLabel = (d) => new Date(d + 'T00:00:00Z').toLocaleDateString('en-US', { month: 'short', day: 'numeric', timeZone: 'UTC' });
+
+// dayChart draws tokens per day as stacked bars (input, output) and the
+// cost per day as a line on its own axis. A day whose cost is unknown (a
+// model without a price) is marked "?" instead of a point, never drawn as
+// $0; a day whose cost is partly unknown gets a hollow point.
+function dayChart(u) {
+  const byDay = new Map((u.data || []).map((g) => [dayKey(g.group), g]));
+  let list = days(u.from, u.to || new Date().toISOString());
+  if (!list.length) list = [...byDay.keys()].sort();
+  const rows = list.map((d) => byDay.get(d) || { group: d, inputTokens: 0, outputTokens: 0, totalTokens: 0, costUsd: 0, costComplete: true, runs: 0, modelCalls: 0 });
+  const W = 960;
+  const H = 260;
+  const m = { l: 60, r: 70, t: 28, b: 34 };
+  const iw = W - m.l - m.r;
+  const ih = H - m.t - m.b;
+  const tok = niceMax(Math.max(0, ...rows.map((r) => r.totalTokens || 0)));
+  const usd = niceMax(Math.max(0, ...rows.map((r) => r.costUsd || 0)));
+  const n = Math.max(rows.length, 1);
+  const bw = iw / n;
+  const y = (v) => m.t + ih - (v / tok.max) * ih;
+  const yc = (v) => m.t + ih - (v / usd.max) * ih;
+  const g = svg('g', {});
+  // Axes and grid.
+  for (let v = 0; v <= tok.max + 1e-9; v += tok.step) {
+    g.append(svg('line', { x1: m.l, x2: W - m.r, y1: y(v), y2: y(v), class: 'grid' }),
+      svg('text', { x: m.l - 8, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, fmtTokens(v)));
+  }
+  for (let v = 0; v <= usd.max + 1e-12; v += usd.step) {
+    g.append(svg('text', { x: W - m.r + 8, y: yc(v) + 4, class: 'axis axis-cost' }, fmtUSD(v)));
+  }
+  g.append(svg('text', { x: m.l - 8, y: m.t - 16, 'text-anchor': 'end', class: 'axis' }, 'tokens'),
+    svg('text', { x: W - m.r + 8, y: m.t - 16, class: 'axis axis-cost' }, 'cost'));
+  const every = Math.ceil(n / 10);
+  const pts = [];
+  rows.forEach((r, i) => {
+    const d = dayKey(r.group);
+    const x = m.l + i * bw;
+    const pad = Math.min(bw * 0.18, 6);
+    const inTok = r.inputTokens || 0;
+    const total = r.totalTokens || 0;
+    const outTok = Math.max(0, total - inTok);
+    const cost = r.costUsd === null || r.costUsd === undefined ? null : r.costUsd;
+    const bar = svg('g', { class: 'day', dataset: { day: d, tokens: String(total), cost: cost === null ? 'unknown' : String(cost) } },
+      svg('title', {}, `${d}: ${fmtInt(total)} tokens (${fmtInt(inTok)} input, ${fmtInt(outTok)} output) · cost ${costText(cost, r.costComplete)} · ${fmtInt(r.runs)} runs`),
+      svg('rect', { x: x + pad, width: Math.max(bw - 2 * pad, 1), y: y(inTok), height: Math.max(0, y(0) - y(inTok)), class: 'bar-in' }),
+      svg('rect', { x: x + pad, width: Math.max(bw - 2 * pad, 1), y: y(total), height: Math.max(0, y(inTok) - y(total)), class: 'bar-out' }));
+    g.append(bar);
+    if (i % every === 0) g.append(svg('text', { x: x + bw / 2, y: H - m.b + 18, 'text-anchor': 'middle', class: 'axis' }, dayLabel(d)));
+    pts.push({ x: x + bw / 2, top: y(total), cost, partial: r.costComplete === false, used: total > 0 });
+  });
+  // The cost line, broken where the cost is unknown.
+  let path = '';
+  let pen = false;
+  for (const p of pts) {
+    if (p.cost === null) { pen = false; continue; }
+    path += `${pen ? 'L' : 'M'}${p.x.toFixed(1)},${yc(p.cost).toFixed(1)}`;
+    pen = true;
+  }
+  if (path) g.append(svg('path', { d: path, class: 'cost-line' }));
+  for (const p of pts) {
+    if (p.cost === null) {
+      if (p.used) g.append(svg('text', { x: p.x, y: p.top - 6, 'text-anchor': 'middle', class: 'cost-unknown' }, svg('title', {}, 'cost unknown'), '?'));
+    } else if (p.used) {
+      g.append(svg('circle', { cx: p.x, cy: yc(p.cost), r: 4, class: p.partial ? 'cost-point partial' : 'cost-point' }));
+    }
+  }
+  g.append(svg('line', { x1: m.l, x2: W - m.r, y1: y(0), y2: y(0), class: 'baseline' }));
+  const total = u.total || {};
+  return svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', id: 'usage-chart', role: 'img',
+    'aria-label': `Tokens and cost by day, ${list[0] || ''} to ${list[list.length - 1] || ''}: ${fmtInt(total.totalTokens)} tokens, cost ${costText(total.costUsd, total.costComplete)}.` }, g);
+}
+
+// hbars draws groups as horizontal bars of their tokens, each labelled with
+// its tokens, cost and runs.
+function hbars(groups, what) {
+  const rows = (groups || []).slice().sort((a, b) => (b.totalTokens || 0) - (a.totalTokens || 0));
+  if (!rows.length) return h('p', { class: 'muted' }, `No usage by ${what} in this period.`);
+  const max = Math.max(1, ...rows.map((r) => r.totalTokens || 0));
+  return h('ul', { class: 'hbars' }, rows.map((r) => {
+    const fill = h('span', { class: 'hbar-fill' });
+    fill.style.width = `${((r.totalTokens || 0) / max) * 100}%`;
+    return h('li', { class: 'hbar', 'data-group': r.group, 'data-tokens': r.totalTokens || 0, 'data-cost': r.costUsd ?? 'unknown' },
+      h('span', { class: 'hbar-label', title: r.group }, r.group || (what === 'key' ? '(no key)' : '(none)')),
+      h('span', { class: 'hbar-track' }, fill),
+      h('span', { class: 'hbar-value' }, `${fmtInt(r.totalTokens)} tokens · `,
+        h('span', { class: 'hbar-cost' }, costText(r.costUsd, r.costComplete)), ` · ${fmtInt(r.runs)} run${r.runs === 1 ? '' : 's'}`));
+  }));
+}
+
+function meter(used, limit, fmt, what) {
+  const pct = limit > 0 ? Math.min(100, (used / limit) * 100) : 100;
+  const over = used >= limit;
+  const fill = h('span', { class: 'meter-fill' });
+  fill.style.width = `${pct}%`;
+  return h('div', { class: `meter-row${over ? ' over' : ''}` },
+    h('span', { class: 'meter-what' }, what),
+    h('span', { class: 'meter', role: 'progressbar', 'aria-label': `${what} used`, 'aria-valuemin': '0',
+      'aria-valuemax': String(limit), 'aria-valuenow': String(Math.min(used, limit)), 'aria-valuetext': `${fmt(used)} of ${fmt(limit)}` }, fill),
+    h('span', { class: 'meter-text' }, `${fmt(used)} / ${fmt(limit)}`, h('span', { class: 'muted' }, ` (${Math.round(limit > 0 ? (used / limit) * 100 : 100)}%)`)));
+}
+
+function budgetCard(b) {
+  const scope = b.scope === 'tenant' ? 'whole tenant' : `${b.scope} ${b.match || ''}`.trim();
+  return h('article', { class: `budget${b.exceeded ? ' exceeded' : ''}`, 'data-budget': b.name, 'data-exceeded': String(!!b.exceeded) },
+    h('header', {}, h('h3', {}, b.name),
+      h('span', { class: 'badge' }, scope), h('span', { class: 'badge' }, b.period === 'month' ? 'per month' : 'per day'),
+      b.exceeded ? h('span', { class: 'badge status-failed budget-exceeded' }, 'exceeded: turns are refused') : null,
+      h('span', { class: 'muted', title: b.resetsAt ? new Date(b.resetsAt).toLocaleString() : '' }, resetsIn(b.resetsAt))),
+    b.limitTokens != null ? meter(b.usedTokens || 0, b.limitTokens, fmtInt, 'tokens') : null,
+    b.limitUsd != null ? meter(b.usedUsd || 0, b.limitUsd, fmtUSD, 'spend') : null);
+}
+
+function usageView(params) {
+  const from = h('input', { type: 'date', id: 'u-from', name: 'from', value: params.get('from') || '' });
+  const to = h('input', { type: 'date', id: 'u-to', name: 'to', value: params.get('to') || '' });
+  const range = { from: params.get('from') || '', to: params.get('to') || '' };
+  const period = h('p', { class: 'sub', id: 'usage-period' });
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const tiles = h('dl', { class: 'tiles', id: 'usage-total' });
+  const chart = h('div', { class: 'chart-holder', id: 'usage-days' });
+  const legend = h('p', { class: 'wf-legend muted' },
+    h('span', { class: 'sw sw-in' }), ' input tokens ', h('span', { class: 'sw sw-out' }), ' output tokens ',
+    h('span', { class: 'sw sw-cost' }), ' cost ', h('span', { class: 'sw-q' }, '?'), ' cost unknown (a model without a price)');
+  const dayTable = h('tbody', {});
+  const agents = h('div', { id: 'usage-agents' });
+  const models = h('div', { id: 'usage-models' });
+  const threads = h('tbody', {});
+  const threadsEmpty = h('p', { class: 'muted', hidden: true }, 'No thread used tokens in this period.');
+  const budgets = h('div', { class: 'budgets', id: 'usage-budgets' });
+  const form = h('form', { class: 'filters', 'aria-label': 'Period' },
+    h('label', { for: 'u-from' }, 'From'), from, h('label', { for: 'u-to' }, 'To'), to,
+    h('button', { type: 'submit' }, 'Show'),
+    h('button', { type: 'button', class: 'ghost', onclick: () => { from.value = ''; to.value = ''; apply(); } }, 'Last 30 days'));
+  const apply = () => {
+    range.from = from.value;
+    range.to = to.value;
+    const q = new URLSearchParams();
+    if (range.from) q.set('from', range.from);
+    if (range.to) q.set('to', range.to);
+    history.replaceState(null, '', '#/usage' + (q.toString() ? '?' + q : ''));
+    refresh();
+  };
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); apply(); });
+
+  main.replaceChildren(h('section', { 'aria-labelledby': 'usage-h' },
+    h('div', { class: 'titlebar' }, h('h1', { id: 'usage-h', tabindex: '-1' }, 'Usage'), period),
+    form, error, tiles,
+    h('section', { class: 'panel-box', 'aria-labelledby': 'u-days-h' }, h('h2', { id: 'u-days-h' }, 'Tokens and cost by day'), chart, legend,
+      h('details', {}, h('summary', {}, 'As a table'),
+        h('table', { class: 'threads', id: 'usage-day-table' },
+          h('thead', {}, h('tr', {}, ...['Day', 'Input', 'Output', 'Total', 'Cost', 'Runs'].map((c) => h('th', { scope: 'col' }, c)))), dayTable))),
+    h('div', { class: 'usage-grid' },
+      h('section', { class: 'panel-box', 'aria-labelledby': 'u-agents-h' }, h('h2', { id: 'u-agents-h' }, 'By agent'), agents),
+      h('section', { class: 'panel-box', 'aria-labelledby': 'u-models-h' }, h('h2', { id: 'u-models-h' }, 'By model'), models)),
+    h('section', { class: 'panel-box', 'aria-labelledby': 'u-threads-h' }, h('h2', { id: 'u-threads-h' }, 'Top threads by cost'),
+      h('table', { class: 'threads', id: 'usage-threads' },
+        h('thead', {}, h('tr', {}, ...['Thread', 'Agent', 'Tokens', 'Cost'].map((c) => h('th', { scope: 'col' }, c)))), threads),
+      threadsEmpty),
+    h('section', { class: 'panel-box', 'aria-labelledby': 'u-budgets-h' }, h('h2', { id: 'u-budgets-h' }, 'Budgets'), budgets)));
+
+  let seq = 0;
+  async function refresh(change) {
+    if (change && change.kind === 'run' && change.type !== 'run_finished' && change.type !== 'run_error') return;
+    const mine = ++seq;
+    const q = (g) => {
+      const p = new URLSearchParams({ group_by: g });
+      if (range.from) p.set('from', range.from);
+      if (range.to) p.set('to', range.to);
+      return '/v1/usage?' + p;
+    };
+    try {
+      const [byDay, byAgent, byModel] = await Promise.all([api('GET', q('day')), api('GET', q('agent')), api('GET', q('model'))]);
+      if (mine !== seq) return;
+      error.hidden = true;
+      const t = byDay.total || {};
+      const fmtDate = (iso) => (iso ? new Date(iso).toLocaleDateString('en-US', { year: 'numeric', month: 'short', day: 'numeric', timeZone: 'UTC' }) : '');
+      // A day bound is exclusive on the server (the day after the last).
+      const last = byDay.to ? new Date(new Date(byDay.to).getTime() - 1).toISOString() : null;
+      period.textContent = `${fmtDate(byDay.from)} – ${last ? fmtDate(last) : 'now'} (UTC)`;
+      const tile = (k, v, name) => [h('div', { class: 'tile', 'data-tile': name }, h('dt', {}, k), h('dd', {}, v))];
+      tiles.replaceChildren(
+        ...tile('Tokens', fmtInt(t.totalTokens), 'tokens'),
+        ...tile('Cost', costText(t.costUsd, t.costComplete), 'cost'),
+        ...tile('Runs', fmtInt(t.runs), 'runs'),
+        ...tile('Model calls', fmtInt(t.modelCalls), 'modelCalls'),
+        ...tile('Input / output', `${fmtTokens(t.inputTokens)} / ${fmtTokens(t.outputTokens)}`, 'io'));
+      chart.replaceChildren(dayChart(byDay));
+      dayTable.replaceChildren(...(byDay.data || []).slice().sort((a, b) => dayKey(a.group).localeCompare(dayKey(b.group))).map((g) => h('tr', { 'data-day': dayKey(g.group) },
+        h('th', { scope: 'row' }, dayKey(g.group)), h('td', {}, fmtInt(g.inputTokens)), h('td', {}, fmtInt(g.outputTokens)),
+        h('td', {}, fmtInt(g.totalTokens)), h('td', {}, costText(g.costUsd, g.costComplete)), h('td', {}, fmtInt(g.runs)))));
+      agents.replaceChildren(hbars(byAgent.data, 'agent'));
+      models.replaceChildren(hbars(byModel.data, 'model'));
+      const top = byDay.topThreads || [];
+      threads.replaceChildren(...top.map((x) => h('tr', { 'data-thread': x.threadId },
+        h('th', { scope: 'row' }, h('a', { href: threadHref(x.threadId), class: 'thread-link' }, x.threadId)),
+        h('td', {}, x.agent), h('td', {}, fmtInt(x.totalTokens)), h('td', { class: 'thread-cost' }, costText(x.costUsd, x.costComplete)))));
+      threadsEmpty.hidden = top.length > 0;
+      const bs = byDay.budgets || [];
+      budgets.replaceChildren(...(bs.length ? bs.map(budgetCard)
+        : [h('p', { class: 'muted', id: 'no-budgets' }, 'No budgets. Add "budgets" to stackbone.json to cap tokens or spend per day or month.')]));
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = `Could not load the usage: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+  refresh();
+  return { name: 'usage', refresh, close() {} };
+}
+
 // ---------- Router ----------
 
 function route() {
@@ -997,13 +1543,16 @@ function route() {
   let name;
   if (path.startsWith('/threads/')) {
     name = 'threads';
-    app.view = threadView(decodeURIComponent(path.slice('/threads/'.length)));
+    app.view = threadView(decodeURIComponent(path.slice('/threads/'.length)), params);
   } else if (path === '/threads') {
     name = 'threads';
     app.view = threadsView(params);
   } else if (path === '/agents') {
     name = 'agents';
     app.view = agentsView();
+  } else if (path === '/usage') {
+    name = 'usage';
+    app.view = usageView(params);
   } else if (path === '/webhooks') {
     name = 'webhooks';
     app.view = webhooksView();
