@@ -159,6 +159,14 @@ func TestGenAIPausedRunIsLinked(t *testing.T) {
 	if tool := rcv.WaitForName(t, "execute_tool refund"); !tool.ChildOf(resumed) {
 		t.Fatalf("the approved call's span is not under the resumed run")
 	}
+	var runs []runJSON
+	stacktest.WaitFor(t, "the resumed run's record", func() bool {
+		runs = threadRuns(t, env, "traced-pause")
+		return len(runs) == 2 && runs[1].EndedAt != nil
+	})
+	if runs[0].TraceID != paused.TraceID() || runs[1].TraceID != resumed.TraceID() {
+		t.Fatalf("the runs' trace ids %q, %q; want the spans' %s, %s", runs[0].TraceID, runs[1].TraceID, paused.TraceID(), resumed.TraceID())
+	}
 }
 
 // TestGenAIUnreachableCollector: a collector that accepts connections and

@@ -150,7 +150,9 @@ var (
 	runHeldSQL = `INSERT INTO runs (tenant, thread_id, id, agent, key_label, trace_id, span_id, resumed_from, status, error, started_at, ended_at)
 		SELECT t.tenant, t.id, t.run_id, t.agent, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::timestamptz, $11::timestamptz
 		FROM threads t WHERE ` + runHeld + `
-		ON CONFLICT (tenant, thread_id, id) DO UPDATE SET status = excluded.status, error = excluded.error, ended_at = excluded.ended_at`
+		ON CONFLICT (tenant, thread_id, id) DO UPDATE SET status = excluded.status, error = excluded.error, ended_at = excluded.ended_at,
+			trace_id = CASE WHEN excluded.trace_id = '' THEN runs.trace_id ELSE excluded.trace_id END,
+			span_id = CASE WHEN excluded.span_id = '' THEN runs.span_id ELSE excluded.span_id END`
 )
 
 // queueRun queues the statements that record a durable run's record (when
