@@ -516,13 +516,15 @@ func (r *Runner) stepContent(req model.Request, output string) json.RawMessage {
 	// counted), so a thread's stored content grows with its length, not
 	// its square.
 	msgs, omitted := req, 0
-	for len(inputMessages(msgs)) > maxStepContent && len(msgs.Messages) > 1 {
+	sent := inputMessages(msgs)
+	for len(sent) > maxStepContent && len(msgs.Messages) > 1 {
 		n := max(1, len(msgs.Messages)/4)
 		msgs.Messages, omitted = msgs.Messages[n:], omitted+n
+		sent = inputMessages(msgs)
 	}
 	body := map[string]any{
 		"system":   req.System,
-		"messages": json.RawMessage(inputMessages(msgs)),
+		"messages": json.RawMessage(sent),
 		"tools":    json.RawMessage(toolDefinitions(req.Tools)),
 		"settings": settings,
 		"output":   json.RawMessage(output),

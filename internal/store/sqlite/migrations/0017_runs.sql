@@ -21,7 +21,6 @@ CREATE TABLE runs (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX runs_tenant_id ON runs (tenant, id);
-CREATE INDEX runs_tenant_started ON runs (tenant, started_at);
 
 CREATE TABLE run_steps (
 	tenant           TEXT    NOT NULL,
@@ -52,8 +51,7 @@ CREATE TABLE run_steps (
 	outcome          TEXT    NOT NULL,
 	error            TEXT    NOT NULL DEFAULT '',
 	content          TEXT,
-	PRIMARY KEY (tenant, id)
+	PRIMARY KEY (tenant, run_id, id)
 ) STRICT, WITHOUT ROWID;
 
-CREATE INDEX run_steps_run ON run_steps (tenant, run_id, started_at);
 CREATE INDEX run_steps_started ON run_steps (tenant, started_at);
