@@ -102,6 +102,9 @@ type options struct {
 	bin         string
 	idle        int
 	db          string
+	// serverEnv are NAME=value settings for the server (the harness
+	// passes it no STACKBONE_ variable of its own environment).
+	serverEnv []string
 }
 
 func main() {
@@ -113,9 +116,14 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the concurrent scenarios (c, floor-c)")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "clients in the concurrent scenarios")
 	flag.IntVar(&o.idle, "idle", 10000, "idle SSE streams the idle scenario opens")
+	var serverEnv string
+	flag.StringVar(&serverEnv, "server-env", "", "comma list of NAME=value settings for the server, e.g. STACKBONE_TRACE_CONTENT=false")
 	flag.StringVar(&o.db, "db", "", "the server's store (STACKBONE_DB; default SQLite in the temp project), e.g. postgres://…")
 	flag.StringVar(&o.bin, "bin", "", "a built stackbone binary (default: go build ./cmd/stackbone into a temp dir)")
 	flag.Parse()
+	if serverEnv != "" {
+		o.serverEnv = strings.Split(serverEnv, ",")
+	}
 	for k := range strings.SplitSeq(sc, ",") {
 		if k = strings.TrimSpace(k); k == "floor" {
 			o.scenarios = append(o.scenarios, "floor-a", "floor-b", "floor-c")
@@ -170,7 +178,7 @@ func run(ctx context.Context, o options, out io.Writer, logger *slog.Logger) err
 		raiseFileLimit(uint64(o.idle) + 4096)
 	}
 	srv, err := benchproc.Start(ctx, bin, []string{"dev", "--dir", tmp, "--addr", "127.0.0.1:0"},
-		append([]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench", "STACKBONE_MAX_CONNS_PER_IP=0"}, dbEnv(o.db)...), logger)
+		append(append([]string{"OPENAI_BASE_URL=" + up.url + "/v1", "OPENAI_API_KEY=sk-bench", "STACKBONE_MAX_CONNS_PER_IP=0"}, dbEnv(o.db)...), o.serverEnv...), logger)
 	if err != nil {
 		return err
 	}
