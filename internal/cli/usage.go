@@ -12,103 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stackbone/stackbone/internal/server"
 )
-
-// tokenUsage is the token counts of a run, a step or a usage group.
-type tokenUsage struct {
-	InputTokens       int64 `json:"inputTokens"`
-	OutputTokens      int64 `json:"outputTokens"`
-	CachedInputTokens int64 `json:"cachedInputTokens"`
-	ReasoningTokens   int64 `json:"reasoningTokens"`
-	TotalTokens       int64 `json:"totalTokens"`
-}
-
-// usageGroup is one row of GET /v1/usage (and its total, without Group).
-type usageGroup struct {
-	Group string `json:"group"`
-	tokenUsage
-	CostUSD      *float64 `json:"costUsd"`
-	CostComplete bool     `json:"costComplete"`
-	Runs         int64    `json:"runs"`
-	ModelCalls   int64    `json:"modelCalls"`
-}
-
-// usageReport is GET /v1/usage.
-type usageReport struct {
-	From       string       `json:"from"`
-	To         string       `json:"to"`
-	GroupBy    string       `json:"groupBy"`
-	Data       []usageGroup `json:"data"`
-	Total      usageGroup   `json:"total"`
-	TopThreads []struct {
-		ThreadID     string   `json:"threadId"`
-		Agent        string   `json:"agent"`
-		TotalTokens  int64    `json:"totalTokens"`
-		CostUSD      *float64 `json:"costUsd"`
-		CostComplete bool     `json:"costComplete"`
-	} `json:"topThreads"`
-	Budgets []struct {
-		Name        string   `json:"name"`
-		Scope       string   `json:"scope"`
-		Match       string   `json:"match"`
-		Period      string   `json:"period"`
-		LimitTokens *int64   `json:"limitTokens"`
-		LimitUSD    *float64 `json:"limitUsd"`
-		UsedTokens  int64    `json:"usedTokens"`
-		UsedUSD     float64  `json:"usedUsd"`
-		ResetsAt    string   `json:"resetsAt"`
-		Exceeded    bool     `json:"exceeded"`
-	} `json:"budgets"`
-}
-
-// runDetail is GET /v1/runs/{id}.
-type runDetail struct {
-	ID           string     `json:"id"`
-	ThreadID     string     `json:"threadId"`
-	Agent        string     `json:"agent"`
-	Key          string     `json:"key"`
-	Status       string     `json:"status"`
-	Error        string     `json:"error"`
-	StartedAt    time.Time  `json:"startedAt"`
-	EndedAt      *time.Time `json:"endedAt"`
-	DurationMs   *float64   `json:"durationMs"`
-	TraceID      string     `json:"traceId"`
-	TraceURL     string     `json:"traceUrl"`
-	ResumedFrom  string     `json:"resumedFrom"`
-	Usage        tokenUsage `json:"usage"`
-	CostUSD      *float64   `json:"costUsd"`
-	CostComplete bool       `json:"costComplete"`
-	ModelCalls   int64      `json:"modelCalls"`
-	ToolCalls    int64      `json:"toolCalls"`
-	Steps        []runStep  `json:"steps"`
-	Decisions    []struct {
-		ID         string `json:"id"`
-		Kind       string `json:"kind"`
-		Tool       string `json:"tool"`
-		ToolCallID string `json:"toolCallId"`
-		Status     string `json:"status"`
-		DecidedBy  string `json:"decidedBy"`
-		DecidedVia string `json:"decidedVia"`
-	} `json:"decisions"`
-}
-
-// runStep is one model call or tool call of a run.
-type runStep struct {
-	ID               string     `json:"id"`
-	Kind             string     `json:"kind"`
-	Name             string     `json:"name"`
-	Provider         string     `json:"provider"`
-	ToolCallID       string     `json:"toolCallId"`
-	Subagent         string     `json:"subagent"`
-	ParentToolCallID string     `json:"parentToolCallId"`
-	StartedAt        time.Time  `json:"startedAt"`
-	DurationMs       float64    `json:"durationMs"`
-	Usage            tokenUsage `json:"usage"`
-	CostUSD          *float64   `json:"costUsd"`
-	Attempts         int        `json:"attempts"`
-	Outcome          string     `json:"outcome"`
-	Error            string     `json:"error"`
-}
 
 // usd writes a known cost in dollars; a nil one is "unknown", never $0.
 func usd(v *float64) string {
@@ -207,7 +113,7 @@ func usageCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(out, raw)
 			}
-			var u usageReport
+			var u server.UsageReport
 			if err := json.Unmarshal(raw, &u); err != nil {
 				return fmt.Errorf("the server's usage answer: %v", err)
 			}
@@ -222,15 +128,15 @@ func usageCmd() *cobra.Command {
 	return cmd
 }
 
-func printUsage(out io.Writer, u *usageReport, groupBy string) error {
-	to := clean(u.To)
-	if to == "" {
-		to = "now"
+func printUsage(out io.Writer, u *server.UsageReport, groupBy string) error {
+	to := "now"
+	if u.To != nil {
+		to = clean(*u.To)
 	}
 	fmt.Fprintf(out, "Usage from %s to %s by %s\n\n", clean(u.From), to, clean(groupBy))
 	w := newTable(out)
 	fmt.Fprintln(w, strings.ToUpper(groupBy)+"\tINPUT\tCACHED\tOUTPUT\tREASONING\tTOTAL\tCOST\tRUNS\tMODEL CALLS")
-	row := func(name string, g usageGroup) {
+	row := func(name string, g server.UsageRowView) {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", name, g.InputTokens, g.CachedInputTokens, g.OutputTokens,
 			g.ReasoningTokens, g.TotalTokens, cost(g.CostUSD, g.CostComplete), g.Runs, g.ModelCalls)
 	}
@@ -318,7 +224,7 @@ func runsCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(out, raw)
 			}
-			var r runDetail
+			var r server.RunView
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return fmt.Errorf("the server's run answer: %v", err)
 			}
@@ -330,7 +236,7 @@ func runsCmd() *cobra.Command {
 	return cmd
 }
 
-func printRun(out io.Writer, r *runDetail) error {
+func printRun(out io.Writer, r *server.RunView) error {
 	w := newTable(out)
 	field := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	field("Run:", clean(r.ID))
@@ -348,7 +254,8 @@ func printRun(out io.Writer, r *runDetail) error {
 		status += ": " + truncate(r.Error, 100)
 	}
 	field("Status:", status)
-	field("Started:", r.StartedAt.UTC().Format("2006-01-02 15:04:05.000Z"))
+	runStart, _ := time.Parse(time.RFC3339Nano, r.StartedAt)
+	field("Started:", runStart.UTC().Format("2006-01-02 15:04:05.000Z"))
 	if r.DurationMs != nil {
 		field("Duration:", ms(*r.DurationMs))
 	} else {
@@ -392,10 +299,11 @@ func printRun(out io.Writer, r *runDetail) error {
 			if s.Subagent != "" {
 				name = strings.Repeat("  ", max(depth[s.ParentToolCallID], 1)) + "└ " + clean(s.Subagent) + ": " + name
 			}
-			start := "+" + ms(float64(s.StartedAt.Sub(r.StartedAt).Microseconds())/1000)
+			stepStart, _ := time.Parse(time.RFC3339Nano, s.StartedAt)
+			start := "+" + ms(float64(stepStart.Sub(runStart).Microseconds())/1000)
 			tokens, c, attempts := "-", "-", "-"
-			if s.Kind == "model" {
-				tokens = strconv.FormatInt(s.Usage.TotalTokens, 10)
+			if s.Kind == "model" && s.Usage != nil {
+				tokens = strconv.Itoa(s.Usage.TotalTokens)
 				c = usd(s.CostUSD)
 				attempts = strconv.Itoa(max(s.Attempts, 1))
 			}

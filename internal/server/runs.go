@@ -222,6 +222,19 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	return httpjson.Write(w, http.StatusOK, v)
 }
 
+// UsageReport is GET /v1/usage.
+type UsageReport struct {
+	Object string `json:"object"`
+	From   string `json:"from"`
+	// To is null for "now".
+	To         *string         `json:"to"`
+	GroupBy    string          `json:"groupBy"`
+	Data       []UsageRowView  `json:"data"`
+	Total      UsageRowView    `json:"total"`
+	TopThreads []TopThreadView `json:"topThreads"`
+	Budgets    []BudgetView    `json:"budgets"`
+}
+
 // UsageRowView is a group of GET /v1/usage.
 type UsageRowView struct {
 	Group string `json:"group,omitempty"`
@@ -318,16 +331,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body := struct {
-		Object     string          `json:"object"`
-		From       string          `json:"from"`
-		To         *string         `json:"to"`
-		GroupBy    string          `json:"groupBy"`
-		Data       []UsageRowView  `json:"data"`
-		Total      UsageRowView    `json:"total"`
-		TopThreads []TopThreadView `json:"topThreads"`
-		Budgets    []BudgetView    `json:"budgets"`
-	}{Object: "usage", From: stamp(from), GroupBy: group, Data: []UsageRowView{}, TopThreads: []TopThreadView{}, Budgets: []BudgetView{}}
+	body := UsageReport{Object: "usage", From: stamp(from), GroupBy: group, Data: []UsageRowView{}, TopThreads: []TopThreadView{}, Budgets: []BudgetView{}}
 	if !to.IsZero() {
 		t := stamp(to)
 		body.To = &t
