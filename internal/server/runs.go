@@ -104,7 +104,9 @@ func cost(nanos int64, unpriced, calls int) (*float64, bool) {
 	return &v, unpriced == 0
 }
 
-func (s *Server) runView(r store.RunRecord, steps []store.Step, withSteps bool) RunView {
+// runView is a run with its totals (r.Totals), or with steps and the totals
+// they sum to when steps are given.
+func (s *Server) runView(r store.RunRecord, steps []store.Step) RunView {
 	v := RunView{ID: r.ID, Object: "run", ThreadID: r.ThreadID, Agent: r.Agent, Key: r.Key, Status: r.Status, Error: r.Error,
 		StartedAt: stamp(r.StartedAt), TraceID: r.TraceID, ResumedFrom: r.ResumedFrom}
 	if r.EndedAt != nil {
@@ -115,19 +117,20 @@ func (s *Server) runView(r store.RunRecord, steps []store.Step, withSteps bool) 
 	if r.TraceID != "" && s.Config.TraceURL != "" {
 		v.TraceURL = strings.ReplaceAll(s.Config.TraceURL, "{traceId}", r.TraceID)
 	}
-	var u event.Usage
-	var nanos int64
-	unpriced := 0
+	withSteps := steps != nil
+	if withSteps {
+		r.Totals = store.RunTotals{}
+	}
 	for _, st := range steps {
 		sv := StepView{ID: st.ID, Kind: st.Kind, Name: st.Name, ToolCallID: st.ToolCallID, Subagent: st.Subagent,
 			ParentToolCallID: st.ParentCallID, StartedAt: stamp(st.StartedAt), DurationMs: ms(st.Duration), Outcome: st.Outcome, Error: st.Error}
 		if st.Kind == store.StepModel {
-			v.ModelCalls++
-			u = u.Add(st.Usage)
+			r.Totals.ModelCalls++
+			r.Totals.Usage = r.Totals.Usage.Add(st.Usage)
 			if st.CostNanos == nil {
-				unpriced++
+				r.Totals.Unpriced++
 			} else {
-				nanos += *st.CostNanos
+				r.Totals.CostNanos += *st.CostNanos
 				c := usage.USD(*st.CostNanos)
 				sv.CostUSD = &c
 			}
@@ -142,14 +145,13 @@ func (s *Server) runView(r store.RunRecord, steps []store.Step, withSteps bool) 
 				sv.Content = st.Content
 			}
 		} else {
-			v.ToolCalls++
+			r.Totals.ToolCalls++
 		}
-		if withSteps {
-			v.Steps = append(v.Steps, sv)
-		}
+		v.Steps = append(v.Steps, sv)
 	}
-	v.Usage = usageView(u)
-	v.CostUSD, v.CostComplete = cost(nanos, unpriced, v.ModelCalls)
+	t := r.Totals
+	v.ModelCalls, v.ToolCalls, v.Usage = t.ModelCalls, t.ToolCalls, usageView(t.Usage)
+	v.CostUSD, v.CostComplete = cost(t.CostNanos, t.Unpriced, t.ModelCalls)
 	if withSteps && v.Steps == nil {
 		v.Steps = []StepView{}
 	}
@@ -172,11 +174,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	}
 	data := make([]RunView, 0, len(runs))
 	for _, run := range runs {
-		d, err := s.Store.GetRun(r.Context(), tenant, run.ID)
-		if err != nil {
-			return err
-		}
-		data = append(data, s.runView(run, d.Steps, false))
+		data = append(data, s.runView(run, nil))
 	}
 	return httpjson.Write(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
@@ -193,7 +191,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := s.runView(d.RunRecord, d.Steps, true)
+	steps := d.Steps
+	if steps == nil {
+		steps = []store.Step{}
+	}
+	v := s.runView(d.RunRecord, steps)
 	v.Decisions = []RunDecisionView{}
 	if d.ThreadID != "" {
 		for _, st := range []store.InterruptStatus{store.Pending, store.Approved, store.Rejected} {

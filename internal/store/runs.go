@@ -91,6 +91,17 @@ type RunRecord struct {
 	Error     string
 	StartedAt time.Time
 	EndedAt   *time.Time
+	// Totals sum the run's steps (ListRuns fills them).
+	Totals RunTotals
+}
+
+// RunTotals sum a run's steps.
+type RunTotals struct {
+	ModelCalls, ToolCalls int
+	Usage                 event.Usage
+	CostNanos             int64
+	// Unpriced counts the model calls of unknown price.
+	Unpriced int
 }
 
 // RunDetail is a run with its steps.
@@ -204,24 +215,43 @@ func scanRun(r Row) (*RunRecord, error) {
 	return &x, nil
 }
 
-// ListRuns returns a thread's runs, oldest first (at most 1000).
+// ListRuns returns a thread's runs, oldest first (at most 1000), each with
+// its totals, in one read.
 func (db *DB) ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecord, error) {
 	if err := CheckText("list runs", "tenant", tenant, "thread", threadID); err != nil {
 		return nil, db.invalid(err)
 	}
-	rows, err := db.d.Read().Query(ctx, `SELECT `+runCols+` FROM runs WHERE tenant = $1 AND thread_id = $2
-		ORDER BY started_at, id LIMIT 1000`, tenant, threadID)
+	rows, err := db.d.Read().Query(ctx, `SELECT r.tenant, r.thread_id, r.id, r.agent, r.key_label, r.trace_id, r.span_id,
+			r.resumed_from, r.status, r.error, r.started_at, r.ended_at,
+			COALESCE(SUM(CASE WHEN s.kind = 'model' THEN 1 ELSE 0 END), 0)::bigint,
+			COALESCE(SUM(CASE WHEN s.kind = 'tool' THEN 1 ELSE 0 END), 0)::bigint,
+			COALESCE(SUM(s.input_tokens), 0)::bigint, COALESCE(SUM(s.output_tokens), 0)::bigint,
+			COALESCE(SUM(s.cached_tokens), 0)::bigint, COALESCE(SUM(s.reasoning_tokens), 0)::bigint,
+			COALESCE(SUM(s.cost_nanos), 0)::bigint,
+			COALESCE(SUM(CASE WHEN s.kind = 'model' AND s.cost_nanos IS NULL THEN 1 ELSE 0 END), 0)::bigint
+		FROM runs r LEFT JOIN run_steps s ON s.tenant = r.tenant AND s.run_id = r.id AND s.thread_id = r.thread_id
+		WHERE r.tenant = $1 AND r.thread_id = $2
+		GROUP BY r.tenant, r.thread_id, r.id, r.agent, r.key_label, r.trace_id, r.span_id, r.resumed_from, r.status, r.error,
+			r.started_at, r.ended_at
+		ORDER BY r.started_at, r.id LIMIT 1000`, tenant, threadID)
 	if err != nil {
 		return nil, db.read("list runs", err)
 	}
 	defer rows.Close()
 	var out []RunRecord
 	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
+		var (
+			x                                      RunRecord
+			model, tool, in, outT, cach, reas, cst int64
+			unpriced                               int64
+		)
+		if err := rows.Scan(&x.Tenant, &x.ThreadID, &x.ID, &x.Agent, &x.Key, &x.TraceID, &x.SpanID, &x.ResumedFrom, &x.Status,
+			&x.Error, ScanTime(&x.StartedAt), ScanTimePtr(&x.EndedAt), &model, &tool, &in, &outT, &cach, &reas, &cst, &unpriced); err != nil {
 			return nil, db.read("list runs", err)
 		}
-		out = append(out, *r)
+		x.Totals = RunTotals{ModelCalls: int(model), ToolCalls: int(tool), CostNanos: cst, Unpriced: int(unpriced),
+			Usage: event.Usage{InputTokens: int(in), OutputTokens: int(outT), CachedInputTokens: int(cach), ReasoningTokens: int(reas)}}
+		out = append(out, x)
 	}
 	return out, db.read("list runs", rows.Err())
 }

@@ -43,6 +43,9 @@ func testRunSteps(t *testing.T, s store.Store) {
 		!r.StartedAt.Equal(at(0)) || r.EndedAt == nil || !r.EndedAt.Equal(end) || r.Key != "ci" {
 		t.Fatalf("run = %+v", r)
 	}
+	if tot := r.Totals; tot.ModelCalls != 1 || tot.ToolCalls != 1 || tot.Usage != model.Usage || tot.CostNanos != 450000 || tot.Unpriced != 0 {
+		t.Fatalf("run totals = %+v; want the steps' sums", tot)
+	}
 	if other, err := s.ListRuns(ctx, "t2", "th1"); err != nil || len(other) != 0 {
 		t.Fatalf("another tenant's ListRuns = %+v, %v; want none", other, err)
 	}
