@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stackbone/stackbone/internal/telemetry"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +81,9 @@ type call struct {
 // call runs a turn of the agent the tool is named after. Problems are
 // results with isError (for the model to read), not protocol errors.
 func (h *Handler) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	// A client's trace context comes in the call's _meta (MCP's
+	// traceparent and tracestate), else in the request's headers.
+	ctx = telemetry.ExtractMeta(ctx, req.Params.Meta)
 	c, base := caller(req)
 	if c.Tenant == "" {
 		return nil, errors.New("mcp: the call carries no authenticated caller")
