@@ -492,7 +492,12 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 	stored := []event.Event{x.stamp(ev)}
 	rec, steps := x.takeSteps(string(status), true)
 	rec.Error = errMsg
-	err := x.r.Store.FinishRun(context.Background(), store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
+	// The run's span, so the notice of its end is part of its trace.
+	ctx := context.Background()
+	if span := x.top().obs.span; span != nil {
+		ctx = trace.ContextWithSpan(ctx, span)
+	}
+	err := x.r.Store.FinishRun(ctx, store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
 		Status: status, Error: errMsg, Events: stored, Now: x.r.Now(), Run: rec, Steps: steps})
 	if err == nil || status == store.Failed {
 		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])

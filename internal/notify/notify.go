@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"log/slog"
 	"net/http"
@@ -320,6 +321,11 @@ func (d *Dispatcher) startSpan(ctx context.Context, dl store.Delivery, endpoint 
 		if p, err := strconv.Atoi(u.Port()); err == nil {
 			attrs = append(attrs, semconv.ServerPortKey.Int(p))
 		}
+	}
+	if dl.TraceParent != "" {
+		// The run (or the decision) that stored the notice: its trace
+		// goes on, however much later and wherever it is delivered.
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": dl.TraceParent})
 	}
 	return d.tracer.Start(ctx, "POST webhook "+dl.Type, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"time"
 )
 
@@ -19,14 +20,25 @@ func (db *DB) notify(ctx context.Context, tx Tx, notices ...Notice) error {
 		}
 		Sequence(notices, last)
 	}
+	tp := traceParent(ctx)
 	var rows [][]any
 	for _, n := range notices {
 		for _, ep := range db.webhooks {
-			rows = append(rows, []any{n.ID, ep, n.Tenant, n.Type, string(n.Data), n.At, n.At})
+			rows = append(rows, []any{n.ID, ep, n.Tenant, n.Type, string(n.Data), n.At, n.At, tp})
 		}
 	}
-	queueInsert(tx, `INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at)`, 7, rows)
+	queueInsert(tx, `INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at, traceparent)`, 8, rows)
 	return nil
+}
+
+// traceParent is the W3C traceparent of the span in ctx ("" for none):
+// the trace a notice stored in ctx's transaction belongs to.
+func traceParent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
 }
 
 // NotifyOnce queues n for every webhook endpoint unless a notice of its id
@@ -38,9 +50,9 @@ func (db *DB) NotifyOnce(ctx context.Context, n Notice) error {
 	}
 	return db.d.Write(ctx, "notify once", func(tx Tx) error {
 		for _, ep := range db.webhooks {
-			tx.Queue(`INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id, endpoint) DO NOTHING`,
-				n.ID, ep, n.Tenant, n.Type, string(n.Data), n.At, n.At)
+			tx.Queue(`INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at, traceparent)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id, endpoint) DO NOTHING`,
+				n.ID, ep, n.Tenant, n.Type, string(n.Data), n.At, n.At, traceParent(ctx))
 		}
 		return nil
 	})
@@ -59,7 +71,7 @@ func (db *DB) notifyDecision(ctx context.Context, tx Tx, in *Interrupt, at time.
 	return db.notify(ctx, tx, n)
 }
 
-const deliveryCols = `id, endpoint, tenant, type, data::text, created_at, status, attempts, next_at, last_status, last_error, delivered_at`
+const deliveryCols = `id, endpoint, tenant, type, data::text, created_at, status, attempts, next_at, last_status, last_error, delivered_at, traceparent`
 
 // scanDelivery scans deliveryCols.
 func scanDelivery(row Row) (*Delivery, error) {
@@ -68,7 +80,7 @@ func scanDelivery(row Row) (*Delivery, error) {
 		data string
 	)
 	if err := row.Scan(&d.ID, &d.Endpoint, &d.Tenant, &d.Type, &data, ScanTime(&d.At), &d.Status, &d.Attempts,
-		ScanTime(&d.NextAt), &d.LastStatus, &d.LastError, ScanTimePtr(&d.DeliveredAt)); err != nil {
+		ScanTime(&d.NextAt), &d.LastStatus, &d.LastError, ScanTimePtr(&d.DeliveredAt), &d.TraceParent); err != nil {
 		return nil, err
 	}
 	d.Data = []byte(data)

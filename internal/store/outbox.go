@@ -186,6 +186,9 @@ type Delivery struct {
 	LastStatus  int        `json:"lastStatus,omitempty"`
 	LastError   string     `json:"lastError,omitempty"`
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	// TraceParent is the W3C traceparent of the span that stored the
+	// notice ("" for none): its deliveries are part of that trace.
+	TraceParent string `json:"-"`
 }
 
 // ClaimDeliveries asks for due pending deliveries to the given endpoints:
