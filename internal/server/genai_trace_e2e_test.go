@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/stacktest"
@@ -184,5 +185,66 @@ func TestGenAIUnreachableCollector(t *testing.T) {
 		if _, err := client(env, session("silent")).Chat.Completions.New(context.Background(), params(user("what is the weather"))); err != nil {
 			t.Fatalf("turn %d with a silent collector: %v", i, err)
 		}
+	}
+}
+
+// TestGenAISubagentAndRetrySpans: a subagent's work is an invoke_agent
+// span nested under the task call's execute_tool span, its model call
+// under it; a model call that failed once and was retried carries the
+// retry as an event and its attempts, and its step says so too.
+func TestGenAISubagentAndRetrySpans(t *testing.T) {
+	t.Parallel()
+	rcv := otlptest.NewReceiver(t)
+	tel, err := telemetry.Setup(t.Context(), nil, otlptest.Getenv(rcv.Env(otlptest.HTTP)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	script := `[
+	 {"when": {"system": "Help."}, "reply": {"text": "helped"}},
+	 {"when": {"afterTool": true}, "reply": {"text": "done: {{lastTool}}"}},
+	 {"when": {"lastUser": "delegate"}, "reply": {"toolCalls": [{"name": "task", "arguments": {"subagent_type": "helper", "description": "help me"}}]}},
+	 {"reply": {"text": "echo: {{lastUser}}"}}
+	]`
+	env := stacktest.New(t, stacktest.Options{Script: script, Configure: func(c *config.Config) { c.Tracer = tel.TracerProvider() },
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			return []*agent.Spec{{Name: "boss", Model: "openai/test-model", Instructions: "Delegate.",
+				Subagents: []agent.Subagent{{Name: "helper", Description: "Helps", Instructions: "Help."}}}}
+		}})
+	env.Upstream.FailNext(1, http.StatusServiceUnavailable)
+	p := params(user("delegate"))
+	p.Model = "boss"
+	if _, err := client(env, session("traced-sub")).Chat.Completions.New(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	top := rcv.WaitForName(t, "invoke_agent boss")
+	task := rcv.WaitForName(t, "execute_tool task")
+	sub := rcv.WaitForName(t, "invoke_agent helper")
+	if !task.ChildOf(top) || !sub.ChildOf(task) || sub.StringAttr("stackbone.subagent.task_call_id") != task.StringAttr("gen_ai.tool.call.id") {
+		t.Fatalf("nesting: task under %s (want %s), helper under %s (want %s)", task.ParentID(), top.SpanID(), sub.ParentID(), task.SpanID())
+	}
+	rcv.WaitFor(t, "the helper's model call under its span", func(s otlptest.Span) bool { return s.GetName() == "chat test-model" && s.ChildOf(sub) })
+	first := rcv.WaitFor(t, "the retried model call", func(s otlptest.Span) bool { return s.GetName() == "chat test-model" && s.ChildOf(top) && s.Has("stackbone.attempts") })
+	retried := false
+	for _, e := range first.GetEvents() {
+		retried = retried || e.GetName() == "gen_ai.call.retry"
+	}
+	if first.IntAttr("stackbone.attempts") != 2 || !retried {
+		t.Fatalf("the retried call: attempts %d, events %v", first.IntAttr("stackbone.attempts"), first.GetEvents())
+	}
+	runs := threadRuns(t, env, "traced-sub")
+	var d runJSON
+	getJSON(t, env.URL+"/v1/runs/"+runs[0].ID, &d)
+	if len(d.Steps) == 0 || d.Steps[0].Attempts != 2 {
+		t.Fatalf("the first step %+v; want 2 attempts", d.Steps)
+	}
+	helperSteps := 0
+	for _, s := range d.Steps {
+		if s.Kind == "model" && s.Subagent == "helper" {
+			helperSteps++
+		}
+	}
+	if helperSteps != 1 {
+		t.Fatalf("steps %+v; want one model step of the helper", d.Steps)
 	}
 }

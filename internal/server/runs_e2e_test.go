@@ -38,6 +38,7 @@ type runJSON struct {
 		Name       string   `json:"name"`
 		Provider   string   `json:"provider"`
 		ToolCallID string   `json:"toolCallId"`
+		Subagent   string   `json:"subagent"`
 		Outcome    string   `json:"outcome"`
 		CostUSD    *float64 `json:"costUsd"`
 		DurationMs float64  `json:"durationMs"`
