@@ -224,7 +224,9 @@ func TestGenAISubagentAndRetrySpans(t *testing.T) {
 		t.Fatalf("nesting: task under %s (want %s), helper under %s (want %s)", task.ParentID(), top.SpanID(), sub.ParentID(), task.SpanID())
 	}
 	rcv.WaitFor(t, "the helper's model call under its span", func(s otlptest.Span) bool { return s.GetName() == "chat test-model" && s.ChildOf(sub) })
-	first := rcv.WaitFor(t, "the retried model call", func(s otlptest.Span) bool { return s.GetName() == "chat test-model" && s.ChildOf(top) && s.Has("stackbone.attempts") })
+	first := rcv.WaitFor(t, "the retried model call", func(s otlptest.Span) bool {
+		return s.GetName() == "chat test-model" && s.ChildOf(top) && s.Has("stackbone.attempts")
+	})
 	retried := false
 	for _, e := range first.GetEvents() {
 		retried = retried || e.GetName() == "gen_ai.call.retry"
