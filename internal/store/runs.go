@@ -133,12 +133,18 @@ func stepArgs(s Step) []any {
 		cost, s.FinishReason, int64(s.Attempts), s.Outcome, CleanText(s.Error), content}
 }
 
+// stepTypes are the types of stepCols.
+var stepTypes = []string{"text", "text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
+	"text", "text", "text", "timestamptz", "text", "bigint", "bigint", "bigint", "bigint",
+	"bigint", "bigint", "bigint", "text", "bigint", "text", "text", "text"}
+
 // stepValues is the typed select list of one step's columns, parameters
-// from p on: PostgreSQL types each (SQLite drops the casts).
-func stepValues(p int) string {
-	types := []string{"text", "text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
-		"text", "text", "text", "timestamptz", "text", "bigint", "bigint", "bigint", "bigint",
-		"bigint", "bigint", "bigint", "text", "bigint", "text", "text", "text"}
+// from p on.
+func stepValues(p int) string { return typedParams(p, stepTypes) }
+
+// typedParams is a list of parameters from p on, each cast to its type:
+// PostgreSQL types each (SQLite drops the casts).
+func typedParams(p int, types []string) string {
 	var b strings.Builder
 	for i, t := range types {
 		if i > 0 {
@@ -166,8 +172,44 @@ var (
 			span_id = CASE WHEN excluded.span_id = '' THEN runs.span_id ELSE excluded.span_id END`
 )
 
+// dailyCols and dailyTypes are the columns of usage_daily a model step
+// adds to, and their types.
+const dailyCols = `tenant, day, agent, key_label, provider, model, input_tokens, output_tokens, cached_tokens, reasoning_tokens,
+	cost_nanos, unpriced, calls`
+
+var dailyTypes = []string{"text", "text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "bigint", "bigint"}
+
+// dailyAdd adds an inserted row's sums to the day's existing one.
+const dailyAdd = ` ON CONFLICT (tenant, day, agent, key_label, provider, model) DO UPDATE SET
+	input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
+	cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens, reasoning_tokens = usage_daily.reasoning_tokens + excluded.reasoning_tokens,
+	cost_nanos = usage_daily.cost_nanos + excluded.cost_nanos, unpriced = usage_daily.unpriced + excluded.unpriced,
+	calls = usage_daily.calls + excluded.calls`
+
+var (
+	// dailyHeldSQL adds a durable run's model step to its day, on the
+	// condition that the run holds the thread ($1-$3).
+	dailyHeldSQL = `INSERT INTO usage_daily (` + dailyCols + `) SELECT ` + typedParams(4, dailyTypes) + ` FROM threads t WHERE ` + runHeld + dailyAdd
+	// dailySQL adds a stateless run's model step to its day.
+	dailySQL = `INSERT INTO usage_daily (` + dailyCols + `) VALUES (` + typedParams(1, dailyTypes) + `)` + dailyAdd
+)
+
+// dailyArgs are a model step's usage_daily values, in dailyCols' order.
+func dailyArgs(s Step) []any {
+	var cost, unpriced int64
+	if s.CostNanos != nil {
+		cost = *s.CostNanos
+	} else {
+		unpriced = 1
+	}
+	return []any{s.Tenant, s.StartedAt.UTC().Format(time.DateOnly), s.Agent, s.Key, s.Provider, s.Name,
+		int64(s.Usage.InputTokens), int64(s.Usage.OutputTokens), int64(s.Usage.CachedInputTokens), int64(s.Usage.ReasoningTokens),
+		cost, unpriced, int64(1)}
+}
+
 // queueRun queues the statements that record a durable run's record (when
-// r is set) and its steps, conditional on the run holding the thread.
+// r is set) and its steps (a model step's usage in its day too),
+// conditional on the run holding the thread.
 func queueRun(tx Tx, tenant, threadID, runID string, r *RunRecord, steps []Step) {
 	held := []any{tenant, threadID, runID}
 	if r != nil {
@@ -177,6 +219,9 @@ func queueRun(tx Tx, tenant, threadID, runID string, r *RunRecord, steps []Step)
 	for _, s := range steps {
 		s.Tenant, s.ThreadID, s.RunID = tenant, threadID, runID
 		tx.Queue(stepHeldSQL, append(held[:3:3], stepArgs(s)...)...)
+		if s.Kind == StepModel {
+			tx.Queue(dailyHeldSQL, append(held[:3:3], dailyArgs(s)...)...)
+		}
 	}
 }
 
@@ -198,6 +243,9 @@ func (db *DB) RecordRun(ctx context.Context, r RunRecord, steps []Step) error {
 				s.Agent = r.Agent
 			}
 			tx.Queue(stepSQL, stepArgs(s)...)
+			if s.Kind == StepModel {
+				tx.Queue(dailySQL, dailyArgs(s)...)
+			}
 		}
 		return nil
 	})
@@ -323,6 +371,35 @@ func (db *DB) GetRun(ctx context.Context, tenant, id string) (*RunDetail, error)
 		d.Steps = append(d.Steps, s)
 	}
 	return d, db.read("get run", rows.Err())
+}
+
+// DailyUsage sums the tenant's model calls from f.From's UTC day on (whole
+// days; f.To, GroupBy and Limit are not read), of f.Agent or f.Key when
+// set, from the daily sums: what a budget's period has spent, in a read of
+// a few rows a day however many calls were made. Runs is not counted.
+func (db *DB) DailyUsage(ctx context.Context, f UsageFilter) (UsageRow, error) {
+	if err := CheckText("daily usage", "tenant", f.Tenant, "agent", f.Agent, "key", f.Key); err != nil {
+		return UsageRow{}, db.invalid(err)
+	}
+	q := `SELECT COALESCE(SUM(input_tokens), 0)::bigint, COALESCE(SUM(output_tokens), 0)::bigint,
+		COALESCE(SUM(cached_tokens), 0)::bigint, COALESCE(SUM(reasoning_tokens), 0)::bigint, COALESCE(SUM(cost_nanos), 0)::bigint,
+		COALESCE(SUM(unpriced), 0)::bigint, COALESCE(SUM(calls), 0)::bigint
+		FROM usage_daily WHERE tenant = $1 AND day >= $2`
+	args := []any{f.Tenant, f.From.UTC().Format(time.DateOnly)}
+	if f.Agent != "" {
+		args = append(args, f.Agent)
+		q += fmt.Sprintf(` AND agent = $%d`, len(args))
+	}
+	if f.Key != "" {
+		args = append(args, f.Key)
+		q += fmt.Sprintf(` AND key_label = $%d`, len(args))
+	}
+	var in, out, cach, reas, cost, unpriced, calls int64
+	if err := db.d.Read().QueryRow(ctx, q, args...).Scan(&in, &out, &cach, &reas, &cost, &unpriced, &calls); err != nil {
+		return UsageRow{}, db.read("daily usage", err)
+	}
+	return UsageRow{Usage: event.Usage{InputTokens: int(in), OutputTokens: int(out), CachedInputTokens: int(cach), ReasoningTokens: int(reas)},
+		CostNanos: cost, Unpriced: int(unpriced), ModelCalls: int(calls)}, nil
 }
 
 // UsageFilter selects the model calls usage sums.

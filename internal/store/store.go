@@ -525,6 +525,9 @@ type Store interface {
 	LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error)
 	// GetRun returns a run with its steps, or ErrNotFound.
 	GetRun(ctx context.Context, tenant, id string) (*RunDetail, error)
+	// DailyUsage sums the tenant's model calls from a UTC day on, from
+	// the daily sums (budgets).
+	DailyUsage(ctx context.Context, f UsageFilter) (UsageRow, error)
 	// Usage sums the tenant's model calls.
 	Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error)
 	ListThreads(ctx context.Context, tenant string, f ThreadFilter) ([]Thread, error)

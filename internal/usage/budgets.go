@@ -94,18 +94,17 @@ type Status struct {
 	Exceeded   bool
 }
 
-// Status reads b's use in tenant's current period.
+// Status reads b's use in tenant's current period (from the store's daily
+// sums: a read of a few rows a day of the period).
 func (b Budget) Status(ctx context.Context, st store.Store, tenant string, now time.Time) (Status, error) {
 	from, to := b.Bounds(now)
-	rows, err := st.Usage(ctx, b.Filter(tenant, from))
+	u, err := st.DailyUsage(ctx, b.Filter(tenant, from))
 	if err != nil {
 		return Status{}, err
 	}
 	s := Status{Budget: b, From: from, ResetsAt: to}
-	if len(rows) == 1 {
-		s.UsedTokens = int64(rows[0].Usage.InputTokens + rows[0].Usage.OutputTokens)
-		s.UsedNanos = rows[0].CostNanos
-	}
+	s.UsedTokens = int64(u.Usage.InputTokens + u.Usage.OutputTokens)
+	s.UsedNanos = u.CostNanos
 	s.Exceeded = (b.Tokens != nil && s.UsedTokens >= *b.Tokens) ||
 		(b.USD != nil && s.UsedNanos >= int64(math.Round(*b.USD*1e9)))
 	return s, nil

@@ -66,6 +66,10 @@ func testRunSteps(t *testing.T, s store.Store) {
 		ts.Error != "boom" || ts.ToolCallID != "call1" {
 		t.Fatalf("tool step = %+v", ts)
 	}
+	if d, err := s.DailyUsage(ctx, store.UsageFilter{Tenant: "t1", From: at(0)}); err != nil || d.Usage != model.Usage ||
+		d.CostNanos != 450000 || d.ModelCalls != 1 || d.Unpriced != 0 {
+		t.Fatalf("DailyUsage = %+v, %v; want the model step's usage", d, err)
+	}
 	if _, err := s.GetRun(ctx, "t2", "run1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("another tenant's GetRun: %v; want ErrNotFound", err)
 	}
@@ -87,6 +91,9 @@ func testRunStepsLeaseLost(t *testing.T, s store.Store) {
 	rows, err := s.Usage(ctx, store.UsageFilter{Tenant: "t1"})
 	if err != nil || len(rows) != 1 || rows[0].Usage.InputTokens != 0 {
 		t.Fatalf("Usage = %+v, %v; want nothing counted", rows, err)
+	}
+	if d, err := s.DailyUsage(ctx, store.UsageFilter{Tenant: "t1", From: at(0)}); err != nil || d.ModelCalls != 0 {
+		t.Fatalf("DailyUsage = %+v, %v; want nothing counted", d, err)
 	}
 }
 
@@ -136,6 +143,20 @@ func testRunUsage(t *testing.T, s store.Store) {
 	agentA, err := s.Usage(ctx, store.UsageFilter{Tenant: "t1", Agent: "a", To: at(time.Second)})
 	if err != nil || len(agentA) != 1 || agentA[0].Usage.InputTokens != 10 {
 		t.Fatalf("agent a before 1s = %+v, %v", agentA, err)
+	}
+	// The daily sums agree with the steps, per day, agent and key.
+	for _, f := range []store.UsageFilter{{Tenant: "t1"}, {Tenant: "t1", From: day2}, {Tenant: "t1", Agent: "a"}, {Tenant: "t1", Key: "k2"}, {Tenant: "t2"}} {
+		want, err := s.Usage(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.DailyUsage(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Usage != want[0].Usage || got.CostNanos != want[0].CostNanos || got.Unpriced != want[0].Unpriced || got.ModelCalls != want[0].ModelCalls {
+			t.Fatalf("DailyUsage(%+v) = %+v; the steps sum to %+v", f, got, want[0])
+		}
 	}
 	if _, err := s.Usage(ctx, store.UsageFilter{Tenant: "t1", GroupBy: "bogus"}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("unknown grouping: %v; want ErrInvalid", err)
