@@ -23,11 +23,7 @@ import (
 func tracedEnv(t *testing.T, configure func(*config.Config), more ...string) (*stacktest.Env, *otlptest.Receiver) {
 	t.Helper()
 	rcv := otlptest.NewReceiver(t)
-	tel, err := telemetry.Setup(t.Context(), nil, otlptest.Getenv(rcv.Env(otlptest.HTTP, more...)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	tel := rcv.Tracing(t, more...)
 	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) {
 		c.Tracer = tel.TracerProvider()
 		if configure != nil {
@@ -195,11 +191,7 @@ func TestGenAIUnreachableCollector(t *testing.T) {
 func TestGenAISubagentAndRetrySpans(t *testing.T) {
 	t.Parallel()
 	rcv := otlptest.NewReceiver(t)
-	tel, err := telemetry.Setup(t.Context(), nil, otlptest.Getenv(rcv.Env(otlptest.HTTP)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	tel := rcv.Tracing(t)
 	script := `[
 	 {"when": {"system": "Help."}, "reply": {"text": "helped"}},
 	 {"when": {"afterTool": true}, "reply": {"text": "done: {{lastTool}}"}},

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
-	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/telemetry/otlptest"
 )
 
@@ -23,11 +21,7 @@ import (
 func TestTraceparentReachesTheModel(t *testing.T) {
 	t.Parallel()
 	rcv := otlptest.NewReceiver(t)
-	tel, err := telemetry.Setup(t.Context(), nil, otlptest.Getenv(rcv.Env(otlptest.HTTP)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	tel := rcv.Tracing(t)
 	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) { c.Tracer = tel.TracerProvider() }})
 
 	const traceID, caller = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/testwait"
 )
 
@@ -104,6 +105,19 @@ func (r *Receiver) Env(protocol string, more ...string) map[string]string {
 		env[k] = v
 	}
 	return env
+}
+
+// Tracing sets up the process's tracing (telemetry.Setup) exporting to r
+// over OTLP/HTTP every 10 ms, more as in Env, shut down when the test
+// ends; pass its TracerProvider to what makes spans.
+func (r *Receiver) Tracing(t testing.TB, more ...string) *telemetry.Telemetry {
+	t.Helper()
+	tel, err := telemetry.Setup(context.Background(), nil, Getenv(r.Env(HTTP, more...)))
+	if err != nil {
+		t.Fatalf("otlptest: set up tracing: %v", err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	return tel
 }
 
 // Getenv returns a getenv func reading env.

@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
-	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/telemetry/otlptest"
 )
 
@@ -45,11 +43,7 @@ func TestMCPBudgetIsAToolError(t *testing.T) {
 func TestMCPMetaTraceparent(t *testing.T) {
 	t.Parallel()
 	rcv := otlptest.NewReceiver(t)
-	tel, err := telemetry.Setup(t.Context(), nil, otlptest.Getenv(rcv.Env(otlptest.HTTP)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	tel := rcv.Tracing(t)
 	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) { c.Tracer = tel.TracerProvider() }})
 	cs := connect(t, env, protocols[0], "", nil)
 	const traceID, caller = "5bf92f3577b34da6a3ce929d0e0e4737", "01f067aa0ba902b8"
