@@ -126,6 +126,25 @@ func TestBudgetStopsARunBetweenSteps(t *testing.T) {
 	if th := env.Thread(t, "dev", "budget-mid"); th.Status != store.Failed || !strings.Contains(th.LastError, "budget") {
 		t.Fatalf("thread %s %q; want failed with the budget's message", th.Status, th.LastError)
 	}
+	// The other wires tell their clients the same, each its own way (AG-UI
+	// shows the server tool's result before the error; the Anthropic wire
+	// shows no server tool).
+	for wire, turn := range map[string]func(env *stacktest.Env) string{
+		"anthropic (stream)": func(env *stacktest.Env) string {
+			return string(call(t, http.MethodPost, env.URL+"/v1/messages", `{"model":"assistant","max_tokens":100,"stream":true,
+				"messages":[{"role":"user","content":"what is the weather"}]}`, "x-stackbone-session", "budget-mid-ant").body)
+		},
+		"ag-ui": func(env *stacktest.Env) string {
+			return aguiPost(t, env, "assistant", `{"threadId":"budget-mid-agui","runId":"r1","messages":[{"id":"m1","role":"user","content":"what is the weather"}]}`).body
+		},
+	} {
+		env := budgetEnv(t, `[{"name": "assistant-daily", "scope": "agent", "match": "assistant", "period": "day", "tokens": 5}]`, nil, fake)
+		body := turn(env)
+		if !strings.Contains(body, "budget_exceeded") || !strings.Contains(body, "assistant-daily") ||
+			(wire == "ag-ui" && !strings.Contains(body, "temp_c")) || strings.Count(body, "budget_exceeded") != 1 {
+			t.Fatalf("%s: the stream %s; want the tool's result, then budget_exceeded naming the budget", wire, body)
+		}
+	}
 }
 
 // TestBudgetHoldsAcrossReplicas: two replicas on one PostgreSQL database
