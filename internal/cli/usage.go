@@ -76,7 +76,7 @@ func printJSON(w io.Writer, raw json.RawMessage) error {
 	return err
 }
 
-var groupBys = []string{"agent", "model", "key", "day"}
+var groupBys = []string{"agent", "model", "key", "day", "thread"}
 
 func usageCmd() *cobra.Command {
 	var c client
@@ -84,7 +84,7 @@ func usageCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "usage",
-		Short: "Show tokens and cost by agent, model, key or day, with the budgets",
+		Short: "Show tokens and cost by agent, model, key, day or thread, with the budgets",
 		Long: "Show the tenant's tokens and cost over a period (default: the last 30 days), grouped by agent,\n" +
 			"model, key or day, the threads that cost most, and each budget's use. A cost is \"unknown\"\n" +
 			"when a model has no price in stackbone.json.",
@@ -123,7 +123,7 @@ func usageCmd() *cobra.Command {
 	c.bind(cmd)
 	cmd.Flags().StringVar(&from, "from", "", "start of the period: YYYY-MM-DD or RFC 3339 (default: 30 days ago)")
 	cmd.Flags().StringVar(&to, "to", "", "end of the period: YYYY-MM-DD or RFC 3339 (default: now)")
-	cmd.Flags().StringVar(&groupBy, "group-by", "agent", "agent, model, key or day")
+	cmd.Flags().StringVar(&groupBy, "group-by", "agent", "agent, model, key, day or thread")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the server's JSON")
 	return cmd
 }

@@ -173,10 +173,16 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	data := make([]RunView, 0, len(runs))
+	var total store.RunTotals
 	for _, run := range runs {
 		data = append(data, s.runView(run, nil))
+		t := run.Totals
+		total.ModelCalls, total.ToolCalls, total.Usage = total.ModelCalls+t.ModelCalls, total.ToolCalls+t.ToolCalls, total.Usage.Add(t.Usage)
+		total.CostNanos, total.Unpriced = total.CostNanos+t.CostNanos, total.Unpriced+t.Unpriced
 	}
-	return httpjson.Write(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	c, complete := cost(total.CostNanos, total.Unpriced, total.ModelCalls)
+	return httpjson.Write(w, http.StatusOK, map[string]any{"object": "list", "data": data,
+		"total": UsageRowView{UsageView: usageView(total.Usage), CostUSD: c, CostComplete: complete, Runs: len(runs), ModelCalls: total.ModelCalls}})
 }
 
 // getRun is GET /v1/runs/{id}: a run, its steps and the decisions it
@@ -314,9 +320,9 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) error {
 		group = "agent"
 	}
 	switch group {
-	case "agent", "model", "key", "day":
+	case "agent", "model", "key", "day", "thread":
 	default:
-		return apierror.Invalid("group_by", "group_by must be agent, model, key or day, not %q.", group)
+		return apierror.Invalid("group_by", "group_by must be agent, model, key, day or thread, not %q.", group)
 	}
 	f := store.UsageFilter{Tenant: tenant, From: from, To: to, GroupBy: group}
 	rows, err := s.Store.Usage(r.Context(), f)

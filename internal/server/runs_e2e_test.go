@@ -124,6 +124,26 @@ func TestRunsOfAToolTurn(t *testing.T) {
 					return len(runs) == 1 && runs[0].EndedAt != nil
 				})
 				r := runs[0]
+				var list struct {
+					Total struct {
+						TotalTokens int `json:"totalTokens"`
+						Runs        int `json:"runs"`
+					} `json:"total"`
+				}
+				getJSON(t, env.URL+"/v1/threads/"+sess+"/runs", &list)
+				if list.Total.Runs != 1 || list.Total.TotalTokens != r.Usage.TotalTokens {
+					t.Fatalf("the thread's total %+v; want its one run's %d tokens", list.Total, r.Usage.TotalTokens)
+				}
+				var byThread struct {
+					Data []struct {
+						Group       string `json:"group"`
+						TotalTokens int    `json:"totalTokens"`
+					} `json:"data"`
+				}
+				getJSON(t, env.URL+"/v1/usage?group_by=thread", &byThread)
+				if len(byThread.Data) != 1 || byThread.Data[0].Group != sess || byThread.Data[0].TotalTokens != r.Usage.TotalTokens {
+					t.Fatalf("usage by thread %+v; want the session's %d tokens", byThread.Data, r.Usage.TotalTokens)
+				}
 				if r.ModelCalls != 2 || r.ToolCalls != 1 || r.Agent != "assistant" || r.Status != "idle" {
 					t.Fatalf("run = %+v; want 2 model calls and 1 tool call, idle", r)
 				}
