@@ -50,6 +50,8 @@ var builtin = map[string]Price{
 	"anthropic/claude-3-7-sonnet": {Input: 3, Output: 15, CachedInput: cached(0.3)},
 	"anthropic/claude-haiku-4-5":  {Input: 1, Output: 5, CachedInput: cached(0.1)},
 	"anthropic/claude-3-5-haiku":  {Input: 0.8, Output: 4, CachedInput: cached(0.08)},
+	// Scripted models answer from a file in the process: they cost nothing.
+	"scripted/*": {},
 }
 
 // Prices is a price table: the built-in prices with the project's on top.
