@@ -121,6 +121,20 @@ func pathID(id string) (string, error) {
 	return esc, nil
 }
 
+// getOne reads the resource collection/id (GET /v1/{collection}/{id}) as
+// raw JSON.
+func (c *client) getOne(collection, id string) (json.RawMessage, error) {
+	seg, err := pathID(id)
+	if err != nil {
+		return nil, err
+	}
+	var v json.RawMessage
+	if err := c.do("GET", "/v1/"+collection+"/"+seg, nil, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 func rootCause(err error) error {
 	for {
 		u := errors.Unwrap(err)
@@ -410,12 +424,8 @@ func threadsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c.init()
-			seg, err := pathID(args[0])
+			v, err := c.getOne("threads", args[0])
 			if err != nil {
-				return err
-			}
-			var v json.RawMessage
-			if err := c.do("GET", "/v1/threads/"+seg, nil, &v); err != nil {
 				return err
 			}
 			var buf bytes.Buffer

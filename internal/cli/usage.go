@@ -212,12 +212,8 @@ func runsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c.init()
-			seg, err := pathID(args[0])
+			raw, err := c.getOne("runs", args[0])
 			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.do("GET", "/v1/runs/"+seg, nil, &raw); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
