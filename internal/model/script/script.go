@@ -18,7 +18,9 @@
 // Conditions (all optional, all must hold; a rule without "when" always
 // matches):
 //
-//	lastUser   substring (case-insensitive) of the last user message
+//	lastUser   substring (case-insensitive) of the last user message (a
+//	           client's own context block, such as Codex's
+//	           <environment_context>, is not one)
 //	lastTool   name of the tool whose result is the last message
 //	afterTool  true: the last message is a tool result; false: it is not
 //	system     substring (case-insensitive) of the system prompt
@@ -259,7 +261,9 @@ func inspect(req model.Request) conv {
 		case message.System:
 			c.system += "\n" + m.Content
 		case message.User:
-			c.lastUser = m.Content
+			if !clientContext(m.Content) {
+				c.lastUser = m.Content
+			}
 		case message.Assistant:
 			for _, tc := range m.ToolCalls {
 				names[tc.ID] = tc.Name
@@ -279,6 +283,14 @@ func inspect(req model.Request) conv {
 		}
 	}
 	return c
+}
+
+// clientContext reports whether a user message is context a client adds
+// on its own, not what its user typed: Codex's <environment_context> block
+// (the working directory, the shell, the current date), which Codex sends
+// again as the last user message when it changed (at midnight, say).
+func clientContext(content string) bool {
+	return strings.HasPrefix(strings.TrimSpace(content), "<environment_context>")
 }
 
 // Matches reports whether req meets the conditions, as a rule's When is

@@ -52,6 +52,8 @@ func TestRulesMatchInOrder(t *testing.T) {
 		{"lastUser case-insensitive", model.Request{Messages: []message.Message{user("What's the weather?")}}, 3, "Checking."},
 		{"fallback", model.Request{Messages: []message.Message{user("hi")}}, 6, "You said: hi"},
 		{"last user, not last message", model.Request{Messages: []message.Message{user("hi"), {Role: message.Assistant, Content: "yo"}}}, 6, "You said: hi"},
+		{"a client's context block is not what the user said", model.Request{Messages: []message.Message{user("hi"),
+			user("<environment_context>\n  <current_date>2026-12-03</current_date>\n</environment_context>")}}, 6, "You said: hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
