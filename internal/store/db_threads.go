@@ -12,10 +12,34 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest, head_branch, branch_seq`
 
-// messagesSQL reads a thread's messages after the first $3, in order.
-const messagesSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
+// linearSQL reads the messages of a thread that never branched after the
+// first $3 (its sequence numbers are then its conversation's positions).
+const linearSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
+
+// chainSQL is the chain of segments a thread's conversation is made of:
+// the head branch's messages (id, up to any seq), then its parent's up to
+// the fork, and so on to branch 0.
+const chainSQL = `WITH RECURSIVE chain(id, upto) AS (
+		SELECT t.head_branch, 9223372036854775807 FROM threads t WHERE t.tenant = $1 AND t.id = $2
+	UNION ALL
+		SELECT b.parent, b.fork_seq FROM branches b JOIN chain c ON b.tenant = $1 AND b.thread_id = $2 AND b.id = c.id
+		WHERE c.id <> 0)`
+
+// pathAllSQL reads a thread's whole conversation (the head's path), in
+// order: for a thread that never branched, one range of its messages.
+const pathAllSQL = chainSQL + `
+	SELECT m.v, m.json FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto
+	ORDER BY m.seq`
+
+// pathSQL reads a thread's conversation (the head's path) after its first
+// $3 messages, in order.
+const pathSQL = chainSQL + `
+	SELECT x.v, x.json FROM (
+		SELECT m.v, m.json, m.seq, ROW_NUMBER() OVER (ORDER BY m.seq) AS n
+		FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto) x
+	WHERE x.n > $3 ORDER BY x.seq`
 
 // scanThread scans threadCols, then extra.
 func scanThread(row Row, extra ...any) (*Thread, error) {
@@ -27,7 +51,7 @@ func scanThread(row Row, extra ...any) (*Thread, error) {
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
 		&t.LastError, &t.LeaseOwner, ScanTime(&t.LeaseUntil), ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt),
-		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest}, extra...)
+		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest, &t.HeadBranch, &t.BranchSeq}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -108,7 +132,12 @@ func (db *DB) Messages(ctx context.Context, tenant, threadID string) ([]message.
 	if err := CheckText("messages", "tenant", tenant, "threadID", threadID); err != nil {
 		return nil, db.invalid(err)
 	}
-	out, err := queryMessages(ctx, db.d.Read(), tenant, threadID, 0)
+	// A thread that never branched is read as one line; a branched one (or
+	// an empty one) reads nothing there and is read along its head's path.
+	out, err := queryMessages(ctx, db.d.Read(), tenant, threadID, -1, false)
+	if err == nil && len(out) == 0 {
+		out, err = queryMessages(ctx, db.d.Read(), tenant, threadID, 0, true)
+	}
 	if err != nil {
 		return nil, db.read("messages", err)
 	}
@@ -120,9 +149,26 @@ func (db *DB) Messages(ctx context.Context, tenant, threadID string) ([]message.
 	return out, nil
 }
 
-// queryMessages reads the thread's messages after the first after.
-func queryMessages(ctx context.Context, q Querier, tenant, threadID string, after int) ([]message.Message, error) {
-	rows, err := q.Query(ctx, messagesSQL, tenant, threadID, after)
+// lineSQL reads all the messages of a thread that never branched (none
+// for one that did).
+const lineSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2
+	AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.tenant = $1 AND t.id = $2 AND t.branch_seq > 0) ORDER BY seq`
+
+// queryMessages reads the thread's conversation after its first after
+// messages; branched says the thread has ever branched (else the cheaper
+// read of its one line serves). after -1 reads all of a thread that never
+// branched, and nothing of one that did.
+func queryMessages(ctx context.Context, q Querier, tenant, threadID string, after int, branched bool) ([]message.Message, error) {
+	query, args := linearSQL, []any{tenant, threadID, after}
+	switch {
+	case after < 0:
+		query, args = lineSQL, args[:2]
+	case branched && after == 0:
+		query, args = pathAllSQL, args[:2]
+	case branched:
+		query = pathSQL
+	}
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +242,9 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		b.Now = db.now()
 	}
 	state := StateArg(b.State)
+	if b.From > 0 {
+		b.New = false // a branch grows on a thread that exists
+	}
 	if b.New {
 		th, err := db.beginNew(ctx, b, state, msgs, evs)
 		if err == nil {
@@ -211,9 +260,13 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		th            *Thread
 		convo         []message.Message
 		msgSeq, evSeq int64
+		branched      bool
 	)
 	err = db.d.Write(ctx, "begin run", func(tx Tx) error {
 		create := func() (bool, error) {
+			if b.From > 0 {
+				return false, fmt.Errorf("thread %q: begin run from message %d: %w", b.ThreadID, b.From, ErrNotFound)
+			}
 			var err error
 			th, err = scanThread(tx.QueryRow(ctx, beginInsertReturningSQL,
 				b.Tenant, b.ThreadID, b.Agent, b.RunID, FormatVersion, state, b.Owner, TimeArg(b.LeaseUntil), b.Now,
@@ -240,6 +293,9 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			if err := b.Admit(&cur); err != nil {
 				return false, err
 			}
+			if branched, err = db.branchFrom(ctx, tx, b); err != nil {
+				return false, err
+			}
 			th, err = scanThread(tx.QueryRow(ctx, beginUpdateSQL,
 				b.Tenant, b.ThreadID, b.RunID, b.Owner, TimeArg(b.LeaseUntil), b.Now, state, FormatVersion, len(msgs), len(evs),
 				OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest, b.Continue), &msgSeq, &evSeq)
@@ -264,19 +320,97 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 				first, second, created = second, first, !created
 			}
 		}
-		appendRows(tx, b.Tenant, b.ThreadID, msgs, msgSeq, evs, evSeq)
-		if created {
+		appendRows(tx, b.Tenant, b.ThreadID, th.HeadBranch, msgs, msgSeq, evs, evSeq)
+		switch {
+		case created:
 			convo = append([]message.Message(nil), b.Input...)
 			return nil
+		case branched:
+			// The conversation is another one now: all of it.
+			convo, err = queryMessages(ctx, tx, b.Tenant, b.ThreadID, 0, true)
+			return err
 		}
-		convo, err = queryMessages(ctx, tx, b.Tenant, b.ThreadID, b.Known)
+		convo, err = queryMessages(ctx, tx, b.Tenant, b.ThreadID, b.Known, th.BranchSeq > 0)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
-	return &Begun{Thread: *th, Messages: convo}, nil
+	return &Begun{Thread: *th, Messages: convo, Branched: branched}, nil
+}
+
+// tipSQL is the sequence number of the last message of a thread's
+// conversation (0: none).
+const tipSQL = chainSQL + `
+	SELECT coalesce(max(m.seq), 0) FROM messages m
+	JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto`
+
+// branchFrom makes, in BeginRun's transaction (the thread locked), a new
+// head branch growing from message b.From, unless b.From is none or the
+// last message of the conversation already (then the turn simply goes on).
+// branched reports whether it made one.
+func (db *DB) branchFrom(ctx context.Context, tx Tx, b BeginRun) (branched bool, err error) {
+	if b.From <= 0 {
+		return false, nil
+	}
+	var parent int64
+	err = tx.QueryRow(ctx, `SELECT branch FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq = $3`,
+		b.Tenant, b.ThreadID, b.From).Scan(&parent)
+	if errors.Is(err, ErrNoRows) {
+		return false, fmt.Errorf("thread %q has no message %d to go on from: %w", b.ThreadID, b.From, ErrInvalid)
+	}
+	if err != nil {
+		return false, err
+	}
+	var tip int64
+	if err := tx.QueryRow(ctx, tipSQL, b.Tenant, b.ThreadID).Scan(&tip); err != nil {
+		return false, err
+	}
+	if tip == b.From {
+		return false, nil
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, `UPDATE threads SET branch_seq = branch_seq + 1, head_branch = branch_seq + 1
+		WHERE tenant = $1 AND id = $2 RETURNING head_branch`, b.Tenant, b.ThreadID).Scan(&id); err != nil {
+		return false, err
+	}
+	tx.Queue(`INSERT INTO branches (tenant, thread_id, id, parent, fork_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		b.Tenant, b.ThreadID, id, parent, b.From, b.Now)
+	return true, nil
+}
+
+// Branch is one line of a thread's conversation: it grows from message
+// ForkSeq of branch Parent (branch 0, the first line, from none).
+type Branch struct {
+	ID, Parent, ForkSeq int64
+	CreatedAt           time.Time
+}
+
+// Branches lists a thread's branches, the first line (0) first.
+func (db *DB) Branches(ctx context.Context, tenant, threadID string) ([]Branch, error) {
+	if err := CheckText("branches", "tenant", tenant, "threadID", threadID); err != nil {
+		return nil, db.invalid(err)
+	}
+	th, err := db.GetThread(ctx, tenant, threadID)
+	if err != nil {
+		return nil, err
+	}
+	out := []Branch{{CreatedAt: th.CreatedAt}}
+	rows, err := db.d.Read().Query(ctx, `SELECT id, parent, fork_seq, created_at FROM branches
+		WHERE tenant = $1 AND thread_id = $2 ORDER BY id`, tenant, threadID)
+	if err != nil {
+		return nil, db.read("branches", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b Branch
+		if err := rows.Scan(&b.ID, &b.Parent, &b.ForkSeq, ScanTime(&b.CreatedAt)); err != nil {
+			return nil, db.read("branches", err)
+		}
+		out = append(out, b)
+	}
+	return out, db.read("branches", rows.Err())
 }
 
 // Claim takes a Queued thread, or a Running one whose lease expired before
@@ -419,9 +553,14 @@ func appendWhere(tx Tx, table, counter, cond string, condArgs []any, base int, r
 			fmt.Fprintf(&x, `SELECT %d AS k, $%d::json AS j`, i+1, p+3+i)
 			args = append(args, r)
 		}
-		tx.Queue(fmt.Sprintf(`INSERT INTO %s (tenant, thread_id, seq, v, json)
-			SELECT t.tenant, t.id, t.%s + $%d::bigint + x.k, $%d::integer, x.j
-			FROM threads t, (%s) x WHERE %s`, table, counter, p+1, p+2, x.String(), cond), args...)
+		// A message goes on the thread's head branch.
+		cols, vals := "", ""
+		if table == "messages" {
+			cols, vals = ", branch", ", t.head_branch"
+		}
+		tx.Queue(fmt.Sprintf(`INSERT INTO %s (tenant, thread_id, seq, v, json%s)
+			SELECT t.tenant, t.id, t.%s + $%d::bigint + x.k, $%d::integer, x.j%s
+			FROM threads t, (%s) x WHERE %s`, table, cols, counter, p+1, p+2, vals, x.String(), cond), args...)
 	}
 }
 
@@ -522,24 +661,25 @@ func queueInsert(tx Tx, head string, ncols int, rows [][]any) {
 	}
 }
 
-// appendRows queues the inserts of msgs and evs, whose last sequence
-// numbers are lastMsg and lastEv (the thread's counters after the
+// appendRows queues the inserts of msgs (on branch) and evs, whose last
+// sequence numbers are lastMsg and lastEv (the thread's counters after the
 // reservation).
-func appendRows(tx Tx, tenant, threadID string, msgs []string, lastMsg int64, evs []string, lastEv int64) {
-	for _, t := range []struct {
-		table string
-		rows  []string
-		last  int64
-	}{{"messages", msgs, lastMsg}, {"events", evs, lastEv}} {
-		if len(t.rows) == 0 {
-			continue
+func appendRows(tx Tx, tenant, threadID string, branch int64, msgs []string, lastMsg int64, evs []string, lastEv int64) {
+	if len(msgs) > 0 {
+		first := lastMsg - int64(len(msgs)) + 1
+		rows := make([][]any, len(msgs))
+		for i, j := range msgs {
+			rows[i] = []any{tenant, threadID, first + int64(i), FormatVersion, j, branch}
 		}
-		first := t.last - int64(len(t.rows)) + 1
-		rows := make([][]any, len(t.rows))
-		for i, j := range t.rows {
+		queueInsert(tx, `INSERT INTO messages (tenant, thread_id, seq, v, json, branch)`, 6, rows)
+	}
+	if len(evs) > 0 {
+		first := lastEv - int64(len(evs)) + 1
+		rows := make([][]any, len(evs))
+		for i, j := range evs {
 			rows[i] = []any{tenant, threadID, first + int64(i), FormatVersion, j}
 		}
-		queueInsert(tx, `INSERT INTO `+t.table+` (tenant, thread_id, seq, v, json)`, 5, rows)
+		queueInsert(tx, `INSERT INTO events (tenant, thread_id, seq, v, json)`, 5, rows)
 	}
 }
 

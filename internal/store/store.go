@@ -126,6 +126,10 @@ type Thread struct {
 	WaitingSeq int64     `json:"-"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// HeadBranch is the branch new turns go on (0: the first line);
+	// BranchSeq the last branch id given (0: the thread never branched).
+	HeadBranch int64 `json:"headBranch"`
+	BranchSeq  int64 `json:"-"`
 }
 
 // Turn identifies a thread's last turn (the last BeginRun), so a client's
@@ -310,6 +314,11 @@ type BeginRun struct {
 	// it first, and fall back to the existing thread's path when another
 	// creator was first. Only a hint: the outcome is the same either way.
 	New bool
+	// From, when set, is the sequence number of the message the turn goes
+	// on from: when it is not the conversation's last, the turn starts a
+	// new branch there (the thread's new head), in the same transaction,
+	// and Begun.Messages is the whole new conversation.
+	From int64
 	// Known is how many of the thread's messages the caller holds already
 	// (a conversation it read before; messages are only ever appended):
 	// Begun.Messages starts after them.
@@ -350,8 +359,11 @@ func (b BeginRun) Admit(cur *Thread) error {
 type Begun struct {
 	Thread
 	// Messages are the thread's messages after the first Known, in order;
-	// for a new thread, Input.
+	// for a new thread, Input; after a new branch (Branched), the whole
+	// conversation.
 	Messages []message.Message
+	// Branched says BeginRun.From started a new branch.
+	Branched bool
 }
 
 // Claim takes a thread whose run must continue (a queued resume, or a run
@@ -523,6 +535,8 @@ type Store interface {
 	NotifyOnce(ctx context.Context, n Notice) error
 	// LastRun returns a thread's latest run (nil: none).
 	LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error)
+	// Branches lists a thread's branches.
+	Branches(ctx context.Context, tenant, threadID string) ([]Branch, error)
 	// GetRun returns a run with its steps, or ErrNotFound.
 	GetRun(ctx context.Context, tenant, id string) (*RunDetail, error)
 	// DailyUsage sums the tenant's model calls from a UTC day on, from

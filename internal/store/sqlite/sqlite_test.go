@@ -330,3 +330,43 @@ func TestDriver(t *testing.T) {
 		return openFile(t, filepath.Join(t.TempDir(), "data", "stackbone.db"))
 	})
 }
+
+// BenchmarkMessages reads a 20-message conversation: a thread that never
+// branched (one line), and one whose head is a branch from its 10th
+// message (its path: two segments).
+func BenchmarkMessages(b *testing.B) {
+	ctx := context.Background()
+	s := openFile(b, filepath.Join(b.TempDir(), "stackbone.db"))
+	seed := func(thread string, from int64) {
+		for i := range 10 {
+			run := fmt.Sprintf("%s-r%d", thread, i)
+			f := int64(0)
+			if i == 5 {
+				f = from
+			}
+			if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: thread, Agent: "x", RunID: run, Now: storetest.T0,
+				LeaseUntil: storetest.T0.Add(time.Hour), From: f, Input: []message.Message{{ID: run + "u", Role: message.User, Content: "hello there"}}}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "a", ThreadID: thread, RunID: run,
+				Messages: []message.Message{{ID: run + "a", Role: message.Assistant, Content: "hi, how can I help?"}}}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: thread, RunID: run, Status: store.Idle}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	seed("line", 0)
+	seed("branched", 6)
+	for _, thread := range []string{"line", "branched"} {
+		b.Run(thread, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ms, err := s.Messages(ctx, "a", thread); err != nil || len(ms) < 16 {
+					b.Fatal(len(ms), err)
+				}
+			}
+		})
+	}
+}

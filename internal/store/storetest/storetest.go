@@ -150,6 +150,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Runs/StepsWithCheckpoint", testRunSteps},
 		{"Runs/LeaseLostWritesNoStep", testRunStepsLeaseLost},
 		{"Runs/StatelessAndUsage", testRunUsage},
+		{"Branches/FromAnEarlierMessage", testBranchFromEarlier},
+		{"Branches/FromTheLastMessageGoesOn", testBranchFromTip},
+		{"Branches/UnknownMessage", testBranchUnknown},
+		{"Branches/Concurrent", testBranchConcurrent},
 	}
 	tests = append(tests, controlTests...)
 	for _, tc := range tests {

@@ -1,0 +1,164 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+func assistantMsg(id, text string) message.Message {
+	return message.Message{ID: id, Role: message.Assistant, Content: text}
+}
+
+// turn runs one turn on the thread: input, an answer, the end.
+func turn(t *testing.T, s store.Store, thread, run string, now time.Time, from int64, known int, input, answer message.Message) *store.Begun {
+	t.Helper()
+	b, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "t1", ThreadID: thread, Agent: "ag", RunID: run, Owner: "o",
+		Now: now, LeaseUntil: now.Add(time.Minute), Input: []message.Message{input}, From: from, Known: known})
+	if err != nil {
+		t.Fatalf("BeginRun %s (from %d): %v", run, from, err)
+	}
+	checkpoint(t, s, store.Checkpoint{Tenant: "t1", ThreadID: thread, RunID: run, Messages: []message.Message{answer}})
+	finish(t, s, "t1", thread, run, store.Idle, now.Add(time.Second))
+	return b
+}
+
+func conversation(t *testing.T, s store.Store, thread string) []string {
+	t.Helper()
+	ms, err := s.Messages(t.Context(), "t1", thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgIDs(ms)
+}
+
+// testBranchFromEarlier: a turn from an earlier message starts a branch
+// there, in its own transaction; the conversation is then that message's
+// path and the new turn, the earlier line is kept, and later turns go on
+// the new head, read incrementally as on a line.
+func testBranchFromEarlier(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	turn(t, s, "th", "r1", at(0), 0, 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"))         // seqs 1, 2
+	turn(t, s, "th", "r2", at(time.Minute), 0, 2, userMsg("u2", "more"), assistantMsg("a2", "x")) // 3, 4
+	// Regenerate the answer to u2: go on from u2 (seq 3) with nothing new?
+	// No: edit u2 — go on from a1 (seq 2) with an edited u2.
+	b := turn(t, s, "th", "r3", at(2*time.Minute), 2, 4, userMsg("u2b", "more, edited"), assistantMsg("a2b", "y")) // 5, 6
+	if !b.Branched || !slices.Equal(msgIDs(b.Messages), []string{"u1", "a1", "u2b"}) || b.HeadBranch != 1 {
+		t.Fatalf("Begun = branched %v head %d %v; want a new branch holding u1 a1 u2b", b.Branched, b.HeadBranch, msgIDs(b.Messages))
+	}
+	if got := conversation(t, s, "th"); !slices.Equal(got, []string{"u1", "a1", "u2b", "a2b"}) {
+		t.Fatalf("conversation after the branch = %v", got)
+	}
+	// The next turn goes on the head and reads only what is new to it.
+	b = turn(t, s, "th", "r4", at(3*time.Minute), 0, 4, userMsg("u3", "and?"), assistantMsg("a3", "z")) // 7, 8
+	if b.Branched || !slices.Equal(msgIDs(b.Messages), []string{"u3"}) {
+		t.Fatalf("a turn on the head: branched %v, new messages %v; want u3 only", b.Branched, msgIDs(b.Messages))
+	}
+	if got := conversation(t, s, "th"); !slices.Equal(got, []string{"u1", "a1", "u2b", "a2b", "u3", "a3"}) {
+		t.Fatalf("conversation = %v", got)
+	}
+	// A branch of a branch, from the first line's a2 (seq 4): its path is
+	// the first line up to a2.
+	turn(t, s, "th", "r5", at(4*time.Minute), 4, 6, userMsg("u4", "back"), assistantMsg("a4", "w"))
+	if got := conversation(t, s, "th"); !slices.Equal(got, []string{"u1", "a1", "u2", "a2", "u4", "a4"}) {
+		t.Fatalf("conversation from the first line's a2 = %v", got)
+	}
+	// And from within branch 1 (its a2b, seq 6): branch 1's path up to it.
+	turn(t, s, "th", "r6", at(5*time.Minute), 6, 6, userMsg("u5", "again"), assistantMsg("a5", "v"))
+	if got := conversation(t, s, "th"); !slices.Equal(got, []string{"u1", "a1", "u2b", "a2b", "u5", "a5"}) {
+		t.Fatalf("conversation from branch 1's a2b = %v", got)
+	}
+	bs, err := s.Branches(ctx, "t1", "th")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type br struct{ id, parent, fork int64 }
+	var got []br
+	for _, b := range bs {
+		got = append(got, br{b.ID, b.Parent, b.ForkSeq})
+	}
+	if want := []br{{0, 0, 0}, {1, 0, 2}, {2, 0, 4}, {3, 1, 6}}; !slices.Equal(got, want) {
+		t.Fatalf("branches = %v; want %v", got, want)
+	}
+	th, err := s.GetThread(ctx, "t1", "th")
+	if err != nil || th.HeadBranch != 3 {
+		t.Fatalf("thread head %+v, %v; want branch 3", th, err)
+	}
+}
+
+// testBranchFromTip: going on from the conversation's last message is
+// simply the next turn: no branch.
+func testBranchFromTip(t *testing.T, s store.Store) {
+	turn(t, s, "th", "r1", at(0), 0, 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"))
+	b := turn(t, s, "th", "r2", at(time.Minute), 2, 2, userMsg("u2", "more"), assistantMsg("a2", "x"))
+	if b.Branched || b.HeadBranch != 0 || !slices.Equal(msgIDs(b.Messages), []string{"u2"}) {
+		t.Fatalf("from the last message: branched %v head %d %v; want the line going on", b.Branched, b.HeadBranch, msgIDs(b.Messages))
+	}
+	if bs, err := s.Branches(t.Context(), "t1", "th"); err != nil || len(bs) != 1 {
+		t.Fatalf("branches = %v, %v; want the first line only", bs, err)
+	}
+}
+
+// testBranchUnknown: going on from a message the thread does not have, or
+// on a thread that does not exist, is refused and writes nothing.
+func testBranchUnknown(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	turn(t, s, "th", "r1", at(0), 0, 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"))
+	_, err := s.BeginRun(ctx, store.BeginRun{Tenant: "t1", ThreadID: "th", Agent: "ag", RunID: "r2", Owner: "o", Now: at(time.Minute),
+		LeaseUntil: at(2 * time.Minute), Input: []message.Message{userMsg("u2", "x")}, From: 9})
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("from an unknown message: %v; want ErrInvalid", err)
+	}
+	if got := conversation(t, s, "th"); !slices.Equal(got, []string{"u1", "a1"}) {
+		t.Fatalf("conversation after a refused branch = %v", got)
+	}
+	if th := getThread(t, s, "t1", "th"); th.Status != store.Idle || th.BranchSeq != 0 {
+		t.Fatalf("thread after a refused branch: %s, %d branches", th.Status, th.BranchSeq)
+	}
+	_, err = s.BeginRun(ctx, store.BeginRun{Tenant: "t1", ThreadID: "none", Agent: "ag", RunID: "r3", Owner: "o", Now: at(time.Minute),
+		LeaseUntil: at(2 * time.Minute), Input: []message.Message{userMsg("u", "x")}, From: 1, New: true})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("from a message of a thread that does not exist: %v; want ErrNotFound", err)
+	}
+}
+
+// testBranchConcurrent: a branching turn and a plain turn racing on one
+// thread: one begins, the other is refused as a run in progress, and the
+// conversation is one of the two, whole.
+func testBranchConcurrent(t *testing.T, s store.Store) {
+	turn(t, s, "th", "r1", at(0), 0, 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"))
+	turn(t, s, "th", "r2", at(time.Minute), 0, 2, userMsg("u2", "more"), assistantMsg("a2", "x"))
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, from := range []int64{2, 0} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.BeginRun(t.Context(), store.BeginRun{Tenant: "t1", ThreadID: "th", Agent: "ag", RunID: []string{"rb", "rp"}[i],
+				Owner: "o", Now: at(2 * time.Minute), LeaseUntil: at(3 * time.Minute), Known: 4,
+				Input: []message.Message{userMsg([]string{"ub", "up"}[i], "x")}, From: from})
+		}()
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if won >= 0 {
+				t.Fatalf("both turns began")
+			}
+			won = i
+		case !errors.Is(err, store.ErrRunInProgress):
+			t.Fatalf("turn %d: %v; want ErrRunInProgress for the loser", i, err)
+		}
+	}
+	want := [][]string{{"u1", "a1", "ub"}, {"u1", "a1", "u2", "a2", "up"}}[won]
+	if got := conversation(t, s, "th"); !slices.Equal(got, want) {
+		t.Fatalf("conversation = %v; want %v", got, want)
+	}
+}
