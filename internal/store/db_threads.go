@@ -208,6 +208,11 @@ func (db *DB) beginNew(ctx context.Context, b BeginRun, state any, msgs, evs []s
 		cond := []any{b.Tenant, b.ThreadID, b.RunID, b.Now}
 		appendWhere(tx, "messages", "message_seq", newHeld, cond, -len(msgs), msgs)
 		appendWhere(tx, "events", "event_seq", newHeld, cond, -len(evs), evs)
+		if state != nil {
+			tx.Queue(`INSERT INTO state_versions (tenant, thread_id, branch, seq, v, json)
+				SELECT t.tenant, t.id, t.head_branch, t.message_seq, $5::integer, t.state FROM threads t WHERE `+newHeld,
+				append(cond, FormatVersion)...)
+		}
 		var err error
 		th, err = scanThread(tx.QueryRowLast(ctx, `SELECT `+threadCols+` FROM threads t WHERE `+newHeld, cond...))
 		if errors.Is(err, ErrNoRows) {
@@ -274,6 +279,9 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			if errors.Is(err, ErrNoRows) {
 				return false, nil
 			}
+			if err == nil && state != nil {
+				tx.Queue(stateVersionSQL, b.Tenant, b.ThreadID, th.HeadBranch, msgSeq, FormatVersion, state)
+			}
 			return err == nil, err
 		}
 		// retake starts the run on the existing thread, locked first; no
@@ -299,6 +307,9 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			th, err = scanThread(tx.QueryRow(ctx, beginUpdateSQL,
 				b.Tenant, b.ThreadID, b.RunID, b.Owner, TimeArg(b.LeaseUntil), b.Now, state, FormatVersion, len(msgs), len(evs),
 				OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest, b.Continue), &msgSeq, &evSeq)
+			if err == nil && state != nil {
+				tx.Queue(stateVersionSQL, b.Tenant, b.ThreadID, th.HeadBranch, msgSeq, FormatVersion, state)
+			}
 			return err == nil, err
 		}
 		// The caller's hint picks the likely path first; a thread created
@@ -340,6 +351,29 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 	return &Begun{Thread: *th, Messages: convo, Branched: branched}, nil
 }
 
+// stateVersionSQL keeps the state a write left at message seq $4 of
+// branch $3 (the last version at a seq wins).
+const stateVersionSQL = `INSERT INTO state_versions (tenant, thread_id, branch, seq, v, json)
+	VALUES ($1, $2, $3, $4, $5, $6::json)
+	ON CONFLICT (tenant, thread_id, branch, seq) DO UPDATE SET v = excluded.v, json = excluded.json`
+
+// stateVersionHeldSQL is stateVersionSQL for a checkpoint: at the thread's
+// counter plus its $4 messages, on its head branch, conditional on run $3
+// holding the thread.
+const stateVersionHeldSQL = `INSERT INTO state_versions (tenant, thread_id, branch, seq, v, json)
+	SELECT t.tenant, t.id, t.head_branch, t.message_seq + $4::bigint, $5::integer, $6::json FROM threads t WHERE ` + runHeld + `
+	ON CONFLICT (tenant, thread_id, branch, seq) DO UPDATE SET v = excluded.v, json = excluded.json`
+
+// stateAtSQL is the state as it was at message $4 of branch $3: the
+// latest version at or before it along that message's path.
+const stateAtSQL = `WITH RECURSIVE chain(id, upto) AS (
+		SELECT $3::bigint, $4::bigint
+	UNION ALL
+		SELECT b.parent, b.fork_seq FROM branches b JOIN chain c ON b.tenant = $1 AND b.thread_id = $2 AND b.id = c.id
+		WHERE c.id <> 0)
+	SELECT s.json::text FROM state_versions s JOIN chain c ON s.tenant = $1 AND s.thread_id = $2 AND s.branch = c.id AND s.seq <= c.upto
+	ORDER BY s.seq DESC LIMIT 1`
+
 // tipSQL is the sequence number of the last message of a thread's
 // conversation (0: none).
 const tipSQL = chainSQL + `
@@ -370,9 +404,15 @@ func (db *DB) branchFrom(ctx context.Context, tx Tx, b BeginRun) (branched bool,
 	if tip == b.From {
 		return false, nil
 	}
+	// The branch starts from the state as it was at b.From.
+	restored := "{}"
+	err = tx.QueryRow(ctx, stateAtSQL, b.Tenant, b.ThreadID, parent, b.From).Scan(&restored)
+	if err != nil && !errors.Is(err, ErrNoRows) {
+		return false, err
+	}
 	var id int64
-	if err := tx.QueryRow(ctx, `UPDATE threads SET branch_seq = branch_seq + 1, head_branch = branch_seq + 1
-		WHERE tenant = $1 AND id = $2 RETURNING head_branch`, b.Tenant, b.ThreadID).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, `UPDATE threads SET branch_seq = branch_seq + 1, head_branch = branch_seq + 1, state = $3::json
+		WHERE tenant = $1 AND id = $2 RETURNING head_branch`, b.Tenant, b.ThreadID, restored).Scan(&id); err != nil {
 		return false, err
 	}
 	tx.Queue(`INSERT INTO branches (tenant, thread_id, id, parent, fork_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -494,6 +534,11 @@ func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
 		appendHeld(tx, "messages", "message_seq", c.Tenant, c.ThreadID, c.RunID, 0, msgs)
 		appendHeld(tx, "events", "event_seq", c.Tenant, c.ThreadID, c.RunID, 0, evs)
 		markStarts(tx, c, now)
+		if len(c.State) > 0 {
+			// The state as of this write's last message, kept for a branch
+			// from it (before the update that reserves the messages).
+			tx.Queue(stateVersionHeldSQL, c.Tenant, c.ThreadID, c.RunID, len(msgs), FormatVersion, string(c.State))
+		}
 		insertInterrupts(tx, c.RunID, ins)
 		queueRun(tx, c.Tenant, c.ThreadID, c.RunID, c.Run, c.Steps)
 		update := []any{StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -160,5 +161,51 @@ func testBranchConcurrent(t *testing.T, s store.Store) {
 	want := [][]string{{"u1", "a1", "ub"}, {"u1", "a1", "u2", "a2", "up"}}[won]
 	if got := conversation(t, s, "th"); !slices.Equal(got, want) {
 		t.Fatalf("conversation = %v; want %v", got, want)
+	}
+}
+
+// stateTurn is turn with the answer's checkpoint replacing the state.
+func stateTurn(t *testing.T, s store.Store, thread, run string, now time.Time, from int64, input, answer message.Message, state string) *store.Begun {
+	t.Helper()
+	b, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "t1", ThreadID: thread, Agent: "ag", RunID: run, Owner: "o",
+		Now: now, LeaseUntil: now.Add(time.Minute), Input: []message.Message{input}, From: from})
+	if err != nil {
+		t.Fatalf("BeginRun %s (from %d): %v", run, from, err)
+	}
+	c := store.Checkpoint{Tenant: "t1", ThreadID: thread, RunID: run, Messages: []message.Message{answer}}
+	if state != "" {
+		c.State = json.RawMessage(state)
+	}
+	checkpoint(t, s, c)
+	finish(t, s, "t1", thread, run, store.Idle, now.Add(time.Second))
+	return b
+}
+
+// testBranchState: a branch starts from the shared state as it was at its
+// branch point (the latest write at or before it on its path), not the
+// state the thread reached since; a branch point before any write starts
+// from {}.
+func testBranchState(t *testing.T, s store.Store) {
+	stateTurn(t, s, "th", "r1", at(0), 0, userMsg("u1", "a"), assistantMsg("a1", "ok"), `{"n":1}`)           // seqs 1, 2: n=1 at 2
+	stateTurn(t, s, "th", "r2", at(time.Minute), 0, userMsg("u2", "b"), assistantMsg("a2", "ok"), `{"n":2}`) // 3, 4: n=2 at 4
+	b := stateTurn(t, s, "th", "r3", at(2*time.Minute), 2, userMsg("u3", "c"), assistantMsg("a3", "ok"), "") // branch 1 from 2
+	if string(b.State) != `{"n":1}` {
+		t.Fatalf("a branch from message 2 starts from state %s; want {\"n\":1}", b.State)
+	}
+	stateTurn(t, s, "th", "r4", at(3*time.Minute), 0, userMsg("u4", "d"), assistantMsg("a4", "ok"), `{"n":3}`) // 7, 8 on branch 1: n=3 at 8
+	if b := stateTurn(t, s, "th", "r5", at(4*time.Minute), 4, userMsg("u5", "e"), assistantMsg("a5", "ok"), ""); string(b.State) != `{"n":2}` {
+		t.Fatalf("a branch from the first line's message 4 starts from %s; want {\"n\":2}", b.State)
+	}
+	if b := stateTurn(t, s, "th", "r6", at(5*time.Minute), 6, userMsg("u6", "f"), assistantMsg("a6", "ok"), ""); string(b.State) != `{"n":1}` {
+		t.Fatalf("a branch from branch 1's message 6 (before its write) starts from %s; want {\"n\":1}", b.State)
+	}
+	if b := stateTurn(t, s, "th", "r7", at(6*time.Minute), 8, userMsg("u7", "g"), assistantMsg("a7", "ok"), ""); string(b.State) != `{"n":3}` {
+		t.Fatalf("a branch from branch 1's message 8 starts from %s; want {\"n\":3}", b.State)
+	}
+	if b := stateTurn(t, s, "th", "r8", at(7*time.Minute), 1, userMsg("u8", "h"), assistantMsg("a8", "ok"), ""); string(b.State) != `{}` {
+		t.Fatalf("a branch from before any write starts from %s; want {}", b.State)
+	}
+	if th := getThread(t, s, "t1", "th"); string(th.State) != `{}` {
+		t.Fatalf("the thread's state is %s; want its head's, {}", th.State)
 	}
 }

@@ -154,6 +154,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Branches/FromTheLastMessageGoesOn", testBranchFromTip},
 		{"Branches/UnknownMessage", testBranchUnknown},
 		{"Branches/Concurrent", testBranchConcurrent},
+		{"Branches/StateAtTheBranchPoint", testBranchState},
 	}
 	tests = append(tests, controlTests...)
 	for _, tc := range tests {

@@ -1,0 +1,19 @@
+-- The shared state as it was along a thread's conversation: a row each time
+-- a run's write replaced it, at the message sequence number the thread had
+-- reached then (after the write's messages), on the branch it was on. A
+-- branch from message X starts from the latest version at or before X on
+-- X's path. A thread from before this migration gets its state as of now,
+-- at its last message; a branch from earlier than that starts from {}.
+CREATE TABLE state_versions (
+	tenant    TEXT NOT NULL,
+	thread_id TEXT NOT NULL,
+	branch    INTEGER NOT NULL,
+	seq       INTEGER NOT NULL,
+	v         INTEGER NOT NULL,
+	json      TEXT NOT NULL,
+	PRIMARY KEY (tenant, thread_id, branch, seq),
+	FOREIGN KEY (tenant, thread_id) REFERENCES threads (tenant, id) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
+
+INSERT INTO state_versions (tenant, thread_id, branch, seq, v, json)
+	SELECT tenant, id, 0, message_seq, v, state FROM threads WHERE state <> '{}';
