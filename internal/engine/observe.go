@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,8 +79,10 @@ func (x *execution) takeSteps(status string, ended bool) (*store.RunRecord, []st
 	top.obs.recorded = true
 	rec := &store.RunRecord{Tenant: top.tenant, ThreadID: top.threadID, ID: top.runID, Agent: top.spec.Name, Key: top.in.Key,
 		ResumedFrom: top.obs.resumedFrom, Status: status, StartedAt: top.begun}
-	if sc := trace.SpanContextFromContext(trace.ContextWithSpan(context.Background(), top.obs.span)); sc.IsValid() {
-		rec.TraceID, rec.SpanID = sc.TraceID().String(), sc.SpanID().String()
+	if top.obs.span != nil {
+		if sc := top.obs.span.SpanContext(); sc.IsValid() {
+			rec.TraceID, rec.SpanID = sc.TraceID().String(), sc.SpanID().String()
+		}
 	}
 	if ended {
 		end := top.r.Now()
@@ -95,18 +98,12 @@ func (r *Runner) tracer() trace.Tracer { return r.Tracer.Tracer(TracerName) }
 // subagent's work inside it) and returns ctx carrying it. A top-level run
 // is a child of the span of the request that started it (parent) or,
 // resumed later, linked to the run it continues.
+//
+// Attributes are built only for a span that records (with tracing off,
+// the no-op span costs the hot path nothing more).
 func (x *execution) startAgentSpan(ctx context.Context) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.agent.name", x.spec.Name),
-		attribute.String("gen_ai.provider.name", x.providerName("")),
-		attribute.String("gen_ai.request.model", x.modelName),
-	)}
-	if x.threadID != "" {
-		opts = append(opts, trace.WithAttributes(attribute.String("gen_ai.conversation.id", x.threadID)))
-	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 	if x.root == nil {
-		opts = append(opts, trace.WithAttributes(attribute.String("stackbone.run.id", x.runID)))
 		if x.parent.IsValid() {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, x.parent)
 		}
@@ -114,14 +111,34 @@ func (x *execution) startAgentSpan(ctx context.Context) (context.Context, trace.
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: x.link,
 				Attributes: []attribute.KeyValue{attribute.String("stackbone.link", "resumes_paused_run")}}))
 		}
-	} else {
-		opts = append(opts, trace.WithAttributes(attribute.String("stackbone.subagent.task_call_id", x.scope)))
 	}
-	return x.r.tracer().Start(ctx, "invoke_agent "+x.spec.Name, opts...)
+	ctx, span := x.r.tracer().Start(ctx, "invoke_agent "+x.spec.Name, opts...)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.agent.name", x.spec.Name),
+		attribute.String("gen_ai.provider.name", x.providerName("")),
+		attribute.String("gen_ai.request.model", x.modelName),
+	)
+	if x.threadID != "" {
+		span.SetAttributes(attribute.String("gen_ai.conversation.id", x.threadID))
+	}
+	if x.root == nil {
+		span.SetAttributes(attribute.String("stackbone.run.id", x.runID))
+	} else {
+		span.SetAttributes(attribute.String("stackbone.subagent.task_call_id", x.scope))
+	}
+	return ctx, span
 }
 
 // endAgentSpan ends an invoke_agent span with the run's outcome.
 func endAgentSpan(span trace.Span, outcome string, err error, u event.Usage) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", u.InputTokens),
 		attribute.Int("gen_ai.usage.output_tokens", u.OutputTokens), attribute.String("stackbone.run.outcome", outcome))
 	if err != nil {
@@ -160,6 +177,10 @@ type modelCall struct {
 // the provider (whose HTTP client propagates it upstream).
 func (x *execution) startModelCall(ctx context.Context, req model.Request) (context.Context, *modelCall) {
 	mc := &modelCall{x: x, start: x.r.Now(), req: req}
+	ctx, mc.span = x.r.tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient))
+	if !mc.span.IsRecording() {
+		return ctx, mc
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", x.providerName("")),
@@ -190,14 +211,14 @@ func (x *execution) startModelCall(ctx context.Context, req model.Request) (cont
 	if req.ResponseFormat != nil {
 		attrs = append(attrs, attribute.String("gen_ai.output.type", "json"))
 	}
-	ctx, mc.span = x.r.tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	if x.r.TraceContent && mc.span.IsRecording() {
-		mc.span.SetAttributes(attribute.String("gen_ai.input.messages", x.r.redactContent(inputMessages(req))))
+	mc.span.SetAttributes(attrs...)
+	if x.r.TraceContent {
+		mc.span.SetAttributes(attribute.String("gen_ai.input.messages", x.r.redactText(inputMessages(req))))
 		if req.System != "" {
-			mc.span.SetAttributes(attribute.String("gen_ai.system_instructions", x.r.redactContent(systemInstructions(req.System))))
+			mc.span.SetAttributes(attribute.String("gen_ai.system_instructions", x.r.redactText(systemInstructions(req.System))))
 		}
 		if len(req.Tools) > 0 {
-			mc.span.SetAttributes(attribute.String("gen_ai.tool.definitions", x.r.redactContent(toolDefinitions(req.Tools))))
+			mc.span.SetAttributes(attribute.String("gen_ai.tool.definitions", x.r.redactText(toolDefinitions(req.Tools))))
 		}
 	}
 	return ctx, mc
@@ -239,11 +260,52 @@ func (mc *modelCall) end(msg *message.Message, err error) {
 			name = m
 		}
 	}
-	span := mc.span
+	u := mc.usage
+	outcome, etype := store.OutcomeOK, ""
+	if err != nil {
+		etype = errorType(err)
+		outcome = store.OutcomeError
+		if errors.Is(err, context.Canceled) {
+			outcome = store.OutcomeCancelled
+		}
+		if errors.Is(err, model.ErrCallTimeout) || errors.Is(err, model.ErrIdleTimeout) {
+			outcome = store.OutcomeTimedOut
+		}
+	}
+	var out string
+	if (x.r.TraceContent || x.r.KeepContent) && msg != nil {
+		out = outputMessages(*msg, mc.info.FinishReason)
+	}
+	if mc.span.IsRecording() {
+		mc.annotate(provider, err, etype, out)
+	}
+	mc.span.End()
+	var content json.RawMessage
+	if x.r.KeepContent && out != "" {
+		content = x.r.stepContent(mc.req, out)
+	}
+	attempts := max(mc.info.Attempts, 1)
+	errText := ""
+	if err != nil {
+		errText = x.r.redactText(err.Error())
+	}
+	x.addStep(store.Step{ID: x.r.NewID("step"), Kind: store.StepModel, Name: name, Provider: provider,
+		ResponseModel: mc.info.ResponseModel, ResponseID: mc.info.ResponseID, StartedAt: mc.start, Duration: d,
+		FirstChunk: mc.first, Usage: u, CostNanos: x.r.Prices.CostOf(provider, name, u), FinishReason: mc.info.FinishReason,
+		Attempts: attempts, Outcome: outcome, Error: errText, Content: content})
+	if h := x.r.Hooks.ModelCall; h != nil {
+		h(ModelCallInfo{Agent: x.top().spec.Name, Provider: provider, Model: name, Duration: d, Usage: u, ErrorType: etype})
+	}
+}
+
+// annotate puts what the call's response told on its (recording) span:
+// the retries, usage, response, time to first chunk, the error, and the
+// answer (out) when content is traced.
+func (mc *modelCall) annotate(provider string, err error, etype, out string) {
+	x, span, u := mc.x, mc.span, mc.usage
 	for i, r := range mc.info.Retries {
 		span.AddEvent("gen_ai.call.retry", trace.WithAttributes(attribute.Int("attempt", i+1), attribute.String("error", x.r.redactText(r))))
 	}
-	u := mc.usage
 	span.SetAttributes(
 		attribute.String("gen_ai.provider.name", provider),
 		attribute.Int("gen_ai.usage.input_tokens", u.InputTokens),
@@ -270,41 +332,12 @@ func (mc *modelCall) end(msg *message.Message, err error) {
 	if mc.info.Attempts > 1 {
 		span.SetAttributes(attribute.Int("stackbone.attempts", mc.info.Attempts))
 	}
-	outcome, etype := store.OutcomeOK, ""
 	if err != nil {
-		etype = errorType(err)
-		outcome = store.OutcomeError
-		if errors.Is(err, context.Canceled) {
-			outcome = store.OutcomeCancelled
-		}
-		if errors.Is(err, model.ErrCallTimeout) || errors.Is(err, model.ErrIdleTimeout) {
-			outcome = store.OutcomeTimedOut
-		}
 		span.SetAttributes(attribute.String("error.type", etype))
 		span.SetStatus(codes.Error, x.r.redactText(err.Error()))
 	}
-	var content json.RawMessage
-	if (x.r.TraceContent || x.r.KeepContent) && msg != nil {
-		out := outputMessages(*msg, mc.info.FinishReason)
-		if x.r.TraceContent && span.IsRecording() {
-			span.SetAttributes(attribute.String("gen_ai.output.messages", x.r.redactContent(out)))
-		}
-		if x.r.KeepContent {
-			content = x.r.stepContent(mc.req, out)
-		}
-	}
-	span.End()
-	attempts := max(mc.info.Attempts, 1)
-	errText := ""
-	if err != nil {
-		errText = x.r.redactText(err.Error())
-	}
-	x.addStep(store.Step{ID: x.r.NewID("step"), Kind: store.StepModel, Name: name, Provider: provider,
-		ResponseModel: mc.info.ResponseModel, ResponseID: mc.info.ResponseID, StartedAt: mc.start, Duration: d,
-		FirstChunk: mc.first, Usage: u, CostNanos: x.r.Prices.CostOf(provider, name, u), FinishReason: mc.info.FinishReason,
-		Attempts: attempts, Outcome: outcome, Error: errText, Content: content})
-	if h := x.r.Hooks.ModelCall; h != nil {
-		h(ModelCallInfo{Agent: x.top().spec.Name, Provider: provider, Model: name, Duration: d, Usage: u, ErrorType: etype})
+	if x.r.TraceContent && out != "" {
+		span.SetAttributes(attribute.String("gen_ai.output.messages", x.r.redactText(out)))
 	}
 }
 
@@ -320,18 +353,20 @@ func (x *execution) startToolCall(ctx context.Context, t *tool.Tool, c message.T
 	if x.mcp[c.Name] {
 		kind = "extension" // an MCP server's
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", c.Name),
-		attribute.String("gen_ai.tool.call.id", c.ID),
-		attribute.String("gen_ai.tool.type", kind),
-	}
-	if t.Description != "" {
-		attrs = append(attrs, attribute.String("gen_ai.tool.description", t.Description))
-	}
-	ctx, span := x.r.tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	if x.r.TraceContent && span.IsRecording() {
-		span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", x.r.redactText(string(args))))
+	ctx, span := x.r.tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("gen_ai.operation.name", "execute_tool"),
+			attribute.String("gen_ai.tool.name", c.Name),
+			attribute.String("gen_ai.tool.call.id", c.ID),
+			attribute.String("gen_ai.tool.type", kind),
+		)
+		if t.Description != "" {
+			span.SetAttributes(attribute.String("gen_ai.tool.description", t.Description))
+		}
+		if x.r.TraceContent {
+			span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", x.r.redactText(string(args))))
+		}
 	}
 	return ctx, &toolCall{span: span, start: x.r.Now()}
 }
@@ -345,18 +380,23 @@ func (x *execution) endToolCall(tc *toolCall, c message.ToolCall, res *callResul
 	} else if res != nil && res.paused == nil && res.msg.IsError {
 		outcome = store.OutcomeError
 	}
-	if res != nil && res.paused == nil && x.r.TraceContent && tc.span.IsRecording() {
+	recording := tc.span.IsRecording()
+	if res != nil && res.paused == nil && x.r.TraceContent && recording {
 		tc.span.SetAttributes(attribute.String("gen_ai.tool.call.result", x.r.redactText(res.msg.Content)))
 	}
 	errText := ""
 	if outcome != store.OutcomeOK && res != nil && res.paused == nil {
 		errText = x.r.redactText(res.msg.Content)
-		tc.span.SetAttributes(attribute.String("error.type", outcome))
-		tc.span.SetStatus(codes.Error, errText)
+		if recording {
+			tc.span.SetAttributes(attribute.String("error.type", outcome))
+			tc.span.SetStatus(codes.Error, errText)
+		}
 	}
 	if res != nil && res.paused != nil {
-		outcome = "paused"
-		tc.span.AddEvent("stackbone.paused", trace.WithAttributes(attribute.Int("decisions", len(res.paused.Interrupts))))
+		outcome = store.OutcomePaused
+		if recording {
+			tc.span.AddEvent("stackbone.paused", trace.WithAttributes(attribute.Int("decisions", len(res.paused.Interrupts))))
+		}
 	}
 	tc.span.End()
 	x.addStep(store.Step{ID: x.r.NewID("step"), Kind: store.StepTool, Name: c.Name, ToolCallID: c.ID, StartedAt: tc.start,
@@ -395,26 +435,13 @@ func errorType(err error) string {
 	case errors.Is(err, model.ErrCallTimeout), errors.Is(err, model.ErrIdleTimeout):
 		return "timeout"
 	case errors.As(err, &me) && me.Status > 0:
-		return "http_" + itoa(me.Status)
+		return "http_" + strconv.Itoa(me.Status)
 	}
 	var coded interface{ Code() string }
 	if errors.As(err, &coded) {
 		return coded.Code()
 	}
 	return "_OTHER"
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for n >= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	i--
-	b[i] = byte('0' + n)
-	return string(b[i:])
 }
 
 // The GenAI conventions' message shapes, for content capture.
@@ -536,7 +563,7 @@ func (r *Runner) stepContent(req model.Request, output string) json.RawMessage {
 	if err != nil {
 		return nil
 	}
-	return json.RawMessage(r.redactContent(string(b)))
+	return json.RawMessage(r.redactText(string(b)))
 }
 
 // redactText passes free text through the configured redactor.
@@ -546,9 +573,6 @@ func (r *Runner) redactText(s string) string {
 	}
 	return r.Redact(s)
 }
-
-// redactContent redacts captured content (JSON text).
-func (r *Runner) redactContent(s string) string { return r.redactText(s) }
 
 // observedTool runs a tool call under its execute_tool span and keeps its
 // step.

@@ -31,6 +31,18 @@ func benchTurn(b *testing.B, c *http.Client, url, session, text string) {
 	}
 }
 
+// benchNewSessions is the benchmark loop of a turn sending text, each in a
+// new durable session (prefix-N).
+func benchNewSessions(b *testing.B, url, prefix, text string) {
+	c := &http.Client{}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		benchTurn(b, c, url, fmt.Sprintf("%s-%d", prefix, i), text)
+	}
+}
+
 // BenchmarkStatelessTurn: one text turn, no session, through
 // /v1/chat/completions against the scripted OpenAI-wire upstream.
 func BenchmarkStatelessTurn(b *testing.B) {
@@ -59,26 +71,14 @@ func BenchmarkStatelessToolTurn(b *testing.B) {
 // SQLite) per iteration.
 func BenchmarkDurableTurn(b *testing.B) {
 	env := stacktest.New(b, stacktest.Options{})
-	c := &http.Client{}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		benchTurn(b, c, env.URL, fmt.Sprintf("bench-%d", i), "hello")
-	}
+	benchNewSessions(b, env.URL, "bench", "hello")
 }
 
 // BenchmarkDurableToolTurn: a 2-step turn (model → server tool → model) in a
 // new durable thread per iteration.
 func BenchmarkDurableToolTurn(b *testing.B) {
 	env := stacktest.New(b, stacktest.Options{})
-	c := &http.Client{}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		benchTurn(b, c, env.URL, fmt.Sprintf("tool-%d", i), "weather please")
-	}
+	benchNewSessions(b, env.URL, "tool", "weather please")
 }
 
 // BenchmarkDurableTurnExistingThread: one text turn on a durable thread that
@@ -141,13 +141,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 func BenchmarkDurableTurnPostgres(b *testing.B) {
 	st := stacktest.Postgres(b, "bench")
 	env := stacktest.New(b, stacktest.Options{Store: st})
-	c := &http.Client{}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		benchTurn(b, c, env.URL, fmt.Sprintf("pg-%d", i), "hello")
-	}
+	benchNewSessions(b, env.URL, "pg", "hello")
 }
 
 // parallelTurns runs durable text turns from 16 concurrent clients; ns/op is

@@ -176,9 +176,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	var total store.RunTotals
 	for _, run := range runs {
 		data = append(data, s.runView(run, nil))
-		t := run.Totals
-		total.ModelCalls, total.ToolCalls, total.Usage = total.ModelCalls+t.ModelCalls, total.ToolCalls+t.ToolCalls, total.Usage.Add(t.Usage)
-		total.CostNanos, total.Unpriced = total.CostNanos+t.CostNanos, total.Unpriced+t.Unpriced
+		total = total.Add(run.Totals)
 	}
 	c, complete := cost(total.CostNanos, total.Unpriced, total.ModelCalls)
 	return httpjson.Write(w, http.StatusOK, map[string]any{"object": "list", "data": data,

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -43,13 +41,7 @@ func BenchmarkDurableToolTurnTracing(b *testing.B) {
 			env := stacktest.New(b, stacktest.Options{Configure: func(cfg *config.Config) {
 				cfg.Tracer, cfg.KeepContent = tel.TracerProvider(), c.content
 			}})
-			hc := &http.Client{}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				benchTurn(b, hc, env.URL, fmt.Sprintf("tool-%d", i), "weather please")
-			}
+			benchNewSessions(b, env.URL, "tool", "weather please")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"time"
 )
@@ -34,11 +35,12 @@ func (db *DB) notify(ctx context.Context, tx Tx, notices ...Notice) error {
 // traceParent is the W3C traceparent of the span in ctx ("" for none):
 // the trace a notice stored in ctx's transaction belongs to.
 func traceParent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ""
 	}
-	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
 }
 
 // NotifyOnce queues n for every webhook endpoint unless a notice of its id

@@ -26,6 +26,8 @@ const (
 	OutcomeInDoubt   = "in_doubt"
 	OutcomeTimedOut  = "timed_out"
 	OutcomeCancelled = "cancelled"
+	// OutcomePaused: a call (a subagent's task) stopped on a decision.
+	OutcomePaused = "paused"
 )
 
 // Step is one model call or tool call of a run, as the run inspector,
@@ -104,6 +106,12 @@ type RunTotals struct {
 	Unpriced int
 }
 
+// Add sums two runs' totals.
+func (t RunTotals) Add(o RunTotals) RunTotals {
+	return RunTotals{ModelCalls: t.ModelCalls + o.ModelCalls, ToolCalls: t.ToolCalls + o.ToolCalls, Usage: t.Usage.Add(o.Usage),
+		CostNanos: t.CostNanos + o.CostNanos, Unpriced: t.Unpriced + o.Unpriced}
+}
+
 // RunDetail is a run with its steps.
 type RunDetail struct {
 	RunRecord
@@ -164,13 +172,20 @@ var (
 	stepSQL = `INSERT INTO run_steps (` + stepCols + `) VALUES (` + stepValues(1) + `)`
 	// runHeldSQL records a durable run (its first checkpoint, or its end),
 	// on the condition that it holds the thread.
-	runHeldSQL = `INSERT INTO runs (tenant, thread_id, id, agent, key_label, trace_id, span_id, resumed_from, status, error, started_at, ended_at)
+	runHeldSQL = `INSERT INTO runs (` + runCols + `)
 		SELECT t.tenant, t.id, t.run_id, t.agent, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::timestamptz, $11::timestamptz
-		FROM threads t WHERE ` + runHeld + `
-		ON CONFLICT (tenant, thread_id, id) DO UPDATE SET status = excluded.status, error = excluded.error, ended_at = excluded.ended_at,
-			trace_id = CASE WHEN excluded.trace_id = '' THEN runs.trace_id ELSE excluded.trace_id END,
-			span_id = CASE WHEN excluded.span_id = '' THEN runs.span_id ELSE excluded.span_id END`
+		FROM threads t WHERE ` + runHeld + runUpsert
+	// runSQL records a run that holds no thread.
+	runSQL = `INSERT INTO runs (` + runCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)` + runUpsert
 )
+
+// runUpsert updates a recorded run with its later record: its status, end
+// and error, and its span once it has one (a run's first record may come
+// before its span starts).
+const runUpsert = `
+	ON CONFLICT (tenant, thread_id, id) DO UPDATE SET status = excluded.status, error = excluded.error, ended_at = excluded.ended_at,
+		trace_id = CASE WHEN excluded.trace_id = '' THEN runs.trace_id ELSE excluded.trace_id END,
+		span_id = CASE WHEN excluded.span_id = '' THEN runs.span_id ELSE excluded.span_id END`
 
 // dailyCols and dailyTypes are the columns of usage_daily a model step
 // adds to, and their types.
@@ -232,10 +247,7 @@ func (db *DB) RecordRun(ctx context.Context, r RunRecord, steps []Step) error {
 		return db.invalid(err)
 	}
 	return db.d.Write(ctx, "record run", func(tx Tx) error {
-		tx.Queue(`INSERT INTO runs (tenant, thread_id, id, agent, key_label, trace_id, span_id, resumed_from, status, error, started_at, ended_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (tenant, thread_id, id) DO UPDATE SET status = excluded.status, error = excluded.error, ended_at = excluded.ended_at`,
-			r.Tenant, r.ThreadID, r.ID, r.Agent, r.Key, r.TraceID, r.SpanID, r.ResumedFrom, r.Status, CleanText(r.Error),
+		tx.Queue(runSQL, r.Tenant, r.ThreadID, r.ID, r.Agent, r.Key, r.TraceID, r.SpanID, r.ResumedFrom, r.Status, CleanText(r.Error),
 			TimeArg(r.StartedAt), TimePtrArg(r.EndedAt))
 		for _, s := range steps {
 			s.Tenant, s.ThreadID, s.RunID = r.Tenant, r.ThreadID, r.ID

@@ -374,22 +374,32 @@ func (e envReader) endpoint(protocol string) (string, bool) {
 
 // headers parses …_HEADERS ("k=v,k2=v2", values percent-decoded).
 func (e envReader) headers() map[string]string {
-	v := e.signal("HEADERS")
 	out := map[string]string{}
-	for _, kv := range strings.Split(v, ",") {
+	for _, kv := range e.keyValues("OTEL_EXPORTER_OTLP_HEADERS", e.signal("HEADERS")) {
+		out[kv[0]] = kv[1]
+	}
+	return out
+}
+
+// keyValues parses a list of the OpenTelemetry environment ("k=v,k2=v2",
+// values percent-decoded and trimmed); an entry without a key is logged
+// (as of name) and skipped.
+func (e envReader) keyValues(name, list string) [][2]string {
+	var out [][2]string
+	for _, kv := range strings.Split(list, ",") {
 		if strings.TrimSpace(kv) == "" {
 			continue
 		}
-		k, val, ok := strings.Cut(kv, "=")
+		k, v, ok := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			e.logger.Warn("tracing: OTEL_EXPORTER_OTLP_HEADERS entry without key=value ignored")
+			e.logger.Warn("tracing: " + name + " entry without key=value ignored")
 			continue
 		}
-		if dec, err := url.PathUnescape(strings.TrimSpace(val)); err == nil {
-			val = dec
+		if dec, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
+			v = dec
 		}
-		out[k] = strings.TrimSpace(val)
+		out = append(out, [2]string{k, strings.TrimSpace(v)})
 	}
 	return out
 }
@@ -472,22 +482,11 @@ func (e envReader) sampler() sdktrace.Sampler {
 func (e envReader) resource(ctx context.Context, version string) (*resource.Resource, error) {
 	var attrs []attribute.KeyValue
 	named, versioned := false, false
-	for _, kv := range strings.Split(e.get("OTEL_RESOURCE_ATTRIBUTES"), ",") {
-		if strings.TrimSpace(kv) == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			e.logger.Warn("tracing: OTEL_RESOURCE_ATTRIBUTES entry without key=value ignored")
-			continue
-		}
-		if dec, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
-			v = dec
-		}
+	for _, kv := range e.keyValues("OTEL_RESOURCE_ATTRIBUTES", e.get("OTEL_RESOURCE_ATTRIBUTES")) {
+		k, v := kv[0], kv[1]
 		named = named || k == string(semconv.ServiceNameKey)
 		versioned = versioned || k == string(semconv.ServiceVersionKey)
-		attrs = append(attrs, attribute.String(k, strings.TrimSpace(v)))
+		attrs = append(attrs, attribute.String(k, v))
 	}
 	if name := e.get("OTEL_SERVICE_NAME"); name != "" {
 		attrs = append(attrs, semconv.ServiceName(name))
