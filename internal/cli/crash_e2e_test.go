@@ -212,4 +212,31 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 	if mock.Count() != 3 {
 		t.Fatalf("upstream saw %d requests; want 3 (the killed call and the resumed one)", mock.Count())
 	}
+	// What the runs recorded survived the kill with the steps they were
+	// written with: the tool call once, and a model step for each answer
+	// that was stored (the killed call's answer never was).
+	var runs struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	getJSON(t, b.url()+"/v1/threads/crashy/runs", &runs)
+	refunds, models := 0, 0
+	for _, r := range runs.Data {
+		var d struct {
+			Steps []struct{ Kind, Name, Outcome string } `json:"steps"`
+		}
+		getJSON(t, b.url()+"/v1/runs/"+r.ID, &d)
+		for _, st := range d.Steps {
+			switch {
+			case st.Kind == "tool" && st.Name == "refund":
+				refunds++
+			case st.Kind == "model" && st.Outcome == "ok":
+				models++
+			}
+		}
+	}
+	if refunds != 1 || models != 2 {
+		t.Fatalf("the runs recorded %d refund calls and %d model answers; want 1 and 2 (the call, and the answer after restart)", refunds, models)
+	}
 }
