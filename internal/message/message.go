@@ -51,6 +51,10 @@ type Message struct {
 	// thinking: a thinking block with its signature, or a redacted one),
 	// stored as the provider sent them.
 	Reasoning []Reasoning `json:"reasoning,omitempty"`
+	// Seq is the message's sequence number in its thread, as the store read
+	// it (0 for a message not read from a thread); it is not part of the
+	// stored message, and a branch point names a message by it.
+	Seq int64 `json:"-"`
 }
 
 // Reasoning is one block of a model's reasoning, kept verbatim so that it

@@ -55,7 +55,7 @@ func (db *DB) GetMessage(ctx context.Context, tenant, id string) (*message.Messa
 		return nil, db.invalid(err)
 	}
 	prefix := likeEscaper.Replace(`{"id":` + string(lit))
-	rows, err := db.d.Read().Query(ctx, `SELECT v, json FROM messages WHERE tenant = $1 AND json::text LIKE $2 ESCAPE '\' LIMIT 64`,
+	rows, err := db.d.Read().Query(ctx, `SELECT seq, v, json FROM messages WHERE tenant = $1 AND json::text LIKE $2 ESCAPE '\' LIMIT 64`,
 		tenant, prefix+"%")
 	if err != nil {
 		return nil, db.read("get message", err)

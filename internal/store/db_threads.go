@@ -16,7 +16,7 @@ const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lea
 
 // linearSQL reads the messages of a thread that never branched after the
 // first $3 (its sequence numbers are then its conversation's positions).
-const linearSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
+const linearSQL = `SELECT seq, v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
 
 // chainSQL is the chain of segments a thread's conversation is made of:
 // the head branch's messages (id, up to any seq), then its parent's up to
@@ -30,13 +30,13 @@ const chainSQL = `WITH RECURSIVE chain(id, upto) AS (
 // pathAllSQL reads a thread's whole conversation (the head's path), in
 // order: for a thread that never branched, one range of its messages.
 const pathAllSQL = chainSQL + `
-	SELECT m.v, m.json FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto
+	SELECT m.seq, m.v, m.json FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto
 	ORDER BY m.seq`
 
 // pathSQL reads a thread's conversation (the head's path) after its first
 // $3 messages, in order.
 const pathSQL = chainSQL + `
-	SELECT x.v, x.json FROM (
+	SELECT x.seq, x.v, x.json FROM (
 		SELECT m.v, m.json, m.seq, ROW_NUMBER() OVER (ORDER BY m.seq) AS n
 		FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto) x
 	WHERE x.n > $3 ORDER BY x.seq`
@@ -151,7 +151,7 @@ func (db *DB) Messages(ctx context.Context, tenant, threadID string) ([]message.
 
 // lineSQL reads all the messages of a thread that never branched (none
 // for one that did).
-const lineSQL = `SELECT v, json FROM messages WHERE tenant = $1 AND thread_id = $2
+const lineSQL = `SELECT seq, v, json FROM messages WHERE tenant = $1 AND thread_id = $2
 	AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.tenant = $1 AND t.id = $2 AND t.branch_seq > 0) ORDER BY seq`
 
 // queryMessages reads the thread's conversation after its first after
@@ -254,7 +254,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		th, err := db.beginNew(ctx, b, state, msgs, evs)
 		if err == nil {
 			StampEvents(b.Events, b.ThreadID, b.RunID, int64(len(evs)))
-			return &Begun{Thread: *th, Messages: append([]message.Message(nil), b.Input...)}, nil
+			return &Begun{Thread: *th, Messages: numbered(b.Input)}, nil
 		}
 		if !errors.Is(err, errNotHeld) {
 			return nil, err
@@ -334,7 +334,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		appendRows(tx, b.Tenant, b.ThreadID, th.HeadBranch, msgs, msgSeq, evs, evSeq)
 		switch {
 		case created:
-			convo = append([]message.Message(nil), b.Input...)
+			convo = numbered(b.Input)
 			return nil
 		case branched:
 			// The conversation is another one now: all of it.
@@ -349,6 +349,16 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 	}
 	StampEvents(b.Events, b.ThreadID, b.RunID, evSeq)
 	return &Begun{Thread: *th, Messages: convo, Branched: branched}, nil
+}
+
+// numbered copies a new thread's first messages with their sequence
+// numbers (1 on).
+func numbered(in []message.Message) []message.Message {
+	out := append([]message.Message(nil), in...)
+	for i := range out {
+		out[i].Seq = int64(i + 1)
+	}
+	return out
 }
 
 // stateVersionSQL keeps the state a write left at message seq $4 of

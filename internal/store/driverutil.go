@@ -39,20 +39,23 @@ func CollectRows[T any](rows Rows, scan func(Rows) (*T, error)) ([]T, error) {
 	return out, nil
 }
 
-// ScanMessages decodes rows of (v, json) columns into messages.
+// ScanMessages decodes rows of (seq, v, json) columns into messages, Seq
+// set from the seq column.
 func ScanMessages(rows Rows) ([]message.Message, error) {
 	return CollectRows(rows, func(r Rows) (*message.Message, error) {
 		var (
+			seq  int64
 			v    int
 			data []byte
 		)
-		if err := r.Scan(&v, &data); err != nil {
+		if err := r.Scan(&seq, &v, &data); err != nil {
 			return nil, err
 		}
 		m, err := DecodeMessage(v, data)
 		if err != nil {
 			return nil, err
 		}
+		m.Seq = seq
 		return &m, nil
 	})
 }

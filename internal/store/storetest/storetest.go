@@ -797,7 +797,10 @@ func testMessagesRoundTrip(t *testing.T, s store.Store) {
 	}
 	// BeginRun returns the conversation after the Known messages as read
 	// under its lease: the stored ones and its own input, as Messages
-	// reads them.
+	// reads them, each with its sequence number in the thread.
+	for i := range all {
+		all[i].Seq = int64(i + 1)
+	}
 	if !reflect.DeepEqual(b.Messages, all[4:]) {
 		gb, _ := json.MarshalIndent(b.Messages, "", " ")
 		t.Fatalf("BeginRun on an existing thread (4 messages known) returned other messages than the stored m5..m7:\n%s", gb)
