@@ -298,7 +298,7 @@ func mapError(err error) *Error {
 		// The one request that names a stored turn is the Responses
 		// wire's previous_response_id.
 		e := New(Conflict, "previous_response_not_latest",
-			fmt.Sprintf("Response '%s' is not the latest of its conversation: continue from its latest response (branching a conversation is not supported).", nl.Name))
+			fmt.Sprintf("Response '%s' is not the latest of its conversation and its turn never ended, so there is no point to go on from: continue from another response.", nl.Name))
 		e.Param = "previous_response_id"
 		e.Err = err
 		return e

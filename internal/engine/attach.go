@@ -91,10 +91,11 @@ const (
 
 // Continuation is the stored turn a request names as the one it goes on
 // from (the Responses wire's previous_response_id), when it names one. A
-// request continues the end of its thread: the turn it names must be the
-// thread's last, or the request must be a retry of the turn that followed
-// it (it gets that turn's answer again); anything else would branch the
-// conversation, and is a NotLatestError.
+// request that names the thread's last turn goes on as any other; one
+// that names an earlier turn goes on from where that turn ended (From),
+// on a new branch of the thread, unless it is a retry of the thread's last
+// turn (it gets that turn's answer again). A request naming an earlier
+// turn whose end is not known is a NotLatestError.
 type Continuation struct {
 	// Name is how the request named it (a response id), for the error.
 	Name string
@@ -102,10 +103,14 @@ type Continuation struct {
 	// named one began (store.Thread.Turn.Seq then), 0 when none did: it
 	// is the thread's latest.
 	Next int64
+	// From is the sequence number of the named turn's last message (its
+	// end, store.Store.TurnEnd) when it is not the thread's latest: the
+	// message a new turn goes on from; 0 when unknown.
+	From int64
 }
 
 // NotLatestError refuses a request that continues a turn its thread has
-// gone on from (Continuation) and is not a retry of the turn that followed.
+// gone on from (Continuation) when where that turn ended is not known.
 type NotLatestError struct {
 	// Name is the named turn's (Continuation.Name).
 	Name string
@@ -116,21 +121,19 @@ func (e *NotLatestError) Error() string {
 }
 
 // retries says whether a durable turn is a retry of the thread's last turn
-// (retryOf), or, for a request that names the turn it continues (cont),
-// whether it may go on at all: the one rule of "retry or new turn" for
-// every wire.
+// (retryOf), or, for a request that names an earlier turn it continues
+// (cont), whether it may go on from that turn's end: the one rule of
+// "retry or new turn" for every wire. A retry is recognised first, so a
+// retried request that branched attaches to its first attempt.
 func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool, cont *Continuation) (retryKind, error) {
-	if cont == nil || cont.Next == 0 || th == nil {
-		return r.retryOf(th, agentName, turn, nothingNew)
-	}
-	if th.Turn.Seq != cont.Next {
-		return newTurn, &NotLatestError{Name: cont.Name} // gone on by more than the turn it may retry
-	}
 	kind, err := r.retryOf(th, agentName, turn, nothingNew)
-	if err == nil && kind == newTurn {
-		err = &NotLatestError{Name: cont.Name}
+	if err != nil || kind != newTurn || cont == nil || cont.Next == 0 || th == nil {
+		return kind, err
 	}
-	return kind, err
+	if cont.From == 0 {
+		return newTurn, &NotLatestError{Name: cont.Name}
+	}
+	return newTurn, nil // a new branch, from cont.From
 }
 
 // retryOf says whether a durable turn is a retry of the thread's last turn:

@@ -688,7 +688,17 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 			return r.start(ctx, in, tries-1)
 		}
 	}
-	existed, failed := th != nil, th != nil && th.Status == store.Failed
+	// A request continuing an earlier turn goes on from that turn's end:
+	// its conversation is the path to it, and the turn starts a branch
+	// there (BeginRun.From).
+	head := stored
+	from := branchPoint(in, th, stored)
+	if from > 0 {
+		if stored, err = r.Store.MessagesTo(ctx, in.Tenant, in.ThreadID, from); err != nil {
+			return nil, err
+		}
+	}
+	existed, failed := th != nil, th != nil && th.Status == store.Failed && from == 0
 	run.Existed = existed
 	newMsgs, err := x.newInput(stored, in.Messages)
 	if err != nil {
@@ -707,7 +717,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
-		Known: len(stored), Turn: turn, New: th == nil, Expect: expect(th),
+		Known: len(head), From: from, Turn: turn, New: th == nil, Expect: expect(th),
 	})
 	if rip := (*store.RunInProgressError)(nil); errors.As(err, &rip) && rip.Changed && tries > 0 {
 		return r.start(ctx, in, tries-1)
@@ -730,7 +740,10 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	// The conversation as of the lease: what was read, then what BeginRun
 	// read after it (a turn that ended between the first read and BeginRun
 	// is part of it) and the new input.
-	x.msgs = append(stored[:len(stored):len(stored)], begun.Messages...)
+	x.msgs = append(head[:len(head):len(head)], begun.Messages...)
+	if from > 0 {
+		x.msgs = begun.Messages // the path the turn goes on, whole
+	}
 	x.state = begun.State
 	if len(in.State) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so
@@ -749,6 +762,20 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	x.run = run
 	r.spawn(spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
+}
+
+// branchPoint is the message a durable turn goes on from when it continues
+// an earlier turn of the thread (in.Continues with a known end) that is not
+// the end of the conversation (head): 0 when it goes on from the end.
+func branchPoint(in Input, th *store.Thread, head []message.Message) int64 {
+	c := in.Continues
+	if c == nil || c.Next == 0 || c.From == 0 || th == nil {
+		return 0
+	}
+	if n := len(head); n > 0 && head[n-1].Seq == c.From {
+		return 0
+	}
+	return c.From
 }
 
 // enter admits a turn (ErrShuttingDown once Shutdown began) and prepares

@@ -27,9 +27,9 @@ type Input struct {
 	// a request with the key of the thread's last turn is a retry of it.
 	IdempotencyKey string
 	// Continues, when set, is the stored turn the request names as the one
-	// it goes on from (previous_response_id): the engine refuses it
-	// (NotLatestError) unless that turn is the thread's last or the
-	// request retries the turn that followed it.
+	// it goes on from (previous_response_id): a turn that is not the
+	// thread's last is gone on from where it ended, on a new branch
+	// (Continuation).
 	Continues *Continuation
 	// Reports says the caller reports to its client the outcome of a
 	// thread's earlier turn that it told the client waits on a decision

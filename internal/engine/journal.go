@@ -52,12 +52,22 @@ func turnDigest(in Input) (string, error) {
 		StopSequences []string              `json:"stopSequences,omitempty"`
 		Temperature   *float64              `json:"temperature,omitempty"`
 		Format        *model.ResponseFormat `json:"responseFormat,omitempty"`
-	}{in.Agent, in.Messages, in.ClientTools, in.ToolChoice, in.MaxTokens, in.StopSequences, in.Temperature, in.ResponseFormat})
+		Continues     string                `json:"continues,omitempty"`
+	}{in.Agent, in.Messages, in.ClientTools, in.ToolChoice, in.MaxTokens, in.StopSequences, in.Temperature, in.ResponseFormat, continues(in)})
 	if err != nil {
 		return "", fmt.Errorf("digest the turn: %w", err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// continues is the name of the turn in goes on from, "" for none: part of
+// a turn's digest, so a request continuing another turn is not its retry.
+func continues(in Input) string {
+	if in.Continues == nil {
+		return ""
+	}
+	return in.Continues.Name
 }
 
 // journalKey names a turn's journal entry within its tenant: the client's

@@ -149,6 +149,38 @@ func (db *DB) Messages(ctx context.Context, tenant, threadID string) ([]message.
 	return out, nil
 }
 
+// pathToSQL reads the conversation that ends at message $3 of a thread:
+// that message's branch up to it, then its parent's up to the fork, and so
+// on to branch 0.
+const pathToSQL = `WITH RECURSIVE chain(id, upto) AS (
+		SELECT m.branch, m.seq FROM messages m WHERE m.tenant = $1 AND m.thread_id = $2 AND m.seq = $3
+	UNION ALL
+		SELECT b.parent, b.fork_seq FROM branches b JOIN chain c ON b.tenant = $1 AND b.thread_id = $2 AND b.id = c.id
+		WHERE c.id <> 0)
+	SELECT m.seq, m.v, m.json FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto
+	ORDER BY m.seq`
+
+// MessagesTo returns the conversation that ends at message seq of the
+// thread, on whichever branch that message is.
+func (db *DB) MessagesTo(ctx context.Context, tenant, threadID string, seq int64) ([]message.Message, error) {
+	if err := CheckText("messages to", "tenant", tenant, "threadID", threadID); err != nil {
+		return nil, db.invalid(err)
+	}
+	rows, err := db.d.Read().Query(ctx, pathToSQL, tenant, threadID, seq)
+	if err != nil {
+		return nil, db.read("messages to", err)
+	}
+	defer rows.Close()
+	out, err := ScanMessages(rows)
+	if err != nil {
+		return nil, db.read("messages to", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: thread %q has no message %d: %w", db.name, threadID, seq, ErrNotFound)
+	}
+	return out, nil
+}
+
 // lineSQL reads all the messages of a thread that never branched (none
 // for one that did).
 const lineSQL = `SELECT seq, v, json FROM messages WHERE tenant = $1 AND thread_id = $2
@@ -336,8 +368,8 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		case created:
 			convo = numbered(b.Input)
 			return nil
-		case branched:
-			// The conversation is another one now: all of it.
+		case branched || b.From > 0:
+			// The conversation is another one now (or may be): all of it.
 			convo, err = queryMessages(ctx, tx, b.Tenant, b.ThreadID, 0, true)
 			return err
 		}

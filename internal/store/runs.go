@@ -172,12 +172,43 @@ var (
 	stepSQL = `INSERT INTO run_steps (` + stepCols + `) VALUES (` + stepValues(1) + `)`
 	// runHeldSQL records a durable run (its first checkpoint, or its end),
 	// on the condition that it holds the thread.
-	runHeldSQL = `INSERT INTO runs (` + runCols + `)
-		SELECT t.tenant, t.id, t.run_id, t.agent, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::timestamptz, $11::timestamptz
-		FROM threads t WHERE ` + runHeld + runUpsert
+	// It records the run's turn and the conversation's last message as
+	// the run sees it (where the turn ended, once its last run ended).
+	runHeldSQL = `INSERT INTO runs (` + runCols + `, turn_seq, end_seq)
+		SELECT t.tenant, t.id, t.run_id, t.agent, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::timestamptz, $11::timestamptz,
+			t.turn_seq, ` + headTip + `
+		FROM threads t WHERE ` + runHeld + runUpsert + `, turn_seq = excluded.turn_seq, end_seq = excluded.end_seq`
 	// runSQL records a run that holds no thread.
 	runSQL = `INSERT INTO runs (` + runCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)` + runUpsert
 )
+
+// headTip is, on threads t, the sequence number of the last message of
+// the head's conversation: the thread's counter when it never branched,
+// else the head branch's last message, or its fork point when it has none.
+const headTip = `CASE WHEN t.branch_seq = 0 THEN t.message_seq ELSE coalesce(
+		(SELECT max(m.seq) FROM messages m WHERE m.tenant = t.tenant AND m.thread_id = t.id AND m.branch = t.head_branch),
+		(SELECT b.fork_seq FROM branches b WHERE b.tenant = t.tenant AND b.thread_id = t.id AND b.id = t.head_branch), 0) END`
+
+// TurnEnd returns the sequence number of the last message of the turn that
+// began at event seq turnSeq of the thread, as its last run to end left it
+// (on the branch the turn ran on); ErrNotFound when no run of that turn has
+// ended.
+func (db *DB) TurnEnd(ctx context.Context, tenant, threadID string, turnSeq int64) (int64, error) {
+	if err := CheckText("turn end", "tenant", tenant, "threadID", threadID); err != nil {
+		return 0, db.invalid(err)
+	}
+	var end int64
+	err := db.d.Read().QueryRow(ctx, `SELECT end_seq FROM runs
+		WHERE tenant = $1 AND thread_id = $2 AND turn_seq = $3 AND ended_at IS NOT NULL AND end_seq > 0
+		ORDER BY started_at DESC, ended_at DESC LIMIT 1`, tenant, threadID, turnSeq).Scan(&end)
+	if errors.Is(err, ErrNoRows) {
+		return 0, fmt.Errorf("%s: thread %q: no ended run of the turn at %d: %w", db.name, threadID, turnSeq, ErrNotFound)
+	}
+	if err != nil {
+		return 0, db.read("turn end", err)
+	}
+	return end, nil
+}
 
 // runUpsert updates a recorded run with its later record: its status, end
 // and error, and its span once it has one (a run's first record may come

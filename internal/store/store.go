@@ -359,7 +359,7 @@ func (b BeginRun) Admit(cur *Thread) error {
 type Begun struct {
 	Thread
 	// Messages are the thread's messages after the first Known, in order;
-	// for a new thread, Input; after a new branch (Branched), the whole
+	// for a new thread, Input; with From (a new branch or not), the whole
 	// conversation.
 	Messages []message.Message
 	// Branched says BeginRun.From started a new branch.
@@ -547,6 +547,14 @@ type Store interface {
 	ListThreads(ctx context.Context, tenant string, f ThreadFilter) ([]Thread, error)
 	// Messages returns the thread's messages in order.
 	Messages(ctx context.Context, tenant, threadID string) ([]message.Message, error)
+	// MessagesTo returns the conversation that ends at message seq of the
+	// thread (on whichever branch it is), in order; ErrNotFound when the
+	// thread has no such message.
+	MessagesTo(ctx context.Context, tenant, threadID string, seq int64) ([]message.Message, error)
+	// TurnEnd returns where the turn that began at event seq turnSeq
+	// ended: the sequence number of its conversation's last message when
+	// its last run ended; ErrNotFound when none of its runs has ended.
+	TurnEnd(ctx context.Context, tenant, threadID string, turnSeq int64) (int64, error)
 
 	// BeginRun creates the thread if needed and takes its lease, appending
 	// Input. An existing thread must pass Admit (ErrAgentMismatch,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 )
@@ -207,5 +208,71 @@ func testBranchState(t *testing.T, s store.Store) {
 	}
 	if th := getThread(t, s, "t1", "th"); string(th.State) != `{}` {
 		t.Fatalf("the thread's state is %s; want its head's, {}", th.State)
+	}
+}
+
+// endedTurn runs one turn as the engine does (its run recorded at its
+// end), from message from; it returns the turn's sequence number.
+func endedTurn(t *testing.T, s store.Store, thread, run string, now time.Time, from int64, input, answer message.Message) int64 {
+	t.Helper()
+	b, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "t1", ThreadID: thread, Agent: "ag", RunID: run, Owner: "o",
+		Now: now, LeaseUntil: now.Add(time.Minute), Input: []message.Message{input}, From: from,
+		Events: []event.Event{{Type: event.RunStarted, RunID: run}}})
+	if err != nil {
+		t.Fatalf("BeginRun %s (from %d): %v", run, from, err)
+	}
+	checkpoint(t, s, store.Checkpoint{Tenant: "t1", ThreadID: thread, RunID: run, Messages: []message.Message{answer}})
+	end := now.Add(time.Second)
+	if err := s.FinishRun(t.Context(), store.FinishRun{Tenant: "t1", ThreadID: thread, RunID: run, Status: store.Idle, Now: end,
+		Run: &store.RunRecord{Status: "completed", StartedAt: now, EndedAt: &end}}); err != nil {
+		t.Fatalf("FinishRun %s: %v", run, err)
+	}
+	return b.Turn.Seq
+}
+
+// testTurnEnds: each turn's end is where its own conversation stopped,
+// on its branch, whatever came after it on the thread; the conversation
+// up to any message is that message's path.
+func testTurnEnds(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := endedTurn(t, s, "te", "r1", at(0), 0, userMsg("u1", "a"), assistantMsg("a1", "A"))          // 1, 2
+	b := endedTurn(t, s, "te", "r2", at(time.Minute), 0, userMsg("u2", "b"), assistantMsg("a2", "B")) // 3, 4
+	// c goes on from a's end: a branch, whose turn ends at its own answer.
+	aEnd, err := s.TurnEnd(ctx, "t1", "te", a)
+	if err != nil || aEnd != 2 {
+		t.Fatalf("TurnEnd(a) = %d, %v; want 2", aEnd, err)
+	}
+	c := endedTurn(t, s, "te", "r3", at(2*time.Minute), aEnd, userMsg("u3", "c"), assistantMsg("a3", "C")) // 5, 6
+	for _, w := range []struct {
+		name      string
+		turn, end int64
+	}{{"a", a, 2}, {"b", b, 4}, {"c", c, 6}} {
+		got, err := s.TurnEnd(ctx, "t1", "te", w.turn)
+		if err != nil || got != w.end {
+			t.Errorf("TurnEnd(%s) = %d, %v; want %d", w.name, got, err, w.end)
+		}
+	}
+	if _, err := s.TurnEnd(ctx, "t1", "te", c+1000); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("TurnEnd of no turn: %v, want ErrNotFound", err)
+	}
+	if _, err := s.TurnEnd(ctx, "t2", "te", a); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("TurnEnd of another tenant's thread: %v, want ErrNotFound", err)
+	}
+	for seq, want := range map[int64][]string{
+		2: {"u1", "a1"}, 4: {"u1", "a1", "u2", "a2"}, 6: {"u1", "a1", "u3", "a3"}, 5: {"u1", "a1", "u3"},
+	} {
+		ms, err := s.MessagesTo(ctx, "t1", "te", seq)
+		if err != nil || !slices.Equal(msgIDs(ms), want) {
+			t.Errorf("MessagesTo(%d) = %v, %v; want %v", seq, msgIDs(ms), err, want)
+		}
+		if err == nil && ms[len(ms)-1].Seq != seq {
+			t.Errorf("MessagesTo(%d) ends at seq %d", seq, ms[len(ms)-1].Seq)
+		}
+	}
+	if _, err := s.MessagesTo(ctx, "t1", "te", 99); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("MessagesTo an unknown message: %v, want ErrNotFound", err)
+	}
+	if _, err := s.MessagesTo(ctx, "t2", "te", 2); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("MessagesTo on another tenant's thread: %v, want ErrNotFound", err)
 	}
 }

@@ -155,6 +155,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Branches/UnknownMessage", testBranchUnknown},
 		{"Branches/Concurrent", testBranchConcurrent},
 		{"Branches/StateAtTheBranchPoint", testBranchState},
+		{"Branches/TurnEnds", testTurnEnds},
 	}
 	tests = append(tests, controlTests...)
 	for _, tc := range tests {

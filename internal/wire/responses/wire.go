@@ -34,6 +34,7 @@ type Store interface {
 	PutResponse(ctx context.Context, r store.Response) (*store.Response, bool, error)
 	GetResponse(ctx context.Context, tenant, id string) (*store.Response, error)
 	NextResponse(ctx context.Context, tenant, threadID string, seq int64) (*store.Response, error)
+	TurnEnd(ctx context.Context, tenant, threadID string, turnSeq int64) (int64, error)
 	CancelResponse(ctx context.Context, tenant, id string) error
 	DeleteResponse(ctx context.Context, tenant, id string) error
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
@@ -290,10 +291,10 @@ func (t *turn) resolveRefs(ctx context.Context, in *engine.Input) error {
 	return nil
 }
 
-// continues names the response a request continues for the engine, which
-// refuses it unless it is its thread's latest, or the one before a turn
-// this request retries (engine.Continuation): the turn that followed it,
-// by the thread's next response.
+// continues names the response a request continues for the engine
+// (engine.Continuation): the turn that followed it, by the thread's next
+// response, and, when there is one, where its own turn ended, which a new
+// turn goes on from on a new branch.
 func (t *turn) continues(ctx context.Context, prev *store.Response) (*engine.Continuation, error) {
 	c := &engine.Continuation{Name: prev.ID}
 	next, err := t.wr.c.Store.NextResponse(ctx, t.tenant, prev.ThreadID, prev.Seq)
@@ -304,7 +305,11 @@ func (t *turn) continues(ctx context.Context, prev *store.Response) (*engine.Con
 		return nil, err
 	}
 	c.Next = next.Seq
-	return c, nil
+	c.From, err = t.wr.c.Store.TurnEnd(ctx, t.tenant, prev.ThreadID, prev.Seq)
+	if errors.Is(err, store.ErrNotFound) {
+		return c, nil // its turn never ended: it cannot be gone on from
+	}
+	return c, err
 }
 
 // Encoder answers the turn: a stream of events, a background response at
