@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,8 +166,32 @@ func checkClientTool(t *testing.T, env *stacktest.Env, marker, output string) {
 // the client's tool output as the result of its call.
 func TestResponsesOpenAINodeSDK(t *testing.T) {
 	t.Parallel()
-	env := runResponsesClient(t, "responses-openai.mjs", 16, filepath.Join("openai6", "package.json"))
+	env := runResponsesClient(t, "responses-openai.mjs", 18, filepath.Join("openai6", "package.json"))
 	for _, v := range []string{"v6", "v7"} {
+		// Continuing the first response again: the model got that
+		// response's history and the new input, not the discarded turn;
+		// the branch then goes on with its own history.
+		seen := func(prompt string) []string {
+			t.Helper()
+			reqs := upstreamWith(env, prompt)
+			if len(reqs) != 1 {
+				t.Fatalf("%s: want 1 model request for %q, got %d", v, prompt, len(reqs))
+			}
+			var out []string
+			for _, m := range reqs[0].Messages {
+				out = append(out, string(m.Role)+":"+m.Content)
+			}
+			return out
+		}
+		root := []string{"user:" + v + " branch root question", "assistant:echo: " + v + " branch root question"}
+		other := append(slices.Clone(root), "user:"+v+" branch other turn")
+		if got := seen(v + " branch other turn"); !slices.Equal(got, other) {
+			t.Errorf("%s: continuing an older response, the model saw %q; want %q", v, got, other)
+		}
+		on := append(slices.Clone(other), "assistant:echo: "+v+" branch other turn", "user:"+v+" branch goes on")
+		if got := seen(v + " branch goes on"); !slices.Equal(got, on) {
+			t.Errorf("%s: going on from the branch, the model saw %q; want %q", v, got, on)
+		}
 		reqs := upstreamWith(env, v+" recall the code word")
 		if len(reqs) != 1 {
 			t.Fatalf("%s: want 1 model request for the second turn, got %d", v, len(reqs))

@@ -2,7 +2,7 @@
 // Node SDK, both majors pinned in package.json ("openai6" is openai@6 under
 // an npm alias, "openai" is openai@7), as an application would: create
 // (plain and streamed), the responses.stream helper, retrieve, a chain with
-// previous_response_id, a background response resumed with starting_after,
+// previous_response_id (and a branch of it: an older response continued), a background response resumed with starting_after,
 // and a local function tool answered with function_call_output.
 //
 //   node responses-openai.mjs http://127.0.0.1:PORT [agent] [package...]
@@ -86,6 +86,25 @@ function casesFor(client, v) {
       expect(second.output_text === `echo: ${v} recall the code word`, `second ${JSON.stringify(second.output_text)}`);
       expect(second.previous_response_id === first.id, `previous_response_id ${second.previous_response_id}, want ${first.id}`);
       return { first: first.id, second: second.id };
+    },
+    // Regenerate, as a chat app does: a second answer to the first
+    // question, continuing the first response again after the chain went
+    // on. The Go test checks that the model saw the first turn and the new
+    // input only, not the discarded second turn.
+    async previousResponseIdOlder() {
+      const first = await client.responses.create({ model: agent, input: `${v} branch root question` });
+      const second = await client.responses.create({ model: agent, input: `${v} branch discarded turn`, previous_response_id: first.id });
+      const again = await client.responses.create({ model: agent, input: `${v} branch other turn`, previous_response_id: first.id });
+      expect(again.id !== second.id, `continuing the first response again answered the second response ${second.id}`);
+      expect(again.output_text === `echo: ${v} branch other turn`, `again ${JSON.stringify(again.output_text)}`);
+      expect(again.previous_response_id === first.id, `previous_response_id ${again.previous_response_id}, want ${first.id}`);
+      // Each response reads as it was answered; the chain goes on from the
+      // new branch.
+      const kept = await client.responses.retrieve(second.id);
+      expect(textOf(kept) === `echo: ${v} branch discarded turn`, `second read back ${JSON.stringify(textOf(kept))}`);
+      const on = await client.responses.create({ model: agent, input: `${v} branch goes on`, previous_response_id: again.id });
+      expect(on.output_text === `echo: ${v} branch goes on`, `on ${JSON.stringify(on.output_text)}`);
+      return { first: first.id, second: second.id, again: again.id, on: on.id };
     },
     // background: true answers at once, queued or in progress; the full
     // event log replays with retrieve({stream: true}); the final retrieve
