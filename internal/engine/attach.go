@@ -125,8 +125,15 @@ func (e *NotLatestError) Error() string {
 // (cont), whether it may go on from that turn's end: the one rule of
 // "retry or new turn" for every wire. A retry is recognised first, so a
 // retried request that branched attaches to its first attempt.
-func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool, cont *Continuation) (retryKind, error) {
-	kind, err := r.retryOf(th, agentName, turn, nothingNew)
+//
+// regen says a request that brings nothing new (a client naming its
+// messages) leaves out the answer the thread's last turn stored, to have it
+// again (a regenerate, diverge): it attaches to that turn while it runs,
+// and is a new turn once the turn ended. (A request sending the same bytes
+// as the last turn's is its retry within the retry window, regenerate or
+// not: a client regenerates within it with a new Idempotency-Key.)
+func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, nothingNew bool, cont *Continuation, regen bool) (retryKind, error) {
+	kind, err := r.retryOf(th, agentName, turn, nothingNew, regen)
 	if err != nil || kind != newTurn || cont == nil || cont.Next == 0 || th == nil {
 		return kind, err
 	}
@@ -140,7 +147,7 @@ func (r *Runner) retries(th *store.Thread, agentName string, turn store.Turn, no
 // same key (at any time), or, without a key, same input or nothing new
 // while the turn runs or within the retry window after the thread last
 // changed. A known Idempotency-Key sent with another request is an error.
-func (r *Runner) retryOf(th *store.Thread, agentName string, turn store.Turn, nothingNew bool) (retryKind, error) {
+func (r *Runner) retryOf(th *store.Thread, agentName string, turn store.Turn, nothingNew, regen bool) (retryKind, error) {
 	if th == nil || th.Agent != agentName || th.Turn.Seq == 0 {
 		return newTurn, nil
 	}
@@ -167,6 +174,9 @@ func (r *Runner) retryOf(th *store.Thread, agentName string, turn store.Turn, no
 	switch th.Status {
 	case store.Running, store.Queued:
 		return attachRetry, nil // the attempt is still going (or its process died)
+	}
+	if regen && th.Status != store.Failed {
+		return newTurn, nil // the answer again, of a turn that ended: a regenerate
 	}
 	if r.JournalTTL > 0 && !r.Now().After(th.UpdatedAt.Add(r.JournalTTL)) {
 		return ofStatus(), nil

@@ -649,7 +649,15 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 			return run, nil
 		}
 	}
-	kind, rerr := r.retries(th, spec.Name, turn, bringsNothing(stored, in.Messages) && !changesState(th, in.State), in.Continues)
+	// A client sending its whole conversation may leave the stored one at
+	// an earlier message (an edit, a regenerate): the turn then goes on from
+	// there, on a new branch (diverge).
+	d := divergence{sent: in.Messages}
+	if in.History && th != nil && err == nil {
+		d = diverge(stored, in.Messages)
+	}
+	nothingNew := bringsNothing(stored, in.Messages) && !changesState(th, in.State)
+	kind, rerr := r.retries(th, spec.Name, turn, nothingNew, in.Continues, d.regen && nothingNew)
 	switch {
 	case rerr != nil:
 		return nil, rerr
@@ -691,16 +699,22 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	// A request continuing an earlier turn goes on from that turn's end:
 	// its conversation is the path to it, and the turn starts a branch
 	// there (BeginRun.From).
-	head := stored
+	head, sent := stored, d.sent
 	from := branchPoint(in, th, stored)
-	if from > 0 {
+	if from == 0 {
+		from = d.from
+	}
+	switch {
+	case from > 0:
 		if stored, err = r.Store.MessagesTo(ctx, in.Tenant, in.ThreadID, from); err != nil {
 			return nil, err
 		}
+	case from == store.FromStart:
+		stored = nil
 	}
 	existed, failed := th != nil, th != nil && th.Status == store.Failed && from == 0
 	run.Existed = existed
-	newMsgs, err := x.newInput(stored, in.Messages)
+	newMsgs, err := x.newInput(stored, sent)
 	if err != nil {
 		return nil, err
 	}
@@ -708,7 +722,10 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		// A retry of a turn that failed: its input is stored already.
 		newMsgs = nil
 	}
-	if len(newMsgs) == 0 && len(message.PendingCalls(stored)) == 0 && !(failed && endsWithUser(stored)) {
+	// A branch from a message that asks for an answer (a regenerate) brings
+	// no new message and needs none.
+	answers := from != 0 && len(stored) > 0 && stored[len(stored)-1].Role != message.Assistant
+	if len(newMsgs) == 0 && len(message.PendingCalls(stored)) == 0 && !(failed && endsWithUser(stored)) && !answers {
 		return nil, inputError(FieldMessages, "The request holds no new message to answer.")
 	}
 	now := r.Now()
@@ -725,7 +742,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another attempt of this turn may have begun it since the read.
 		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
-			if kind, rerr := r.retries(th, spec.Name, turn, false, in.Continues); rerr != nil {
+			if kind, rerr := r.retries(th, spec.Name, turn, false, in.Continues, false); rerr != nil {
 				return nil, rerr
 			} else if kind == attachRetry {
 				r.attach(in, th, run)
@@ -741,7 +758,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	// read after it (a turn that ended between the first read and BeginRun
 	// is part of it) and the new input.
 	x.msgs = append(head[:len(head):len(head)], begun.Messages...)
-	if from > 0 {
+	if from != 0 {
 		x.msgs = begun.Messages // the path the turn goes on, whole
 	}
 	x.state = begun.State

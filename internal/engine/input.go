@@ -31,6 +31,12 @@ type Input struct {
 	// thread's last is gone on from where it ended, on a new branch
 	// (Continuation).
 	Continues *Continuation
+	// History says the client sends its whole conversation on each request
+	// (Chat Completions and Anthropic Messages on a session, AG-UI): one
+	// that leaves the stored conversation at an earlier message (an edited
+	// message, an answer left out to regenerate it) goes on from the last
+	// message both hold, on a new branch of the thread (diverge).
+	History bool
 	// Reports says the caller reports to its client the outcome of a
 	// thread's earlier turn that it told the client waits on a decision
 	// (MCP: store.Thread.WaitingSeq): a new turn on a thread with such a

@@ -148,7 +148,7 @@ func (r *Runner) continueTurn(ctx context.Context, x *execution, th *store.Threa
 	if errors.Is(err, store.ErrRunInProgress) {
 		// Another retry of the turn was first: follow it.
 		if again, gerr := r.Store.GetThread(ctx, th.Tenant, th.ID); gerr == nil {
-			if kind, _ := r.retries(again, x.spec.Name, again.Turn, false, nil); kind == attachRetry {
+			if kind, _ := r.retries(again, x.spec.Name, again.Turn, false, nil, false); kind == attachRetry {
 				r.attach(x.in, again, run)
 				return nil
 			}

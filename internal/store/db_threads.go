@@ -279,7 +279,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		b.Now = db.now()
 	}
 	state := StateArg(b.State)
-	if b.From > 0 {
+	if b.From != 0 {
 		b.New = false // a branch grows on a thread that exists
 	}
 	if b.New {
@@ -301,7 +301,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 	)
 	err = db.d.Write(ctx, "begin run", func(tx Tx) error {
 		create := func() (bool, error) {
-			if b.From > 0 {
+			if b.From != 0 {
 				return false, fmt.Errorf("thread %q: begin run from message %d: %w", b.ThreadID, b.From, ErrNotFound)
 			}
 			var err error
@@ -368,7 +368,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		case created:
 			convo = numbered(b.Input)
 			return nil
-		case branched || b.From > 0:
+		case branched || b.From != 0:
 			// The conversation is another one now (or may be): all of it.
 			convo, err = queryMessages(ctx, tx, b.Tenant, b.ThreadID, 0, true)
 			return err
@@ -423,32 +423,35 @@ const tipSQL = chainSQL + `
 	JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto`
 
 // branchFrom makes, in BeginRun's transaction (the thread locked), a new
-// head branch growing from message b.From, unless b.From is none or the
-// last message of the conversation already (then the turn simply goes on).
-// branched reports whether it made one.
+// head branch growing from message b.From (FromStart: before the first),
+// unless b.From is none or the last message of the conversation already
+// (then the turn simply goes on). branched reports whether it made one.
 func (db *DB) branchFrom(ctx context.Context, tx Tx, b BeginRun) (branched bool, err error) {
-	if b.From <= 0 {
+	if b.From == 0 {
 		return false, nil
 	}
-	var parent int64
-	err = tx.QueryRow(ctx, `SELECT branch FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq = $3`,
-		b.Tenant, b.ThreadID, b.From).Scan(&parent)
-	if errors.Is(err, ErrNoRows) {
-		return false, fmt.Errorf("thread %q has no message %d to go on from: %w", b.ThreadID, b.From, ErrInvalid)
-	}
-	if err != nil {
-		return false, err
+	var parent, at int64 // a branch from the start grows from branch 0 at 0
+	if b.From != FromStart {
+		at = b.From
+		err = tx.QueryRow(ctx, `SELECT branch FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq = $3`,
+			b.Tenant, b.ThreadID, b.From).Scan(&parent)
+		if errors.Is(err, ErrNoRows) || b.From < 0 {
+			return false, fmt.Errorf("thread %q has no message %d to go on from: %w", b.ThreadID, b.From, ErrInvalid)
+		}
+		if err != nil {
+			return false, err
+		}
 	}
 	var tip int64
 	if err := tx.QueryRow(ctx, tipSQL, b.Tenant, b.ThreadID).Scan(&tip); err != nil {
 		return false, err
 	}
-	if tip == b.From {
+	if tip == at {
 		return false, nil
 	}
 	// The branch starts from the state as it was at b.From.
 	restored := "{}"
-	err = tx.QueryRow(ctx, stateAtSQL, b.Tenant, b.ThreadID, parent, b.From).Scan(&restored)
+	err = tx.QueryRow(ctx, stateAtSQL, b.Tenant, b.ThreadID, parent, at).Scan(&restored)
 	if err != nil && !errors.Is(err, ErrNoRows) {
 		return false, err
 	}
@@ -458,7 +461,7 @@ func (db *DB) branchFrom(ctx context.Context, tx Tx, b BeginRun) (branched bool,
 		return false, err
 	}
 	tx.Queue(`INSERT INTO branches (tenant, thread_id, id, parent, fork_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		b.Tenant, b.ThreadID, id, parent, b.From, b.Now)
+		b.Tenant, b.ThreadID, id, parent, at, b.Now)
 	return true, nil
 }
 

@@ -315,9 +315,10 @@ type BeginRun struct {
 	// creator was first. Only a hint: the outcome is the same either way.
 	New bool
 	// From, when set, is the sequence number of the message the turn goes
-	// on from: when it is not the conversation's last, the turn starts a
-	// new branch there (the thread's new head), in the same transaction,
-	// and Begun.Messages is the whole new conversation.
+	// on from (FromStart: before the first message): when it is not the
+	// conversation's last, the turn starts a new branch there (the thread's
+	// new head), in the same transaction, and Begun.Messages is the whole
+	// new conversation.
 	From int64
 	// Known is how many of the thread's messages the caller holds already
 	// (a conversation it read before; messages are only ever appended):
@@ -351,6 +352,10 @@ func (b BeginRun) Admit(cur *Thread) error {
 	}
 	return nil
 }
+
+// FromStart as BeginRun.From goes on from before a thread's first message:
+// a new branch holding none of its messages (its first one edited).
+const FromStart int64 = -1
 
 // Begun is a run BeginRun started: the thread as the run holds it, and the
 // thread's messages after the first Known, read under the run's lease in

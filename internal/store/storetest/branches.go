@@ -94,11 +94,12 @@ func testBranchFromEarlier(t *testing.T, s store.Store) {
 }
 
 // testBranchFromTip: going on from the conversation's last message is
-// simply the next turn: no branch.
+// simply the next turn: no branch (Begun.Messages, with From, is the whole
+// conversation).
 func testBranchFromTip(t *testing.T, s store.Store) {
 	turn(t, s, "th", "r1", at(0), 0, 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"))
 	b := turn(t, s, "th", "r2", at(time.Minute), 2, 2, userMsg("u2", "more"), assistantMsg("a2", "x"))
-	if b.Branched || b.HeadBranch != 0 || !slices.Equal(msgIDs(b.Messages), []string{"u2"}) {
+	if b.Branched || b.HeadBranch != 0 || !slices.Equal(msgIDs(b.Messages), []string{"u1", "a1", "u2"}) {
 		t.Fatalf("from the last message: branched %v head %d %v; want the line going on", b.Branched, b.HeadBranch, msgIDs(b.Messages))
 	}
 	if bs, err := s.Branches(t.Context(), "t1", "th"); err != nil || len(bs) != 1 {
@@ -274,5 +275,24 @@ func testTurnEnds(t *testing.T, s store.Store) {
 	}
 	if _, err := s.MessagesTo(ctx, "t2", "te", 2); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("MessagesTo on another tenant's thread: %v, want ErrNotFound", err)
+	}
+}
+
+// testBranchFromStart: a turn from before the first message (its first
+// message edited) is a branch holding none of the earlier messages, with
+// the state as it was before any.
+func testBranchFromStart(t *testing.T, s store.Store) {
+	stateTurn(t, s, "fs", "r1", at(0), 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"), `{"n":1}`)
+	b := turn(t, s, "fs", "r2", at(time.Minute), store.FromStart, 2, userMsg("u1b", "hi, edited"), assistantMsg("a1b", "hey"))
+	if !b.Branched || b.HeadBranch != 1 || !slices.Equal(msgIDs(b.Messages), []string{"u1b"}) || string(b.State) != "{}" {
+		t.Fatalf("Begun = branched %v head %d %v state %s; want a new branch holding u1b only, state {}", b.Branched, b.HeadBranch, msgIDs(b.Messages), b.State)
+	}
+	if got := conversation(t, s, "fs"); !slices.Equal(got, []string{"u1b", "a1b"}) {
+		t.Fatalf("conversation after a branch from the start = %v", got)
+	}
+	// The first line is kept: the path to its answer.
+	ms, err := s.MessagesTo(t.Context(), "t1", "fs", 2)
+	if err != nil || !slices.Equal(msgIDs(ms), []string{"u1", "a1"}) {
+		t.Fatalf("MessagesTo(2) = %v, %v", msgIDs(ms), err)
 	}
 }

@@ -156,6 +156,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Branches/Concurrent", testBranchConcurrent},
 		{"Branches/StateAtTheBranchPoint", testBranchState},
 		{"Branches/TurnEnds", testTurnEnds},
+		{"Branches/FromTheStart", testBranchFromStart},
 	}
 	tests = append(tests, controlTests...)
 	for _, tc := range tests {

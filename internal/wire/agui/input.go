@@ -180,7 +180,7 @@ func (in *RunAgentInput) checkIDs() error {
 // DecidedBy are the caller's to fill. A run without a threadId is stateless:
 // frontend tools, state seeding and resume are refused then.
 func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
-	out := engine.Input{Agent: agentName, ThreadID: in.ThreadID, RunID: in.RunID, Resync: true}
+	out := engine.Input{Agent: agentName, ThreadID: in.ThreadID, RunID: in.RunID, Resync: true, History: true}
 	state, err := stateObject(in.State)
 	if err != nil {
 		return out, err

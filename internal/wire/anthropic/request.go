@@ -214,7 +214,7 @@ func (req *Request) thinkingEffort() string {
 // Input maps the request onto a engine.Input (tenant and thread are the
 // caller's to fill).
 func (req *Request) Input() (engine.Input, error) {
-	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences, Collected: !req.Stream,
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, StopSequences: req.StopSequences, Collected: !req.Stream, History: true,
 		ReasoningEffort: req.thinkingEffort()}
 	if req.MaxTokens != nil {
 		in.MaxTokens = *req.MaxTokens

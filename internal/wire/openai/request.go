@@ -121,7 +121,7 @@ func (req *Request) ToolParam(i int) string {
 // Input maps the request onto a engine.Input (tenant and thread are the
 // caller's to fill).
 func (req *Request) Input() (engine.Input, error) {
-	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, Collected: !req.Stream}
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, Collected: !req.Stream, History: true}
 	switch {
 	case req.MaxCompletionTokens != nil:
 		in.MaxTokens = *req.MaxCompletionTokens

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+func seqd(msgs ...message.Message) []message.Message {
+	for i := range msgs {
+		msgs[i].Seq = int64(i + 1)
+	}
+	return msgs
+}
+
+func u(id, text string) message.Message { return message.Message{ID: id, Role: message.User, Content: text} }
+func a(id, text string) message.Message { return message.Message{ID: id, Role: message.Assistant, Content: text} }
+
+// TestDiverge: where a request sending its whole conversation leaves the
+// stored one, by content (no ids) and by id.
+func TestDiverge(t *testing.T) {
+	// u1 a1 (a server tool's call and result) a1' u2 a2: seqs 1..7.
+	stored := seqd(u("u1", "hi"), a("a1", "hello"),
+		message.Message{ID: "c1", Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "k", Name: "get_weather"}}},
+		message.Message{ID: "r1", Role: message.Tool, ToolCallID: "k", Content: "sunny"},
+		a("a1b", "it is sunny"), u("u2", "more"), a("a2", "x"))
+	noID := func(ms ...message.Message) []message.Message {
+		for i := range ms {
+			ms[i].ID = ""
+		}
+		return ms
+	}
+	sys := message.Message{Role: message.System, Content: "be brief"}
+	for _, c := range []struct {
+		name  string
+		sent  []message.Message
+		from  int64
+		regen bool
+		sentN int // -1: the request as sent
+	}{
+		{"the conversation and a new message", noID(sys, u("", "hi"), a("", "hello it is sunny"), u("", "more"), a("", "x"), u("", "next")), 0, false, -1},
+		{"a new message only", noID(u("", "next")), 0, false, -1},
+		{"the last answer left out", noID(sys, u("", "hi"), a("", "hello it is sunny"), u("", "more")), 6, true, 0},
+		{"the last user message edited", noID(u("", "hi"), a("", "hello it is sunny"), u("", "more, edited")), 5, false, 1},
+		{"the first user message edited, with history", noID(u("", "hi!"), a("", "hello"), u("", "more")), store.FromStart, false, 3},
+		{"the first question again, later turns left out", noID(u("", "hi"), a("", "?"), u("", "other")), 5, false, 1},
+		{"the whole conversation, nothing new", noID(u("", "hi"), a("", "hello"), u("", "more"), a("", "x")), 0, false, -1},
+		{"by id: the whole conversation and more", []message.Message{u("u1", "hi"), a("a1", ""), stored[2], stored[3], a("a1b", ""), u("u2", "more"), a("a2", ""), u("u3", "new")}, 0, false, -1},
+		{"by id: only the new message", []message.Message{u("u3", "new")}, 0, false, -1},
+		{"by id: the last answer left out", []message.Message{u("u1", "hi"), a("a1", ""), stored[2], stored[3], a("a1b", ""), u("u2", "more")}, 6, true, -1},
+		{"by id: an earlier message edited", []message.Message{u("u1", "hi"), a("a1", ""), stored[2], stored[3], a("a1b", ""), u("u2", "changed")}, 5, false, -1},
+		{"by id: a new message after an earlier point", []message.Message{u("u1", "hi"), a("a1", ""), stored[2], stored[3], a("a1b", ""), u("u9", "instead")}, 5, false, -1},
+		{"by id: the first message edited", []message.Message{u("u1", "hello?")}, store.FromStart, false, -1},
+		{"by id: a message skipped in the middle", []message.Message{u("u1", "hi"), a("a1b", ""), u("u2", "more"), a("a2", ""), u("u3", "new")}, 0, false, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := diverge(stored, c.sent)
+			if d.from != c.from || d.regen != c.regen {
+				t.Fatalf("diverge = from %d regen %v; want from %d regen %v", d.from, d.regen, c.from, c.regen)
+			}
+			want := len(c.sent)
+			if c.sentN >= 0 {
+				want = c.sentN
+			}
+			if len(d.sent) != want {
+				t.Fatalf("diverge kept %d of the request's messages as its input, want %d: %+v", len(d.sent), want, d.sent)
+			}
+		})
+	}
+}
