@@ -434,6 +434,6 @@ func threadsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show)
+	cmd.AddCommand(list, show, branchesCmd(&c), forkCmd(&c), headCmd(&c))
 	return cmd
 }
