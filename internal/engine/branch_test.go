@@ -14,8 +14,12 @@ func seqd(msgs ...message.Message) []message.Message {
 	return msgs
 }
 
-func u(id, text string) message.Message { return message.Message{ID: id, Role: message.User, Content: text} }
-func a(id, text string) message.Message { return message.Message{ID: id, Role: message.Assistant, Content: text} }
+func u(id, text string) message.Message {
+	return message.Message{ID: id, Role: message.User, Content: text}
+}
+func a(id, text string) message.Message {
+	return message.Message{ID: id, Role: message.Assistant, Content: text}
+}
 
 // TestDiverge: where a request sending its whole conversation leaves the
 // stored one, by content (no ids) and by id.

@@ -236,7 +236,7 @@ func endedTurn(t *testing.T, s store.Store, thread, run string, now time.Time, f
 // up to any message is that message's path.
 func testTurnEnds(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	a := endedTurn(t, s, "te", "r1", at(0), 0, userMsg("u1", "a"), assistantMsg("a1", "A"))          // 1, 2
+	a := endedTurn(t, s, "te", "r1", at(0), 0, userMsg("u1", "a"), assistantMsg("a1", "A"))           // 1, 2
 	b := endedTurn(t, s, "te", "r2", at(time.Minute), 0, userMsg("u2", "b"), assistantMsg("a2", "B")) // 3, 4
 	// c goes on from a's end: a branch, whose turn ends at its own answer.
 	aEnd, err := s.TurnEnd(ctx, "t1", "te", a)
