@@ -246,6 +246,10 @@ func leaseWait(err error) time.Duration {
 	return max(1, secs) * time.Second
 }
 
+// CodeThreadExists is the code of a fork onto a thread id the tenant has
+// (409).
+const CodeThreadExists = "thread_exists"
+
 // CodeBudgetExceeded is the code of a turn refused, or a run stopped, by a
 // spent budget (429).
 const CodeBudgetExceeded = "budget_exceeded"
@@ -337,6 +341,10 @@ func mapError(err error) *Error {
 		e := New(Conflict, "run_in_progress", "A run is already in progress on this session. Wait for it to finish before sending a new message.")
 		e.Kind = InvalidRequest
 		e.RetryAfter = leaseWait(err)
+		return e
+	case errors.Is(err, store.ErrThreadExists):
+		e := New(Conflict, CodeThreadExists, "A thread with this id exists already: choose another threadId, or omit it for a new one.")
+		e.NoRetry, e.Err = true, err
 		return e
 	case errors.Is(err, store.ErrAgentMismatch):
 		return Invalid("model", "This session belongs to another agent.")

@@ -16,7 +16,6 @@ import (
 	"github.com/stackbone/stackbone/internal/decision"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
-	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
@@ -383,38 +382,31 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	return httpjson.Write(w, http.StatusOK, List[store.Thread]{Object: "list", Data: items})
 }
 
-// ThreadView is a thread with its conversation and pending decisions.
+// ThreadView is a thread with its conversation along one branch (the
+// head unless ?branch= names another) and its pending decisions.
 type ThreadView struct {
 	store.Thread
-	Messages []message.Message `json:"messages"`
+	// Branch is the branch whose path Messages are.
+	Branch   int64             `json:"branch"`
+	Messages SeqMessages       `json:"messages"`
 	Pending  []store.Interrupt `json:"pending"`
 }
 
 func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
-	tenant := PrincipalFrom(r.Context()).Tenant
+	branch, ok, err := branchParam(r)
+	if err != nil {
+		return err
+	}
 	id := r.PathValue("id")
-	th, err := s.Store.GetThread(r.Context(), tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No thread has the id %q.", id))
+	th, err := s.Store.GetThread(r.Context(), PrincipalFrom(r.Context()).Tenant, id)
+	if err != nil {
+		return threadErr(err, id, "")
 	}
+	view, err := s.threadView(r, th, branch, ok)
 	if err != nil {
 		return err
 	}
-	msgs, err := s.Store.Messages(r.Context(), tenant, id)
-	if err != nil {
-		return err
-	}
-	pending, err := s.Store.ListInterrupts(r.Context(), tenant, store.InterruptFilter{ThreadID: id, Status: store.Pending})
-	if err != nil {
-		return err
-	}
-	if msgs == nil {
-		msgs = []message.Message{}
-	}
-	if pending == nil {
-		pending = []store.Interrupt{}
-	}
-	return httpjson.Write(w, http.StatusOK, ThreadView{Thread: *th, Messages: msgs, Pending: pending})
+	return httpjson.Write(w, http.StatusOK, view)
 }
 
 // threadEvents streams a thread's events: the stored ones after Last-Event-ID

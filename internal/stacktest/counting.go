@@ -145,6 +145,18 @@ func (cw *CountingStore) Messages(ctx context.Context, tenant string, threadID s
 	return cw.Store.Messages(ctx, tenant, threadID)
 }
 
+// SetHead counts and passes the call on.
+func (cw *CountingStore) SetHead(ctx context.Context, h store.SetHead) (*store.Thread, error) {
+	cw.count("SetHead")
+	return cw.Store.SetHead(ctx, h)
+}
+
+// Fork counts and passes the call on.
+func (cw *CountingStore) Fork(ctx context.Context, f store.Fork) (*store.Thread, error) {
+	cw.count("Fork")
+	return cw.Store.Fork(ctx, f)
+}
+
 func (cw *CountingStore) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
 	cw.count("BeginRun")
 	return cw.Store.BeginRun(ctx, b)

@@ -50,13 +50,12 @@ func (db *DB) GetMessage(ctx context.Context, tenant, id string) (*message.Messa
 	if err := CheckText("get message", "tenant", tenant, "id", id); err != nil {
 		return nil, db.invalid(err)
 	}
-	lit, err := json.Marshal(id)
+	like, err := messageIDLike(id)
 	if err != nil {
 		return nil, db.invalid(err)
 	}
-	prefix := likeEscaper.Replace(`{"id":` + string(lit))
 	rows, err := db.d.Read().Query(ctx, `SELECT seq, v, json FROM messages WHERE tenant = $1 AND json::text LIKE $2 ESCAPE '\' LIMIT 64`,
-		tenant, prefix+"%")
+		tenant, like)
 	if err != nil {
 		return nil, db.read("get message", err)
 	}
@@ -71,6 +70,16 @@ func (db *DB) GetMessage(ctx context.Context, tenant, id string) (*message.Messa
 		}
 	}
 	return nil, fmt.Errorf("%s: message %q: %w", db.name, id, ErrNotFound)
+}
+
+// messageIDLike is the LIKE pattern (ESCAPE '\') of the stored text of
+// messages with the given id: a message's JSON begins with its id.
+func messageIDLike(id string) (string, error) {
+	lit, err := json.Marshal(id)
+	if err != nil {
+		return "", err
+	}
+	return likeEscaper.Replace(`{"id":`+string(lit)) + "%", nil
 }
 
 // likeEscaper escapes LIKE's wildcards (ESCAPE '\').

@@ -18,20 +18,35 @@ const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lea
 // first $3 (its sequence numbers are then its conversation's positions).
 const linearSQL = `SELECT seq, v, json FROM messages WHERE tenant = $1 AND thread_id = $2 AND seq > $3 ORDER BY seq`
 
-// chainSQL is the chain of segments a thread's conversation is made of:
-// the head branch's messages (id, up to any seq), then its parent's up to
-// the fork, and so on to branch 0.
-const chainSQL = `WITH RECURSIVE chain(id, upto) AS (
-		SELECT t.head_branch, 9223372036854775807 FROM threads t WHERE t.tenant = $1 AND t.id = $2
+// chainStep is the recursive step of a chain of segments: from a
+// segment's branch to its parent's, up to the fork, and so on to branch 0.
+const chainStep = `
 	UNION ALL
 		SELECT b.parent, b.fork_seq FROM branches b JOIN chain c ON b.tenant = $1 AND b.thread_id = $2 AND b.id = c.id
 		WHERE c.id <> 0)`
 
-// pathAllSQL reads a thread's whole conversation (the head's path), in
-// order: for a thread that never branched, one range of its messages.
-const pathAllSQL = chainSQL + `
+// chainSQL is the chain of segments a thread's conversation is made of:
+// the head branch's messages (id, up to any seq), then its parent's up to
+// the fork, and so on to branch 0.
+const chainSQL = `WITH RECURSIVE chain(id, upto) AS (
+		SELECT t.head_branch, 9223372036854775807 FROM threads t WHERE t.tenant = $1 AND t.id = $2` + chainStep
+
+// chainFromSQL is chainSQL starting from branch $3 up to message $4
+// instead of the head: the path of any branch, or of any message.
+const chainFromSQL = `WITH RECURSIVE chain(id, upto) AS (
+		SELECT $3::bigint, $4::bigint` + chainStep
+
+// endless is the upto of a chain that reads a branch to its end.
+const endless = 9223372036854775807
+
+// pathRowsSQL reads, after a chain, the messages on its segments in order.
+const pathRowsSQL = `
 	SELECT m.seq, m.v, m.json FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto
 	ORDER BY m.seq`
+
+// pathAllSQL reads a thread's whole conversation (the head's path), in
+// order: for a thread that never branched, one range of its messages.
+const pathAllSQL = chainSQL + pathRowsSQL
 
 // pathSQL reads a thread's conversation (the head's path) after its first
 // $3 messages, in order.
@@ -307,7 +322,11 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			th, err = scanThread(tx.QueryRow(ctx, beginUpdateSQL,
 				b.Tenant, b.ThreadID, b.RunID, b.Owner, TimeArg(b.LeaseUntil), b.Now, state, FormatVersion, len(msgs), len(evs),
 				OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest, b.Continue), &msgSeq, &evSeq)
-			if err == nil && state != nil {
+			switch {
+			case err != nil || state == nil:
+			case len(msgs) == 0:
+				tx.Queue(stateVersionTipSQL, b.Tenant, b.ThreadID, FormatVersion, state)
+			default:
 				tx.Queue(stateVersionSQL, b.Tenant, b.ThreadID, th.HeadBranch, msgSeq, FormatVersion, state)
 			}
 			return err == nil, err
@@ -367,22 +386,36 @@ const stateVersionSQL = `INSERT INTO state_versions (tenant, thread_id, branch, 
 	VALUES ($1, $2, $3, $4, $5, $6::json)
 	ON CONFLICT (tenant, thread_id, branch, seq) DO UPDATE SET v = excluded.v, json = excluded.json`
 
-// stateVersionHeldSQL is stateVersionSQL for a checkpoint: at the thread's
-// counter plus its $4 messages, on its head branch, conditional on run $3
+// stateVersionHeldSQL is stateVersionSQL for a checkpoint: at the last of
+// its $4 messages (the thread's counter plus $4), or at the head's tip when
+// it appends none (the head may be a line the thread switched back to, whose
+// tip is not the counter), on its head branch, conditional on run $3
 // holding the thread.
 const stateVersionHeldSQL = `INSERT INTO state_versions (tenant, thread_id, branch, seq, v, json)
-	SELECT t.tenant, t.id, t.head_branch, t.message_seq + $4::bigint, $5::integer, $6::json FROM threads t WHERE ` + runHeld + `
+	SELECT t.tenant, t.id, t.head_branch, CASE WHEN $4::bigint > 0 THEN t.message_seq + $4::bigint ELSE ` + headTipSQL + ` END,
+		$5::integer, $6::json FROM threads t WHERE ` + runHeld + `
 	ON CONFLICT (tenant, thread_id, branch, seq) DO UPDATE SET v = excluded.v, json = excluded.json`
+
+// stateVersionTipSQL is stateVersionSQL at the head's tip of thread $2
+// (a write that appends no message).
+const stateVersionTipSQL = `INSERT INTO state_versions (tenant, thread_id, branch, seq, v, json)
+	SELECT t.tenant, t.id, t.head_branch, ` + headTipSQL + `, $3::integer, $4::json FROM threads t WHERE t.tenant = $1 AND t.id = $2
+	ON CONFLICT (tenant, thread_id, branch, seq) DO UPDATE SET v = excluded.v, json = excluded.json`
+
+// headTipSQL is, on threads t, the sequence number of the last message of
+// the head's path: the head's own last, else its fork (0: none).
+const headTipSQL = `coalesce(
+		(SELECT max(m.seq) FROM messages m WHERE m.tenant = t.tenant AND m.thread_id = t.id AND m.branch = t.head_branch),
+		(SELECT b.fork_seq FROM branches b WHERE b.tenant = t.tenant AND b.thread_id = t.id AND b.id = t.head_branch), 0)`
 
 // stateAtSQL is the state as it was at message $4 of branch $3: the
 // latest version at or before it along that message's path.
-const stateAtSQL = `WITH RECURSIVE chain(id, upto) AS (
-		SELECT $3::bigint, $4::bigint
-	UNION ALL
-		SELECT b.parent, b.fork_seq FROM branches b JOIN chain c ON b.tenant = $1 AND b.thread_id = $2 AND b.id = c.id
-		WHERE c.id <> 0)
+// Of two versions at one seq (a branch's own, kept at its fork while it
+// has no message yet, and its parent's), the branch's is the later: a
+// branch's id is greater than its parent's.
+const stateAtSQL = chainFromSQL + `
 	SELECT s.json::text FROM state_versions s JOIN chain c ON s.tenant = $1 AND s.thread_id = $2 AND s.branch = c.id AND s.seq <= c.upto
-	ORDER BY s.seq DESC LIMIT 1`
+	ORDER BY s.seq DESC, s.branch DESC LIMIT 1`
 
 // tipSQL is the sequence number of the last message of a thread's
 // conversation (0: none).
@@ -428,39 +461,6 @@ func (db *DB) branchFrom(ctx context.Context, tx Tx, b BeginRun) (branched bool,
 	tx.Queue(`INSERT INTO branches (tenant, thread_id, id, parent, fork_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
 		b.Tenant, b.ThreadID, id, parent, b.From, b.Now)
 	return true, nil
-}
-
-// Branch is one line of a thread's conversation: it grows from message
-// ForkSeq of branch Parent (branch 0, the first line, from none).
-type Branch struct {
-	ID, Parent, ForkSeq int64
-	CreatedAt           time.Time
-}
-
-// Branches lists a thread's branches, the first line (0) first.
-func (db *DB) Branches(ctx context.Context, tenant, threadID string) ([]Branch, error) {
-	if err := CheckText("branches", "tenant", tenant, "threadID", threadID); err != nil {
-		return nil, db.invalid(err)
-	}
-	th, err := db.GetThread(ctx, tenant, threadID)
-	if err != nil {
-		return nil, err
-	}
-	out := []Branch{{CreatedAt: th.CreatedAt}}
-	rows, err := db.d.Read().Query(ctx, `SELECT id, parent, fork_seq, created_at FROM branches
-		WHERE tenant = $1 AND thread_id = $2 ORDER BY id`, tenant, threadID)
-	if err != nil {
-		return nil, db.read("branches", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var b Branch
-		if err := rows.Scan(&b.ID, &b.Parent, &b.ForkSeq, ScanTime(&b.CreatedAt)); err != nil {
-			return nil, db.read("branches", err)
-		}
-		out = append(out, b)
-	}
-	return out, db.read("branches", rows.Err())
 }
 
 // Claim takes a Queued thread, or a Running one whose lease expired before

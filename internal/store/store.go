@@ -535,8 +535,39 @@ type Store interface {
 	NotifyOnce(ctx context.Context, n Notice) error
 	// LastRun returns a thread's latest run (nil: none).
 	LastRun(ctx context.Context, tenant, threadID string) (*RunRecord, error)
-	// Branches lists a thread's branches.
+	// Branches lists a thread's branches with their tips, the first line
+	// (0) first, then by id; ErrNotFound for an unknown (or foreign)
+	// thread.
 	Branches(ctx context.Context, tenant, threadID string) ([]Branch, error)
+	// BranchPath returns a branch's conversation (its own messages after
+	// its parent's path up to its fork), in order: ErrNotFound for an
+	// unknown thread, a *MissingError (What "branch") for an unknown
+	// branch of one.
+	BranchPath(ctx context.Context, tenant, threadID string, branch int64) ([]message.Message, error)
+	// FindMessage places the thread's message with the given id (its seq
+	// and branch): ErrNotFound for an unknown thread, a *MissingError
+	// (What "message") for an unknown message of one.
+	FindMessage(ctx context.Context, tenant, threadID, id string) (*MessageRef, error)
+	// StateAt returns the thread's state as it was right after message seq
+	// on its branch: the latest version at or before it along its path,
+	// {} when there is none. Errors as FindMessage's.
+	StateAt(ctx context.Context, tenant, threadID string, seq int64) (json.RawMessage, error)
+	// SetHead switches the head in one transaction that locks the thread
+	// row: to h.Branch, or (h.At set) to the branch whose tip is message
+	// h.At, a new empty branch forking there when none is. The thread's
+	// state becomes the state at the new head's tip. Refused, changing
+	// nothing: ErrRunInProgress while a run holds the thread (or a resume
+	// or recovery is due), ErrApprovalPending while a decision is pending,
+	// *MissingError for an unknown branch or message, ErrNotFound for an
+	// unknown thread.
+	SetHead(ctx context.Context, h SetHead) (*Thread, error)
+	// Fork creates an idle thread f.NewID of the same agent holding a copy
+	// of the path up to message f.At (all of the head's when 0),
+	// renumbered from 1 with ids kept, and the state there as its state
+	// and first state version, in one transaction. A taken id is
+	// ErrThreadExists, an unknown message a *MissingError, an unknown
+	// thread ErrNotFound.
+	Fork(ctx context.Context, f Fork) (*Thread, error)
 	// GetRun returns a run with its steps, or ErrNotFound.
 	GetRun(ctx context.Context, tenant, id string) (*RunDetail, error)
 	// DailyUsage sums the tenant's model calls from a UTC day on, from

@@ -157,6 +157,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Branches/StateAtTheBranchPoint", testBranchState},
 	}
 	tests = append(tests, controlTests...)
+	tests = append(tests, branchAPITests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
