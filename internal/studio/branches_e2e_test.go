@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +271,33 @@ func TestThreadBranchesForApprover(t *testing.T) {
 	p.click(msgSel("msg_a1") + ` button[data-action="state"]`)
 	p.waitText("#state-note", "after message 2 (Assistant)")
 	p.waitText("#state", `"Lisbon"`)
+}
+
+// TestBranchForksLayout checks branches.js's forks on a deeper tree (the
+// one storetest's testBranchFromEarlier builds): branch 1 from seq 2,
+// branch 2 from seq 4 of the first line, branch 3 from seq 6 of branch 1;
+// the head is branch 3. Each row: the branch viewed and its path's seqs,
+// then each fork on it as "seq:current/alternatives:shown-branches".
+func TestBranchForksLayout(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	p := newPage(t)
+	p.open(env.URL + "/studio/")
+	branches := `[{"id":0,"parent":0,"forkSeq":0},{"id":1,"parent":0,"forkSeq":2},{"id":2,"parent":0,"forkSeq":4},{"id":3,"parent":1,"forkSeq":6}]`
+	for _, c := range []struct {
+		viewed int
+		seqs   string
+		want   string
+	}{
+		{3, "[1,2,5,6,11,12]", "2:2/2:0,3 6:2/2:1,3"},
+		{0, "[1,2,3,4]", "2:1/2:0,3 4:1/2:0,2"},
+		{2, "[1,2,3,4,9,10]", "2:1/2:2,3 4:2/2:0,2"},
+		{1, "[1,2,5,6,7,8]", "2:2/2:0,1 6:1/2:1,3"},
+	} {
+		got := eval[string](p, `import('/studio/branches.js').then((m) => m.forks(`+branches+`, `+strconv.Itoa(c.viewed)+`, 3, `+c.seqs+`)
+		  .map((f) => f.seq + ':' + (f.current + 1) + '/' + f.alts.length + ':' + f.alts.map((a) => a.show).join(',')).join(' '))`)
+		if got != c.want {
+			t.Errorf("viewing branch %d: forks %q; want %q", c.viewed, got, c.want)
+		}
+	}
 }

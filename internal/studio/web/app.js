@@ -709,8 +709,13 @@ function jsonTree(value, key, depth = 0) {
   return h('span', { class: 'leaf' }, label, label ? ': ' : '', h('span', { class: `v-${cls}` }, JSON.stringify(value)));
 }
 
+// roleName is how the page names a message's role.
+function roleName(m) {
+  return { user: 'User', assistant: 'Assistant', tool: 'Tool result', system: 'System' }[m.role] || m.role;
+}
+
 function messageEl(m) {
-  const who = { user: 'User', assistant: 'Assistant', tool: 'Tool result', system: 'System' }[m.role] || m.role;
+  const who = roleName(m);
   const children = [];
   if (m.content) {
     children.push(m.role === 'tool'
@@ -780,10 +785,6 @@ function canTurn() {
   return app.session?.role !== 'approver';
 }
 
-function roleName(m) {
-  return { user: 'User', assistant: 'Assistant', tool: 'Tool result', system: 'System' }[m.role] || m.role;
-}
-
 // branchSwitch is the "‹ 2 / 3 ›" switcher of a fork: the lines that part
 // after one message, the one shown, and whether the head lies that way.
 function branchSwitch(fork, where, go) {
@@ -795,7 +796,7 @@ function branchSwitch(fork, where, go) {
     'data-branch': cur.branch },
   h('button', { type: 'button', class: 'ghost', 'data-action': 'prev-branch', disabled: i === 0,
     'aria-label': i > 0 ? `Previous branch (${alt(i - 1)})` : 'Previous branch (none)', onclick: () => go(fork, i - 1, 'prev-branch') }, '‹'),
-  h('span', { class: 'branch-pos', 'aria-label': `branch ${alt(i)}` }, `${i + 1} / ${n}`),
+  h('span', { class: 'branch-pos' }, `${i + 1} / ${n}`, h('span', { class: 'sr-only' }, `: branch ${alt(i)} shown`)),
   h('button', { type: 'button', class: 'ghost', 'data-action': 'next-branch', disabled: i === n - 1,
     'aria-label': i < n - 1 ? `Next branch (${alt(i + 1)})` : 'Next branch (none)', onclick: () => go(fork, i + 1, 'next-branch') }, '›'),
   cur.head ? h('span', { class: 'badge head-mark', title: 'The head lies this way: new turns go on along this line.' }, 'head') : null);
