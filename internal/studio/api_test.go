@@ -49,7 +49,7 @@ func TestStudioServedOfflineFromTheBinary(t *testing.T) {
 	// Every asset the page references is served from the binary, and none
 	// reaches for the network (no CDN, no web fonts).
 	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/`)
-	for _, p := range []string{"index.html", "app.js", "schema.js", "charts.js", "style.css", "favicon.svg"} {
+	for _, p := range []string{"index.html", "app.js", "schema.js", "charts.js", "branches.js", "style.css", "favicon.svg"} {
 		r := do(t, "GET", env.URL+"/studio/"+p, "")
 		if r.status != 200 || len(r.body) == 0 {
 			t.Fatalf("%s: %d", p, r.status)

@@ -2,6 +2,7 @@
 // Every value from the server goes into the page as text (never as HTML).
 import { validate, describe } from './schema.js';
 import { fmtInt, fmtTokens, fmtUSD, costText, fmtMs, niceMax, runChain, waterfall, days, dayKey } from './charts.js';
+import { forks } from './branches.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const main = $('#main');
@@ -708,8 +709,13 @@ function jsonTree(value, key, depth = 0) {
   return h('span', { class: 'leaf' }, label, label ? ': ' : '', h('span', { class: `v-${cls}` }, JSON.stringify(value)));
 }
 
+// roleName is how the page names a message's role.
+function roleName(m) {
+  return { user: 'User', assistant: 'Assistant', tool: 'Tool result', system: 'System' }[m.role] || m.role;
+}
+
 function messageEl(m) {
-  const who = { user: 'User', assistant: 'Assistant', tool: 'Tool result', system: 'System' }[m.role] || m.role;
+  const who = roleName(m);
   const children = [];
   if (m.content) {
     children.push(m.role === 'tool'
@@ -756,56 +762,356 @@ function eventSummary(e) {
   }
 }
 
+// threadQuery replaces some of the thread page's query parameters (branch,
+// run) in the URL without routing again; null removes one.
+function threadQuery(threadId, changes) {
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === null || v === undefined) q.delete(k); else q.set(k, String(v));
+  }
+  const qs = q.toString();
+  history.replaceState(null, '', threadHref(threadId) + (qs ? '?' + qs : ''));
+}
+
+// branchParam reads ?branch=N: a branch id, or null for the head.
+function branchParam(params) {
+  const v = params.get('branch');
+  return v !== null && /^\d+$/.test(v) ? Number(v) : null;
+}
+
+// canTurn says whether the signed-in key may start turns (fork and rewind
+// need that, as a chat request does); an approver key cannot.
+function canTurn() {
+  return app.session?.role !== 'approver';
+}
+
+// branchSwitch is the "‹ 2 / 3 ›" switcher of a fork: the lines that part
+// after one message, the one shown, and whether the head lies that way.
+function branchSwitch(fork, where, go) {
+  const n = fork.alts.length;
+  const i = fork.current;
+  const alt = (j) => `${j + 1} of ${n}${fork.alts[j].head ? ', towards the head' : ''}`;
+  const cur = fork.alts[i];
+  return h('span', { class: 'branch-switch', role: 'group', 'aria-label': `Branches ${where}`, 'data-fork': fork.seq,
+    'data-branch': cur.branch },
+  h('button', { type: 'button', class: 'ghost', 'data-action': 'prev-branch', disabled: i === 0,
+    'aria-label': i > 0 ? `Previous branch (${alt(i - 1)})` : 'Previous branch (none)', onclick: () => go(fork, i - 1, 'prev-branch') }, '‹'),
+  h('span', { class: 'branch-pos' }, `${i + 1} / ${n}`, h('span', { class: 'sr-only' }, `: branch ${alt(i)} shown`)),
+  h('button', { type: 'button', class: 'ghost', 'data-action': 'next-branch', disabled: i === n - 1,
+    'aria-label': i < n - 1 ? `Next branch (${alt(i + 1)})` : 'Next branch (none)', onclick: () => go(fork, i + 1, 'next-branch') }, '›'),
+  cur.head ? h('span', { class: 'badge head-mark', title: 'The head lies this way: new turns go on along this line.' }, 'head') : null);
+}
+
+// forkLabel names a branch's fork point by its place in the conversation
+// shown ("3"), or by its sequence number when it is not shown ("#7").
+function forkLabel(visible, seq) {
+  const i = visible.findIndex((m) => m.seq === seq);
+  return i >= 0 ? String(i + 1) : `#${seq}`;
+}
+
 function threadView(id, params = new URLSearchParams()) {
   const title = h('h1', { id: 'thread-h', tabindex: '-1' }, 'Thread ', h('code', {}, id));
   const meta = h('p', { class: 'meta', id: 'thread-meta' });
   const pendingList = h('div', { class: 'cards' });
   const pendingSec = h('section', { class: 'pending', id: 'thread-pending', hidden: true, 'aria-labelledby': 'pending-h' },
     h('h2', { id: 'pending-h' }, 'Waiting for your decision'), pendingList);
+  const branchBar = h('div', { class: 'branch-bar', id: 'branch-bar', hidden: true });
   const messages = h('ol', { class: 'messages', id: 'messages' });
   const streaming = h('div', { class: 'streaming', id: 'streaming', 'aria-live': 'polite' });
+  const stateNote = h('div', { class: 'state-note', id: 'state-note', hidden: true });
   const stateBox = h('div', { class: 'state', id: 'state' });
   const timeline = h('ol', { class: 'timeline', id: 'timeline' });
   const error = h('p', { class: 'error', role: 'alert', hidden: true });
   const liveNote = h('span', { class: 'muted', id: 'events-status' }, 'connecting…');
   const runs = runsSection(id, params.get('run'));
+  const path = '/v1/threads/' + encodeURIComponent(id);
 
   main.replaceChildren(h('section', { 'aria-labelledby': 'thread-h' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/threads' }, 'Threads'), ' / ', id),
     title, meta, error, pendingSec,
     h('div', { class: 'thread-grid' },
-      h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), messages, streaming),
+      h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), branchBar, messages, streaming),
       h('aside', { class: 'side' },
-        h('section', { 'aria-labelledby': 'state-h' }, h('h2', { id: 'state-h' }, 'State'), stateBox),
+        h('section', { 'aria-labelledby': 'state-h', id: 'state-section' }, h('h2', { id: 'state-h' }, 'State'), stateNote, stateBox),
         h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, 'Timeline ', liveNote), timeline))),
     runs.el));
 
+  // What the page shows: a branch (null: the head), and the state after
+  // one message ({at, label, res}) instead of the current state.
+  let viewBranch = branchParam(params);
+  let past = null;
   let seq = 0;
-  let stateJSON = null;
+  let drawnKey = null;
+  let stateKey = null;
+  let openRewind = null; // the message whose rewind asks to be confirmed
+  let last = null; // {t, branches, head, shown}
+
+  // show switches the page to branch b (null: the head) and loads it.
+  function show(b, focus) {
+    viewBranch = b;
+    past = null;
+    openRewind = null;
+    threadQuery(id, { branch: b });
+    refresh().then(() => focus?.());
+  }
+
+  function goAlt(fork, j, action) {
+    const alt = fork.alts[j];
+    show(alt.show === last?.head ? null : alt.show, () => {
+      const sw = messages.querySelector(`.branch-switch[data-fork="${fork.seq}"]`);
+      const b = sw?.querySelector(`button[data-action="${action}"]:not([disabled])`) || sw?.querySelector('button:not([disabled])');
+      b?.focus();
+    });
+    announce(`Showing branch ${j + 1} of ${fork.alts.length}${alt.head ? ' (towards the head)' : ''}.`);
+  }
+
+  async function makeHead(branch, button, err) {
+    button.disabled = true;
+    err.hidden = true;
+    try {
+      const t = await api('POST', path + '/head', { branch });
+      announce(`Branch ${t.headBranch ?? branch} is now the head of thread ${id}.`);
+      show(null, () => $('#branch-bar .branch-name', main)?.focus());
+    } catch (e) {
+      if (e.status === 401) return;
+      err.textContent = `Could not make branch ${branch} the head: ${e.message}`;
+      err.hidden = false;
+      button.disabled = false;
+      button.focus();
+    }
+  }
+
+  async function forkAt(m, button, err) {
+    button.disabled = true;
+    err.hidden = true;
+    try {
+      const t = await api('POST', path + '/fork', { at: m.id });
+      announce(`Forked thread ${id} into a new thread, ${t.id}.`);
+      location.hash = threadHref(t.id);
+    } catch (e) {
+      if (e.status === 401) return;
+      err.textContent = `Could not fork from this message: ${e.message}`;
+      err.hidden = false;
+      button.disabled = false;
+      button.focus();
+    }
+  }
+
+  async function rewindTo(m, label, button, err) {
+    button.disabled = true;
+    err.hidden = true;
+    try {
+      const t = await api('POST', path + '/head', { at: m.id });
+      announce(`Rewound thread ${id} to message ${label}: branch ${t.headBranch} is the head.`);
+      show(null, () => $('#branch-bar .branch-name', main)?.focus());
+    } catch (e) {
+      if (e.status === 401) return;
+      err.textContent = `Could not rewind to this message: ${e.message}`;
+      err.hidden = false;
+      button.disabled = false;
+      button.focus();
+    }
+  }
+
+  async function stateAfter(m, label) {
+    if (past?.at === m.id) {
+      past = null;
+    } else {
+      try {
+        const res = await api('GET', path + '/state?at=' + encodeURIComponent(m.id));
+        past = { at: m.id, label, res };
+      } catch (e) {
+        if (e.status === 401) return;
+        past = { at: m.id, label, error: e.message };
+      }
+    }
+    for (const b of messages.querySelectorAll('button[data-action="state"]')) {
+      b.setAttribute('aria-pressed', String(past?.at === b.closest('li.msg')?.dataset.id));
+    }
+    await renderState();
+    if (past) $('#state-note', main)?.focus();
+  }
+
+  // renderState fills the state panel: the state after a chosen message
+  // (past), the state at the end of a branch that is not the head, or the
+  // thread's current state.
+  async function renderState() {
+    if (!last) return;
+    const { t, shown, head } = last;
+    let value;
+    let note = null;
+    let kind = 'current';
+    if (past) {
+      kind = 'past';
+      value = past.res?.state ?? {};
+      note = [h('span', { class: 'badge past-mark' }, 'past'), ' ',
+        h('span', {}, `The state as it was right after message ${past.label}`,
+          past.res && past.res.branch !== undefined ? `, on branch ${past.res.branch}` : '', '; not the current state.'),
+        past.error ? h('span', { class: 'error-inline' }, ` Could not load it: ${past.error}`) : null,
+        ' ', h('button', { type: 'button', class: 'linklike', 'data-action': 'current-state', onclick: () => {
+          past = null;
+          for (const b of messages.querySelectorAll('button[data-action="state"][aria-pressed="true"]')) b.setAttribute('aria-pressed', 'false');
+          renderState();
+        } }, 'Show the current state')];
+    } else if (shown !== head) {
+      kind = 'branch';
+      const tip = t.messages[t.messages.length - 1];
+      value = {};
+      let why = '';
+      if (tip) {
+        try {
+          value = (await api('GET', path + '/state?at=' + encodeURIComponent(tip.id))).state ?? {};
+        } catch (e) {
+          if (e.status === 401) return;
+          why = ` Could not load it: ${e.message}`;
+        }
+      }
+      if (last?.t !== t || past) return; // a newer refresh or a choice came first
+      note = [h('span', { class: 'badge' }, `branch ${shown}`), ' ',
+        h('span', {}, 'The state at the end of this branch, which is not the head.'),
+        why ? h('span', { class: 'error-inline' }, why) : null];
+    } else {
+      value = t.state ?? {};
+    }
+    const key = kind + '|' + (past?.at || '') + '|' + JSON.stringify(value) + '|' + (past?.error || '');
+    if (key === stateKey) return;
+    stateKey = key;
+    stateNote.replaceChildren(...(note || []).filter((c) => c !== null));
+    stateNote.hidden = !note;
+    stateNote.tabIndex = -1;
+    $('#state-section', main).classList.toggle('past', kind === 'past');
+    stateBox.dataset.kind = kind;
+    stateBox.replaceChildren(jsonTree(value, 'state'));
+  }
+
+  // messageItem is one message of the conversation with its fork
+  // switcher and its actions.
+  function messageItem(m, n, fork, isTip) {
+    const li = messageEl(m);
+    const label = `${n} (${roleName(m)})`;
+    if (fork) li.querySelector('.who').append(branchSwitch(fork, `after message ${n - 1}`, goAlt));
+    const err = h('p', { class: 'error', role: 'alert', hidden: true });
+    const buttons = [h('button', { type: 'button', class: 'ghost small', 'data-action': 'state', 'aria-pressed': String(past?.at === m.id),
+      'aria-label': `State after this: message ${label}`, onclick: () => stateAfter(m, label) }, 'State after this')];
+    let confirm = null;
+    if (canTurn()) {
+      const forkButton = h('button', { type: 'button', class: 'ghost small', 'data-action': 'fork',
+        'aria-label': `Fork from here: a new thread from message ${label}` }, 'Fork from here');
+      forkButton.addEventListener('click', () => forkAt(m, forkButton, err));
+      buttons.push(forkButton);
+      if (!isTip) {
+        const yes = h('button', { type: 'button', class: 'danger small', 'data-action': 'confirm-rewind' }, 'Rewind');
+        const no = h('button', { type: 'button', class: 'small', 'data-action': 'cancel-rewind' }, 'Cancel');
+        const open = h('button', { type: 'button', class: 'ghost small', 'data-action': 'rewind', 'aria-expanded': 'false',
+          'aria-label': `Rewind to here: message ${label}` }, 'Rewind to here');
+        const cid = `rewind-${n}`;
+        confirm = h('div', { class: 'panel rewind-confirm', id: cid, role: 'group', 'aria-label': `Confirm the rewind to message ${label}`, hidden: true },
+          h('p', {}, `Rewind the thread to message ${n}? New turns go on from here; the later messages stay on their branch, and the state goes back to what it was after this message.`),
+          h('div', { class: 'row' }, yes, no));
+        open.setAttribute('aria-controls', cid);
+        const toggle = (on) => {
+          confirm.hidden = !on;
+          open.setAttribute('aria-expanded', String(on));
+          openRewind = on ? m.id : null;
+          (on ? yes : open).focus();
+        };
+        open.addEventListener('click', () => toggle(confirm.hidden));
+        no.addEventListener('click', () => toggle(false));
+        yes.addEventListener('click', () => rewindTo(m, label, yes, err));
+        if (openRewind === m.id) { confirm.hidden = false; open.setAttribute('aria-expanded', 'true'); }
+        buttons.push(open);
+      }
+    }
+    li.append(h('div', { class: 'msg-actions', role: 'group', 'aria-label': `Message ${label}` }, buttons), ...(confirm ? [confirm] : []), err);
+    li.dataset.seq = m.seq ?? '';
+    return li;
+  }
+
+  function renderBranchBar(visible, branches, shown, head) {
+    if (branches.length < 2 && shown === head) {
+      branchBar.hidden = true;
+      branchBar.replaceChildren();
+      return;
+    }
+    const b = branches.find((x) => x.id === shown);
+    const err = h('p', { class: 'error', role: 'alert', hidden: true });
+    const parts = [h('strong', { class: 'branch-name', tabindex: '-1' }, `Branch ${shown}`),
+      shown === head
+        ? h('span', { class: 'badge head-mark', title: 'New turns go on from this branch.' }, 'head')
+        : h('span', { class: 'badge not-head' }, 'not the head'),
+      h('span', { class: 'muted' }, b && b.id !== 0 ? `forks after message ${forkLabel(visible, b.forkSeq)}` : 'the first line',
+        ` · ${branches.length} branch${branches.length === 1 ? '' : 'es'}`)];
+    if (shown !== head) {
+      const make = h('button', { type: 'button', class: 'primary small', 'data-action': 'make-head',
+        'aria-label': `Make this the head: branch ${shown}` }, 'Make this the head');
+      make.addEventListener('click', () => makeHead(shown, make, err));
+      parts.push(h('span', { class: 'row' }, canTurn() ? make : null,
+        h('button', { type: 'button', class: 'small', 'data-action': 'show-head', onclick: () => show(null) }, `Show the head (branch ${head})`)));
+    }
+    branchBar.replaceChildren(h('div', { class: 'branch-line' }, parts), err);
+    branchBar.dataset.shown = shown;
+    branchBar.dataset.head = head;
+    branchBar.classList.toggle('off-head', shown !== head);
+    branchBar.hidden = false;
+  }
+
   async function refresh() {
     const mine = ++seq;
     runs.refresh();
     try {
-      const t = await api('GET', '/v1/threads/' + encodeURIComponent(id));
+      const q = viewBranch === null ? '' : '?branch=' + viewBranch;
+      const [t, list] = await Promise.all([
+        api('GET', path + q),
+        // An older server has no branches route: no branches to show.
+        api('GET', path + '/branches').catch((e) => (e.status === 401 ? Promise.reject(e) : null)),
+      ]);
       if (mine !== seq) return;
       error.hidden = true;
       meta.replaceChildren(h('span', { class: 'badge agent' }, t.agent), statusBadge(t.status),
         h('span', {}, 'last activity ', timeEl(t.updatedAt)),
         ...(t.lastError ? [h('span', { class: 'error-inline' }, t.lastError)] : []));
-      messages.replaceChildren(...t.messages.filter((m) => m.role !== 'system').map(messageEl));
+      const head = list?.head ?? t.headBranch ?? 0;
+      const shown = t.branch ?? viewBranch ?? head;
+      const branches = list?.data?.length ? list.data : [{ id: 0, parent: 0, forkSeq: 0 }];
+      last = { t, branches, head, shown };
+      const visible = t.messages.filter((m) => m.role !== 'system');
+      const key = JSON.stringify([shown, head, t.messages.map((m) => m.id), branches.map((b) => [b.id, b.tipSeq, b.messages]), canTurn()]);
+      if (key !== drawnKey) {
+        drawnKey = key;
+        const haveSeqs = t.messages.every((m) => typeof m.seq === 'number');
+        const fks = haveSeqs && branches.length > 1 ? forks(branches, shown, head, t.messages.map((m) => m.seq)) : [];
+        const at = new Map(); // visible message index → its fork
+        const ends = [];
+        for (const f of fks) {
+          const i = visible.findIndex((m) => m.seq > f.seq);
+          if (i >= 0) at.set(i, f); else ends.push(f);
+        }
+        const items = visible.map((m, i) => messageItem(m, i + 1, at.get(i), shown === head && i === visible.length - 1));
+        for (const f of ends) {
+          items.push(h('li', { class: 'branch-end', 'data-fork': f.seq },
+            h('p', { class: 'muted' }, shown === head
+              ? 'The head ends here: the next turn goes on from the message above.'
+              : 'This branch ends here.'),
+            branchSwitch(f, 'after the last message', goAlt)));
+        }
+        messages.replaceChildren(...items);
+        renderBranchBar(visible, branches, shown, head);
+      }
+      streaming.hidden = shown !== head;
       for (const el of [...streaming.children]) {
         if (t.messages.some((m) => m.id === el.dataset.id)) el.remove();
       }
-      const sj = JSON.stringify(t.state ?? {});
-      if (sj !== stateJSON) {
-        stateJSON = sj;
-        stateBox.replaceChildren(jsonTree(t.state ?? {}, 'state'));
-      }
-      const items = t.pending.slice().sort(byNewest);
-      syncCards(pendingList, items, (it) => decisionCard(it, { showThread: false, onDecided: () => refresh() }));
-      pendingSec.hidden = items.length === 0;
+      await renderState();
+      const pend = t.pending.slice().sort(byNewest);
+      syncCards(pendingList, pend, (it) => decisionCard(it, { showThread: false, onDecided: () => refresh() }));
+      pendingSec.hidden = pend.length === 0;
     } catch (e) {
-      if (e.status === 401) return;
+      if (e.status === 401 || mine !== seq) return;
+      if (e.status === 404 && viewBranch !== null && e.body?.error?.param === 'branch') {
+        announce(`Thread ${id} has no branch ${viewBranch}: showing the head.`);
+        show(null);
+        return;
+      }
       error.textContent = e.status === 404 ? `No thread ${id} in this tenant.` : `Could not load the thread: ${e.message}`;
       error.hidden = false;
     }
@@ -939,8 +1245,7 @@ function runsSection(threadId, chosen) {
 
   function select(id) {
     selected = id;
-    const q = new URLSearchParams({ run: id });
-    history.replaceState(null, '', threadHref(threadId) + '?' + q);
+    threadQuery(threadId, { run: id });
     renderList();
     draw().then(() => picture.querySelector('.wf-title')?.focus());
   }
