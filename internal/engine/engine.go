@@ -734,7 +734,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
-		Known: len(head), From: from, Turn: turn, New: th == nil, Expect: expect(th),
+		Known: len(head), From: from, Turn: turn, New: th == nil, Expect: expect(th), Head: headOf(th),
 	})
 	if rip := (*store.RunInProgressError)(nil); errors.As(err, &rip) && rip.Changed && tries > 0 {
 		return r.start(ctx, in, tries-1)

@@ -31,6 +31,14 @@ func expect(th *store.Thread) string {
 	return th.RunID
 }
 
+// headOf is the BeginRun.Head of a turn that read th.
+func headOf(th *store.Thread) int64 {
+	if th == nil {
+		return 0
+	}
+	return th.HeadBranch
+}
+
 // startedUnanswered reports whether the thread's last run left a call that
 // started (it has a started marker) and has no result. Only a run that
 // ended without its end (Running with its lease lapsed) or that failed can;
@@ -88,7 +96,7 @@ func (r *Runner) beginContinued(ctx context.Context, x *execution, th *store.Thr
 	evs := []event.Event{{Type: event.RunStarted, ThreadID: th.ID, RunID: x.runID, Time: now.UnixMilli()}}
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{Tenant: th.Tenant, ThreadID: th.ID, Agent: x.spec.Name, RunID: x.runID,
 		Owner: r.Owner, Now: now, LeaseUntil: now.Add(r.Lease), Events: evs, Options: options,
-		Known: len(stored), Expect: th.RunID, Continue: true})
+		Known: len(stored), Expect: th.RunID, Head: th.HeadBranch, Continue: true})
 	if err != nil {
 		return nil, err
 	}

@@ -336,8 +336,8 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		retake := func() (bool, error) {
 			cur := Thread{ID: b.ThreadID}
 			var status string
-			err := tx.QueryRow(ctx, `SELECT agent, status, lease_until, run_id FROM threads
-				WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, ScanTime(&cur.LeaseUntil), &cur.RunID)
+			err := tx.QueryRow(ctx, `SELECT agent, status, lease_until, run_id, head_branch FROM threads
+				WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, ScanTime(&cur.LeaseUntil), &cur.RunID, &cur.HeadBranch)
 			if errors.Is(err, ErrNoRows) {
 				return false, nil
 			}

@@ -329,6 +329,10 @@ type BeginRun struct {
 	// thread's run, so what the caller concluded from it (no call of it is
 	// in doubt, say) holds at the commit. Otherwise ErrRunInProgress.
 	Expect string
+	// Head, with Expect, is the head branch the caller found on the thread
+	// (Thread.HeadBranch): the conversation it read (Known) is that
+	// branch's; a head switched since is refused as changed.
+	Head int64
 	// Continue says the run goes on with the thread's last turn (a
 	// recovery before a new turn, a client retrying a turn that failed):
 	// the thread's Turn is kept and b.Turn is ignored.
@@ -349,6 +353,9 @@ func (b BeginRun) Admit(cur *Thread) error {
 	}
 	if b.Expect != "" && cur.RunID != b.Expect {
 		return &RunInProgressError{ThreadID: cur.ID, Why: "another run began on the thread since it was read: ", Changed: true}
+	}
+	if b.Expect != "" && b.Expect != ExpectNoThread && cur.HeadBranch != b.Head {
+		return &RunInProgressError{ThreadID: cur.ID, Why: "the thread's head branch changed since it was read: ", Changed: true}
 	}
 	return nil
 }

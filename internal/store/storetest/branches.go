@@ -296,3 +296,42 @@ func testBranchFromStart(t *testing.T, s store.Store) {
 		t.Fatalf("MessagesTo(2) = %v, %v", msgIDs(ms), err)
 	}
 }
+
+// testBeginRunStaleHead: a turn that read the thread before its head was
+// switched is refused as changed (it read the other branch's
+// conversation), and writes nothing; read again, it begins on the new head.
+func testBeginRunStaleHead(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	turn(t, s, "sh", "r1", at(0), 0, 0, userMsg("u1", "hi"), assistantMsg("a1", "hello"))         // 1, 2
+	turn(t, s, "sh", "r2", at(time.Minute), 0, 2, userMsg("u2", "more"), assistantMsg("a2", "x")) // 3, 4
+	read, err := s.GetThread(ctx, "t1", "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetHead(ctx, store.SetHead{Tenant: "t1", ThreadID: "sh", At: 2, Now: at(2 * time.Minute)}); err != nil {
+		t.Fatalf("SetHead: %v", err)
+	}
+	begin := func(run string, th *store.Thread) (*store.Begun, error) {
+		return s.BeginRun(ctx, store.BeginRun{Tenant: "t1", ThreadID: "sh", Agent: "ag", RunID: run, Owner: "o",
+			Now: at(3 * time.Minute), LeaseUntil: at(4 * time.Minute), Input: []message.Message{userMsg("u3-"+run, "next")},
+			Known: 4, Expect: th.RunID, Head: th.HeadBranch})
+	}
+	_, err = begin("r3", read)
+	var rip *store.RunInProgressError
+	if !errors.As(err, &rip) || !rip.Changed {
+		t.Fatalf("BeginRun after a head switch it did not see: %v; want RunInProgressError (changed)", err)
+	}
+	if got := conversation(t, s, "sh"); !slices.Equal(got, []string{"u1", "a1"}) {
+		t.Fatalf("the refused turn wrote: conversation %v", got)
+	}
+	again, err := s.GetThread(ctx, "t1", "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := begin("r4", again); err != nil {
+		t.Fatalf("BeginRun read again: %v", err)
+	}
+	if got := conversation(t, s, "sh"); !slices.Equal(got, []string{"u1", "a1", "u3-r4"}) {
+		t.Fatalf("conversation on the new head = %v", got)
+	}
+}

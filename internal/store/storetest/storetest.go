@@ -157,6 +157,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Branches/StateAtTheBranchPoint", testBranchState},
 		{"Branches/TurnEnds", testTurnEnds},
 		{"Branches/FromTheStart", testBranchFromStart},
+		{"Branches/StaleHead", testBeginRunStaleHead},
 	}
 	tests = append(tests, controlTests...)
 	tests = append(tests, branchAPITests...)
