@@ -46,11 +46,12 @@ type divergence struct {
 }
 
 // own is the agent's own conversation in msgs, as its clients see it: no
-// subagent's messages, no summaries, no system messages.
-func own(msgs []message.Message) []message.Message {
-	out := make([]message.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if m.TaskCallID == "" && m.Summarizes == "" && m.Role != message.System {
+// subagent's messages, no summaries, no system messages (pointers into
+// msgs, so the check copies no message).
+func own(msgs []message.Message) []*message.Message {
+	out := make([]*message.Message, 0, len(msgs))
+	for i := range msgs {
+		if m := &msgs[i]; m.TaskCallID == "" && m.Summarizes == "" && m.Role != message.System {
 			out = append(out, m)
 		}
 	}
@@ -58,7 +59,7 @@ func own(msgs []message.Message) []message.Message {
 }
 
 // sameUser reports whether two user messages say the same.
-func sameUser(a, b message.Message) bool {
+func sameUser(a, b *message.Message) bool {
 	return a.Content == b.Content && len(a.Parts) == len(b.Parts) && (len(a.Parts) == 0 || reflect.DeepEqual(a.Parts, b.Parts))
 }
 
@@ -75,13 +76,13 @@ func diverge(head, sent []message.Message) divergence {
 			return divergeByID(stored, req, sent)
 		}
 	}
-	return divergeByContent(stored, req, none)
+	return divergeByContent(stored, req, sent)
 }
 
 // divergeByID is diverge for a client that names its messages.
-func divergeByID(stored, req, sent []message.Message) divergence {
+func divergeByID(stored, req []*message.Message, sent []message.Message) divergence {
 	none := divergence{sent: sent}
-	byID := make(map[string]message.Message, len(req))
+	byID := make(map[string]*message.Message, len(req))
 	for _, m := range req {
 		if m.ID != "" {
 			byID[m.ID] = m
@@ -124,7 +125,8 @@ func divergeByID(stored, req, sent []message.Message) divergence {
 
 // divergeByContent is diverge for a client that does not name its
 // messages: by the user messages of both, in order.
-func divergeByContent(stored, req []message.Message, none divergence) divergence {
+func divergeByContent(stored, req []*message.Message, sent []message.Message) divergence {
+	none := divergence{sent: sent}
 	var su, ru []int // the user messages' indexes
 	for i, m := range stored {
 		if m.Role == message.User {
@@ -159,7 +161,17 @@ func divergeByContent(stored, req []message.Message, none divergence) divergence
 	case k == len(su) || k == len(ru) || !history:
 		return none // the conversation and more, or new messages only
 	}
-	d := divergence{from: store.FromStart, sent: req[ru[k]:]}
+	// The request's messages from its k-th user message on: req points
+	// into sent.
+	first := req[ru[k]]
+	at := 0
+	for i := range sent {
+		if &sent[i] == first {
+			at = i
+			break
+		}
+	}
+	d := divergence{from: store.FromStart, sent: sent[at:]}
 	if i := su[k]; i > 0 {
 		d.from = stored[i-1].Seq
 	}

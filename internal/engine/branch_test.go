@@ -73,3 +73,22 @@ func TestDiverge(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDiverge: the check a full-history request pays on each turn, on
+// a 200-message conversation sent whole with one new message.
+func BenchmarkDiverge(b *testing.B) {
+	var stored, sent []message.Message
+	for i := range 100 {
+		q, ans := u("", "question "+string(rune('a'+i%26))), a("", "answer")
+		stored = append(stored, q, ans)
+		sent = append(sent, q, ans)
+	}
+	stored = seqd(stored...)
+	sent = append(sent, u("", "next"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := diverge(stored, sent); d.from != 0 {
+			b.Fatal("diverged")
+		}
+	}
+}
