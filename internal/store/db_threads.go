@@ -168,12 +168,7 @@ func (db *DB) Messages(ctx context.Context, tenant, threadID string) ([]message.
 // that message's branch up to it, then its parent's up to the fork, and so
 // on to branch 0.
 const pathToSQL = `WITH RECURSIVE chain(id, upto) AS (
-		SELECT m.branch, m.seq FROM messages m WHERE m.tenant = $1 AND m.thread_id = $2 AND m.seq = $3
-	UNION ALL
-		SELECT b.parent, b.fork_seq FROM branches b JOIN chain c ON b.tenant = $1 AND b.thread_id = $2 AND b.id = c.id
-		WHERE c.id <> 0)
-	SELECT m.seq, m.v, m.json FROM messages m JOIN chain c ON m.tenant = $1 AND m.thread_id = $2 AND m.branch = c.id AND m.seq <= c.upto
-	ORDER BY m.seq`
+		SELECT m.branch, m.seq FROM messages m WHERE m.tenant = $1 AND m.thread_id = $2 AND m.seq = $3` + chainStep + pathRowsSQL
 
 // MessagesTo returns the conversation that ends at message seq of the
 // thread, on whichever branch that message is.
