@@ -73,3 +73,23 @@ func TestDiverge(t *testing.T) {
 		})
 	}
 }
+
+// TestBringsNothingEdit: a request holding only stored ids brings nothing
+// new, unless it changed a user message's text (an edit keeps its id).
+func TestBringsNothingEdit(t *testing.T) {
+	stored := seqd(u("u1", "hi"), a("a1", "hello"), u("u2", "more"), a("a2", "x"))
+	for _, c := range []struct {
+		name string
+		sent []message.Message
+		want bool
+	}{
+		{"the same messages", []message.Message{u("u1", "hi"), a("a1", ""), u("u2", "more"), a("a2", "")}, true},
+		{"the last answer left out", []message.Message{u("u1", "hi"), a("a1", ""), u("u2", "more")}, true},
+		{"a user message edited", []message.Message{u("u1", "hi"), a("a1", ""), u("u2", "changed")}, false},
+		{"a new message", []message.Message{u("u1", "hi"), a("a1", ""), u("u3", "new")}, false},
+	} {
+		if got := bringsNothing(stored, c.sent); got != c.want {
+			t.Errorf("%s: bringsNothing = %v; want %v", c.name, got, c.want)
+		}
+	}
+}
