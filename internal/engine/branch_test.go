@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/message"
@@ -91,5 +92,18 @@ func TestBringsNothingEdit(t *testing.T) {
 		if got := bringsNothing(stored, c.sent); got != c.want {
 			t.Errorf("%s: bringsNothing = %v; want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestChangedKeys: the client's state keys that differ from the state it
+// was last shown, as JSON values (not bytes).
+func TestChangedKeys(t *testing.T) {
+	keys := map[string]json.RawMessage{"same": json.RawMessage(`{"b": 2, "a": 1}`), "changed": json.RawMessage(`"v2"`), "added": json.RawMessage(`true`)}
+	got := changedKeys(json.RawMessage(`{"same":{"a":1,"b":2},"changed":"v1","other":0}`), keys)
+	if len(got) != 2 || string(got["changed"]) != `"v2"` || string(got["added"]) != `true` {
+		t.Fatalf("changedKeys = %s; want changed and added", got)
+	}
+	if got := changedKeys(nil, keys); len(got) != 3 {
+		t.Fatalf("changedKeys on no state = %s; want all", got)
 	}
 }
