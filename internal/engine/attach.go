@@ -44,18 +44,21 @@ func sessionTurn(in Input) (store.Turn, error) {
 
 // bringsNothing reports whether a client that names its messages (AG-UI)
 // sent only messages the thread holds: running the agent again with nothing
-// new, as an app does to retry a run whose stream failed.
+// new, as an app does to retry a run whose stream failed. A user message
+// the thread holds under that id with other content is new (an edit, which
+// keeps the message's id: diverge).
 func bringsNothing(stored, sent []message.Message) bool {
-	known := make(map[string]bool, len(stored))
+	known := make(map[string]message.Message, len(stored))
 	for _, m := range stored {
-		known[m.ID] = true
+		known[m.ID] = m
 	}
 	n := 0
 	for _, m := range sent {
 		if m.Role == message.System {
 			continue
 		}
-		if m.ID == "" || !known[m.ID] {
+		k, ok := known[m.ID]
+		if m.ID == "" || !ok || (m.Role == message.User && k.Role == message.User && !sameUser(&k, &m)) {
 			return false
 		}
 		n++

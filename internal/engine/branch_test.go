@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/message"
@@ -90,5 +91,38 @@ func BenchmarkDiverge(b *testing.B) {
 		if d := diverge(stored, sent); d.from != 0 {
 			b.Fatal("diverged")
 		}
+	}
+}
+
+// TestBringsNothingEdit: a request holding only stored ids brings nothing
+// new, unless it changed a user message's text (an edit keeps its id).
+func TestBringsNothingEdit(t *testing.T) {
+	stored := seqd(u("u1", "hi"), a("a1", "hello"), u("u2", "more"), a("a2", "x"))
+	for _, c := range []struct {
+		name string
+		sent []message.Message
+		want bool
+	}{
+		{"the same messages", []message.Message{u("u1", "hi"), a("a1", ""), u("u2", "more"), a("a2", "")}, true},
+		{"the last answer left out", []message.Message{u("u1", "hi"), a("a1", ""), u("u2", "more")}, true},
+		{"a user message edited", []message.Message{u("u1", "hi"), a("a1", ""), u("u2", "changed")}, false},
+		{"a new message", []message.Message{u("u1", "hi"), a("a1", ""), u("u3", "new")}, false},
+	} {
+		if got := bringsNothing(stored, c.sent); got != c.want {
+			t.Errorf("%s: bringsNothing = %v; want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestChangedKeys: the client's state keys that differ from the state it
+// was last shown, as JSON values (not bytes).
+func TestChangedKeys(t *testing.T) {
+	keys := map[string]json.RawMessage{"same": json.RawMessage(`{"b": 2, "a": 1}`), "changed": json.RawMessage(`"v2"`), "added": json.RawMessage(`true`)}
+	got := changedKeys(json.RawMessage(`{"same":{"a":1,"b":2},"changed":"v1","other":0}`), keys)
+	if len(got) != 2 || string(got["changed"]) != `"v2"` || string(got["added"]) != `true` {
+		t.Fatalf("changedKeys = %s; want changed and added", got)
+	}
+	if got := changedKeys(nil, keys); len(got) != 3 {
+		t.Fatalf("changedKeys on no state = %s; want all", got)
 	}
 }

@@ -656,8 +656,11 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	if in.History && th != nil && err == nil {
 		d = diverge(stored, in.Messages)
 	}
-	nothingNew := bringsNothing(stored, in.Messages) && !changesState(th, in.State)
-	kind, rerr := r.retries(th, spec.Name, turn, nothingNew, in.Continues, d.regen && nothingNew)
+	// A regenerate that also changes the state is still a regenerate: the
+	// same messages as the last turn's with other state are not its retry.
+	known := bringsNothing(stored, in.Messages)
+	nothingNew := known && !changesState(th, in.State)
+	kind, rerr := r.retries(th, spec.Name, turn, nothingNew, in.Continues, d.regen && known)
 	switch {
 	case rerr != nil:
 		return nil, rerr
@@ -762,10 +765,17 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		x.msgs = begun.Messages // the path the turn goes on, whole
 	}
 	x.state = begun.State
-	if len(in.State) > 0 {
+	seeded := in.State
+	if from != 0 && th != nil {
+		// A branch starts from the state at its branch point: the keys the
+		// client sends as the thread's head had them are what it was last
+		// shown, not its edits.
+		seeded = changedKeys(th.State, seeded)
+	}
+	if len(seeded) > 0 {
 		// Seeded keys merge into the state read under the run's lease, so
 		// no other run's change is lost.
-		merged, err := mergeState(begun.State, in.State)
+		merged, err := mergeState(begun.State, seeded)
 		if err == nil {
 			err = x.checkpoint(ctx, store.Checkpoint{State: merged})
 		}
@@ -1118,6 +1128,22 @@ func (x *execution) newInput(stored, sent []message.Message) ([]message.Message,
 		}
 	}
 	return out, nil
+}
+
+// changedKeys are the keys whose values differ from base's (a state
+// object): all of keys when base is not an object.
+func changedKeys(base json.RawMessage, keys map[string]json.RawMessage) map[string]json.RawMessage {
+	var b map[string]json.RawMessage
+	if len(keys) == 0 || json.Unmarshal(base, &b) != nil {
+		return keys
+	}
+	out := make(map[string]json.RawMessage, len(keys))
+	for k, v := range keys {
+		if old, ok := b[k]; !ok || !jsonEqual(old, v) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // mergeState sets the given keys of a state object.
