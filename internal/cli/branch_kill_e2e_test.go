@@ -19,14 +19,48 @@ import (
 
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/store"
 )
+
+// killAfterBranchEnv names a folder: a stackbone process started with it
+// kills itself (SIGKILL) right after the first BeginRun that made a branch
+// committed, before the turn goes on (before the Responses wire records its
+// response, before any model call). A marker file in the folder makes it
+// happen once.
+const killAfterBranchEnv = "STACKBONE_TEST_KILL_AFTER_BRANCH"
+
+// killAfterBranch is the WrapStore of a stackbone process started with
+// killAfterBranchEnv set to dir.
+func killAfterBranch(dir string) func(store.Store) store.Store {
+	return func(s store.Store) store.Store { return branchKiller{Store: s, marker: filepath.Join(dir, "killed")} }
+}
+
+// branchKiller is a store whose process dies once its first branch is
+// stored.
+type branchKiller struct {
+	store.Store
+	marker string
+}
+
+func (s branchKiller) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
+	begun, err := s.Store.BeginRun(ctx, b)
+	if err == nil && begun.Branched {
+		if m, err := os.OpenFile(s.marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+			_ = m.Close()
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; the turn never goes on
+		}
+	}
+	return begun, err
+}
 
 // TestKillDuringBranchingTurn: a turn that branches its thread (a Chat
 // Completions session request editing an earlier user message, or a
 // Responses request continuing an older response) runs a tool with a side
 // effect (the ledger's charge) and the server is killed -9 before the turn
-// ends, at one of three points: with its first model call under way
-// (BeginRun committed the branch and its input, nothing more), with its
+// ends, at one of four points: as soon as BeginRun committed the branch
+// and its input (killAfterBranch), with its first model call under way
+// (nothing more stored), with its
 // answer's model call under way (the tool's result stored too; no answer),
 // or after its answer was stored and before the run's end (FinishRun). Started again on the same data, the server keeps what it had
 // acknowledged (the first line's messages, GET …/branches lists both
@@ -38,7 +72,7 @@ func TestKillDuringBranchingTurn(t *testing.T) {
 	t.Parallel()
 	for _, db := range []string{"sqlite", "postgres"} {
 		for _, wire := range []string{"chat", "responses"} {
-			for _, at := range []string{"after-begin", "mid-answer", "before-finish"} {
+			for _, at := range []string{"at-branch", "after-begin", "mid-answer", "before-finish"} {
 				t.Run(db+"/"+wire+"/"+at, func(t *testing.T) {
 					t.Parallel()
 					var dbEnv []string
@@ -113,11 +147,20 @@ func responsesBranching() *branchingClient {
 			_, err = next(base, r1, "second")
 			return err
 		},
-		// r1 continued after r2: the turn goes on from r1's answer.
+		// r1 continued after r2: the turn goes on from r1's answer. The
+		// response it answers is kept: a GET reads it the same.
 		branch: func(base string) (string, error) {
 			res, err := next(base, r1, "charge order o1")
 			if err != nil {
 				return "", err
+			}
+			c := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
+			got, err := c.Responses.Get(context.Background(), res.ID, responses.ResponseGetParams{})
+			if err != nil {
+				return "", err
+			}
+			if got.Status != responses.ResponseStatusCompleted || got.OutputText() != res.OutputText() {
+				return "", fmt.Errorf("GET %s: %s; answered %q", res.ID, got.RawJSON(), res.OutputText())
 			}
 			return res.OutputText(), nil
 		},
@@ -168,26 +211,28 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 	// calls before the kill.
 	calls, charged := 2, 1
 	switch at {
+	case "at-branch":
+		calls, charged = 2, 0
 	case "after-begin":
 		calls, charged = 3, 0
 	case "mid-answer":
 		calls = 3
 	}
-	if beforeFinish {
-		// A process of its own that dies at its first run's end: the
+	if hook := map[string]string{"at-branch": killAfterBranchEnv, "before-finish": killBeforeFinishEnv}[at]; hook != "" {
+		// A process of its own that dies at the hook's store write: the
 		// branching turn's.
 		a.kill(t)
 		marker := t.TempDir()
-		a = startServer(t, append(slices.Clone(env), killBeforeFinishEnv+"="+marker), args...)
+		a = startServer(t, append(slices.Clone(env), hook+"="+marker), args...)
 		if text, err := cl.branch(a.url()); err == nil {
-			t.Fatalf("the turn was answered (%q): the process did not die before ending the run", text)
+			t.Fatalf("the turn was answered (%q): the process did not die", text)
 		}
 		_ = a.cmd.Wait()
 		if ws, ok := a.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("the process ended with %v; want killed -9 at FinishRun", a.cmd.ProcessState)
+			t.Fatalf("the process ended with %v; want killed -9 by %s", a.cmd.ProcessState, hook)
 		}
 		if _, err := os.Stat(filepath.Join(marker, "killed")); err != nil {
-			t.Fatalf("the process did not die at FinishRun: %v", err)
+			t.Fatalf("the process did not die at its hook (%s): %v", hook, err)
 		}
 	} else {
 		held := script.When{LastTool: "charge"}
@@ -212,8 +257,8 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 	if n := len(led.calls()); n != charged {
 		t.Fatalf("the ledger saw %d calls before the kill; want %d", n, charged)
 	}
-	if n := mock.Count() - before; n != 1+charged {
-		t.Fatalf("%d model calls for the branching turn before the kill; want %d", n, 1+charged)
+	if n, want := mock.Count()-before, 1+charged; at == "at-branch" && n != 0 || at != "at-branch" && n != want {
+		t.Fatalf("%d model calls for the branching turn before the kill", n)
 	}
 
 	b := startServer(t, env, args...)
