@@ -263,20 +263,33 @@ func approveOnLine(t *testing.T, env *stacktest.Env, thread string, it store.Int
 // first attempt. Both get the same response, the model is asked once, and
 // the thread has one new branch. On SQLite and PostgreSQL.
 func TestResponsesBranchRetryAttaches(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testBranchRetryAttaches(t, stacktest.New(t, stacktest.Options{})) })
-	t.Run("postgres", func(t *testing.T) {
-		testBranchRetryAttaches(t, stacktest.New(t, stacktest.Options{Store: stacktest.Postgres(t, "branchretry")}))
-	})
+	for _, key := range []string{"", "branch-retry-key"} {
+		name := "no key"
+		if key != "" {
+			name = "Idempotency-Key"
+		}
+		t.Run("sqlite/"+name, func(t *testing.T) { testBranchRetryAttaches(t, stacktest.New(t, stacktest.Options{}), key) })
+		t.Run("postgres/"+name, func(t *testing.T) {
+			testBranchRetryAttaches(t, stacktest.New(t, stacktest.Options{Store: stacktest.Postgres(t, "branchretry")}), key)
+		})
+	}
 }
 
-func testBranchRetryAttaches(t *testing.T, env *stacktest.Env) {
+// testBranchRetryAttaches is TestResponsesBranchRetryAttaches on env, the
+// branching request and its retries sent with key as their
+// Idempotency-Key ("": none).
+func testBranchRetryAttaches(t *testing.T, env *stacktest.Env, key string) {
 	next := func(prev, input string) (int, string, string) {
 		t.Helper()
 		body := fmt.Sprintf(`{"model":"assistant","input":%q}`, input)
+		var hdr []string
 		if prev != "" {
 			body = fmt.Sprintf(`{"model":"assistant","input":%q,"previous_response_id":%q}`, input, prev)
+			if key != "" && input == "other branch" {
+				hdr = []string{"Idempotency-Key", key}
+			}
 		}
-		r := call(t, "POST", env.URL+"/v1/responses", body)
+		r := call(t, "POST", env.URL+"/v1/responses", body, hdr...)
 		var m struct {
 			ID     string `json:"id"`
 			Output []struct {
