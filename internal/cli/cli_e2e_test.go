@@ -25,10 +25,14 @@ var binary string
 // folder), runs cli.MainWith, as cmd/stackbone runs cli.Main. This
 // avoids a second build of the whole binary, and the processes can still be
 // killed hard (crash and replica tests), or kill themselves at a chosen
-// store write (killBeforeFinish).
+// store write (killBeforeFinish, killAfterBranch).
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "stackbone" {
-		cli.MainWith(cli.Options{WrapStore: killBeforeFinish(os.Getenv(killBeforeFinishEnv))}) // exits
+		wrap := killBeforeFinish(os.Getenv(killBeforeFinishEnv))
+		if dir := os.Getenv(killAfterBranchEnv); dir != "" {
+			wrap = killAfterBranch(dir)
+		}
+		cli.MainWith(cli.Options{WrapStore: wrap}) // exits
 	}
 	self, err := os.Executable()
 	if err != nil {
