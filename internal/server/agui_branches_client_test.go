@@ -28,19 +28,7 @@ func TestAGUIBranchesClients(t *testing.T) {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			env := stacktest.New(t, stacktest.Options{Store: open(t)})
-			var out clientResults
-			runErr := runNodeScript(t, node, dir, "branches.mjs", &out, env.URL, "aguibr")
-			if len(out.Results) != 4 {
-				t.Fatalf("want 4 cases, got %+v", out.Results)
-			}
-			for _, r := range out.Results {
-				if !r.OK {
-					t.Errorf("%s: %s", r.Name, r.Error)
-				}
-			}
-			if runErr != nil && !t.Failed() {
-				t.Fatal(runErr)
-			}
+			runClientCases(t, node, dir, "branches.mjs", 4, env.URL, "aguibr")
 			for _, tag := range []string{"v1", "v0059", "copilotkit"} {
 				checkAGUIBranches(t, env, tag, "aguibr-"+tag)
 			}

@@ -40,19 +40,7 @@ func TestChatCompletionsBranchesClients(t *testing.T) {
 	t.Parallel()
 	node, dir := nodeFixture(t, "clients", filepath.Join("openai", "package.json"), filepath.Join("ai", "package.json"))
 	env := stacktest.New(t, stacktest.Options{})
-	var out clientResults
-	runErr := runNodeScript(t, node, dir, "chat-branches.mjs", &out, env.URL, "assistant", "br")
-	if len(out.Results) != 6 {
-		t.Fatalf("want 6 cases, got %+v", out.Results)
-	}
-	for _, r := range out.Results {
-		if !r.OK {
-			t.Errorf("%s: %s", r.Name, r.Error)
-		}
-	}
-	if runErr != nil && !t.Failed() {
-		t.Fatal(runErr)
-	}
+	runClientCases(t, node, dir, "chat-branches.mjs", 6, env.URL, "assistant", "br")
 	for _, c := range []struct{ tag, session string }{{"sdk", "br-openai"}, {"aisdk", "br-aisdk"}} {
 		q1, q2, q2e, q3 := c.tag+" branch first question", c.tag+" branch second question",
 			c.tag+" branch second question, edited", c.tag+" branch after the edit"

@@ -49,9 +49,17 @@ func runResponsesClient(t *testing.T, script string, want int, probe string, arg
 	env := stacktest.New(t, stacktest.Options{Script: responsesScript})
 	requireResponsesRoute(t, env)
 
-	var out clientResults
-	runErr := runNodeScript(t, node, dir, script, &out, append([]string{env.URL, "assistant"}, args...)...)
+	out := runClientCases(t, node, dir, script, want, append([]string{env.URL, "assistant"}, args...)...)
 	t.Logf("%s sent: %s", script, out.Sent)
+	return env
+}
+
+// runClientCases runs a fixture's script that prints clientResults, and
+// fails the test unless it ran want cases and each passed.
+func runClientCases(t *testing.T, node, dir, script string, want int, args ...string) clientResults {
+	t.Helper()
+	var out clientResults
+	runErr := runNodeScript(t, node, dir, script, &out, args...)
 	if len(out.Results) != want {
 		t.Fatalf("%s: want %d cases, got %+v", script, want, out.Results)
 	}
@@ -63,7 +71,7 @@ func runResponsesClient(t *testing.T, script string, want int, probe string, arg
 	if runErr != nil && !t.Failed() {
 		t.Fatal(runErr)
 	}
-	return env
+	return out
 }
 
 // requireResponsesRoute fails at once, and says why, when the server has
