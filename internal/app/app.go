@@ -468,7 +468,8 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 	}
 	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
-		RefuseStateless: cfg.StatelessApproval == config.StatelessRefuse, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,
+		RefuseStateless:    cfg.StatelessApproval == config.StatelessRefuse,
+		CancelOnDisconnect: cfg.OnDisconnect == config.OnDisconnectCancel, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,
 		TraceContent: cfg.TraceContent, KeepContent: cfg.KeepContent,
 		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets, Tracer: cfg.Tracer})
 }

@@ -133,6 +133,11 @@ type Config struct {
 	// Finish: StatelessRefuse when a key has the caller or approver role,
 	// StatelessRun otherwise.
 	StatelessApproval StatelessPolicy
+	// OnDisconnect is what a durable turn does when its client goes away
+	// before its end (STACKBONE_ON_DISCONNECT): "continue" (the default: it
+	// goes on, a retry attaches to it, a new message on the thread stops
+	// it) or "cancel" (it is cancelled at once).
+	OnDisconnect string
 	// ApprovalTTL is how long a pending approval waits before it expires
 	// and is recorded as a rejection (decidedVia "expiry"), for tools whose
 	// needsApproval sets no expiresAfter (STACKBONE_APPROVAL_TTL,
@@ -235,6 +240,9 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	}
 	if v := getenv("STACKBONE_STATELESS_APPROVAL"); v != "" {
 		c.StatelessApproval = StatelessPolicy(v)
+	}
+	if v := getenv("STACKBONE_ON_DISCONNECT"); v != "" {
+		c.OnDisconnect = v
 	}
 	if v := getenv("STACKBONE_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -521,6 +529,13 @@ func (c *Config) Finish() error {
 	default:
 		errs = append(errs, fmt.Errorf("stateless approval %q must be run or refuse (STACKBONE_STATELESS_APPROVAL, --stateless-approval)", c.StatelessApproval))
 	}
+	switch c.OnDisconnect {
+	case "":
+		c.OnDisconnect = OnDisconnectContinue
+	case OnDisconnectContinue, OnDisconnectCancel:
+	default:
+		errs = append(errs, fmt.Errorf("on disconnect %q must be continue or cancel (STACKBONE_ON_DISCONNECT)", c.OnDisconnect))
+	}
 	errs = append(errs, c.finishWebhooks()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -558,3 +573,9 @@ func (c *Config) SQLitePath() string {
 	}
 	return p
 }
+
+// What a durable turn does when its client goes away (Config.OnDisconnect).
+const (
+	OnDisconnectContinue = "continue"
+	OnDisconnectCancel   = "cancel"
+)

@@ -200,6 +200,16 @@ func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
 func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
 	run.Existed = true
 	r.resumeLapsed(th)
+	if th.Status == store.Running {
+		// A client follows the run again: a new message no longer stops
+		// it, unless this client goes away too.
+		if th.Abandoned {
+			if err := r.Store.AbandonRun(context.Background(), th.Tenant, th.ID, ""); err != nil {
+				r.Logger.Warn("clear an abandoned run", "thread", th.ID, "run", th.RunID, "err", err)
+			}
+		}
+		r.watchAbandon(run, th.Tenant, th.ID, th.RunID)
+	}
 	r.spawn(nil, func(ctx context.Context) {
 		defer close(run.events)
 		r.follow(ctx, in, from, run)

@@ -73,6 +73,10 @@ type Config struct {
 	// session (the stateless-approval policy "refuse"); by default they run.
 	// Either way each such call is recorded in the decisions audit.
 	RefuseStateless bool
+	// CancelOnDisconnect cancels a durable turn when its client goes away
+	// before its end (STACKBONE_ON_DISCONNECT=cancel); by default the turn
+	// goes on, a retry attaches to it, and a new message stops it.
+	CancelOnDisconnect bool
 	// ApprovalTTL is how long a pending approval waits before it expires,
 	// for tools whose needsApproval sets no expiresAfter; zero: never.
 	ApprovalTTL time.Duration
@@ -130,6 +134,8 @@ type Runner struct {
 	Hooks         Hooks
 	// RefuseStateless is Config.RefuseStateless.
 	RefuseStateless bool
+	// CancelOnDisconnect is Config.CancelOnDisconnect.
+	CancelOnDisconnect bool
 	// ApprovalTTL is Config.ApprovalTTL.
 	ApprovalTTL time.Duration
 	// Describe gives an error's public code and message for the RunError
@@ -196,7 +202,7 @@ func New(cfg Config) (*Runner, error) {
 	clk := clock.Or(cfg.Clock)
 	r := &Runner{Store: cfg.Store, Agents: cfg.Agents, Models: cfg.Models, Bus: cfg.Bus, Logger: cfg.Logger, clock: clk,
 		Now: clk.Now, NewID: cfg.NewID, Owner: cfg.Owner, Lease: cfg.Lease, JournalTTL: cfg.JournalTTL,
-		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, ApprovalTTL: cfg.ApprovalTTL, Describe: cfg.Describe}
+		ModelTimeouts: cfg.ModelTimeouts.Or(model.Timeouts{Call: model.DefaultCallTimeout, Idle: model.DefaultIdleTimeout}), Hooks: cfg.Hooks, RefuseStateless: cfg.RefuseStateless, CancelOnDisconnect: cfg.CancelOnDisconnect, ApprovalTTL: cfg.ApprovalTTL, Describe: cfg.Describe}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -532,6 +538,27 @@ type Run struct {
 	// the run wrote or read as pending (Pause).
 	end   *event.Event
 	known map[string]store.Interrupt
+	// abandoned is what Abandon tells the runner (a durable run's: its
+	// client went away); nil for none.
+	abandoned func()
+}
+
+// Abandon tells the run that its client went away before its end (the
+// request's context ended: a Stop button, a closed tab, a dropped
+// connection): the consumer is detached at once and, for a durable turn,
+// the runner is told (Config.CancelOnDisconnect: the run is cancelled;
+// else it goes on and a new message on the thread stops it, while a retry
+// attaches to it). Calling it after the run's end, or twice, does nothing
+// more.
+func (run *Run) Abandon() {
+	run.mu.Lock()
+	ended, tell := run.end != nil, run.abandoned
+	run.abandoned = nil
+	run.mu.Unlock()
+	run.detach()
+	if !ended && tell != nil {
+		tell()
+	}
 }
 
 // Events yields the run's events until its terminal event: RunFinished, or
@@ -541,7 +568,17 @@ type Run struct {
 func (run *Run) Events() iter.Seq[event.Event] {
 	return func(yield func(event.Event) bool) {
 		defer run.detach()
-		for e := range run.events {
+		for {
+			var e event.Event
+			select {
+			case <-run.gone:
+				return // abandoned: no more events for this consumer
+			case ev, ok := <-run.events:
+				if !ok {
+					return
+				}
+				e = ev
+			}
 			if e.Type == event.RunFinished || e.Type == event.RunError {
 				run.ended(e)
 			}
@@ -667,6 +704,22 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	case kind == attachRetry:
 		r.attach(in, th, run)
 		return run, nil
+	case err != nil && errors.Is(err, store.ErrRunInProgress) && th != nil && th.Status == store.Running && tries > 0:
+		// A new message on a running thread. When the running turn lost
+		// its client (a Stop, a closed tab), the message stops it, as its
+		// client would have, and goes on at once; when the client is going
+		// away just now (a Stop and the next message sent at once), it
+		// waits a moment for that.
+		if th.Abandoned {
+			if err := r.stopAbandoned(ctx, th); err != nil {
+				return nil, err
+			}
+			return r.start(ctx, in, tries-1)
+		}
+		if r.waitBusy(ctx, th) {
+			return r.start(ctx, in, tries-1)
+		}
+		return nil, err
 	case err != nil:
 		return nil, err
 	case kind == continueRetry:
@@ -751,6 +804,11 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 				r.attach(in, th, run)
 				return run, nil
 			}
+			// As above (a running thread): wait a moment for the turn to
+			// end or be left, then go on.
+			if th.Status == store.Running && tries > 0 && r.waitBusy(ctx, th) {
+				return r.start(ctx, in, tries-1)
+			}
 		}
 	}
 	if err != nil {
@@ -787,8 +845,85 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	}
 	r.Bus.Publish(in.Tenant, in.ThreadID, started)
 	x.run = run
+	r.watchAbandon(run, in.Tenant, in.ThreadID, x.runID)
 	r.spawn(spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
+}
+
+// busyWait bounds how long a new message on a running thread waits for
+// its turn to end or lose its client (waitBusy) before it is refused.
+const busyWait = time.Second
+
+// waitBusy waits, at most busyWait, until the thread no longer runs th's
+// run or that run's client went away (Thread.Abandoned), and reports
+// whether it did.
+func (r *Runner) waitBusy(ctx context.Context, th *store.Thread) bool {
+	sub := r.Bus.Subscribe(th.Tenant, th.ID)
+	defer sub.Close()
+	deadline := r.clock.NewTimer(busyWait)
+	defer deadline.Stop()
+	poll := r.clock.NewTicker(busyPoll)
+	defer poll.Stop()
+	for {
+		now, err := r.Store.GetThread(ctx, th.Tenant, th.ID)
+		if err != nil {
+			return false
+		}
+		if now.Status != store.Running || now.RunID != th.RunID || now.Abandoned {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C():
+			return false
+		case <-sub.C:
+		case <-sub.Dropped:
+			sub.Drain()
+		case <-poll.C():
+		}
+	}
+}
+
+// busyPoll is how often waitBusy reads the thread again (an abandoned run
+// is recorded in the store, not announced).
+const busyPoll = 25 * time.Millisecond
+
+// abandonWait bounds how long a new message waits for the turn it stops
+// (stopAbandoned) to stop.
+const abandonWait = 10 * time.Second
+
+// stopAbandoned cancels the thread's running turn, whose client went away,
+// wherever it runs, and waits (at most abandonWait) until it has stopped.
+func (r *Runner) stopAbandoned(ctx context.Context, th *store.Thread) error {
+	r.Logger.Info("a new message stops the turn its client left", "thread", th.ID, "run", th.RunID)
+	ctx, done := context.WithTimeout(ctx, abandonWait)
+	defer done()
+	_, err := r.CancelWait(ctx, th.Tenant, th.ID)
+	return err
+}
+
+// watchAbandon makes run's Abandon tell the runner that the client of the
+// durable run runID went away: the run is cancelled
+// (CancelOnDisconnect), or recorded as abandoned so that a new message
+// stops it (Store.AbandonRun), through any replica.
+func (r *Runner) watchAbandon(run *Run, tenant, threadID, runID string) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.abandoned = func() {
+		r.background(func(ctx context.Context) {
+			var err error
+			if r.CancelOnDisconnect {
+				r.Logger.Info("the client went away: the run is cancelled", "thread", threadID, "run", runID)
+				err = r.Cancel(ctx, tenant, threadID)
+			} else {
+				err = r.Store.AbandonRun(ctx, tenant, threadID, runID)
+			}
+			if err != nil {
+				r.Logger.Warn("record a run its client left", "thread", threadID, "run", runID, "err", err)
+			}
+		})
+	}
 }
 
 // branchPoint is the message a durable turn goes on from when it continues

@@ -490,7 +490,11 @@ func (x *execution) settle(ctx context.Context, err error) {
 // publishes that event (now carrying its sequence number).
 func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Event) (event.Event, error) {
 	stored := []event.Event{x.stamp(ev)}
-	rec, steps := x.takeSteps(string(status), true)
+	recStatus := string(status)
+	if status == store.Failed && ev.Code == CodeCancelled {
+		recStatus = CodeCancelled // stopped, not broken: the run's record says so
+	}
+	rec, steps := x.takeSteps(recStatus, true)
 	rec.Error = errMsg
 	// The run's span, so the notice of its end is part of its trace.
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"iter"
 	"net/http"
 	"strings"
@@ -68,6 +69,11 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire)
 	if err != nil {
 		return apierror.At(err, t.Param)
 	}
+	// A client that goes away before the run's end abandons it
+	// (engine.Run.Abandon); stop keeps a request that ended normally from
+	// counting as one.
+	stop := context.AfterFunc(r.Context(), run.Abandon)
+	defer stop()
 	return s.EncodeRun(t.Encoder(w, run), run)
 }
 

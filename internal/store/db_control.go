@@ -155,6 +155,22 @@ func (db *DB) ClearWaiting(ctx context.Context, tenant, threadID string, seq int
 	return n > 0, err
 }
 
+// AbandonRun records runID as the thread's abandoned run: its client went
+// away before its end, so a new message may stop it (Thread.AbandonedRun).
+// runID "" clears it (a client attached to the run again). Recording a run
+// that no longer holds the thread is harmless: only the run holding it
+// counts.
+func (db *DB) AbandonRun(ctx context.Context, tenant, threadID, runID string) error {
+	if err := CheckText("abandon run", "tenant", tenant, "threadID", threadID, "runID", runID); err != nil {
+		return db.invalid(err)
+	}
+	return db.d.Write(ctx, "abandon run", func(tx Tx) error {
+		tx.Queue(`INSERT INTO run_control (tenant, thread_id, abandoned_run) VALUES ($1, $2, $3)
+			ON CONFLICT (tenant, thread_id) DO UPDATE SET abandoned_run = excluded.abandoned_run`, tenant, threadID, runID)
+		return nil
+	})
+}
+
 // RunControlStore is the run control part of Store (RunControl).
 type RunControlStore interface {
 	// RequestCancel records a cancel of the thread's running run and
@@ -171,6 +187,9 @@ type RunControlStore interface {
 	// SetWaiting records the pause an MCP caller was told the thread
 	// waits on.
 	SetWaiting(ctx context.Context, tenant, threadID string, seq int64) error
+	// AbandonRun records the run whose client went away before its end
+	// ("" clears it).
+	AbandonRun(ctx context.Context, tenant, threadID, runID string) error
 	// ClearWaiting clears that pause when it is seq (one conditional
 	// write) and reports whether it did.
 	ClearWaiting(ctx context.Context, tenant, threadID string, seq int64) (bool, error)

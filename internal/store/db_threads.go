@@ -84,10 +84,14 @@ func (db *DB) GetThread(ctx context.Context, tenant, id string) (*Thread, error)
 	if err := CheckText("get thread", "tenant", tenant, "id", id); err != nil {
 		return nil, db.invalid(err)
 	}
-	var waiting int64
+	var (
+		waiting   int64
+		abandoned string
+	)
 	t, err := scanThread(db.d.Read().QueryRow(ctx,
-		`SELECT `+threadCols+`, coalesce((SELECT waiting_seq FROM run_control r WHERE r.tenant = $1 AND r.thread_id = $2), 0)
-		FROM threads WHERE tenant = $1 AND id = $2`, tenant, id), &waiting)
+		`SELECT `+threadCols+`, coalesce((SELECT waiting_seq FROM run_control r WHERE r.tenant = $1 AND r.thread_id = $2), 0),
+			coalesce((SELECT abandoned_run FROM run_control r WHERE r.tenant = $1 AND r.thread_id = $2), '')
+		FROM threads WHERE tenant = $1 AND id = $2`, tenant, id), &waiting, &abandoned)
 	if errors.Is(err, ErrNoRows) {
 		return nil, fmt.Errorf("%s: get thread %q: %w", db.name, id, ErrNotFound)
 	}
@@ -95,6 +99,9 @@ func (db *DB) GetThread(ctx context.Context, tenant, id string) (*Thread, error)
 		return nil, db.read("get thread", err)
 	}
 	t.WaitingSeq = waiting
+	if abandoned == t.RunID && t.Status == Running {
+		t.Abandoned = true
+	}
 	return t, nil
 }
 

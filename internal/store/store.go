@@ -123,9 +123,13 @@ type Thread struct {
 	// call answered "waiting" about, whose outcome no call reported yet);
 	// only GetThread reads it, so the engine's own read of the thread
 	// tells a wire without another store call.
-	WaitingSeq int64     `json:"-"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	WaitingSeq int64 `json:"-"`
+	// Abandoned says the thread's running run lost its client before its
+	// end (Store.AbandonRun named it): a new message stops it and goes
+	// on. Only GetThread reads it.
+	Abandoned bool      `json:"-"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// HeadBranch is the branch new turns go on (0: the first line);
 	// BranchSeq the last branch id given (0: the thread never branched).
 	HeadBranch int64 `json:"headBranch"`

@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
+)
+
+// abortStream starts a streamed Chat Completions turn on session, waits
+// until its first chunk arrived (the turn runs, its model call held), then
+// hangs up, as a chat UI's Stop button does.
+func abortStream(t *testing.T, env *stacktest.Env, session, body string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", env.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-stackbone-session", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("the turn to stop: %d", resp.StatusCode)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatalf("the turn to stop sent nothing: %v", err)
+	}
+	cancel()
+	resp.Body.Close()
+}
+
+// TestStopThenNewMessage: a client stops a streaming turn (it hangs up)
+// and sends its next message at once. The new message is answered, not
+// refused with 409 run_in_progress and not after the lease: the abandoned
+// turn is cancelled (its held model call ends) and the thread goes on.
+func TestStopThenNewMessage(t *testing.T) {
+	for driver, open := range branchDrivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Store: open(t)})
+			release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+			defer release()
+			abortStream(t, env, "stop", `{"model":"assistant","stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`)
+			r := call(t, "POST", env.URL+"/v1/chat/completions",
+				`{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"},{"role":"assistant","content":""},{"role":"user","content":"never mind: hi"}]}`,
+				"x-stackbone-session", "stop")
+			if r.status != 200 || !strings.Contains(string(r.body), "echo: never mind: hi") {
+				t.Fatalf("the message after the stop: %d %s", r.status, r.body)
+			}
+			runs, err := env.Store.ListRuns(context.Background(), "dev", "stop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(runs) != 2 || runs[0].Status != "cancelled" {
+				t.Fatalf("runs %+v; want the stopped one cancelled, then the answer", runs)
+			}
+		})
+	}
+}
+
+// TestAbandonedTurnRetryAttaches: a client that loses its connection
+// mid-turn and sends the same request again (an SDK's retry) gets the
+// turn's answer: the dropped connection does not stop the turn, and the
+// retry is not a new message that would.
+func TestAbandonedTurnRetryAttaches(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+	body := `{"model":"assistant","stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`
+	abortStream(t, env, "drop", body)
+	testwait.Until(t, "the dropped turn to be recorded as abandoned", func() bool {
+		th, err := env.Store.GetThread(context.Background(), "dev", "drop")
+		return err == nil && th.Abandoned
+	})
+	done := make(chan apiResp, 1)
+	go func() {
+		done <- call(t, "POST", env.URL+"/v1/chat/completions", strings.Replace(body, `"stream":true`, `"stream":false`, 1), "x-stackbone-session", "drop")
+	}()
+	testwait.Until(t, "the retry to attach", func() bool {
+		th, err := env.Store.GetThread(context.Background(), "dev", "drop")
+		return err == nil && !th.Abandoned
+	})
+	release()
+	r := testwait.Recv(t, done, "the retry's answer")
+	if r.status != 200 || !strings.Contains(string(r.body), "echo: tell me a long story") {
+		t.Fatalf("the retry: %d %s", r.status, r.body)
+	}
+	if n := env.Upstream.Count(); n != 1 {
+		t.Fatalf("%d model calls; want the first attempt's only", n)
+	}
+	th, err := env.Store.GetThread(context.Background(), "dev", "drop")
+	if err != nil || th.Status != store.Idle {
+		t.Fatalf("thread %+v, %v; want idle", th, err)
+	}
+}
+
+// TestCancelOnDisconnect: with STACKBONE_ON_DISCONNECT=cancel a turn whose
+// client hangs up is cancelled at once, with no new message.
+func TestCancelOnDisconnect(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) { cfg.OnDisconnect = config.OnDisconnectCancel }})
+	release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+	defer release()
+	abortStream(t, env, "gone", `{"model":"assistant","stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`)
+	testwait.Until(t, "the turn to be cancelled", func() bool {
+		th, err := env.Store.GetThread(context.Background(), "dev", "gone")
+		return err == nil && th.Status != store.Running
+	})
+	runs, err := env.Store.ListRuns(context.Background(), "dev", "gone")
+	if err != nil || len(runs) != 1 || runs[0].Status != "cancelled" {
+		t.Fatalf("runs %+v, %v; want the one cancelled", runs, err)
+	}
+}

@@ -1,0 +1,57 @@
+// Stop, then a new message at once, as a chat UI does, with two clients on
+// a Stackbone session (x-stackbone-session): the official openai Node SDK
+// (a streamed chat.completions.create whose controller is aborted once the
+// response started) and the Vercel AI SDK (streamText with an
+// AbortSignal, aborted at its first part). The turn to stop asks for "a
+// long story", which the Go test holds at the model. Prints one JSON
+// document {"results":[{name, ok, error, stopToAnswerMs, answer}]} and
+// exits 1 when a case failed.
+//
+//   node stop.mjs http://127.0.0.1:PORT AGENT SESSION_PREFIX
+import OpenAI from 'openai';
+import { streamText, generateText } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { expect, runCases, print } from './responses-lib.mjs';
+
+const [base, agent, prefix] = process.argv.slice(2);
+if (!base || !agent || !prefix) {
+  console.error('usage: node stop.mjs BASE_URL AGENT SESSION_PREFIX');
+  process.exit(2);
+}
+
+const story = (tag) => ({ role: 'user', content: `${tag}: tell me a long story` });
+const next = (tag) => ({ role: 'user', content: `${tag}: never mind, hi` });
+
+const cases = {
+  async openai() {
+    const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local', defaultHeaders: { 'x-stackbone-session': `${prefix}-openai` } });
+    const stream = await client.chat.completions.create({ model: agent, stream: true, messages: [story('sdk')] });
+    const t0 = performance.now();
+    stream.controller.abort();
+    const r = await client.chat.completions.create({ model: agent, messages: [story('sdk'), { role: 'assistant', content: '' }, next('sdk')] });
+    const ms = performance.now() - t0;
+    const answer = r.choices[0].message.content;
+    expect(answer === 'echo: sdk: never mind, hi', `answer ${JSON.stringify(answer)}`);
+    return { stopToAnswerMs: Math.round(ms), answer };
+  },
+  async aisdk() {
+    const provider = createOpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local', headers: { 'x-stackbone-session': `${prefix}-aisdk` } });
+    const stop = new AbortController();
+    const result = streamText({ model: provider.chat(agent), messages: [story('aisdk')], abortSignal: stop.signal, onError: () => {} });
+    let t0;
+    try {
+      for await (const part of result.fullStream) {
+        t0 = performance.now();
+        stop.abort();
+        break;
+      }
+    } catch {}
+    t0 ??= performance.now();
+    const r = await generateText({ model: provider.chat(agent), messages: [story('aisdk'), { role: 'assistant', content: '' }, next('aisdk')] });
+    const ms = performance.now() - t0;
+    expect(r.text === 'echo: aisdk: never mind, hi', `answer ${JSON.stringify(r.text)}`);
+    return { stopToAnswerMs: Math.round(ms), answer: r.text };
+  },
+};
+
+print(await runCases(cases));
