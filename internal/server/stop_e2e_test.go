@@ -118,3 +118,26 @@ func TestCancelOnDisconnect(t *testing.T) {
 		t.Fatalf("runs %+v, %v; want the one cancelled", runs, err)
 	}
 }
+
+// TestStopThenNewMessageOnAnotherReplica: the stopped turn runs on replica
+// A; the next message comes through replica B (two processes' worth of
+// stacks on one PostgreSQL, or one SQLite stack). B stops A's abandoned
+// turn through the store and answers at once.
+func TestStopThenNewMessageOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			a, b := stacktest.Replicas(t, driver == "postgres", stacktest.Options{})
+			release := a.Upstream.Stall(script.When{LastUser: "long story"})
+			t.Cleanup(release)
+			abortStream(t, a, "stop-rep", `{"model":"assistant","stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`)
+			r := call(t, "POST", b.URL+"/v1/chat/completions",
+				`{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"},{"role":"assistant","content":""},{"role":"user","content":"never mind: hi"}]}`,
+				"x-stackbone-session", "stop-rep")
+			if r.status != 200 || !strings.Contains(string(r.body), "echo: never mind: hi") {
+				t.Fatalf("the message after the stop, through B: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
