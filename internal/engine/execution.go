@@ -53,6 +53,10 @@ type execution struct {
 	// started markers are stored and results are not (the top execution's
 	// own; a subagent's calls are recovered with the thread).
 	inflight []inflightCall
+	// partial is the text of the agent's answer the client had seen when
+	// its model call failed part way (stream): stored if the run was
+	// cancelled (cancelPartial).
+	partial *message.Message
 	// retried are the live events of the steps a failed attempt of the turn
 	// stored, shown first when a client's retry continues it.
 	retried []event.Event
@@ -376,6 +380,7 @@ func (x *execution) drive(ctx context.Context, started *event.Event) {
 		x.send(x.stamp(event.Event{Type: event.RunError, Code: code, Message: msg, Err: cause}))
 	case err != nil && errors.Is(context.Cause(ctx), ErrCancelled):
 		outcome = CodeCancelled
+		x.cancelPartial()
 		x.settle(ctx, ErrCancelled)
 	case err != nil && !x.durable && ctx.Err() != nil:
 		// A stateless run lives in its request: the client hung up. A
@@ -484,6 +489,23 @@ func (x *execution) settle(ctx context.Context, err error) {
 	}
 	ev.Err = &RunFailedError{Err: err, WorkDone: true}
 	x.send(ev)
+}
+
+// cancelPartial stores, for a durable run that was cancelled while its
+// answer streamed, the text the client had seen as the thread's message
+// (marked Cancelled), so the next turn's model sees what the user saw.
+func (x *execution) cancelPartial() {
+	p := x.partial
+	x.partial = nil
+	if p == nil || !x.durable {
+		return
+	}
+	ctx := context.Background() // the run's own context is cancelled
+	if err := x.checkpoint(ctx, store.Checkpoint{Messages: []message.Message{*p}}); err != nil {
+		x.r.Logger.Warn("store the answer a cancel cut short", "thread", x.threadID, "run", x.runID, "err", err)
+		return
+	}
+	x.msgs = append(x.msgs, *p)
 }
 
 // endRun stores the end of a durable run with its terminal event and
@@ -863,6 +885,11 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 	for ch, err := range x.provider.Stream(ctx, req) {
 		if err != nil {
 			call.end(nil, err)
+			if !hold && x.scope == "" && text.Len() > 0 {
+				// What the client saw of an answer the call did not finish
+				// (kept if the run was cancelled: cancelPartial).
+				x.partial = &message.Message{ID: msg.ID, Role: message.Assistant, Content: text.String(), Cancelled: true}
+			}
 			return msg, args, held, err
 		}
 		call.chunk(ch)

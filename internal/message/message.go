@@ -51,6 +51,9 @@ type Message struct {
 	// thinking: a thinking block with its signature, or a redacted one),
 	// stored as the provider sent them.
 	Reasoning []Reasoning `json:"reasoning,omitempty"`
+	// Cancelled marks an answer cut short by a cancel (a Stop): its text is
+	// what had streamed to the client by then.
+	Cancelled bool `json:"cancelled,omitempty"`
 	// Seq is the message's sequence number in its thread, as the store read
 	// it (0 for a message not read from a thread); it is not part of the
 	// stored message, and a branch point names a message by it.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
@@ -18,6 +19,13 @@ import (
 // until its first chunk arrived (the turn runs, its model call held), then
 // hangs up, as a chat UI's Stop button does.
 func abortStream(t *testing.T, env *stacktest.Env, session, body string) {
+	t.Helper()
+	abortStreamAfter(t, env, session, body, "")
+}
+
+// abortStreamAfter is abortStream, hanging up once a line of the stream
+// holds seen ("": its first line).
+func abortStreamAfter(t *testing.T, env *stacktest.Env, session, body, seen string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -31,8 +39,15 @@ func abortStream(t *testing.T, env *stacktest.Env, session, body string) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("the turn to stop: %d", resp.StatusCode)
 	}
-	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
-		t.Fatalf("the turn to stop sent nothing: %v", err)
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the turn to stop did not send %q: %v", seen, err)
+		}
+		if strings.Contains(line, seen) {
+			break
+		}
 	}
 	cancel()
 	resp.Body.Close()
@@ -139,5 +154,32 @@ func TestStopThenNewMessageOnAnotherReplica(t *testing.T) {
 				t.Fatalf("the message after the stop, through B: %d %s", r.status, r.body)
 			}
 		})
+	}
+}
+
+// TestStopKeepsWhatWasSeen: a turn stopped while its answer streamed keeps
+// the text the client had seen, as the thread's answer marked cancelled,
+// so the next turn's model sees what the user saw.
+func TestStopKeepsWhatWasSeen(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	env.Upstream.BreakOnce(script.When{LastUser: "long story"}, 1, modeltest.Stall)
+	abortStreamAfter(t, env, "seen", `{"model":"assistant","stream":true,"messages":[{"role":"user","content":"tell me a long story"}]}`, `"content":"e`)
+	r := call(t, "POST", env.URL+"/v1/chat/completions",
+		`{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"},{"role":"assistant","content":"ec"},{"role":"user","content":"go on"}]}`,
+		"x-stackbone-session", "seen")
+	if r.status != 200 {
+		t.Fatalf("the message after the stop: %d %s", r.status, r.body)
+	}
+	msgs, err := env.Store.Messages(context.Background(), "dev", "seen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 4 || msgs[1].Role != "assistant" || !msgs[1].Cancelled || msgs[1].Content == "" ||
+		!strings.HasPrefix("echo: tell me a long story", msgs[1].Content) {
+		t.Fatalf("thread %+v; want the question, the cut answer (cancelled), the next question, its answer", msgs)
+	}
+	seen := modelSaw(env, "go on")
+	if len(seen) != 1 || len(seen[0]) != 3 || seen[0][1] != "assistant:"+msgs[1].Content {
+		t.Fatalf("the next turn's model saw %q; want the cut answer before the next question", seen)
 	}
 }
