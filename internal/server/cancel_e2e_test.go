@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -143,6 +144,98 @@ func TestThreadCancelRoute(t *testing.T) {
 			}
 			if r := call(t, "POST", env.URL+"/v1/threads/stop-me/cancel", `{"force":true}`, acmeAdmin...); r.status != http.StatusBadRequest {
 				t.Fatalf("cancel with an unknown field: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// sseEvents reads a Responses stream's events as they come: each event's
+// data on the returned channel, which is closed when the stream ends.
+func sseEvents(t *testing.T, url, body string, hdr ...string) <-chan map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	out := make(chan map[string]any, 64)
+	go func() {
+		defer close(out)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			var e map[string]any
+			if ok && json.Unmarshal([]byte(data), &e) == nil {
+				out <- e
+			}
+		}
+	}()
+	return out
+}
+
+// TestResponsesForegroundStreamCancel: a foreground (not background)
+// Responses stream held at the model is cancelled by its id from another
+// request: the cancel answers the response cancelled, the stream its client
+// still reads ends with it cancelled, GET reads it cancelled, and the
+// conversation takes the next turn at once. Cancelling it again answers
+// it as it is. SQLite and PostgreSQL.
+func TestResponsesForegroundStreamCancel(t *testing.T) {
+	t.Parallel()
+	for driver, open := range cancelDrivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Store: open(t), Mode: config.Start, Keys: cancelKeys})
+			release := env.Upstream.HoldOnce(script.When{LastUser: "slow"})
+			t.Cleanup(release)
+
+			events := sseEvents(t, env.URL+"/v1/responses", `{"model":"assistant","stream":true,"input":"slow please"}`, acmeAdmin...)
+			created := testwait.Recv(t, events, "response.created")
+			resp, _ := created["response"].(map[string]any)
+			id, _ := resp["id"].(string)
+			if created["type"] != "response.created" || id == "" {
+				t.Fatalf("first event: %v", created)
+			}
+			stacktest.WaitFor(t, "the model call to be held", func() bool { return env.Upstream.Count() == 1 })
+
+			if r := call(t, "POST", env.URL+"/v1/responses/"+id+"/cancel", "", betaAdmin...); r.status != http.StatusNotFound {
+				t.Fatalf("another tenant's cancel: %d %s", r.status, r.body)
+			}
+			r := call(t, "POST", env.URL+"/v1/responses/"+id+"/cancel", "", acmeAdmin...)
+			var cancelled struct{ ID, Status string }
+			if r.status != http.StatusOK || json.Unmarshal(r.body, &cancelled) != nil || cancelled.ID != id || cancelled.Status != "cancelled" {
+				t.Fatalf("cancel: %d %s", r.status, r.body)
+			}
+			var last map[string]any
+			for e := range events {
+				last = e
+			}
+			end, _ := last["response"].(map[string]any)
+			if last["type"] != "response.failed" || end["status"] != "cancelled" {
+				t.Fatalf("the stream's last event: %v", last)
+			}
+			got := call(t, "GET", env.URL+"/v1/responses/"+id, "", acmeAdmin...)
+			var read struct{ Status string }
+			if got.status != http.StatusOK || json.Unmarshal(got.body, &read) != nil || read.Status != "cancelled" {
+				t.Fatalf("GET after the cancel: %d %s", got.status, got.body)
+			}
+			if again := call(t, "POST", env.URL+"/v1/responses/"+id+"/cancel", "", acmeAdmin...); again.status != http.StatusOK ||
+				!strings.Contains(string(again.body), `"status":"cancelled"`) {
+				t.Fatalf("cancel again: %d %s", again.status, again.body)
+			}
+
+			next := call(t, "POST", env.URL+"/v1/responses",
+				fmt.Sprintf(`{"model":"assistant","input":"right after","previous_response_id":%q}`, id), acmeAdmin...)
+			if next.status != http.StatusOK || !strings.Contains(string(next.body), "echo: right after") {
+				t.Fatalf("the next turn: %d %s", next.status, next.body)
+			}
+			if n := env.Upstream.Count(); n != 2 {
+				t.Fatalf("the upstream got %d calls, want the cancelled one and the next", n)
 			}
 		})
 	}
