@@ -28,12 +28,14 @@ var cancelDrivers = map[string]func(t *testing.T) store.Store{
 var cancelKeys = []config.Key{
 	{Tenant: "acme", Secret: "sk-acme-admin-1", Role: config.RoleAdmin, Label: "acme"},
 	{Tenant: "acme", Secret: "sk-acme-apprv-1", Role: config.RoleApprover, Label: "alice"},
+	{Tenant: "acme", Secret: "sk-acme-callr-1", Role: config.RoleCaller, Label: "app"},
 	{Tenant: "beta", Secret: "sk-beta-admin-1", Role: config.RoleAdmin, Label: "beta"},
 }
 
 var (
 	acmeAdmin    = []string{"Authorization", "Bearer sk-acme-admin-1"}
 	acmeApprover = []string{"Authorization", "Bearer sk-acme-apprv-1"}
+	acmeCaller   = []string{"Authorization", "Bearer sk-acme-callr-1"}
 	betaAdmin    = []string{"Authorization", "Bearer sk-beta-admin-1"}
 )
 
@@ -78,7 +80,8 @@ func threadCancel(t *testing.T, env *stacktest.Env, id string, hdr ...string) (a
 // turn held at the model: an approver key is refused (403) and another
 // tenant is told the thread does not exist (404), both leaving the run
 // alone; the caller's cancel answers cancelled once the thread no longer
-// runs, the streaming client's response ends there, and a new message on
+// runs, the streaming client's response ends there (an error chunk, code
+// cancelled), and a new message on
 // the thread right after is answered (no 409, no lease wait). Cancelling
 // again, or an idle thread, answers cancelled false; an unknown thread is
 // 404. SQLite and PostgreSQL.
@@ -121,7 +124,7 @@ func TestThreadCancelRoute(t *testing.T) {
 				t.Fatalf("thread %s after the cancel answered %s", th.Status, c.Status)
 			}
 			body := testwait.Recv(t, streamed, "the streaming client's response to end")
-			if !strings.HasPrefix(body, "200\n") || strings.Contains(body, `"finish_reason":"stop"`) {
+			if !strings.HasPrefix(body, "200\n") || !strings.Contains(body, `"code":"cancelled"`) || strings.Contains(body, `"finish_reason":"stop"`) {
 				t.Fatalf("the cancelled stream:\n%s", body)
 			}
 
@@ -134,8 +137,8 @@ func TestThreadCancelRoute(t *testing.T) {
 				t.Fatalf("the upstream got %d calls, want the cancelled one and the next", n)
 			}
 
-			// Idempotent: nothing runs now.
-			r, again := threadCancel(t, env, "stop-me", acmeAdmin...)
+			// Idempotent: nothing runs now (a caller key may cancel too).
+			r, again := threadCancel(t, env, "stop-me", acmeCaller...)
 			if r.status != http.StatusOK || again.Cancelled || again.Status != store.Idle {
 				t.Fatalf("cancel of the idle thread: %d %s", r.status, r.body)
 			}
