@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // threadPath is /v1/threads/{id}, the id escaped as one segment, then
@@ -155,5 +156,43 @@ func headCmd(c *client) *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&branch, "branch", 0, "the branch to make the head")
 	cmd.Flags().StringVar(&at, "at", "", "a message id to rewind to")
+	return cmd
+}
+
+// cancelCmd is `stackbone threads cancel <id> [--json]`: it stops the
+// thread's running turn (POST /v1/threads/{id}/cancel) and says what
+// happened.
+func cancelCmd(c *client) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "cancel <id>",
+		Short: "Stop a thread's running turn",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.init()
+			path, err := threadPath(args[0], "/cancel")
+			if err != nil {
+				return err
+			}
+			var res server.ThreadCancel
+			if err := c.do("POST", path, nil, &res); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			id, out := clean(res.ID), cmd.OutOrStdout()
+			switch {
+			case !res.Cancelled:
+				_, err = fmt.Fprintf(out, "thread %s: nothing was running (status %s)\n", id, res.Status)
+			case res.Status == store.Running:
+				_, err = fmt.Fprintf(out, "thread %s: cancel asked; the turn is still stopping\n", id)
+			default:
+				_, err = fmt.Fprintf(out, "thread %s: turn cancelled (status %s)\n", id, res.Status)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the answer as JSON")
 	return cmd
 }

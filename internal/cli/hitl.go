@@ -434,6 +434,6 @@ func threadsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, branchesCmd(&c), forkCmd(&c), headCmd(&c))
+	cmd.AddCommand(list, show, branchesCmd(&c), forkCmd(&c), headCmd(&c), cancelCmd(&c))
 	return cmd
 }

@@ -152,6 +152,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/threads/{id}/state", WireOpenAI, true, s.threadState)
 	s.Handle("POST /v1/threads/{id}/head", WireOpenAI, true, s.turning(s.setHead))
 	s.Handle("POST /v1/threads/{id}/fork", WireOpenAI, true, s.turning(s.fork))
+	s.Handle("POST /v1/threads/{id}/cancel", WireOpenAI, true, s.turning(s.cancelThread))
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
 	s.Handle("GET /v1/threads/{id}/runs", WireOpenAI, true, s.listRuns)
 	s.Handle("GET /v1/runs/{id}", WireOpenAI, true, s.getRun)

@@ -812,6 +812,12 @@ function forkLabel(visible, seq) {
 function threadView(id, params = new URLSearchParams()) {
   const title = h('h1', { id: 'thread-h', tabindex: '-1' }, 'Thread ', h('code', {}, id));
   const meta = h('p', { class: 'meta', id: 'thread-meta' });
+  // Stop: shown while the thread runs a turn, to keys that may start turns.
+  const stopButton = h('button', { type: 'button', class: 'danger small', 'data-action': 'stop',
+    'aria-label': `Stop the running turn of thread ${id}` }, 'Stop');
+  const stopError = h('p', { class: 'error', id: 'thread-stop-error', role: 'alert', hidden: true });
+  const stopRow = h('div', { class: 'row stop-row', id: 'thread-stop', hidden: true }, stopButton,
+    h('span', { class: 'muted' }, 'The turn is running. Stop ends it at once; calls it started wait for a decision.'));
   const pendingList = h('div', { class: 'cards' });
   const pendingSec = h('section', { class: 'pending', id: 'thread-pending', hidden: true, 'aria-labelledby': 'pending-h' },
     h('h2', { id: 'pending-h' }, 'Waiting for your decision'), pendingList);
@@ -828,7 +834,7 @@ function threadView(id, params = new URLSearchParams()) {
 
   main.replaceChildren(h('section', { 'aria-labelledby': 'thread-h' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/threads' }, 'Threads'), ' / ', id),
-    title, meta, error, pendingSec,
+    title, meta, stopRow, stopError, error, pendingSec,
     h('div', { class: 'thread-grid' },
       h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), branchBar, messages, streaming),
       h('aside', { class: 'side' },
@@ -880,6 +886,28 @@ function threadView(id, params = new URLSearchParams()) {
       button.focus();
     }
   }
+
+  // stop cancels the thread's running turn (POST /v1/threads/{id}/cancel,
+  // which answers once the turn has stopped).
+  async function stop() {
+    stopButton.disabled = true;
+    stopButton.textContent = 'Stopping…';
+    stopError.hidden = true;
+    try {
+      const r = await api('POST', path + '/cancel');
+      announce(r.cancelled ? `Stopped the running turn of thread ${id}.` : `Thread ${id} was not running any more.`);
+    } catch (e) {
+      if (e.status === 401) return;
+      stopError.textContent = `Could not stop the turn: ${e.message}`;
+      stopError.hidden = false;
+    } finally {
+      stopButton.disabled = false;
+      stopButton.textContent = 'Stop';
+    }
+    await refresh();
+    if (!stopError.hidden) stopButton.focus();
+  }
+  stopButton.addEventListener('click', stop);
 
   async function forkAt(m, button, err) {
     button.disabled = true;
@@ -1070,6 +1098,7 @@ function threadView(id, params = new URLSearchParams()) {
       meta.replaceChildren(h('span', { class: 'badge agent' }, t.agent), statusBadge(t.status),
         h('span', {}, 'last activity ', timeEl(t.updatedAt)),
         ...(t.lastError ? [h('span', { class: 'error-inline' }, t.lastError)] : []));
+      stopRow.hidden = t.status !== 'running' || !canTurn();
       const head = list?.head ?? t.headBranch ?? 0;
       const shown = t.branch ?? viewBranch ?? head;
       const branches = list?.data?.length ? list.data : [{ id: 0, parent: 0, forkSeq: 0 }];

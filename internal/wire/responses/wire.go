@@ -625,14 +625,15 @@ func (wr *Wire) delete(w http.ResponseWriter, r *http.Request) error {
 	return httpjson.Write(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }
 
-// cancel stops a background response that is still running.
+// cancel stops a response that is still running, background or not: its
+// run is cancelled wherever it runs (a stream its client still reads then
+// ends with the response cancelled) and the response is answered as it
+// stands once the run has stopped. A response that is over is answered as
+// it is.
 func (wr *Wire) cancel(w http.ResponseWriter, r *http.Request) error {
 	sr, rec, err := wr.load(r)
 	if err != nil {
 		return err
-	}
-	if !sr.Background {
-		return apierror.Invalid("", "Only background responses can be cancelled.")
 	}
 	resp, err := wr.current(r.Context(), sr, rec)
 	if err != nil {
