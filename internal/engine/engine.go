@@ -696,7 +696,10 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	// A regenerate that also changes the state is still a regenerate: the
 	// same messages as the last turn's with other state are not its retry.
 	known := bringsNothing(stored, in.Messages)
-	nothingNew := known && !changesState(th, in.State)
+	// A client that rebuilds its view from the stream (AG-UI) and sends no
+	// message at all reconnects, as a reloaded page does: nothing new.
+	reconnects := in.Resync && !hasTurnMessage(in.Messages)
+	nothingNew := (known || reconnects) && !changesState(th, in.State)
 	kind, rerr := r.retries(th, spec.Name, turn, nothingNew, in.Continues, d.regen && known)
 	switch {
 	case rerr != nil:
@@ -704,7 +707,8 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	case kind == attachRetry:
 		r.attach(in, th, run)
 		return run, nil
-	case err != nil && errors.Is(err, store.ErrRunInProgress) && th != nil && th.Status == store.Running && tries > 0:
+	case err != nil && errors.Is(err, store.ErrRunInProgress) && th != nil && th.Status == store.Running && tries > 0 &&
+		!nothingNew && hasTurnMessage(in.Messages):
 		// A new message on a running thread. When the running turn lost
 		// its client (a Stop, a closed tab), the message stops it, as its
 		// client would have, and goes on at once; when the client is going
@@ -848,6 +852,17 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	r.watchAbandon(run, in.Tenant, in.ThreadID, x.runID)
 	r.spawn(spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
+}
+
+// hasTurnMessage reports whether msgs hold a message of the conversation
+// (not only system messages).
+func hasTurnMessage(msgs []message.Message) bool {
+	for _, m := range msgs {
+		if m.Role != message.System {
+			return true
+		}
+	}
+	return false
 }
 
 // busyWait bounds how long a new message on a running thread waits for

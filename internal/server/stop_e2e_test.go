@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,5 +182,58 @@ func TestStopKeepsWhatWasSeen(t *testing.T) {
 	seen := modelSaw(env, "go on")
 	if len(seen) != 1 || len(seen[0]) != 3 || seen[0][1] != "assistant:"+msgs[1].Content {
 		t.Fatalf("the next turn's model saw %q; want the cut answer before the next question", seen)
+	}
+}
+
+// TestAGUIReloadReattaches: an AG-UI page reloaded mid-turn (its stream
+// dropped) runs the agent again on the thread with no message: it gets the
+// running turn from its first event and follows it live to its end. The
+// reconnect neither stops the abandoned turn nor starts another; the model
+// is asked once.
+func TestAGUIReloadReattaches(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", env.URL+"/v1/agents/assistant/agui", strings.NewReader(
+		`{"threadId":"reload","runId":"r1","messages":[{"id":"u1","role":"user","content":"tell me a long story"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatalf("the first run sent nothing: %v", err)
+	}
+	cancel() // the page reloads
+	resp.Body.Close()
+	testwait.Until(t, "the dropped turn to be recorded as abandoned", func() bool {
+		th, err := env.Store.GetThread(context.Background(), "dev", "reload")
+		return err == nil && th.Abandoned
+	})
+	done := make(chan aguiStream, 1)
+	go func() { done <- aguiPost(t, env, "assistant", `{"threadId":"reload","runId":"r2","messages":[]}`) }()
+	testwait.Until(t, "the reloaded page to attach", func() bool {
+		th, err := env.Store.GetThread(context.Background(), "dev", "reload")
+		return err == nil && !th.Abandoned
+	})
+	release()
+	s := testwait.Recv(t, done, "the reloaded page's stream")
+	var types []string
+	text := ""
+	for _, e := range s.events {
+		types = append(types, e["type"].(string))
+		if e["type"] == "TEXT_MESSAGE_CONTENT" {
+			text += e["delta"].(string)
+		}
+	}
+	if s.status != 200 || len(types) == 0 || types[0] != "RUN_STARTED" || types[len(types)-1] != "RUN_FINISHED" ||
+		text != "echo: tell me a long story" {
+		t.Fatalf("the reloaded page got %d %v (text %q); want the running turn to its end", s.status, types, text)
+	}
+	if !slices.Contains(types, "MESSAGES_SNAPSHOT") || !slices.Contains(types, "STATE_SNAPSHOT") {
+		t.Fatalf("the reloaded page got %v; want the state and messages snapshots", types)
+	}
+	if n := env.Upstream.Count(); n != 1 {
+		t.Fatalf("%d model calls; want 1", n)
 	}
 }
