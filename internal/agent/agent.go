@@ -35,6 +35,10 @@ type Spec struct {
 	// ContextWindow is the model's context window in tokens; zero means
 	// the known window of the model (KnownContextWindow), or no limit.
 	ContextWindow int
+	// Multitask is what a new message does when it meets a turn still
+	// running on its thread (MultitaskReject, the default, when empty;
+	// MultitaskInterrupt, MultitaskRollback); a request may choose its own.
+	Multitask string
 	// ContextPolicy says what happens when a thread outgrows the window:
 	// ContextTrim (the default) sends only the most recent turns that fit;
 	// ContextSummarize also summarises what trim would leave out into a
@@ -434,3 +438,10 @@ func (s *Spec) OutputFormat() *model.ResponseFormat {
 	}
 	return &model.ResponseFormat{Type: model.FormatJSONSchema, Name: string(name), Schema: s.Output}
 }
+
+// Double-texting strategies (Spec.Multitask, and a request's own choice).
+const (
+	MultitaskReject    = "reject"
+	MultitaskInterrupt = "interrupt"
+	MultitaskRollback  = "rollback"
+)

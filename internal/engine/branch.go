@@ -155,23 +155,36 @@ func divergeByContent(stored, req []*message.Message, sent []message.Message) di
 		}
 		return divergence{from: stored[last].Seq, regen: true}
 	}
+	// at is the index in sent of the message req[i] points to.
+	at := func(i int) int {
+		for j := range sent {
+			if &sent[j] == req[i] {
+				return j
+			}
+		}
+		return 0
+	}
 	switch {
 	case k == len(ru) && k > 0 && history:
 		return regen()
+	case k == len(su) && k > 0 && (history || (len(ru) > k && stored[len(stored)-1].Role == message.User)):
+		// The conversation and more: what follows the last stored user
+		// message and the last answer is new (a user message the stored
+		// turn holds, one it left unanswered, is not sent again: a
+		// follow-up sent while the turn ran, or after it was stopped).
+		from := ru[k-1]
+		for i := len(req) - 1; i > from; i-- {
+			if req[i].Role == message.Assistant {
+				from = i
+				break
+			}
+		}
+		return divergence{sent: sent[at(from)+1:]}
 	case k == len(su) || k == len(ru) || !history:
 		return none // the conversation and more, or new messages only
 	}
-	// The request's messages from its k-th user message on: req points
-	// into sent.
-	first := req[ru[k]]
-	at := 0
-	for i := range sent {
-		if &sent[i] == first {
-			at = i
-			break
-		}
-	}
-	d := divergence{from: store.FromStart, sent: sent[at:]}
+	// The request's messages from its k-th user message on.
+	d := divergence{from: store.FromStart, sent: sent[at(ru[k]):]}
 	if i := su[k]; i > 0 {
 		d.from = stored[i-1].Seq
 	}

@@ -44,7 +44,7 @@ func TestDiverge(t *testing.T) {
 		regen bool
 		sentN int // -1: the request as sent
 	}{
-		{"the conversation and a new message", noID(sys, u("", "hi"), a("", "hello it is sunny"), u("", "more"), a("", "x"), u("", "next")), 0, false, -1},
+		{"the conversation and a new message", noID(sys, u("", "hi"), a("", "hello it is sunny"), u("", "more"), a("", "x"), u("", "next")), 0, false, 1},
 		{"a new message only", noID(u("", "next")), 0, false, -1},
 		{"the last answer left out", noID(sys, u("", "hi"), a("", "hello it is sunny"), u("", "more")), 6, true, 0},
 		{"the last user message edited", noID(u("", "hi"), a("", "hello it is sunny"), u("", "more, edited")), 5, false, 1},
@@ -124,5 +124,21 @@ func TestChangedKeys(t *testing.T) {
 	}
 	if got := changedKeys(nil, keys); len(got) != 3 {
 		t.Fatalf("changedKeys on no state = %s; want all", got)
+	}
+}
+
+// TestDivergeUnanswered: a client sending its whole history after a turn
+// that got no answer (stopped, or still running) holds that turn's question
+// again; only what follows it is new.
+func TestDivergeUnanswered(t *testing.T) {
+	stored := seqd(u("u1", "hi"), a("a1", "hello"), u("u2", "more"))
+	d := diverge(stored, []message.Message{u("", "hi"), a("", "hello"), u("", "more"), u("", "and this")})
+	if d.from != 0 || len(d.sent) != 1 || d.sent[0].Content != "and this" {
+		t.Fatalf("diverge = from %d, input %+v; want the head, with only the new question", d.from, d.sent)
+	}
+	// The same from a client that never got an answer to show.
+	d = diverge(seqd(u("u1", "hi")), []message.Message{u("", "hi"), u("", "and this")})
+	if d.from != 0 || len(d.sent) != 1 || d.sent[0].Content != "and this" {
+		t.Fatalf("diverge after an unanswered first question = from %d, input %+v; want only the new question", d.from, d.sent)
 	}
 }

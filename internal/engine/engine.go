@@ -714,8 +714,18 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		// client would have, and goes on at once; when the client is going
 		// away just now (a Stop and the next message sent at once), it
 		// waits a moment for that.
-		if th.Abandoned {
-			if err := r.stopAbandoned(ctx, th); err != nil {
+		// A double-text goes by the request's strategy, else the agent's.
+		switch strategy := multitask(in, spec); {
+		case th.Abandoned || strategy == agent.MultitaskInterrupt:
+			if err := r.stopTurn(ctx, th, strategy); err != nil {
+				return nil, err
+			}
+			return r.start(ctx, in, tries-1)
+		case strategy == agent.MultitaskRollback:
+			// Its messages are left behind: the follow-up goes on from the
+			// message before them, on a new branch.
+			in.rollback = rollbackPoint(stored, th.Turn.FirstMessage)
+			if err := r.stopTurn(ctx, th, strategy); err != nil {
 				return nil, err
 			}
 			return r.start(ctx, in, tries-1)
@@ -763,6 +773,9 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	from := branchPoint(in, th, stored)
 	if from == 0 {
 		from = d.from
+	}
+	if from == 0 {
+		from = in.rollback
 	}
 	switch {
 	case from > 0:
@@ -905,13 +918,49 @@ func (r *Runner) waitBusy(ctx context.Context, th *store.Thread) bool {
 const busyPoll = 25 * time.Millisecond
 
 // abandonWait bounds how long a new message waits for the turn it stops
-// (stopAbandoned) to stop.
+// (stopTurn) to stop.
 const abandonWait = 10 * time.Second
 
-// stopAbandoned cancels the thread's running turn, whose client went away,
-// wherever it runs, and waits (at most abandonWait) until it has stopped.
-func (r *Runner) stopAbandoned(ctx context.Context, th *store.Thread) error {
-	r.Logger.Info("a new message stops the turn its client left", "thread", th.ID, "run", th.RunID)
+// multitask is the double-texting strategy of a turn: the request's, else
+// its agent's, else reject.
+func multitask(in Input, spec *agent.Spec) string {
+	switch {
+	case in.Multitask != "":
+		return in.Multitask
+	case spec.Multitask != "":
+		return spec.Multitask
+	}
+	return agent.MultitaskReject
+}
+
+// rollbackPoint is the message before a turn's first (first, a message
+// seq) on the conversation head: what a rolled-back turn's follow-up goes
+// on from (store.FromStart before the first message; the conversation's
+// last message when the turn appended none on it).
+func rollbackPoint(head []message.Message, first int64) int64 {
+	for i, m := range head {
+		if m.Seq == first {
+			if i == 0 {
+				return store.FromStart
+			}
+			return head[i-1].Seq
+		}
+	}
+	if n := len(head); n > 0 {
+		return head[n-1].Seq
+	}
+	return 0
+}
+
+// stopTurn cancels the thread's running turn for a new message (its
+// client went away, or the message interrupts or rolls it back), wherever
+// it runs, and waits (at most abandonWait) until it has stopped.
+func (r *Runner) stopTurn(ctx context.Context, th *store.Thread, strategy string) error {
+	why := "a new message stops the turn its client left"
+	if !th.Abandoned {
+		why = "a new message stops the running turn (" + strategy + ")"
+	}
+	r.Logger.Info(why, "thread", th.ID, "run", th.RunID)
 	ctx, done := context.WithTimeout(ctx, abandonWait)
 	defer done()
 	_, err := r.CancelWait(ctx, th.Tenant, th.ID)
@@ -986,6 +1035,13 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 	x, err = r.newExecution(spec, in.Tenant, in.ThreadID)
 	if err != nil {
 		return nil, nil, err
+	}
+	switch in.Multitask {
+	case "", agent.MultitaskReject, agent.MultitaskInterrupt, agent.MultitaskRollback:
+	case "enqueue":
+		return nil, nil, inputError(FieldMultitask, "The multitask strategy enqueue is not available yet: use reject, interrupt or rollback.")
+	default:
+		return nil, nil, inputError(FieldMultitask, "Unknown multitask strategy %q: use reject, interrupt or rollback.", in.Multitask)
 	}
 	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
 		return nil, nil, err

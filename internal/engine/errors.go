@@ -86,6 +86,9 @@ const (
 	// FieldDecision is a Decision's Kind (retry or skip of an in-doubt
 	// call).
 	FieldDecision = "decision"
+	// FieldMultitask is Input.Multitask (the x-stackbone-multitask header,
+	// AG-UI forwardedProps.multitask, Responses metadata.multitask).
+	FieldMultitask = "multitask"
 )
 
 // InputError is a turn's or a decision's input the engine refuses; nothing

@@ -37,6 +37,13 @@ type Input struct {
 	// message, an answer left out to regenerate it) goes on from the last
 	// message both hold, on a new branch of the thread (diverge).
 	History bool
+	// Multitask is what the request does when it meets a turn still
+	// running on its thread (agent.MultitaskReject, MultitaskInterrupt,
+	// MultitaskRollback); "" takes the agent's (agent.Spec.Multitask).
+	Multitask string
+	// rollback is the message a rolled-back turn's follow-up goes on from
+	// (set by start once it stopped the turn; 0: none).
+	rollback int64
 	// Reports says the caller reports to its client the outcome of a
 	// thread's earlier turn that it told the client waits on a decision
 	// (MCP: store.Thread.WaitingSeq): a new turn on a thread with such a

@@ -20,6 +20,10 @@ import (
 // SessionHeader makes a turn durable in the named thread (wire.SessionHeader).
 const SessionHeader = wire.SessionHeader
 
+// MultitaskHeader chooses what a request does when it meets a turn still
+// running on its thread (engine.Input.Multitask), on every wire.
+const MultitaskHeader = "x-stackbone-multitask"
+
 // IdempotencyKeyHeader names a turn for its retries (wire.IdempotencyKeyHeader).
 const IdempotencyKeyHeader = wire.IdempotencyKeyHeader
 
@@ -148,6 +152,9 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 	}
 	in := t.Input()
 	in.Tenant, in.DecidedBy, in.Key = p.Tenant, p.Name, p.Name
+	if v := r.Header.Get(MultitaskHeader); v != "" {
+		in.Multitask = v // the header wins over a body's choice
+	}
 	if tw.SessionHeader() {
 		in.ThreadID = r.Header.Get(SessionHeader)
 		if err := apierror.CheckID(SessionHeader, in.ThreadID); err != nil {

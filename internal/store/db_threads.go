@@ -12,7 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest, head_branch, branch_seq`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest, head_branch, branch_seq, turn_msg_seq`
 
 // linearSQL reads the messages of a thread that never branched after the
 // first $3 (its sequence numbers are then its conversation's positions).
@@ -66,7 +66,7 @@ func scanThread(row Row, extra ...any) (*Thread, error) {
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
 		&t.LastError, &t.LeaseOwner, ScanTime(&t.LeaseUntil), ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt),
-		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest, &t.HeadBranch, &t.BranchSeq}, extra...)
+		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest, &t.HeadBranch, &t.BranchSeq, &t.Turn.FirstMessage}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -230,8 +230,8 @@ func queryMessages(ctx context.Context, q Querier, tenant, threadID string, afte
 // commit first).
 const beginInsertSQL = `INSERT INTO threads
 		(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
-		 turn_seq, turn_key, turn_digest)
-	VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14)
+		 turn_seq, turn_key, turn_digest, turn_msg_seq)
+	VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14, 1)
 	ON CONFLICT (tenant, id) DO NOTHING`
 
 // beginInsertReturningSQL is beginInsertSQL returning the thread it made.
@@ -280,7 +280,8 @@ const beginUpdateSQL = `UPDATE threads SET
 		message_seq = message_seq + $9, event_seq = event_seq + $10, options = $11::json,
 		turn_seq = CASE WHEN $14 THEN turn_seq ELSE event_seq + 1 END,
 		turn_key = CASE WHEN $14 THEN turn_key ELSE $12 END,
-		turn_digest = CASE WHEN $14 THEN turn_digest ELSE $13 END
+		turn_digest = CASE WHEN $14 THEN turn_digest ELSE $13 END,
+		turn_msg_seq = CASE WHEN $14 THEN turn_msg_seq ELSE message_seq + 1 END
 	WHERE tenant = $1 AND id = $2
 	RETURNING ` + threadCols + `, message_seq, event_seq`
 

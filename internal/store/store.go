@@ -147,6 +147,9 @@ type Turn struct {
 	Key string
 	// Digest is a digest of the turn's input as the client sent it.
 	Digest string
+	// FirstMessage is the sequence number of the first message the turn
+	// appended (its input; for a turn with none, its first answer).
+	FirstMessage int64
 }
 
 // InterruptStatus is the state of a pending decision.

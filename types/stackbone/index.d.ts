@@ -243,6 +243,17 @@ export interface DeepAgentConfig {
    */
   contextPolicy?: 'trim' | 'summarize';
   /**
+   * What a new message does when it meets a turn that is still running on
+   * its thread (double-texting), unless the request says otherwise
+   * (`x-stackbone-multitask`, AG-UI `forwardedProps.multitask`, Responses
+   * `metadata.multitask`): `'reject'` (the default) answers
+   * `409 run_in_progress`; `'interrupt'` cancels the running turn, keeping
+   * what it produced, and runs the new message; `'rollback'` cancels it and
+   * drops its messages (the new message goes on from before that turn, on a
+   * new branch), then runs the new message.
+   */
+  multitask?: 'reject' | 'interrupt' | 'rollback';
+  /**
    * Caps every tool result the model gets, in bytes (default 100000, and never
    * more than a quarter of a known context window): a longer result is cut,
    * with a note the model sees saying how much was left out. An MCP server's

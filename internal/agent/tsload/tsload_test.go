@@ -264,6 +264,8 @@ func TestConfigErrors(t *testing.T) {
 			`agents/a.ts:2:32: agent "a": contextWindow must be a positive integer (tokens)`},
 		{"unknown context policy", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', contextPolicy: 'compress' as any });\n",
 			`agents/a.ts:2:32: agent "a": contextPolicy: unknown policy "compress" (allowed: 'trim', 'summarize')`},
+		{"unknown multitask strategy", head + "export default defineDeepAgent({ name: 'a', model: 'openai/x', multitask: 'enqueue' as any });\n",
+			`agents/a.ts:2:32: agent "a": multitask: unknown strategy "enqueue" (allowed: 'reject', 'interrupt', 'rollback')`},
 		{"no default export", head + "export const x = defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
 			"agents/a.ts: no default export"},
 		{"throw at top level", head + "function f(): never {\n  throw new TypeError('bad setup');\n}\nf();\nexport default defineDeepAgent({ name: 'a', model: 'openai/x' });\n",
@@ -334,6 +336,20 @@ func TestContextSettings(t *testing.T) {
 		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o' });\n"}, Options{})
 	if s.ContextWindow != 0 || s.ContextPolicy != "" || s.Window("gpt-4o") != 128_000 {
 		t.Fatalf("defaults: contextWindow %d, contextPolicy %q, window %d", s.ContextWindow, s.ContextPolicy, s.Window("gpt-4o"))
+	}
+}
+
+// TestMultitask: multitask reaches the Spec ("" without it: reject).
+func TestMultitask(t *testing.T) {
+	s := loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o', multitask: 'rollback' });\n"}, Options{})
+	if s.Multitask != agent.MultitaskRollback {
+		t.Fatalf("multitask %q, want rollback", s.Multitask)
+	}
+	s = loadOne(t, map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+		"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o' });\n"}, Options{})
+	if s.Multitask != "" {
+		t.Fatalf("multitask %q without one, want none", s.Multitask)
 	}
 }
 

@@ -461,6 +461,7 @@ func testBeginRunState(t *testing.T, s store.Store) {
 
 func testBeginRunLastTurn(t *testing.T, s store.Store) {
 	ctx := t.Context()
+	msgs := int64(0)
 	start := func(run string, now time.Time, turn store.Turn) {
 		t.Helper()
 		evs := []event.Event{{Type: event.RunStarted}}
@@ -469,8 +470,9 @@ func testBeginRunLastTurn(t *testing.T, s store.Store) {
 		if err != nil {
 			t.Fatalf("BeginRun %s: %v", run, err)
 		}
-		if got := getThread(t, s, "a", "t").Turn; got != (store.Turn{Seq: evs[0].Seq, Key: turn.Key, Digest: turn.Digest}) {
-			t.Fatalf("turn after BeginRun %s: %+v (its RunStarted has seq %d)", run, got, evs[0].Seq)
+		msgs++ // the turn's input is the thread's next message
+		if got := getThread(t, s, "a", "t").Turn; got != (store.Turn{Seq: evs[0].Seq, Key: turn.Key, Digest: turn.Digest, FirstMessage: msgs}) {
+			t.Fatalf("turn after BeginRun %s: %+v (its RunStarted has seq %d, its input is message %d)", run, got, evs[0].Seq, msgs)
 		}
 	}
 	start("r1", T0, store.Turn{Key: "k1", Digest: "d1"})

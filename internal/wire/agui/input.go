@@ -196,6 +196,7 @@ func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
 		}
 	}
 	out.State = state
+	out.Multitask = forwardedMultitask(in.ForwardedProps)
 	for _, t := range in.Tools {
 		// Decode left each schema as schema.ToolParameters gives it (nil
 		// when absent or null).
@@ -398,4 +399,17 @@ func content(raw json.RawMessage, param string) (string, []message.Part, error) 
 		}
 	}
 	return strings.Join(texts, "\n"), parts, nil
+}
+
+// forwardedMultitask is forwardedProps.multitask when it is a string (the
+// run's double-texting strategy; the engine checks its value), else "".
+func forwardedMultitask(props json.RawMessage) string {
+	var p struct {
+		Multitask any `json:"multitask"`
+	}
+	if json.Unmarshal(props, &p) != nil {
+		return ""
+	}
+	s, _ := p.Multitask.(string)
+	return s
 }

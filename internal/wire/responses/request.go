@@ -483,7 +483,8 @@ func (req *Request) format() (*model.ResponseFormat, error) {
 func (req *Request) input(items []Item, resolve Resolver) (engine.Input, []int, error) {
 	// A background response can be followed as it streams (GET with
 	// stream=true): only a plain request sees nothing before the end.
-	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, Collected: !req.Stream && !req.Background}
+	in := engine.Input{Agent: req.Model, Temperature: req.Temperature, Collected: !req.Stream && !req.Background,
+		Multitask: req.Metadata["multitask"]}
 	if req.MaxOutputTokens != nil {
 		if *req.MaxOutputTokens < 1 {
 			return in, nil, apierror.Invalid("max_output_tokens", "`max_output_tokens` must be at least 1.")
