@@ -192,15 +192,17 @@ func (r *Runner) retryOf(th *store.Thread, agentName string, turn store.Turn, no
 // lapsed) is taken over first, so the retry gets the recovered answer.
 func (r *Runner) attach(in Input, th *store.Thread, run *Run) {
 	r.Logger.Info("retried turn attaches to its first attempt", "agent", in.Agent, "thread", in.ThreadID, "run", th.RunID)
-	r.followFrom(in, th, th.Turn.Seq, run)
+	r.followFrom(in, th, th.Turn.Seq, run, true)
 }
 
 // followFrom streams th's events from seq from on to run, in the
-// background, after taking over a run whose process died.
-func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
+// background, after taking over a run whose process died. A client (not a
+// passive reader) following a running turn is its client again: the turn
+// is no longer abandoned, and run's Abandon abandons it again.
+func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run, client bool) {
 	run.Existed = true
 	r.resumeLapsed(th)
-	if th.Status == store.Running {
+	if client && th.Status == store.Running {
 		// A client follows the run again: a new message no longer stops
 		// it, unless this client goes away too.
 		if th.Abandoned {
@@ -221,7 +223,31 @@ func (r *Runner) followFrom(in Input, th *store.Thread, from int64, run *Run) {
 // to a turn it started, such as the Responses wire's resumed stream. A
 // thread that is unknown to the tenant is store.ErrNotFound.
 func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64) (*Run, error) {
-	th, err := r.Store.GetThread(ctx, tenant, threadID)
+	return r.FollowTurn(ctx, FollowTurn{Tenant: tenant, ThreadID: threadID, From: from, Client: true})
+}
+
+// FollowTurn says which turn a client follows and how (Runner.FollowTurn).
+type FollowTurn struct {
+	Tenant, ThreadID string
+	// From is the sequence number of the first event to stream (the
+	// turn's first event: store.Thread.Turn.Seq, store.Store.RunTurn).
+	From int64
+	// Snapshots adds, for a client that rebuilds its view from the stream
+	// (AG-UI), the thread's state after the turn's start and its messages
+	// before the turn's end, as the turn's own stream has them.
+	Snapshots bool
+	// Client says the follower is the turn's client again (a reloaded UI,
+	// with a key that may start turns): a running turn it follows is no
+	// longer abandoned, and the returned run's Abandon abandons it again.
+	// A passive reader (false) changes nothing of the turn.
+	Client bool
+}
+
+// FollowTurn is Follow with options: a turn streamed again, from its first
+// event, then live to its end (a UI reattaching after a reload, on any
+// wire's format).
+func (r *Runner) FollowTurn(ctx context.Context, f FollowTurn) (*Run, error) {
+	th, err := r.Store.GetThread(ctx, f.Tenant, f.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -229,9 +255,9 @@ func (r *Runner) Follow(ctx context.Context, tenant, threadID string, from int64
 		return nil, ErrShuttingDown
 	}
 	defer r.wg.Done()
-	run := newRun(th.RunID, threadID)
-	run.tenant, run.store = tenant, r.Store
-	r.followFrom(Input{Tenant: tenant, ThreadID: threadID}, th, from, run)
+	run := newRun(th.RunID, f.ThreadID)
+	run.tenant, run.store = f.Tenant, r.Store
+	r.followFrom(Input{Tenant: f.Tenant, ThreadID: f.ThreadID, Resync: f.Snapshots}, th, f.From, run, f.Client)
 	return run, nil
 }
 

@@ -37,6 +37,12 @@ const DefaultKeepAliveInterval = 15 * time.Second
 // so it takes a key that may start turns: an approver key only reads them.
 func (s *Server) Mount(id Wire, tw wire.Wire) {
 	s.SetErrorWriter(id, tw.WriteError)
+	if rs, ok := tw.(wire.RunStreamer); ok {
+		if s.formats == nil {
+			s.formats = map[string]wire.RunStreamer{}
+		}
+		s.formats[rs.StreamFormat()] = rs
+	}
 	s.Handle(tw.TurnRoute(), id, true, func(w http.ResponseWriter, r *http.Request) error { return s.serveTurn(w, r, tw) })
 	for pattern, h := range tw.Routes() {
 		if method, _, _ := strings.Cut(pattern, " "); method != http.MethodGet && method != http.MethodHead {

@@ -30,6 +30,7 @@ import (
 	"github.com/stackbone/stackbone/internal/ids"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/telemetry"
+	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/openai"
 )
 
@@ -69,6 +70,9 @@ type Server struct {
 	mux     *http.ServeMux
 	tracing *telemetry.HTTPServer // nil when tracing is off
 	writers map[Wire]ErrorWriter
+	// formats are the streaming formats of the mounted wires, by name
+	// (GET /v1/threads/{id}/runs/{run}/stream?format=).
+	formats map[string]wire.RunStreamer
 	streams streamSet // event streams taken off net/http (Stream)
 	// probing is held by the /healthz call that writes a probe, so that
 	// there is one at a time.
@@ -155,6 +159,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("POST /v1/threads/{id}/cancel", WireOpenAI, true, s.turning(s.cancelThread))
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
 	s.Handle("GET /v1/threads/{id}/runs", WireOpenAI, true, s.listRuns)
+	s.Handle("GET /v1/threads/{id}/runs/{run}/stream", WireOpenAI, true, s.streamRun)
 	s.Handle("GET /v1/runs/{id}", WireOpenAI, true, s.getRun)
 	s.Handle("GET /v1/usage", WireOpenAI, true, s.usageReport)
 	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)

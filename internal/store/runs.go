@@ -210,6 +210,28 @@ func (db *DB) TurnEnd(ctx context.Context, tenant, threadID string, turnSeq int6
 	return end, nil
 }
 
+// RunTurn returns the event sequence number of the first event of the
+// turn that run runID of the thread belongs to (store.Thread.Turn.Seq when
+// it ran); ErrNotFound when the thread has no recorded run of that id, or
+// only one recorded before runs recorded their turn. A run is recorded at
+// its first checkpoint: a running run not yet recorded is the thread's
+// (Thread.RunID, Thread.Turn).
+func (db *DB) RunTurn(ctx context.Context, tenant, threadID, runID string) (int64, error) {
+	if err := CheckText("run turn", "tenant", tenant, "threadID", threadID, "run", runID); err != nil {
+		return 0, db.invalid(err)
+	}
+	var seq int64
+	err := db.d.Read().QueryRow(ctx, `SELECT turn_seq FROM runs WHERE tenant = $1 AND thread_id = $2 AND id = $3 AND turn_seq > 0`,
+		tenant, threadID, runID).Scan(&seq)
+	if errors.Is(err, ErrNoRows) {
+		return 0, fmt.Errorf("%s: thread %q: no recorded run %q: %w", db.name, threadID, runID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, db.read("run turn", err)
+	}
+	return seq, nil
+}
+
 // runUpsert updates a recorded run with its later record: its status, end
 // and error, and its span once it has one (a run's first record may come
 // before its span starts).

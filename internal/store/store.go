@@ -606,6 +606,11 @@ type Store interface {
 	// its last run ended; ErrNotFound when none of its runs has ended.
 	TurnEnd(ctx context.Context, tenant, threadID string, turnSeq int64) (int64, error)
 
+	// RunTurn returns the event sequence number of the first event of
+	// the turn a recorded run of the thread belongs to; ErrNotFound for
+	// an unknown run.
+	RunTurn(ctx context.Context, tenant, threadID, runID string) (int64, error)
+
 	// BeginRun creates the thread if needed and takes its lease, appending
 	// Input. An existing thread must pass Admit (ErrAgentMismatch,
 	// ErrApprovalPending, ErrRunInProgress), checked in the same transaction.

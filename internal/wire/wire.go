@@ -125,6 +125,34 @@ type Wire interface {
 	Routes() map[string]func(w http.ResponseWriter, r *http.Request) error
 }
 
+// RunStreamer is a Wire that streams a durable turn again in its own
+// streaming format, for a UI that reattaches after a reload (GET
+// /v1/threads/{id}/runs/{run}/stream?format=NAME): the turn's events from
+// its first on, then live to its end, through the same encoder as the
+// wire's streaming turns.
+type RunStreamer interface {
+	// StreamFormat is the format's name (the route's ?format=).
+	StreamFormat() string
+	// Snapshots reports whether the format's clients rebuild their view
+	// from the stream (AG-UI): the turn comes with the thread's state and
+	// messages snapshots, as a turn of the wire's own does.
+	Snapshots() bool
+	// RunEncoder makes the stream's writer for a turn the wire did not
+	// decode; r is the route's request (a format's own parameters, such
+	// as Responses' starting_after).
+	RunEncoder(w http.ResponseWriter, r *http.Request, rs RunStream) (Encoder, error)
+}
+
+// RunStream is the turn a RunStreamer streams.
+type RunStream struct {
+	Tenant, ThreadID string
+	// RunID is the run the client named; Agent the thread's agent (the
+	// model of the chat formats).
+	RunID, Agent string
+	// TurnSeq is the sequence number of the turn's first event.
+	TurnSeq int64
+}
+
 // Collect is the Encoder of a non-streaming answer: add folds each event
 // of the run in, and Close writes result as one JSON body with status 200,
 // or returns the run's error for the wire's error envelope.

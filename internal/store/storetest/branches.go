@@ -278,6 +278,27 @@ func testTurnEnds(t *testing.T, s store.Store) {
 	}
 }
 
+// testRunTurns: a recorded run names the first event of its turn; an
+// unknown run, another thread's or another tenant's is not found.
+func testRunTurns(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := endedTurn(t, s, "rt", "r1", at(0), 0, userMsg("u1", "a"), assistantMsg("a1", "A"))
+	b := endedTurn(t, s, "rt", "r2", at(time.Minute), 0, userMsg("u2", "b"), assistantMsg("a2", "B"))
+	for run, want := range map[string]int64{"r1": a, "r2": b} {
+		if got, err := s.RunTurn(ctx, "t1", "rt", run); err != nil || got != want {
+			t.Errorf("RunTurn(%s) = %d, %v; want %d", run, got, err, want)
+		}
+	}
+	if a == b {
+		t.Fatalf("two turns began at the same event %d", a)
+	}
+	for _, c := range []struct{ tenant, thread, run string }{{"t1", "rt", "r9"}, {"t1", "other", "r1"}, {"t2", "rt", "r1"}} {
+		if _, err := s.RunTurn(ctx, c.tenant, c.thread, c.run); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("RunTurn(%s, %s, %s): %v, want ErrNotFound", c.tenant, c.thread, c.run, err)
+		}
+	}
+}
+
 // testBranchFromStart: a turn from before the first message (its first
 // message edited) is a branch holding none of the earlier messages, with
 // the state as it was before any.

@@ -156,6 +156,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Branches/Concurrent", testBranchConcurrent},
 		{"Branches/StateAtTheBranchPoint", testBranchState},
 		{"Branches/TurnEnds", testTurnEnds},
+		{"Runs/RunTurn", testRunTurns},
 		{"Branches/FromTheStart", testBranchFromStart},
 		{"Branches/StaleHead", testBeginRunStaleHead},
 	}

@@ -96,8 +96,32 @@ func (t *turn) Encoder(w http.ResponseWriter, run *engine.Run) wire.Encoder {
 	if runID == "" {
 		runID = run.ID
 	}
+	return t.wr.streamEncoder(w, t.req.ThreadID, runID, t.req)
+}
+
+// streamEncoder is the writer of an AG-UI run: a turn's (for the client
+// that sent req), or a turn streamed again (RunEncoder, req nil: a 1.0
+// client holding no message).
+func (wr *Wire) streamEncoder(w http.ResponseWriter, threadID, runID string, req *RunAgentInput) wire.Encoder {
 	sw := sse.NewBuffered(w)
-	return &stream{Stream: NewStream(sw, t.req.ThreadID, runID, t.wr.now).ForClient(t.req), sw: sw}
+	st := NewStream(sw, threadID, runID, wr.now)
+	if req != nil {
+		st = st.ForClient(req)
+	}
+	return &stream{Stream: st, sw: sw}
+}
+
+var _ wire.RunStreamer = (*Wire)(nil)
+
+// StreamFormat is "agui": AG-UI events, RUN_STARTED to RUN_FINISHED.
+func (*Wire) StreamFormat() string { return "agui" }
+
+// Snapshots: an AG-UI client rebuilds its view from the stream.
+func (*Wire) Snapshots() bool { return true }
+
+// RunEncoder streams a turn again as the AG-UI run the client names.
+func (wr *Wire) RunEncoder(w http.ResponseWriter, _ *http.Request, rs wire.RunStream) (wire.Encoder, error) {
+	return wr.streamEncoder(w, rs.ThreadID, rs.RunID, nil), nil
 }
 
 // stream writes AG-UI events; an error (a run that ended without a

@@ -3,6 +3,7 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,6 +178,7 @@ func (s *Stream) Write(e event.Event) error {
 			owner = s.owner(e.SubagentRunID)
 		}
 		s.tools.add(e.ToolCallID, owner)
+		s.hold(e.MessageID)
 		return s.write(toolStart{base: s.stamp("TOOL_CALL_START", e.Time), ToolCallID: e.ToolCallID, ToolCallName: e.ToolName,
 			ParentMessageID: e.MessageID, SubagentRunID: owner})
 	case event.ToolCallArgs:
@@ -191,6 +193,7 @@ func (s *Stream) Write(e event.Event) error {
 		if err := s.closeTool(e.ToolCallID, e.Time); err != nil {
 			return err
 		}
+		s.hold(e.MessageID)
 		return s.write(toolResult{base: s.stamp("TOOL_CALL_RESULT", e.Time), MessageID: e.MessageID, ToolCallID: e.ToolCallID,
 			Content: e.Content, Role: "tool", SubagentRunID: s.owner(e.SubagentRunID)})
 	case event.StateSnapshot:
@@ -318,6 +321,16 @@ func (s *Stream) messagesSnapshot(msgs []wireMessage, ms int64) error {
 	return s.write(messagesSnapshot{base: s.stamp("MESSAGES_SNAPSHOT", ms), Messages: msgs})
 }
 
+// hold records a message the stream made the client hold (a text, a tool
+// call's message, a tool result), after those it holds: a turn streamed to
+// a client that holds none of its messages (a reloaded page) then gets its
+// MESSAGES_SNAPSHOT in order too.
+func (s *Stream) hold(id string) {
+	if id != "" && !slices.Contains(s.held, id) {
+		s.held = append(s.held, id)
+	}
+}
+
 // keepsOrder reports whether the client's reducer, applying msgs to the
 // messages it holds, ends with msgs in their order: the held messages msgs
 // lists must come first, in msgs' order.
@@ -361,6 +374,7 @@ func (s *Stream) openText(e event.Event) error {
 	owner := s.owner(e.SubagentRunID)
 	s.texts.add(e.MessageID, owner)
 	s.messageOwner[e.MessageID] = owner
+	s.hold(e.MessageID)
 	return s.write(textStart{base: s.stamp("TEXT_MESSAGE_START", e.Time), MessageID: e.MessageID, Role: "assistant", SubagentRunID: owner})
 }
 

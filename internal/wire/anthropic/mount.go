@@ -91,8 +91,31 @@ func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
 		c := NewCollector(id, t.req.Model)
 		return wire.Collect(w, c.Add, c.Result)
 	}
+	return streamEncoder(w, id, t.req.Model, EstimateTokens(t.req, agentText(t.wr.agents.Get(t.req.Model))...))
+}
+
+// streamEncoder is the writer of a streamed message of model: a streaming
+// turn's, or a turn streamed again (RunEncoder); estimate is message_start's
+// input_tokens.
+func streamEncoder(w http.ResponseWriter, id, model string, estimate int) wire.Encoder {
 	sw := sse.NewBuffered(w)
-	return &stream{NewStream(sw, id, t.req.Model, EstimateTokens(t.req, agentText(t.wr.agents.Get(t.req.Model))...)), sw}
+	return &stream{NewStream(sw, id, model, estimate), sw}
+}
+
+var _ wire.RunStreamer = (*Wire)(nil)
+
+// StreamFormat is "anthropic": Messages stream events, message_start to
+// message_stop.
+func (*Wire) StreamFormat() string { return "anthropic" }
+
+// Snapshots: a Messages client reads the answer only.
+func (*Wire) Snapshots() bool { return false }
+
+// RunEncoder streams a turn again as a streamed message whose model is the
+// thread's agent (its input tokens are not estimated again: 0 until the
+// turn's usage).
+func (wr *Wire) RunEncoder(w http.ResponseWriter, _ *http.Request, rs wire.RunStream) (wire.Encoder, error) {
+	return streamEncoder(w, wr.newID("msg"), rs.Agent, 0), nil
 }
 
 // stream answers a streaming turn with Messages stream events.

@@ -62,14 +62,36 @@ func (t *turn) Param(field string, i int) string {
 }
 
 func (t *turn) Encoder(w http.ResponseWriter, _ *engine.Run) wire.Encoder {
-	id := "chatcmpl-" + ids.New("")[1:]
-	created := t.now().Unix()
 	if !t.req.Stream {
-		c := NewCollector(id, t.req.Model, created)
+		c := NewCollector(completionID(), t.req.Model, t.now().Unix())
 		return wire.Collect(w, c.Add, c.Result)
 	}
+	return streamEncoder(w, t.req.Model, t.now(), t.req.StreamOptions != nil && t.req.StreamOptions.IncludeUsage)
+}
+
+// completionID names a completion.
+func completionID() string { return "chatcmpl-" + ids.New("")[1:] }
+
+// streamEncoder is the writer of a streamed completion of model: a
+// streaming turn's, or a turn streamed again (RunEncoder).
+func streamEncoder(w http.ResponseWriter, model string, created time.Time, includeUsage bool) wire.Encoder {
 	sw := sse.NewBuffered(w)
-	return &stream{Stream: NewStream(sw, id, t.req.Model, created, t.req.StreamOptions != nil && t.req.StreamOptions.IncludeUsage), sw: sw}
+	return &stream{Stream: NewStream(sw, completionID(), model, created.Unix(), includeUsage), sw: sw}
+}
+
+var _ wire.RunStreamer = (*Wire)(nil)
+
+// StreamFormat is "openai": chat.completion.chunk frames ending with [DONE].
+func (*Wire) StreamFormat() string { return "openai" }
+
+// Snapshots: a Chat Completions client reads the answer only.
+func (*Wire) Snapshots() bool { return false }
+
+// RunEncoder streams a turn again as a streamed completion whose model is
+// the thread's agent (?include_usage=true adds the usage chunk, as
+// stream_options.include_usage does).
+func (wr *Wire) RunEncoder(w http.ResponseWriter, r *http.Request, rs wire.RunStream) (wire.Encoder, error) {
+	return streamEncoder(w, rs.Agent, wr.now(), r.URL.Query().Get("include_usage") == "true"), nil
 }
 
 // stream answers a streaming turn with chunks.

@@ -510,37 +510,86 @@ func (wr *Wire) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
 	streaming, err := wantsStream(r)
 	if err != nil {
 		return err
 	}
 	if streaming {
-		after := int64(-1)
-		if v := q.Get("starting_after"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return apierror.Invalid("starting_after", "`starting_after` must be a sequence number (an integer ≥ 0).")
-			}
-			after = n
+		after, err := startingAfter(r)
+		if err != nil {
+			return err
 		}
 		run, err := wr.c.Runner.Follow(r.Context(), sr.Tenant, sr.ThreadID, sr.Seq)
 		if err != nil {
 			return err
 		}
-		sw := sse.NewBuffered(w)
-		// The headers go now: with after at or past the last event there
-		// may be nothing to send until the response ends (or never, for a
-		// finished one, whose stream then ends empty).
-		_ = sw.Start() // a client gone fails the first write, which ends Encode
-		f := newFold(rec.Head, sw.Event, after)
-		return wr.c.Encode(&stream{fold: f, sw: sw, w: w}, run)
+		return wr.c.Encode(resumed(w, rec.Head, after), run)
 	}
 	resp, err := wr.current(r.Context(), sr, rec)
 	if err != nil {
 		return err
 	}
 	return httpjson.Write(w, http.StatusOK, resp)
+}
+
+// startingAfter reads a resumed stream's ?starting_after= (-1: none, send
+// every event).
+func startingAfter(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("starting_after")
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, apierror.Invalid("starting_after", "`starting_after` must be a sequence number (an integer ≥ 0).")
+	}
+	return n, nil
+}
+
+// resumed is the writer of a response's events streamed again: head's,
+// numbered from 0, those numbered after after only.
+func resumed(w http.ResponseWriter, head Response, after int64) wire.Encoder {
+	sw := sse.NewBuffered(w)
+	// The headers go now: with after at or past the last event there may
+	// be nothing to send until the response ends (or never, for a finished
+	// one, whose stream then ends empty).
+	_ = sw.Start() // a client gone fails the first write, which ends Encode
+	return &stream{fold: newFold(head, sw.Event, after), sw: sw, w: w}
+}
+
+var _ wire.RunStreamer = (*Wire)(nil)
+
+// StreamFormat is "responses": Responses stream events, response.created
+// to response.completed, each with its sequence_number.
+func (*Wire) StreamFormat() string { return "responses" }
+
+// Snapshots: a Responses client folds the events into its response.
+func (*Wire) Snapshots() bool { return false }
+
+// RunEncoder streams a turn again as the response it made: the stored
+// response of a Responses turn (its id and request fields), else a
+// response named after the run, of the thread's agent, in the thread's
+// conversation. ?starting_after=N sends the events numbered after N only,
+// as GET /v1/responses/{id}?stream=true does.
+func (wr *Wire) RunEncoder(w http.ResponseWriter, r *http.Request, rs wire.RunStream) (wire.Encoder, error) {
+	after, err := startingAfter(r)
+	if err != nil {
+		return nil, err
+	}
+	head := wr.head(&Request{Model: rs.Agent})
+	head.ID, head.Conversation, head.Store = "resp_"+rs.RunID, &Conversation{ID: rs.ThreadID}, true
+	sr, err := wr.c.Store.NextResponse(r.Context(), rs.Tenant, rs.ThreadID, rs.TurnSeq-1)
+	switch {
+	case err == nil && sr.Seq == rs.TurnSeq:
+		rec, err := recordOf(sr)
+		if err != nil {
+			return nil, err
+		}
+		head = rec.Head
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	return resumed(w, head, after), nil
 }
 
 // wantsStream reads whether a GET asks for the response's events: the
