@@ -39,6 +39,8 @@ type description struct {
 	// ContextPolicy ("", "trim" or "summarize") are contextWindow and contextPolicy.
 	ContextWindow int    `json:"contextWindow"`
 	ContextPolicy string `json:"contextPolicy"`
+	// ApprovalMode is approvalMode ("", "pause" or "wait").
+	ApprovalMode string `json:"approvalMode"`
 	// MaxToolResultBytes is maxToolResultBytes (0: the default cap).
 	MaxToolResultBytes int `json:"maxToolResultBytes"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
@@ -142,6 +144,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		MaxSteps:           d.MaxSteps,
 		ContextWindow:      d.ContextWindow,
 		ContextPolicy:      d.ContextPolicy,
+		ApprovalMode:       d.ApprovalMode,
 		MaxToolResultBytes: d.MaxToolResultBytes,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},

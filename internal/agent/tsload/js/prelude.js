@@ -9,7 +9,7 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'approvalMode'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes', 'tools'];
@@ -318,6 +318,9 @@
     if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim' && cfg.contextPolicy !== 'summarize') {
       fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim', 'summarize')`, loc);
     }
+    if (cfg.approvalMode !== undefined && cfg.approvalMode !== 'pause' && cfg.approvalMode !== 'wait') {
+      fail(`${what}: approvalMode: unknown mode ${str(cfg.approvalMode)} (allowed: 'pause', 'wait')`, loc);
+    }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     if (cfg.output !== undefined && !isPlain(cfg.output)) {
       fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
@@ -454,6 +457,7 @@
       maxSteps: cfg.maxSteps || 0,
       contextWindow: cfg.contextWindow || 0,
       contextPolicy: cfg.contextPolicy || '',
+      approvalMode: cfg.approvalMode || '',
       maxToolResultBytes: cfg.maxToolResultBytes || 0,
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,
