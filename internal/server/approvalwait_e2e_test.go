@@ -124,6 +124,9 @@ func TestApprovalWaitChatCompletions(t *testing.T) {
 			sess := "wait-" + tc.name
 			res := chatAsync(a, tc.stream, "please refund my order", session(sess), waitHeader)
 			it := pendingSoon(t, a, sess)
+			// Once the pause has ended (the thread waits), the deciding
+			// replica runs the resume.
+			stacktest.WaitFor(t, "the pause's end", func() bool { return a.Thread(t, "dev", sess).Status == store.Waiting })
 			stillOpen(t, res)
 			decided := time.Now()
 			if tc.cli {
@@ -306,8 +309,10 @@ func TestApprovalWaitClientGone(t *testing.T) {
 	if err := testwait.Recv(t, done, "the cancelled request"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled request: %v", err)
 	}
-	if th := env.Thread(t, "dev", "wait-gone"); th.Status != store.Waiting {
-		t.Fatalf("thread %s after the client left; want waiting", th.Status)
+	// (The interrupt is stored a moment before the run's end.)
+	stacktest.WaitFor(t, "the thread to wait on its decision", func() bool { return env.Thread(t, "dev", "wait-gone").Status == store.Waiting })
+	if it2 := pendingSoon(t, env, "wait-gone"); it2.ID != it.ID {
+		t.Fatalf("pending %s, want %s", it2.ID, it.ID)
 	}
 	hitlCLI(t, env.URL, "approve", it.ID)
 	waitIdle(t, env, "wait-gone")
