@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -364,6 +366,43 @@ func TestDecisionBeforeThePauseEndsResumes(t *testing.T) {
 		t.Fatalf("the waiting request: %+v", res)
 	}
 	waitIdle(t, env, "early")
+	if env.Calls.Get("refund") != 1 {
+		t.Fatalf("refund ran %d times", env.Calls.Get("refund"))
+	}
+}
+
+// TestApprovalWaitAnthropic: the Anthropic wire waits the same way: the
+// message ends with the resumed turn's text and stop_reason end_turn, not
+// the paused tool_use.
+func TestApprovalWaitAnthropic(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	out := make(chan apiResp, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", env.URL+"/v1/messages", strings.NewReader(`{"model":"assistant","max_tokens":100,"messages":[{"role":"user","content":"please refund my order"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-stackbone-session", "wait-anthropic")
+		req.Header.Set("x-stackbone-approval", "wait")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- apiResp{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		out <- apiResp{status: resp.StatusCode, body: b}
+	}()
+	it := pendingSoon(t, env, "wait-anthropic")
+	hitlCLI(t, env.URL, "approve", it.ID)
+	r := testwait.Recv(t, out, "the waiting message")
+	var msg struct {
+		StopReason string `json:"stop_reason"`
+		Content    []struct{ Type, Text string }
+	}
+	_ = json.Unmarshal(r.body, &msg)
+	if r.status != 200 || msg.StopReason != "end_turn" || len(msg.Content) != 1 || !strings.Contains(msg.Content[0].Text, "Refund result: ") {
+		t.Fatalf("anthropic wire: %d %s", r.status, r.body)
+	}
 	if env.Calls.Get("refund") != 1 {
 		t.Fatalf("refund ran %d times", env.Calls.Get("refund"))
 	}
