@@ -44,6 +44,12 @@ type Spec struct {
 	// ContextSummarize also summarises what trim would leave out into a
 	// stored summary message. The stored history is kept whole.
 	ContextPolicy string
+	// ApprovalMode says what a durable turn's request does when the turn
+	// pauses on a decision: ApprovalPause (the default, "") ends it with
+	// the pending call, ApprovalWait holds it open until the decision is
+	// made (bounded by STACKBONE_APPROVAL_WAIT) and goes on with the
+	// resumed turn. The request header x-stackbone-approval overrides it.
+	ApprovalMode string
 	// ModelTimeouts bound each model call attempt (the agent file's
 	// modelSettings.timeout and .idleTimeout); a zero field means the
 	// server's default (STACKBONE_MODEL_TIMEOUT, STACKBONE_MODEL_IDLE_TIMEOUT).
@@ -270,6 +276,14 @@ func (s *Spec) ModelDir() string {
 // ContextTrim is the context policy that drops the oldest turns from what
 // is sent to the model.
 const ContextTrim = "trim"
+
+// ApprovalPause is the approval mode that ends a turn's request when the
+// turn pauses on a decision (the default).
+const ApprovalPause = "pause"
+
+// ApprovalWait is the approval mode that holds a turn's request open while
+// the turn waits on a decision, then goes on with the resumed turn.
+const ApprovalWait = "wait"
 
 // ContextSummarize is the context policy that summarises, with the agent's
 // own model, the older turns of a durable thread that no longer fit, and

@@ -143,6 +143,12 @@ type Config struct {
 	// needsApproval sets no expiresAfter (STACKBONE_APPROVAL_TTL,
 	// --approval-ttl); 0, the default, means never.
 	ApprovalTTL time.Duration
+	// ApprovalWait bounds how long a request that asked to wait for
+	// decisions in-band (header x-stackbone-approval: wait, or the agent
+	// file's approvalMode: 'wait') stays open while its turn waits on one
+	// (STACKBONE_APPROVAL_WAIT, default 10 min); after it the request ends
+	// as a paused turn's always does. 0 turns waiting off.
+	ApprovalWait time.Duration
 	// WebhookURLs are the endpoints every webhook notice is delivered to
 	// (STACKBONE_WEBHOOK_URL, comma-separated; --webhook-url); none turns
 	// webhooks off.
@@ -195,7 +201,8 @@ type Config struct {
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 15 * time.Second,
 		ShutdownTimeout: 30 * time.Second, OllamaHost: "http://127.0.0.1:11434", HeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, ModelTimeout: 10 * time.Minute, ModelIdleTimeout: 2 * time.Minute, RetryWindow: 10 * time.Minute}
+		IdleTimeout: 120 * time.Second, MaxConnsPerIP: 256, ModelTimeout: 10 * time.Minute, ModelIdleTimeout: 2 * time.Minute, RetryWindow: 10 * time.Minute,
+		ApprovalWait: 10 * time.Minute}
 	switch mode {
 	case Dev:
 		c.Addr = "127.0.0.1:7100"
@@ -254,7 +261,7 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	for name, dst := range map[string]*time.Duration{"STACKBONE_LEASE": &c.Lease, "STACKBONE_HEADER_TIMEOUT": &c.HeaderTimeout,
 		"STACKBONE_BODY_TIMEOUT": &c.BodyTimeout, "STACKBONE_IDLE_TIMEOUT": &c.IdleTimeout, "STACKBONE_SHUTDOWN_TIMEOUT": &c.ShutdownTimeout,
 		"STACKBONE_MODEL_TIMEOUT": &c.ModelTimeout, "STACKBONE_MODEL_IDLE_TIMEOUT": &c.ModelIdleTimeout,
-		"STACKBONE_APPROVAL_TTL": &c.ApprovalTTL} {
+		"STACKBONE_APPROVAL_TTL": &c.ApprovalTTL, "STACKBONE_APPROVAL_WAIT": &c.ApprovalWait} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -505,6 +512,9 @@ func (c *Config) Finish() error {
 	}
 	if c.HeaderTimeout <= 0 || c.BodyTimeout <= 0 || c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("header, body and idle timeouts (%s, %s, %s) must be positive", c.HeaderTimeout, c.BodyTimeout, c.IdleTimeout))
+	}
+	if c.ApprovalWait < 0 {
+		errs = append(errs, fmt.Errorf("approval wait %s must not be negative (STACKBONE_APPROVAL_WAIT; 0 turns waiting off)", c.ApprovalWait))
 	}
 	if c.ApprovalTTL < 0 {
 		errs = append(errs, fmt.Errorf("approval TTL %s must not be negative (STACKBONE_APPROVAL_TTL; 0 means approvals never expire)", c.ApprovalTTL))

@@ -206,6 +206,34 @@ func TestApprovalTTL(t *testing.T) {
 	}
 }
 
+// TestApprovalWait: STACKBONE_APPROVAL_WAIT is a Go duration, 10 min by
+// default, 0 allowed (no waiting); a bad or negative value is reported.
+func TestApprovalWait(t *testing.T) {
+	c := Defaults(Start)
+	if c.ApprovalWait != 10*time.Minute {
+		t.Fatalf("default ApprovalWait %s, want 10m", c.ApprovalWait)
+	}
+	for v, want := range map[string]time.Duration{"2s": 2 * time.Second, "0": 0} {
+		c := Defaults(Start)
+		env := map[string]string{"STACKBONE_APPROVAL_WAIT": v}
+		if err := c.FromEnv(func(k string) string { return env[k] }); err != nil || c.ApprovalWait != want {
+			t.Fatalf("STACKBONE_APPROVAL_WAIT=%s: %s, %v", v, c.ApprovalWait, err)
+		}
+	}
+	for _, v := range []string{"later", "-1s"} {
+		c := Defaults(Start)
+		env := map[string]string{"STACKBONE_APPROVAL_WAIT": v}
+		err := c.FromEnv(func(k string) string { return env[k] })
+		if err == nil {
+			c.Dir = project(t)
+			err = c.Finish()
+		}
+		if err == nil || !strings.Contains(err.Error(), "STACKBONE_APPROVAL_WAIT") {
+			t.Fatalf("STACKBONE_APPROVAL_WAIT=%s: %v", v, err)
+		}
+	}
+}
+
 // TestWebhookSettings: STACKBONE_WEBHOOK_URL takes a comma list; a URL
 // needs a whsec_ secret (the slack format excepted); bad values are
 // refused with the setting's name and without the URL's token.

@@ -161,7 +161,10 @@ type Runner struct {
 	stop    context.CancelCauseFunc
 	mu      sync.Mutex
 	closing bool
-	wg      sync.WaitGroup
+	// draining is closed when Shutdown begins: requests waiting in-band
+	// for a decision (AwaitDecisions) stop waiting.
+	draining chan struct{}
+	wg       sync.WaitGroup
 	// inflight counts the users of each agent spec; retired marks specs
 	// a reload replaced, closed when their count drops to zero.
 	inflight map[*agent.Spec]int
@@ -235,6 +238,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r.inflight, r.retired = map[*agent.Spec]int{}, map[*agent.Spec]bool{}
 	r.base, r.stop = context.WithCancelCause(context.Background())
+	r.draining = make(chan struct{})
 	return r, nil
 }
 
@@ -430,6 +434,9 @@ const releaseWait = 5 * time.Second
 // had to be stopped.
 func (r *Runner) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
+	if !r.closing {
+		close(r.draining)
+	}
 	r.closing = true
 	r.mu.Unlock()
 	done := make(chan struct{})

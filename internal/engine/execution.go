@@ -523,10 +523,18 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 	if span := x.top().obs.span; span != nil {
 		ctx = trace.ContextWithSpan(ctx, span)
 	}
+	var queued bool
 	err := x.r.Store.FinishRun(ctx, store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-		Status: status, Error: errMsg, Events: stored, Now: x.r.Now(), Run: rec, Steps: steps})
+		Status: status, Error: errMsg, Events: stored, Now: x.r.Now(), Run: rec, Steps: steps, Queued: &queued})
 	if err == nil || status == store.Failed {
 		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
+	}
+	if err == nil && queued {
+		// Decided before the run ended (a fast approver: a webhook-driven
+		// app, or a client waiting in-band): the deciders found the thread
+		// running and left the resume to this run's end.
+		x.r.Logger.Info("the pause was decided before the run ended; resuming at once", "thread", x.threadID, "run", x.runID)
+		x.r.resumeAsync(x.tenant, x.threadID)
 	}
 	return stored[0], err
 }

@@ -64,7 +64,9 @@ func turnAction(h HandlerFunc) HandlerFunc {
 }
 
 // serveTurn is the one turn handler: decode, start (or resume) the run for
-// the caller, then encode its events, with keepalives while it streams.
+// the caller, then encode its events, with keepalives while it streams (and,
+// when the request waits for decisions in-band, approvalWait, through the
+// turn's pauses to its end).
 // Errors before the first event return to the wire's error mapper.
 func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire) error {
 	body, err := httpjson.ReadBody(r)
@@ -72,6 +74,10 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire)
 		return err
 	}
 	t, err := tw.DecodeTurn(r, body)
+	if err != nil {
+		return err
+	}
+	wait, err := s.approvalWait(r, tw, t)
 	if err != nil {
 		return err
 	}
@@ -84,6 +90,9 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, tw wire.Wire)
 	// counting as one.
 	stop := context.AfterFunc(r.Context(), run.Abandon)
 	defer stop()
+	if wait > 0 {
+		return s.encodeWaiting(r.Context(), PrincipalFrom(r.Context()).Tenant, t.Encoder(w, run), run, wait)
+	}
 	return s.EncodeRun(t.Encoder(w, run), run)
 }
 

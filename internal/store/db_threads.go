@@ -683,7 +683,7 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		if notice {
 			query = tx.QueryRow
 		}
-		var agent string
+		var agent, status string
 		err := query(ctx, `UPDATE threads SET
 				status = CASE WHEN $1::text = 'waiting' AND NOT EXISTS (
 						SELECT 1 FROM interrupts WHERE tenant = $5 AND thread_id = $6 AND status = 'pending')
@@ -691,11 +691,14 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 				last_error = $2, lease_owner = '', lease_until = NULL, updated_at = $3,
 				event_seq = event_seq + $4
 			WHERE tenant = $5 AND id = $6 AND status = 'running' AND run_id = $7
-			RETURNING event_seq, agent`,
+			RETURNING event_seq, agent, status`,
 			string(f.Status), CleanText(f.Error), f.Now, len(evs), f.Tenant, f.ThreadID, f.RunID,
-		).Scan(&evSeq, &agent)
+		).Scan(&evSeq, &agent, &status)
 		if errors.Is(err, ErrNoRows) {
 			return errNotHeld
+		}
+		if f.Queued != nil {
+			*f.Queued = err == nil && status == string(Queued)
 		}
 		if err != nil || !notice {
 			return err

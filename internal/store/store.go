@@ -437,6 +437,11 @@ type FinishRun struct {
 	// made since its last write.
 	Run   *RunRecord
 	Steps []Step
+	// Queued, when set, is told whether a run that ended Waiting left the
+	// thread Queued instead: every decision of its pause was made before
+	// its end (while the thread was still Running, so no decider could
+	// resume it), and the resume is due at once.
+	Queued *bool
 }
 
 // ReleaseRun gives up a run's lease without ending the run (a server

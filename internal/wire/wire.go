@@ -69,6 +69,21 @@ const SessionHeader = "x-stackbone-session"
 // turn (its answer, or the attempt still running) instead of starting another.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
+// ApprovalHeader chooses, per request, what a durable turn's request does
+// when the turn pauses on a human decision: "wait" holds it open until the
+// decision is made out of band and goes on with the resumed turn (bounded
+// by STACKBONE_APPROVAL_WAIT), "pause" ends it with the pending call (the
+// default). Without it the agent file's approvalMode decides. A wire whose
+// clients resolve decisions in the stream (Interrupter) ignores it.
+const ApprovalHeader = "x-stackbone-approval"
+
+// Interrupter is a Wire whose clients resolve a paused turn's decisions
+// themselves, in the stream (AG-UI's interrupts): its turns never wait for
+// a decision in-band, whatever the agent's approvalMode.
+type Interrupter interface {
+	ResolvesInterrupts() bool
+}
+
 // TextJoiner concatenates the assistant text of every step of a turn into
 // one answer, separating steps (messages) with a blank line: the answer of
 // the wires that return one text (Chat Completions, Anthropic, MCP).

@@ -254,6 +254,17 @@ export interface DeepAgentConfig {
    */
   multitask?: 'reject' | 'interrupt' | 'rollback';
   /**
+   * What a request does when its durable turn pauses for a human decision.
+   * `'pause'` (the default) ends it: the pending call shows as a tool call and
+   * the next message gets `409 approval_pending` until someone decides.
+   * `'wait'` holds the request open (SSE keepalives on streams) while the
+   * decision is made out of band (Studio, `stackbone hitl`, the API) and the
+   * same response goes on with the resumed turn, for clients that run their own
+   * agent loop; after `STACKBONE_APPROVAL_WAIT` (default 10m) it ends as with
+   * `'pause'`. A request's `x-stackbone-approval: wait|pause` header wins.
+   */
+  approvalMode?: 'pause' | 'wait';
+  /**
    * Caps every tool result the model gets, in bytes (default 100000, and never
    * more than a quarter of a known context window): a longer result is cut,
    * with a note the model sees saying how much was left out. An MCP server's

@@ -41,6 +41,8 @@ type description struct {
 	ContextPolicy string `json:"contextPolicy"`
 	// Multitask is multitask ("": reject).
 	Multitask string `json:"multitask"`
+	// ApprovalMode is approvalMode ("", "pause" or "wait").
+	ApprovalMode string `json:"approvalMode"`
 	// MaxToolResultBytes is maxToolResultBytes (0: the default cap).
 	MaxToolResultBytes int `json:"maxToolResultBytes"`
 	// ModelTimeoutMs and ModelIdleTimeoutMs are modelSettings.timeout and
@@ -145,6 +147,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		ContextWindow:      d.ContextWindow,
 		ContextPolicy:      d.ContextPolicy,
 		Multitask:          d.Multitask,
+		ApprovalMode:       d.ApprovalMode,
 		MaxToolResultBytes: d.MaxToolResultBytes,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},

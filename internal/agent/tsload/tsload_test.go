@@ -896,3 +896,25 @@ export default defineDeepAgent({
 		}
 	}
 }
+
+// TestApprovalMode: approvalMode reaches the Spec ('pause' is the default,
+// none set); an unknown mode is a load error naming the allowed ones.
+func TestApprovalMode(t *testing.T) {
+	src := func(mode string) map[string]string {
+		return map[string]string{"agents/a.ts": "import { defineDeepAgent } from 'stackbone';\n" +
+			"export default defineDeepAgent({ name: 'a', model: 'openai/gpt-4o'" + mode + " });\n"}
+	}
+	if s := loadOne(t, src(", approvalMode: 'wait'"), Options{}); s.ApprovalMode != agent.ApprovalWait {
+		t.Fatalf("approvalMode wait: %q", s.ApprovalMode)
+	}
+	if s := loadOne(t, src(", approvalMode: 'pause'"), Options{}); s.ApprovalMode != agent.ApprovalPause {
+		t.Fatalf("approvalMode pause: %q", s.ApprovalMode)
+	}
+	if s := loadOne(t, src(""), Options{}); s.ApprovalMode != "" {
+		t.Fatalf("approvalMode default: %q", s.ApprovalMode)
+	}
+	_, err := LoadDir(context.Background(), writeProject(t, src(", approvalMode: 'hold'")), Options{})
+	if err == nil || !strings.Contains(err.Error(), "approvalMode: unknown mode \"hold\" (allowed: 'pause', 'wait')") {
+		t.Fatalf("unknown approvalMode: %v", err)
+	}
+}

@@ -998,9 +998,22 @@ func testFinishWaitingNothingPending(t *testing.T, s store.Store) {
 	if res := decide(t, s, "a", "int_1", true, at(time.Second)); res.Queued {
 		t.Fatalf("a decision queued a thread its run still holds")
 	}
-	finish(t, s, "a", "t", "r1", store.Waiting, at(2*time.Second))
-	if th := getThread(t, s, "a", "t"); th.Status != store.Queued {
-		t.Fatalf("FinishRun Waiting with every decision made: status %s, want queued", th.Status)
+	var queued bool
+	if err := s.FinishRun(t.Context(), store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Waiting,
+		Now: at(2 * time.Second), Queued: &queued}); err != nil {
+		t.Fatalf("FinishRun: %v", err)
+	}
+	if th := getThread(t, s, "a", "t"); th.Status != store.Queued || !queued {
+		t.Fatalf("FinishRun Waiting with every decision made: status %s (reported queued %v), want queued", th.Status, queued)
+	}
+	// One still pending: Waiting, and not reported queued.
+	begin(t, s, "a", "p", "x", "r2", T0)
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "p", RunID: "r2",
+		Interrupts: []store.Interrupt{interrupt("int_2", "call_2", T0)}})
+	queued = true
+	if err := s.FinishRun(t.Context(), store.FinishRun{Tenant: "a", ThreadID: "p", RunID: "r2", Status: store.Waiting,
+		Now: at(2 * time.Second), Queued: &queued}); err != nil || queued {
+		t.Fatalf("FinishRun Waiting with a decision pending: %v, reported queued %v", err, queued)
 	}
 	stale, err := s.Stale(t.Context(), at(2*time.Second), 10)
 	if err != nil {

@@ -34,6 +34,7 @@ type Wire struct {
 }
 
 var _ wire.Wire = (*Wire)(nil)
+var _ wire.Interrupter = (*Wire)(nil)
 
 // NewWire makes the wire for the agents of agents; now stamps events the
 // engine did not time (time.Now when nil).
@@ -49,6 +50,11 @@ func (*Wire) TurnRoute() string { return Route }
 
 // SessionHeader: an AG-UI turn names its thread in the body (threadId).
 func (*Wire) SessionHeader() bool { return false }
+
+// ResolvesInterrupts: an AG-UI client resolves a pause itself (the run
+// finishes with an interrupt outcome; the next run's resume answers it), so
+// its turns never wait for a decision in-band.
+func (*Wire) ResolvesInterrupts() bool { return true }
 
 // Routes: the wire has no other route.
 func (*Wire) Routes() map[string]func(http.ResponseWriter, *http.Request) error { return nil }

@@ -9,7 +9,7 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes', 'tools'];
@@ -321,6 +321,9 @@
     if (cfg.multitask !== undefined && !['reject', 'interrupt', 'rollback'].includes(cfg.multitask)) {
       fail(`${what}: multitask: unknown strategy ${str(cfg.multitask)} (allowed: 'reject', 'interrupt', 'rollback')`, loc);
     }
+    if (cfg.approvalMode !== undefined && cfg.approvalMode !== 'pause' && cfg.approvalMode !== 'wait') {
+      fail(`${what}: approvalMode: unknown mode ${str(cfg.approvalMode)} (allowed: 'pause', 'wait')`, loc);
+    }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     if (cfg.output !== undefined && !isPlain(cfg.output)) {
       fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
@@ -458,6 +461,7 @@
       contextWindow: cfg.contextWindow || 0,
       contextPolicy: cfg.contextPolicy || '',
       multitask: cfg.multitask || '',
+      approvalMode: cfg.approvalMode || '',
       maxToolResultBytes: cfg.maxToolResultBytes || 0,
       modelTimeoutMs: 0,
       modelIdleTimeoutMs: 0,
