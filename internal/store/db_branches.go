@@ -156,12 +156,7 @@ func (db *DB) BranchPath(ctx context.Context, tenant, threadID string, branch in
 	if err := branchExists(ctx, q, tenant, threadID, branch); err != nil {
 		return nil, db.read("branch path", err)
 	}
-	rows, err := q.Query(ctx, chainFromSQL+pathRowsSQL, tenant, threadID, branch, int64(endless))
-	if err != nil {
-		return nil, db.read("branch path", err)
-	}
-	defer rows.Close()
-	out, err := ScanMessages(rows)
+	out, err := readMessages(ctx, q, chainFromSQL+pathRowsSQL, tenant, threadID, branch, int64(endless))
 	if err != nil {
 		return nil, db.read("branch path", err)
 	}

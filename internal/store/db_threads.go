@@ -183,12 +183,7 @@ func (db *DB) MessagesTo(ctx context.Context, tenant, threadID string, seq int64
 	if err := CheckText("messages to", "tenant", tenant, "threadID", threadID); err != nil {
 		return nil, db.invalid(err)
 	}
-	rows, err := db.d.Read().Query(ctx, pathToSQL, tenant, threadID, seq)
-	if err != nil {
-		return nil, db.read("messages to", err)
-	}
-	defer rows.Close()
-	out, err := ScanMessages(rows)
+	out, err := readMessages(ctx, db.d.Read(), pathToSQL, tenant, threadID, seq)
 	if err != nil {
 		return nil, db.read("messages to", err)
 	}
@@ -217,6 +212,12 @@ func queryMessages(ctx context.Context, q Querier, tenant, threadID string, afte
 	case branched:
 		query = pathSQL
 	}
+	return readMessages(ctx, q, query, args...)
+}
+
+// readMessages runs a query of (seq, v, json) rows and decodes its
+// messages.
+func readMessages(ctx context.Context, q Querier, query string, args ...any) ([]message.Message, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
