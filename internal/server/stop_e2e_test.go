@@ -237,3 +237,35 @@ func TestAGUIReloadReattaches(t *testing.T) {
 		t.Fatalf("%d model calls; want 1", n)
 	}
 }
+
+// TestAGUICancelledOutcome: an AG-UI run stopped through the API ends, for
+// an @ag-ui/client 1.0 client, with RUN_FINISHED outcome "cancelled"; a
+// 0.0.x client, which does not know that outcome, gets RUN_ERROR code
+// cancelled.
+func TestAGUICancelledOutcome(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	t.Cleanup(env.Upstream.Stall(script.When{LastUser: "long story"}))
+	for _, c := range []struct{ thread, version, last string }{{"ag-v1", `,"protocolVersion":"1.0.0"`, "RUN_FINISHED"}, {"ag-v0", "", "RUN_ERROR"}} {
+		done := make(chan aguiStream, 1)
+		go func() {
+			done <- aguiPost(t, env, "assistant", `{"threadId":"`+c.thread+`","runId":"r1","messages":[{"id":"u1","role":"user","content":"tell me a long story"}]`+c.version+`}`)
+		}()
+		testwait.Until(t, "the run to start", func() bool {
+			th, err := env.Store.GetThread(context.Background(), "dev", c.thread)
+			return err == nil && th.Status == store.Running
+		})
+		if r := call(t, "POST", env.URL+"/v1/threads/"+c.thread+"/cancel", ""); r.status != 200 {
+			t.Fatalf("cancel: %d %s", r.status, r.body)
+		}
+		s := testwait.Recv(t, done, "the stopped run's stream")
+		last := s.events[len(s.events)-1]
+		switch {
+		case last["type"] != c.last:
+			t.Fatalf("%s: the stream ended with %v; want %s", c.thread, last, c.last)
+		case c.last == "RUN_FINISHED" && last["outcome"].(map[string]any)["type"] != "cancelled":
+			t.Fatalf("%s: outcome %v; want cancelled", c.thread, last["outcome"])
+		case c.last == "RUN_ERROR" && last["code"] != "cancelled":
+			t.Fatalf("%s: error %v; want code cancelled", c.thread, last)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/decision"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
@@ -287,6 +288,16 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return s.write(fin)
 	case event.RunError:
+		if e.Code == engine.CodeCancelled && !s.preV1 && !s.done {
+			// A cancelled run (a Stop through the API, Studio or a follow-up
+			// that interrupts it) is an outcome in 1.0, not an error.
+			if err := s.closeAll("", e.Time); err != nil {
+				return err
+			}
+			s.started, s.done = true, true
+			return s.write(runFinished{base: s.stamp("RUN_FINISHED", e.Time), ThreadID: s.threadID, RunID: s.runIDOr(e.RunID),
+				Outcome: &outcome{Type: "cancelled"}})
+		}
 		return s.Fail(apierror.OfRunError(e), e.Time)
 	}
 	return nil
