@@ -164,10 +164,14 @@ func (s *Writer) write(flush bool) error {
 }
 
 // KeepAlive calls ping every interval until the returned stop is called.
+// stop returns once no ping runs any more (a ping in flight ends first), so
+// a handler that calls it before returning never has its response written
+// after it returned.
 func KeepAlive(interval time.Duration, ping func()) (stop func()) {
 	t := time.NewTicker(interval)
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		for {
 			select {
 			case <-done:
@@ -178,7 +182,10 @@ func KeepAlive(interval time.Duration, ping func()) (stop func()) {
 		}
 	}()
 	var once sync.Once
-	return func() { once.Do(func() { t.Stop(); close(done) }) }
+	return func() {
+		once.Do(func() { t.Stop(); close(done) })
+		<-exited
+	}
 }
 
 // Frames is where a wire's stream encoder writes (an *sse.Writer): data
