@@ -350,6 +350,19 @@ func (r *Runner) CancelWait(ctx context.Context, tenant, threadID string) (bool,
 	}
 }
 
+// StopWait bounds how long Stop waits for the cancelled run to stop: a run
+// stops within moments wherever it runs; one that does not stops later all
+// the same.
+const StopWait = 10 * time.Second
+
+// Stop is CancelWait bounded by StopWait: what a cancel route, a Responses
+// cancel and a follow-up that stops the running turn wait for.
+func (r *Runner) Stop(ctx context.Context, tenant, threadID string) (bool, error) {
+	ctx, done := context.WithTimeout(ctx, StopWait)
+	defer done()
+	return r.CancelWait(ctx, tenant, threadID)
+}
+
 // cancelPoll is how often CancelWait reads the thread again, should the
 // run's end not reach it on the bus.
 const cancelPoll = 250 * time.Millisecond
@@ -722,16 +735,12 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		// away just now (a Stop and the next message sent at once), it
 		// waits a moment for that.
 		// A double-text goes by the request's strategy, else the agent's.
-		switch strategy := multitask(in, spec); {
-		case th.Abandoned || strategy == agent.MultitaskInterrupt:
-			if err := r.stopTurn(ctx, th, strategy); err != nil {
-				return nil, err
+		if strategy := multitask(in, spec); th.Abandoned || strategy != agent.MultitaskReject {
+			if strategy == agent.MultitaskRollback && !th.Abandoned {
+				// Its messages are left behind: the follow-up goes on from
+				// the message before them, on a new branch.
+				in.rollback = rollbackPoint(stored, th.Turn.FirstMessage)
 			}
-			return r.start(ctx, in, tries-1)
-		case strategy == agent.MultitaskRollback:
-			// Its messages are left behind: the follow-up goes on from the
-			// message before them, on a new branch.
-			in.rollback = rollbackPoint(stored, th.Turn.FirstMessage)
 			if err := r.stopTurn(ctx, th, strategy); err != nil {
 				return nil, err
 			}
@@ -924,10 +933,6 @@ func (r *Runner) waitBusy(ctx context.Context, th *store.Thread) bool {
 // is recorded in the store, not announced).
 const busyPoll = 25 * time.Millisecond
 
-// abandonWait bounds how long a new message waits for the turn it stops
-// (stopTurn) to stop.
-const abandonWait = 10 * time.Second
-
 // multitask is the double-texting strategy of a turn: the request's, else
 // its agent's, else reject.
 func multitask(in Input, spec *agent.Spec) string {
@@ -961,16 +966,14 @@ func rollbackPoint(head []message.Message, first int64) int64 {
 
 // stopTurn cancels the thread's running turn for a new message (its
 // client went away, or the message interrupts or rolls it back), wherever
-// it runs, and waits (at most abandonWait) until it has stopped.
+// it runs, and waits (Stop) until it has stopped.
 func (r *Runner) stopTurn(ctx context.Context, th *store.Thread, strategy string) error {
 	why := "a new message stops the turn its client left"
 	if !th.Abandoned {
 		why = "a new message stops the running turn (" + strategy + ")"
 	}
 	r.Logger.Info(why, "thread", th.ID, "run", th.RunID)
-	ctx, done := context.WithTimeout(ctx, abandonWait)
-	defer done()
-	_, err := r.CancelWait(ctx, th.Tenant, th.ID)
+	_, err := r.Stop(ctx, th.Tenant, th.ID)
 	return err
 }
 

@@ -101,18 +101,6 @@ func threadErr(err error, id, param string) error {
 	return err
 }
 
-// turning is the role check of the routes that change a thread's
-// conversation as a turn does (head, fork): a key whose role may not start
-// a turn gets 403 forbidden_role before its body is read.
-func (s *Server) turning(h HandlerFunc) HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := PrincipalFrom(r.Context()).Allow(ActTurn, ""); err != nil {
-			return err
-		}
-		return h(w, r)
-	}
-}
-
 // branchParam reads ?branch= (ok false when absent).
 func branchParam(r *http.Request) (int64, bool, error) {
 	v := r.URL.Query().Get("branch")

@@ -1,10 +1,9 @@
 package server
 
 import (
-	"context"
 	"net/http"
-	"time"
 
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
@@ -24,12 +23,6 @@ type ThreadCancel struct {
 	Status store.ThreadStatus `json:"status"`
 }
 
-// threadCancelWait bounds how long POST /v1/threads/{id}/cancel waits for
-// the run to stop (as the Responses wire's cancel does): a run stops
-// within moments wherever it runs; one that does not is answered with the
-// thread still running.
-const threadCancelWait = 10 * time.Second
-
 // cancelThread is POST /v1/threads/{id}/cancel (body optional and empty):
 // it stops the thread's running turn, wherever it runs, waits until it has
 // stopped, and answers what happened. A thread that runs nothing is left
@@ -45,14 +38,12 @@ func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
 	}
 	running := th.Status == store.Running
 	if running {
-		wctx, done := context.WithTimeout(ctx, threadCancelWait)
-		stopped, err := s.Runner.CancelWait(wctx, tenant, id)
-		done()
+		stopped, err := s.Runner.Stop(ctx, tenant, id)
 		if err != nil {
 			return threadErr(err, id, "")
 		}
 		if !stopped {
-			s.Logger.WarnContext(ctx, "thread cancel: the run did not stop in time", "thread", id, "run", th.RunID, "wait", threadCancelWait)
+			s.Logger.WarnContext(ctx, "thread cancel: the run did not stop in time", "thread", id, "run", th.RunID, "wait", engine.StopWait)
 		}
 		if th, err = s.Store.GetThread(ctx, tenant, id); err != nil {
 			return threadErr(err, id, "")

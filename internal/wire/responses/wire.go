@@ -53,9 +53,10 @@ type Runner interface {
 	// Replay yields a thread's stored events between two sequence numbers
 	// in their live form (a stored response as it stands).
 	Replay(ctx context.Context, tenant, threadID string, from, until int64) iter.Seq2[event.Event, error]
-	// CancelWait stops the thread's running turn, wherever it runs, and
-	// waits until it has stopped or ctx ends (false: still stopping).
-	CancelWait(ctx context.Context, tenant, threadID string) (bool, error)
+	// Stop stops the thread's running turn, wherever it runs, and waits
+	// (bounded: engine.StopWait) until it has stopped (false: still
+	// stopping).
+	Stop(ctx context.Context, tenant, threadID string) (bool, error)
 }
 
 // Config is what the wire needs from the server it is mounted on.
@@ -703,17 +704,11 @@ func (wr *Wire) cancel(w http.ResponseWriter, r *http.Request) error {
 	return httpjson.Write(w, http.StatusOK, resp)
 }
 
-// cancelWait bounds how long a cancel waits for the response's run to stop
-// (a run stops within moments wherever it runs; one that does not is
-// answered in progress, and reads cancelled once it has stopped).
-const cancelWait = 10 * time.Second
-
 // stop cancels the run of a stored response's thread, wherever it runs,
-// and waits (at most cancelWait) until it has stopped.
+// and waits (Runner.Stop) until it has stopped: one that does not stop in
+// time is answered in progress, and reads cancelled once it has stopped.
 func (wr *Wire) stop(ctx context.Context, sr *store.Response) (bool, error) {
-	ctx, done := context.WithTimeout(ctx, cancelWait)
-	defer done()
-	return wr.c.Runner.CancelWait(ctx, sr.Tenant, sr.ThreadID)
+	return wr.c.Runner.Stop(ctx, sr.Tenant, sr.ThreadID)
 }
 
 // inputItems lists a stored response's input items: newest first unless
