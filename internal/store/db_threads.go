@@ -298,8 +298,8 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		b.Now = db.now()
 	}
 	state := StateArg(b.State)
-	if b.From != 0 {
-		b.New = false // a branch grows on a thread that exists
+	if b.From != 0 || b.Dequeue != "" {
+		b.New = false // a branch grows (a queued turn waits) on a thread that exists
 	}
 	if b.New {
 		th, err := db.beginNew(ctx, b, state, msgs, evs)
@@ -320,6 +320,9 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 	)
 	err = db.d.Write(ctx, "begin run", func(tx Tx) error {
 		create := func() (bool, error) {
+			if b.Dequeue != "" {
+				return false, fmt.Errorf("queued turn %q of thread %q: %w", b.Dequeue, b.ThreadID, ErrDequeued)
+			}
 			if b.From != 0 {
 				return false, fmt.Errorf("thread %q: begin run from message %d: %w", b.ThreadID, b.From, ErrNotFound)
 			}
@@ -350,6 +353,9 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			}
 			cur.Status = ThreadStatus(status)
 			if err := b.Admit(&cur); err != nil {
+				return false, err
+			}
+			if err := dequeue(ctx, tx, b); err != nil {
 				return false, err
 			}
 			if branched, err = db.branchFrom(ctx, tx, b); err != nil {
@@ -684,7 +690,10 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		if notice {
 			query = tx.QueryRow
 		}
-		var agent, status string
+		var (
+			agent, status string
+			backlog       int64
+		)
 		err := query(ctx, `UPDATE threads SET
 				status = CASE WHEN $1::text = 'waiting' AND NOT EXISTS (
 						SELECT 1 FROM interrupts WHERE tenant = $5 AND thread_id = $6 AND status = 'pending')
@@ -692,14 +701,18 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 				last_error = $2, lease_owner = '', lease_until = NULL, updated_at = $3,
 				event_seq = event_seq + $4
 			WHERE tenant = $5 AND id = $6 AND status = 'running' AND run_id = $7
-			RETURNING event_seq, agent, status`,
+			RETURNING event_seq, agent, status,
+				CASE WHEN EXISTS (SELECT 1 FROM turn_queue q WHERE q.tenant = $5 AND q.thread_id = $6) THEN 1 ELSE 0 END`,
 			string(f.Status), CleanText(f.Error), f.Now, len(evs), f.Tenant, f.ThreadID, f.RunID,
-		).Scan(&evSeq, &agent, &status)
+		).Scan(&evSeq, &agent, &status, &backlog)
 		if errors.Is(err, ErrNoRows) {
 			return errNotHeld
 		}
 		if f.Queued != nil {
 			*f.Queued = err == nil && status == string(Queued)
+		}
+		if f.Backlog != nil {
+			*f.Backlog = err == nil && backlog != 0
 		}
 		if err != nil || !notice {
 			return err

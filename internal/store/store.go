@@ -344,6 +344,11 @@ type BeginRun struct {
 	// recovery before a new turn, a client retrying a turn that failed):
 	// the thread's Turn is kept and b.Turn is ignored.
 	Continue bool
+	// Dequeue, when set, is the id of the queued turn (QueuedTurn.ID) the run
+	// begins: its row leaves the thread's queue in the same transaction.
+	// When it is no longer queued (another runner began it, or it was
+	// removed) the begin is refused with ErrDequeued and writes nothing.
+	Dequeue string
 }
 
 // ExpectNoThread is the BeginRun.Expect of a caller that found no thread:
@@ -442,6 +447,9 @@ type FinishRun struct {
 	// its end (while the thread was still Running, so no decider could
 	// resume it), and the resume is due at once.
 	Queued *bool
+	// Backlog, when set, is told whether the thread's queue holds a turn
+	// as of the run's end (QueueStore): the next one is due.
+	Backlog *bool
 }
 
 // ReleaseRun gives up a run's lease without ending the run (a server
@@ -739,6 +747,9 @@ type Store interface {
 	// (cancel, the pause an MCP caller waits on), stored so any replica can
 	// ask it of a run another replica drives.
 	RunControlStore
+	// Queue: follow-up turns that wait for a thread's running turn to end
+	// (the multitask strategy enqueue).
+	QueueStore
 
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
