@@ -37,7 +37,8 @@ type Spec struct {
 	ContextWindow int
 	// Multitask is what a new message does when it meets a turn still
 	// running on its thread (MultitaskReject, the default, when empty;
-	// MultitaskInterrupt, MultitaskRollback); a request may choose its own.
+	// MultitaskEnqueue, MultitaskInterrupt, MultitaskRollback); a request
+	// may choose its own.
 	Multitask string
 	// ContextPolicy says what happens when a thread outgrows the window:
 	// ContextTrim (the default) sends only the most recent turns that fit;
@@ -456,6 +457,7 @@ func (s *Spec) OutputFormat() *model.ResponseFormat {
 // Double-texting strategies (Spec.Multitask, and a request's own choice).
 const (
 	MultitaskReject    = "reject"
+	MultitaskEnqueue   = "enqueue"
 	MultitaskInterrupt = "interrupt"
 	MultitaskRollback  = "rollback"
 )

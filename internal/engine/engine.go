@@ -690,6 +690,9 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in.queued != nil {
+		turn = in.queued.Turn // as the request that queued it sent it
+	}
 	th, stored, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
 	if in.Reports && th != nil && th.WaitingSeq > 0 && th.Agent == spec.Name {
 		// Before anything else (a resume the decision queued may still
@@ -721,9 +724,22 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	reconnects := in.Resync && !hasTurnMessage(in.Messages)
 	nothingNew := (known || reconnects) && !changesState(th, in.State)
 	kind, rerr := r.retries(th, spec.Name, turn, nothingNew, in.Continues, d.regen && known)
+	if in.queued != nil {
+		// A queued turn starts as itself: it was queued, not retried,
+		// whatever the thread's last turn sent.
+		kind, rerr = newTurn, nil
+	}
+	queues := false
+	if rerr == nil && kind == newTurn && !nothingNew && hasTurnMessage(in.Messages) {
+		queues, rerr = r.queues(ctx, in, th, err, multitask(in, spec))
+	}
 	switch {
 	case rerr != nil:
 		return nil, rerr
+	case queues:
+		return r.enqueue(ctx, in, turn, run)
+	case in.queued != nil && err != nil:
+		return nil, err // the thread is busy again: its turn's end drains
 	case kind == attachRetry:
 		r.attach(in, th, run)
 		return run, nil
@@ -824,11 +840,12 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
 		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
 		Known: len(head), From: from, Turn: turn, New: th == nil, Expect: expect(th), Head: headOf(th),
+		Dequeue: queuedID(in),
 	})
 	if rip := (*store.RunInProgressError)(nil); errors.As(err, &rip) && rip.Changed && tries > 0 {
 		return r.start(ctx, in, tries-1)
 	}
-	if errors.Is(err, store.ErrRunInProgress) {
+	if errors.Is(err, store.ErrRunInProgress) && in.queued == nil {
 		// Another attempt of this turn may have begun it since the read.
 		if th, gerr := r.Store.GetThread(ctx, in.Tenant, in.ThreadID); gerr == nil {
 			if kind, rerr := r.retries(th, spec.Name, turn, false, in.Continues, false); rerr != nil {
@@ -837,8 +854,12 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 				r.attach(in, th, run)
 				return run, nil
 			}
-			// As above (a running thread): wait a moment for the turn to
-			// end or be left, then go on.
+			// As above (a running thread): a follow-up that queues reads
+			// the thread again and queues; another waits a moment for the
+			// turn to end or be left, then goes on.
+			if multitask(in, spec) == agent.MultitaskEnqueue && tries > 0 {
+				return r.start(ctx, in, tries-1)
+			}
 			if th.Status == store.Running && tries > 0 && r.waitBusy(ctx, th) {
 				return r.start(ctx, in, tries-1)
 			}
@@ -881,6 +902,15 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	r.watchAbandon(run, in.Tenant, in.ThreadID, x.runID)
 	r.spawn(spec, func(ctx context.Context) { x.drive(ctx, &started) })
 	return run, nil
+}
+
+// queuedID is the id of the queued turn in starts, "" for a turn that was
+// not queued.
+func queuedID(in Input) string {
+	if in.queued == nil {
+		return ""
+	}
+	return in.queued.ID
 }
 
 // hasTurnMessage reports whether msgs hold a message of the conversation
@@ -1047,11 +1077,9 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 		return nil, nil, err
 	}
 	switch in.Multitask {
-	case "", agent.MultitaskReject, agent.MultitaskInterrupt, agent.MultitaskRollback:
-	case "enqueue":
-		return nil, nil, inputError(FieldMultitask, "The multitask strategy enqueue is not available yet: use reject, interrupt or rollback.")
+	case "", agent.MultitaskReject, agent.MultitaskEnqueue, agent.MultitaskInterrupt, agent.MultitaskRollback:
 	default:
-		return nil, nil, inputError(FieldMultitask, "Unknown multitask strategy %q: use reject, interrupt or rollback.", in.Multitask)
+		return nil, nil, inputError(FieldMultitask, "Unknown multitask strategy %q: use reject, enqueue, interrupt or rollback.", in.Multitask)
 	}
 	if err := checkClientTools(in.ClientTools, r.toolsetOf(spec).own); err != nil {
 		return nil, nil, err

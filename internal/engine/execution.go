@@ -523,9 +523,9 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 	if span := x.top().obs.span; span != nil {
 		ctx = trace.ContextWithSpan(ctx, span)
 	}
-	var queued bool
+	var queued, backlog bool
 	err := x.r.Store.FinishRun(ctx, store.FinishRun{Tenant: x.tenant, ThreadID: x.threadID, RunID: x.runID,
-		Status: status, Error: errMsg, Events: stored, Now: x.r.Now(), Run: rec, Steps: steps, Queued: &queued})
+		Status: status, Error: errMsg, Events: stored, Now: x.r.Now(), Run: rec, Steps: steps, Queued: &queued, Backlog: &backlog})
 	if err == nil || status == store.Failed {
 		x.r.Bus.Publish(x.tenant, x.threadID, stored[0])
 	}
@@ -535,6 +535,10 @@ func (x *execution) endRun(status store.ThreadStatus, errMsg string, ev event.Ev
 		// running and left the resume to this run's end.
 		x.r.Logger.Info("the pause was decided before the run ended; resuming at once", "thread", x.threadID, "run", x.runID)
 		x.r.resumeAsync(x.tenant, x.threadID)
+	}
+	if err == nil && backlog && status != store.Waiting {
+		// A follow-up waits in the thread's queue: its turn is next.
+		x.r.drainAsync(x.tenant, x.threadID)
 	}
 	return stored[0], err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/builtin"
 )
@@ -38,12 +39,16 @@ type Input struct {
 	// message both hold, on a new branch of the thread (diverge).
 	History bool
 	// Multitask is what the request does when it meets a turn still
-	// running on its thread (agent.MultitaskReject, MultitaskInterrupt,
-	// MultitaskRollback); "" takes the agent's (agent.Spec.Multitask).
+	// running on its thread (agent.MultitaskReject, MultitaskEnqueue,
+	// MultitaskInterrupt, MultitaskRollback); "" takes the agent's
+	// (agent.Spec.Multitask).
 	Multitask string
 	// rollback is the message a rolled-back turn's follow-up goes on from
 	// (set by start once it stopped the turn; 0: none).
 	rollback int64
+	// queued is the queue's record of a turn that waited in its thread's
+	// queue and starts now (drain): its begin takes it off the queue.
+	queued *store.QueuedTurn
 	// Reports says the caller reports to its client the outcome of a
 	// thread's earlier turn that it told the client waits on a decision
 	// (MCP: store.Thread.WaitingSeq): a new turn on a thread with such a

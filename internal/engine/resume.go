@@ -231,7 +231,16 @@ func (r *Runner) Recover(ctx context.Context, now time.Time) (int, error) {
 		}
 		n++
 	}
-	return n, nil
+	// Queued follow-ups of threads a dead process left idle (it ended a
+	// turn and died before it started the next one).
+	backlogged, err := r.Store.Backlogged(ctx, store.MaxLimit)
+	if err != nil {
+		return n, err
+	}
+	for _, th := range backlogged {
+		r.drainAsync(th.Tenant, th.ID)
+	}
+	return n + len(backlogged), nil
 }
 
 // claimAndContinue claims a thread as of now and runs it from its stored

@@ -117,8 +117,8 @@ func TestDoubleTextStrategies(t *testing.T) {
 			}
 			<-running
 
-			// An unknown strategy, or one not built, is a 400 that changes nothing.
-			for _, v := range []string{"enqueue", "later"} {
+			// An unknown strategy is a 400 that changes nothing.
+			for _, v := range []string{"later", "queue"} {
 				r = call(t, "POST", env.URL+"/v1/chat/completions", followUp, "x-stackbone-session", "mt-reject", "x-stackbone-multitask", v)
 				if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "multitask") {
 					t.Fatalf("multitask %s: %d %s", v, r.status, r.body)

@@ -247,12 +247,15 @@ export interface DeepAgentConfig {
    * its thread (double-texting), unless the request says otherwise
    * (`x-stackbone-multitask`, AG-UI `forwardedProps.multitask`, Responses
    * `metadata.multitask`): `'reject'` (the default) answers
-   * `409 run_in_progress`; `'interrupt'` cancels the running turn, keeping
+   * `409 run_in_progress`; `'enqueue'` keeps the new message, durably, and
+   * runs it once the running turn (and any message queued before it) has
+   * ended, its request streaming from its turn's start; `'interrupt'`
+   * cancels the running turn, keeping
    * what it produced, and runs the new message; `'rollback'` cancels it and
    * drops its messages (the new message goes on from before that turn, on a
    * new branch), then runs the new message.
    */
-  multitask?: 'reject' | 'interrupt' | 'rollback';
+  multitask?: 'reject' | 'enqueue' | 'interrupt' | 'rollback';
   /**
    * What a request does when its durable turn pauses for a human decision.
    * `'pause'` (the default) ends it: the pending call shows as a tool call and

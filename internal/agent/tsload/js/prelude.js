@@ -318,8 +318,8 @@
     if (cfg.contextPolicy !== undefined && cfg.contextPolicy !== 'trim' && cfg.contextPolicy !== 'summarize') {
       fail(`${what}: contextPolicy: unknown policy ${str(cfg.contextPolicy)} (allowed: 'trim', 'summarize')`, loc);
     }
-    if (cfg.multitask !== undefined && !['reject', 'interrupt', 'rollback'].includes(cfg.multitask)) {
-      fail(`${what}: multitask: unknown strategy ${str(cfg.multitask)} (allowed: 'reject', 'interrupt', 'rollback')`, loc);
+    if (cfg.multitask !== undefined && !['reject', 'enqueue', 'interrupt', 'rollback'].includes(cfg.multitask)) {
+      fail(`${what}: multitask: unknown strategy ${str(cfg.multitask)} (allowed: 'reject', 'enqueue', 'interrupt', 'rollback')`, loc);
     }
     if (cfg.approvalMode !== undefined && cfg.approvalMode !== 'pause' && cfg.approvalMode !== 'wait') {
       fail(`${what}: approvalMode: unknown mode ${str(cfg.approvalMode)} (allowed: 'pause', 'wait')`, loc);

@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/testwait"
+)
+
+// conversation is a thread's messages as role:content lines.
+func conversation(t *testing.T, env *stacktest.Env, thread string) []string {
+	t.Helper()
+	msgs, err := env.Store.Messages(context.Background(), "dev", thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range msgs {
+		if m.Role == message.User || m.Role == message.Assistant {
+			out = append(out, string(m.Role)+":"+m.Content)
+		}
+	}
+	return out
+}
+
+// queued is how many turns wait in a thread's queue.
+func queued(t *testing.T, env *stacktest.Env, thread string) int {
+	t.Helper()
+	qs, err := env.Store.Queue(context.Background(), "dev", thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(qs)
+}
+
+// TestEnqueueRunsFollowUpsInOrder: three follow-ups sent with
+// x-stackbone-multitask: enqueue while a turn runs wait, each request open,
+// and run after it, in the order sent, each once: every request gets its
+// own answer, the model sees each one after the answers before it, and the
+// thread holds the five turns in order.
+func TestEnqueueRunsFollowUpsInOrder(t *testing.T) {
+	for driver, open := range branchDrivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Store: open(t)})
+			const session = "eq-order"
+			if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
+				"x-stackbone-session", session); r.status != 200 {
+				t.Fatalf("first turn: %d %s", r.status, r.body)
+			}
+			release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+			defer release()
+			before := env.Upstream.Count()
+			running := make(chan apiResp, 1)
+			go func() {
+				running <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"}]}`,
+					"x-stackbone-session", session)
+			}()
+			testwait.Until(t, "the long story's model call", func() bool { return env.Upstream.Count() > before })
+
+			answers := make([]chan apiResp, 3)
+			for i := range answers {
+				answers[i] = make(chan apiResp, 1)
+				body := fmt.Sprintf(`{"model":"assistant","stream":%v,"messages":[{"role":"user","content":"follow-up %d"}]}`, i == 1, i+1)
+				go func() {
+					answers[i] <- call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", session, "x-stackbone-multitask", "enqueue")
+				}()
+				testwait.Until(t, "follow-up to be queued", func() bool { return queued(t, env, session) == i+1 })
+			}
+			if n := env.Upstream.Count(); n != before+1 {
+				t.Fatalf("queued follow-ups called the model: %d calls, want 1", n-before)
+			}
+			release()
+			if r := testwait.Recv(t, running, "the long story"); r.status != 200 || !strings.Contains(string(r.body), "echo: tell me a long story") {
+				t.Fatalf("the running turn: %d %s", r.status, r.body)
+			}
+			for i, c := range answers {
+				r := testwait.Recv(t, c, "a follow-up's answer")
+				if want := fmt.Sprintf("echo: follow-up %d", i+1); r.status != 200 || !strings.Contains(string(r.body), want) {
+					t.Fatalf("follow-up %d: %d %s; want %q", i+1, r.status, r.body, want)
+				}
+			}
+			if n := env.Upstream.Count(); n != before+4 {
+				t.Fatalf("%d model calls for four turns", n-before)
+			}
+			want := []string{"user:hi", "assistant:echo: hi", "user:tell me a long story", "assistant:echo: tell me a long story",
+				"user:follow-up 1", "assistant:echo: follow-up 1", "user:follow-up 2", "assistant:echo: follow-up 2",
+				"user:follow-up 3", "assistant:echo: follow-up 3"}
+			if got := conversation(t, env, session); !slices.Equal(got, want) {
+				t.Fatalf("thread:\n%q\nwant\n%q", got, want)
+			}
+			if got := modelSaw(env, "follow-up 3"); len(got) != 1 || !slices.Equal(got[0], want[:len(want)-1]) {
+				t.Fatalf("the model saw %q for the last follow-up", got)
+			}
+			if n := queued(t, env, session); n != 0 {
+				t.Fatalf("%d turns left in the queue", n)
+			}
+			// An idle thread runs an enqueue follow-up at once.
+			if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"at once"}]}`,
+				"x-stackbone-session", session, "x-stackbone-multitask", "enqueue"); r.status != http.StatusOK || !strings.Contains(string(r.body), "echo: at once") {
+				t.Fatalf("enqueue on an idle thread: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
