@@ -434,6 +434,6 @@ func threadsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, branchesCmd(&c), forkCmd(&c), headCmd(&c), cancelCmd(&c))
+	cmd.AddCommand(list, show, branchesCmd(&c), forkCmd(&c), headCmd(&c), cancelCmd(&c), queueCmd(&c), unqueueCmd(&c))
 	return cmd
 }

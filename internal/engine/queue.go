@@ -129,41 +129,74 @@ func (r *Runner) enqueue(ctx context.Context, in Input, turn store.Turn, run *Ru
 // PostgreSQL bridge reaches).
 const queuePoll = time.Second
 
-// awaitQueued follows thread events until the queued turn id starts (or
-// has run), then streams it to run from its first event; a turn taken off
+// awaitQueued waits until the queued turn id starts (or has run), then
+// streams it to run from its first event, as its client; a turn taken off
 // the queue before it started ends run with a cancelled RunError.
 func (r *Runner) awaitQueued(ctx context.Context, in Input, id string, run *Run) {
-	sub := r.Bus.Subscribe(in.Tenant, in.ThreadID)
+	th, from, err := r.waitQueued(ctx, in.Tenant, in.ThreadID, id, run.gone)
+	switch {
+	case err == nil:
+		r.followFrom(in, th, from, run, true)
+		return
+	case errors.Is(err, errGone):
+	default:
+		code, msg := r.describe(err)
+		if errors.Is(err, ErrCancelled) {
+			msg = err.Error()
+		}
+		run.deliver(event.Event{Type: event.RunError, ThreadID: in.ThreadID, RunID: id, Code: code, Message: msg,
+			Time: r.Now().UnixMilli(), Err: err})
+	}
+	close(run.events)
+}
+
+// errGone ends waitQueued when its caller went away.
+var errGone = errors.New("the waiter went away")
+
+// QueuedRemovedError is what a queued turn's request gets when the turn
+// left its thread's queue before it started (Runner.Unqueue). It is
+// ErrCancelled.
+type QueuedRemovedError struct{ ID string }
+
+func (e *QueuedRemovedError) Error() string {
+	return "The queued message was removed from the thread's queue before its turn."
+}
+
+// Is makes a QueuedRemovedError ErrCancelled.
+func (e *QueuedRemovedError) Is(target error) bool { return target == ErrCancelled }
+
+// WaitQueued waits until the thread's queued turn id starts, and returns
+// the sequence number of its turn's first event (for Runner.FollowTurn). A
+// run id that is not queued and never ran on the thread is
+// store.ErrNotFound; one removed from the queue is a *QueuedRemovedError.
+func (r *Runner) WaitQueued(ctx context.Context, tenant, threadID, id string) (int64, error) {
+	_, from, err := r.waitQueued(ctx, tenant, threadID, id, nil)
+	return from, err
+}
+
+// waitQueued follows the thread until its queued turn id starts (or is
+// found to have run): its thread as read then and its turn's first event.
+// It ends with errGone when gone closes, ctx's error when ctx ends.
+func (r *Runner) waitQueued(ctx context.Context, tenant, threadID, id string, gone <-chan struct{}) (*store.Thread, int64, error) {
+	sub := r.Bus.Subscribe(tenant, threadID)
 	defer sub.Close()
 	poll := r.clock.NewTicker(queuePoll)
 	defer poll.Stop()
-	end := func(e event.Event) {
-		run.deliver(e)
-		close(run.events)
-	}
 	for {
-		th, from, waiting, err := r.queuedTurn(ctx, in.Tenant, in.ThreadID, id)
+		th, from, waiting, err := r.queuedTurn(ctx, tenant, threadID, id)
 		switch {
 		case err != nil:
-			code, msg := r.describe(err)
-			end(event.Event{Type: event.RunError, ThreadID: in.ThreadID, RunID: id, Code: code, Message: msg, Time: r.Now().UnixMilli(), Err: err})
-			return
+			return nil, 0, err
 		case from > 0:
-			r.followFrom(in, th, from, run, true)
-			return
+			return th, from, nil
 		case !waiting:
-			end(event.Event{Type: event.RunError, ThreadID: in.ThreadID, RunID: id, Code: CodeCancelled,
-				Message: "The queued message was removed from the thread's queue before its turn.", Time: r.Now().UnixMilli(),
-				Err: ErrCancelled})
-			return
+			return nil, 0, &QueuedRemovedError{ID: id}
 		}
 		select {
-		case <-run.gone:
-			close(run.events)
-			return
+		case <-gone:
+			return nil, 0, errGone
 		case <-ctx.Done():
-			close(run.events)
-			return
+			return nil, 0, context.Cause(ctx)
 		case <-sub.Dropped:
 			sub.Drain()
 		case <-sub.C:

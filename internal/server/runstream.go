@@ -48,6 +48,12 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) error {
 		return threadErr(err, id, "")
 	}
 	from, err := s.runTurn(r.Context(), th, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		// A follow-up still queued: its stream starts with its turn.
+		if qfrom, queued, qerr := s.queuedFrom(r, p.Tenant, id, runID); queued || qerr != nil {
+			from, err = qfrom, qerr
+		}
+	}
 	if err != nil {
 		return err
 	}

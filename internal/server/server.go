@@ -157,6 +157,8 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("POST /v1/threads/{id}/head", WireOpenAI, true, turnAction(s.setHead))
 	s.Handle("POST /v1/threads/{id}/fork", WireOpenAI, true, turnAction(s.fork))
 	s.Handle("POST /v1/threads/{id}/cancel", WireOpenAI, true, turnAction(s.cancelThread))
+	s.Handle("GET /v1/threads/{id}/queue", WireOpenAI, true, s.listQueue)
+	s.Handle("DELETE /v1/threads/{id}/queue/{run}", WireOpenAI, true, turnAction(s.unqueue))
 	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
 	s.Handle("GET /v1/threads/{id}/runs", WireOpenAI, true, s.listRuns)
 	s.Handle("GET /v1/threads/{id}/runs/{run}/stream", WireOpenAI, true, s.streamRun)
