@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -108,5 +109,67 @@ func TestEnqueueRunsFollowUpsInOrder(t *testing.T) {
 				t.Fatalf("enqueue on an idle thread: %d %s", r.status, r.body)
 			}
 		})
+	}
+}
+
+// TestQueueAPI: GET /v1/threads/{id}/queue lists a queued follow-up, DELETE
+// removes it before it runs (its request ends cancelled, the model never
+// sees it), and a second DELETE, or an unknown thread, is a 404.
+func TestQueueAPI(t *testing.T) {
+	env := stacktest.New(t, stacktest.Options{})
+	const session = "eq-api"
+	if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
+		"x-stackbone-session", session); r.status != 200 {
+		t.Fatalf("first turn: %d %s", r.status, r.body)
+	}
+	release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+	defer release()
+	before := env.Upstream.Count()
+	running := make(chan apiResp, 1)
+	go func() {
+		running <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"}]}`,
+			"x-stackbone-session", session)
+	}()
+	testwait.Until(t, "the long story's model call", func() bool { return env.Upstream.Count() > before })
+	waiting := make(chan apiResp, 1)
+	go func() {
+		waiting <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"never mind"}]}`,
+			"x-stackbone-session", session, "x-stackbone-multitask", "enqueue")
+	}()
+	testwait.Until(t, "the follow-up to be queued", func() bool { return queued(t, env, session) == 1 })
+	r := call(t, "GET", env.URL+"/v1/threads/"+session+"/queue", "")
+	var list struct {
+		Data []struct {
+			ID       string `json:"id"`
+			Position int    `json:"position"`
+			Messages []struct{ Role, Content string }
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &list); err != nil || r.status != 200 || len(list.Data) != 1 ||
+		list.Data[0].Position != 1 || len(list.Data[0].Messages) != 1 || list.Data[0].Messages[0].Content != "never mind" {
+		t.Fatalf("GET queue: %d %s", r.status, r.body)
+	}
+	id := list.Data[0].ID
+	if r := call(t, "DELETE", env.URL+"/v1/threads/"+session+"/queue/"+id, ""); r.status != 200 || !strings.Contains(string(r.body), `"deleted":true`) {
+		t.Fatalf("DELETE queued: %d %s", r.status, r.body)
+	}
+	if r := testwait.Recv(t, waiting, "the removed follow-up's answer"); r.status == 200 && !strings.Contains(string(r.body), "cancelled") ||
+		strings.Contains(string(r.body), "echo: never mind") {
+		t.Fatalf("the removed follow-up's request: %d %s; want it ended cancelled", r.status, r.body)
+	}
+	if r := call(t, "DELETE", env.URL+"/v1/threads/"+session+"/queue/"+id, ""); r.status != http.StatusNotFound {
+		t.Fatalf("DELETE again: %d %s; want 404", r.status, r.body)
+	}
+	if r := call(t, "GET", env.URL+"/v1/threads/nope/queue", ""); r.status != http.StatusNotFound {
+		t.Fatalf("GET queue of an unknown thread: %d %s; want 404", r.status, r.body)
+	}
+	release()
+	testwait.Recv(t, running, "the long story")
+	waitIdle(t, env, session)
+	if got := modelSaw(env, "never mind"); len(got) != 0 {
+		t.Fatalf("the model saw the removed follow-up: %q", got)
+	}
+	if n := env.Upstream.Count(); n != before+1 {
+		t.Fatalf("%d model calls, want 1", n-before)
 	}
 }
