@@ -9,27 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/testwait"
 )
-
-// conversation is a thread's messages as role:content lines.
-func conversation(t *testing.T, env *stacktest.Env, thread string) []string {
-	t.Helper()
-	msgs, err := env.Store.Messages(context.Background(), "dev", thread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, m := range msgs {
-		if m.Role == message.User || m.Role == message.Assistant {
-			out = append(out, string(m.Role)+":"+m.Content)
-		}
-	}
-	return out
-}
 
 // queued is how many turns wait in a thread's queue.
 func queued(t *testing.T, env *stacktest.Env, thread string) int {
@@ -39,6 +22,27 @@ func queued(t *testing.T, env *stacktest.Env, thread string) int {
 		t.Fatal(err)
 	}
 	return len(qs)
+}
+
+// busyThread answers "hi" on session, then starts a turn whose model call
+// is held until release, and returns once that call is under way: running
+// gets the held turn's answer; before is the model call count before it.
+func busyThread(t *testing.T, env *stacktest.Env, session string) (release func(), running <-chan apiResp, before int) {
+	t.Helper()
+	if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
+		"x-stackbone-session", session); r.status != 200 {
+		t.Fatalf("first turn: %d %s", r.status, r.body)
+	}
+	release = env.Upstream.HoldOnce(script.When{LastUser: "long story"})
+	t.Cleanup(release)
+	before = env.Upstream.Count()
+	c := make(chan apiResp, 1)
+	go func() {
+		c <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"}]}`,
+			"x-stackbone-session", session)
+	}()
+	testwait.Until(t, "the long story's model call", func() bool { return env.Upstream.Count() > before })
+	return release, c, before
 }
 
 // TestEnqueueRunsFollowUpsInOrder: three follow-ups sent with
@@ -52,19 +56,7 @@ func TestEnqueueRunsFollowUpsInOrder(t *testing.T) {
 			t.Parallel()
 			env := stacktest.New(t, stacktest.Options{Store: open(t)})
 			const session = "eq-order"
-			if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
-				"x-stackbone-session", session); r.status != 200 {
-				t.Fatalf("first turn: %d %s", r.status, r.body)
-			}
-			release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
-			defer release()
-			before := env.Upstream.Count()
-			running := make(chan apiResp, 1)
-			go func() {
-				running <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"}]}`,
-					"x-stackbone-session", session)
-			}()
-			testwait.Until(t, "the long story's model call", func() bool { return env.Upstream.Count() > before })
+			release, running, before := busyThread(t, env, session)
 
 			answers := make([]chan apiResp, 3)
 			for i := range answers {
@@ -94,7 +86,7 @@ func TestEnqueueRunsFollowUpsInOrder(t *testing.T) {
 			want := []string{"user:hi", "assistant:echo: hi", "user:tell me a long story", "assistant:echo: tell me a long story",
 				"user:follow-up 1", "assistant:echo: follow-up 1", "user:follow-up 2", "assistant:echo: follow-up 2",
 				"user:follow-up 3", "assistant:echo: follow-up 3"}
-			if got := conversation(t, env, session); !slices.Equal(got, want) {
+			if got := headLines(t, env, session); !slices.Equal(got, want) {
 				t.Fatalf("thread:\n%q\nwant\n%q", got, want)
 			}
 			if got := modelSaw(env, "follow-up 3"); len(got) != 1 || !slices.Equal(got[0], want[:len(want)-1]) {
@@ -118,19 +110,7 @@ func TestEnqueueRunsFollowUpsInOrder(t *testing.T) {
 func TestQueueAPI(t *testing.T) {
 	env := stacktest.New(t, stacktest.Options{})
 	const session = "eq-api"
-	if r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hi"}]}`,
-		"x-stackbone-session", session); r.status != 200 {
-		t.Fatalf("first turn: %d %s", r.status, r.body)
-	}
-	release := env.Upstream.HoldOnce(script.When{LastUser: "long story"})
-	defer release()
-	before := env.Upstream.Count()
-	running := make(chan apiResp, 1)
-	go func() {
-		running <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"tell me a long story"}]}`,
-			"x-stackbone-session", session)
-	}()
-	testwait.Until(t, "the long story's model call", func() bool { return env.Upstream.Count() > before })
+	release, running, before := busyThread(t, env, session)
 	waiting := make(chan apiResp, 1)
 	go func() {
 		waiting <- call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"never mind"}]}`,
