@@ -740,6 +740,9 @@ type Store interface {
 	// ask it of a run another replica drives.
 	RunControlStore
 
+	// ScheduleStore: schedules and the firings schedulers claimed.
+	ScheduleStore
+
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
 	Outbox

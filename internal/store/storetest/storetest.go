@@ -162,6 +162,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	tests = append(tests, controlTests...)
 	tests = append(tests, branchAPITests...)
+	tests = append(tests, scheduleTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
