@@ -152,7 +152,7 @@ func (s *Scheduler) fireDue(ctx context.Context, sc store.Schedule, now time.Tim
 	if due.IsZero() {
 		return false, nil
 	}
-	next := c.Next(now)
+	next := c.Next(due) // after now: due is the latest at or before it
 	if next.IsZero() {
 		next = now.Add(100 * 365 * 24 * time.Hour) // never again
 	}
@@ -180,14 +180,20 @@ func (s *Scheduler) RunNow(ctx context.Context, tenant, id string) (*store.Firin
 		return nil, err
 	}
 	now := s.clk.Now()
-	f, ok, err := s.claim(ctx, *sc, now, time.Time{}, true, now)
-	if err != nil {
-		return nil, err
+	// A manual firing is due when it was asked for; one asked for in the
+	// same microsecond as another is due a microsecond later.
+	due := now.UTC().Truncate(time.Microsecond)
+	for range 1000 {
+		f, ok, err := s.claim(ctx, *sc, due, time.Time{}, true, now)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f, s.start(ctx, *sc, f)
+		}
+		due = due.Add(time.Microsecond)
 	}
-	if !ok {
-		return nil, fmt.Errorf("schedule %q: a firing at %s exists: %w", id, now.Format(time.RFC3339Nano), store.ErrScheduleExists)
-	}
-	return f, s.start(ctx, *sc, f)
+	return nil, fmt.Errorf("schedule %q: no free due time for a manual firing at %s", id, now.Format(time.RFC3339Nano))
 }
 
 // claim claims sc's firing due at due, choosing its thread and run ids.
@@ -213,8 +219,11 @@ func (s *Scheduler) start(ctx context.Context, sc store.Schedule, f *store.Firin
 	if key == "" {
 		key = s.cfg.KeyLabel(sc.Tenant)
 	}
+	// The firing's own idempotency key: each firing is a new turn, never
+	// taken for a retry of the last one because its input is the same.
 	in := engine.Input{Tenant: sc.Tenant, Agent: sc.Agent, Key: key, ThreadID: f.ThreadID, RunID: f.RunID,
-		DecidedBy: key, Messages: []message.Message{{Role: message.User, Content: sc.Input}}}
+		IdempotencyKey: "schedule:" + sc.ID + ":" + f.DueAt.Format(time.RFC3339Nano),
+		DecidedBy:      key, Messages: []message.Message{{Role: message.User, Content: sc.Input}}}
 	log := s.cfg.Logger.With("schedule", sc.ID, "tenant", sc.Tenant, "agent", sc.Agent, "thread", f.ThreadID, "due", f.DueAt)
 	run, err := s.cfg.Runner.Start(context.WithoutCancel(ctx), in)
 	if err != nil {
