@@ -457,5 +457,3 @@ func TestScheduleReplicasFireOnce(t *testing.T) {
 		})
 	}
 }
-
-
