@@ -26,6 +26,9 @@ const DefaultEvery = time.Second
 // with catch-up none may still run.
 const DefaultLate = time.Minute
 
+// DefaultStale is Config.Stale when zero.
+const DefaultStale = time.Minute
+
 // Starter starts durable turns (engine.Runner).
 type Starter interface {
 	Start(ctx context.Context, in engine.Input) (*engine.Run, error)
@@ -34,6 +37,7 @@ type Starter interface {
 // Store is what a Scheduler needs of the store.
 type Store interface {
 	store.ScheduleStore
+	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
 }
 
 // Config is what New builds a Scheduler from. Store and Runner are
@@ -55,6 +59,10 @@ type Config struct {
 	// still run (DefaultLate when zero): one found later was missed while
 	// no scheduler ran, and is skipped.
 	Late time.Duration
+	// Stale is how long a firing may stay claimed without its run
+	// starting before another scheduler takes it over (its claimer died
+	// in between); DefaultStale when zero.
+	Stale time.Duration
 	// KeyLabel returns the key label a tenant's runs count under when the
 	// schedule names none (the tenant's admin key's); nil: the tenant.
 	KeyLabel func(tenant string) string
@@ -88,6 +96,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.Late <= 0 {
 		cfg.Late = DefaultLate
+	}
+	if cfg.Stale <= 0 {
+		cfg.Stale = DefaultStale
 	}
 	if cfg.KeyLabel == nil {
 		cfg.KeyLabel = func(tenant string) string { return tenant }
@@ -134,6 +145,56 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (int, error) {
 			errs = append(errs, fmt.Errorf("schedule %s (%s/%s): %w", sc.ID, sc.Tenant, sc.Name, err))
 		}
 		if ok {
+			started++
+		}
+	}
+	n, err := s.retakeStale(ctx, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return started + n, errors.Join(errs...)
+}
+
+// retakeStale takes over the firings whose claimer died between the claim
+// and the run's start, and starts their runs with the ids chosen at the
+// claim, unless the run began after all (its thread holds it; the
+// engine's recovery goes on with it). It returns how many runs it started.
+func (s *Scheduler) retakeStale(ctx context.Context, now time.Time) (int, error) {
+	stale, err := s.cfg.Store.StaleFirings(ctx, now.Add(-s.cfg.Stale), tickLimit)
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	started := 0
+	var errs []error
+	for _, f := range stale {
+		f.Owner, f.ClaimedAt = s.cfg.Owner, now
+		ok, err := s.cfg.Store.RetakeFiring(ctx, f, now.Add(-s.cfg.Stale))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok {
+			continue // another scheduler took it
+		}
+		log := s.cfg.Logger.With("schedule", f.ScheduleID, "tenant", f.Tenant, "thread", f.ThreadID, "due", f.DueAt)
+		th, err := s.cfg.Store.GetThread(ctx, f.Tenant, f.ThreadID)
+		switch {
+		case err == nil && th.RunID == f.RunID:
+			log.Info("schedules: a stale firing's run had begun; its recovery goes on with it", "run", f.RunID)
+			f.Status = store.FiringStarted
+			s.finish(ctx, &f, log)
+			continue
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			errs = append(errs, err)
+			continue
+		}
+		sc, err := s.cfg.Store.GetSchedule(ctx, f.Tenant, f.ScheduleID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		log.Info("schedules: starting a firing its claimer left unstarted", "run", f.RunID)
+		if s.start(ctx, *sc, &f) == nil {
 			started++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/app"
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/schedule"
 	"github.com/stackbone/stackbone/internal/stacktest"
@@ -456,4 +457,64 @@ func TestScheduleReplicasFireOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestScheduleStaleClaimIsTakenOver: a firing whose claimer died between
+// the claim and the run's start is started, once, by a scheduler a
+// minute later with the ids chosen at the claim; one whose run had begun
+// is left to the engine's recovery, not run again.
+func TestScheduleStaleClaimIsTakenOver(t *testing.T) {
+	t.Parallel()
+	env, fake := fakeStack(t, stacktest.Options{})
+	sc := createSched(t, env, `{"name":"nightly","agent":"assistant","cron":"0 0 1 1 *","input":"night work","thread":"new"}`)
+	due := schedT0.Add(time.Minute)
+	claimed := func(due time.Time, thread, run string) {
+		t.Helper()
+		ok, err := env.Store.ClaimFiring(t.Context(), store.ClaimFiring{Firing: store.Firing{Tenant: "dev", ScheduleID: sc.ID,
+			DueAt: due, Owner: "node-dead", ClaimedAt: due, ThreadID: thread, RunID: run}})
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+	}
+	claimed(due, "thread_left", "run_left")
+	fake.Advance(90 * time.Second) // not yet stale
+	if n := tick(t, env, fake.Now()); n != 0 || env.Upstream.Count() != 0 {
+		t.Fatalf("a fresh claim was taken over: %d runs", n)
+	}
+	fake.Advance(time.Minute)
+	if n := tick(t, env, fake.Now()); n != 1 {
+		t.Fatalf("%d runs from the stale claim, want 1", n)
+	}
+	if n := tick(t, env, fake.Now()); n != 0 || env.Upstream.Count() != 1 {
+		t.Fatalf("the stale claim ran again: %d runs, %d model calls", n, env.Upstream.Count())
+	}
+	if th := env.Thread(t, "dev", "thread_left"); th.RunID != "run_left" || th.Status != store.Idle {
+		t.Fatalf("the taken-over run: %+v", th)
+	}
+	fs := getSched(t, env, sc.ID).Firings
+	if len(fs) != 1 || fs[0].Status != store.FiringCompleted {
+		t.Fatalf("firings: %+v", fs)
+	}
+
+	// A claimer that died after its run began: the thread holds the run.
+	due2 := fake.Now()
+	claimed(due2, "thread_begun", "run_begun")
+	run, err := env.Runner.Start(t.Context(), engineInput("dev", "assistant", "thread_begun", "run_begun", "night work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range run.Events() {
+	}
+	fake.Advance(2 * time.Minute)
+	if n := tick(t, env, fake.Now()); n != 0 || env.Upstream.Count() != 2 {
+		t.Fatalf("a begun run was started again: %d runs, %d model calls", n, env.Upstream.Count())
+	}
+	if fs := getSched(t, env, sc.ID).Firings; fs[0].Status != store.FiringStarted || fs[0].RunID != "run_begun" {
+		t.Fatalf("the begun firing: %+v", fs[0])
+	}
+}
+
+func engineInput(tenant, agentName, thread, run, text string) engine.Input {
+	return engine.Input{Tenant: tenant, Agent: agentName, ThreadID: thread, RunID: run,
+		Messages: []message.Message{{Role: message.User, Content: text}}}
 }

@@ -329,25 +329,71 @@ func (db *DB) FinishFiring(ctx context.Context, f FinishFiring) error {
 	})
 }
 
+const firingCols = `tenant, schedule_id, due_at, manual, owner, claimed_at, thread_id, run_id, status, error, ended_at`
+
+// collectFirings reads rows of firingCols and closes them.
+func collectFirings(rows ClosingRows) ([]Firing, error) {
+	defer rows.Close()
+	return CollectRows(rows, func(r Rows) (*Firing, error) {
+		var f Firing
+		return &f, r.Scan(&f.Tenant, &f.ScheduleID, ScanTime(&f.DueAt), &f.Manual, &f.Owner, ScanTime(&f.ClaimedAt), &f.ThreadID,
+			&f.RunID, &f.Status, &f.Error, ScanTimePtr(&f.EndedAt))
+	})
+}
+
 // ListFirings lists a schedule's firings, latest due first.
 func (db *DB) ListFirings(ctx context.Context, tenant, scheduleID string, limit int) ([]Firing, error) {
 	if err := CheckText("list firings", "tenant", tenant, "scheduleID", scheduleID); err != nil {
 		return nil, db.invalid(err)
 	}
-	rows, err := db.d.Read().Query(ctx, `SELECT tenant, schedule_id, due_at, manual, owner, claimed_at, thread_id, run_id, status, error, ended_at
+	rows, err := db.d.Read().Query(ctx, `SELECT `+firingCols+`
 		FROM schedule_firings WHERE tenant = $1 AND schedule_id = $2 ORDER BY due_at DESC LIMIT $3`,
 		tenant, scheduleID, Limit(limit, DefaultLimit))
 	if err != nil {
 		return nil, db.read("list firings", err)
 	}
-	defer rows.Close()
-	out, err := CollectRows(rows, func(r Rows) (*Firing, error) {
-		var f Firing
-		return &f, r.Scan(&f.Tenant, &f.ScheduleID, ScanTime(&f.DueAt), &f.Manual, &f.Owner, ScanTime(&f.ClaimedAt), &f.ThreadID,
-			&f.RunID, &f.Status, &f.Error, ScanTimePtr(&f.EndedAt))
-	})
+	out, err := collectFirings(rows)
 	if err != nil {
 		return nil, db.read("list firings", err)
 	}
 	return out, nil
+}
+
+// StaleFirings lists the firings claimed before before whose run never
+// reported starting.
+func (db *DB) StaleFirings(ctx context.Context, before time.Time, limit int) ([]Firing, error) {
+	rows, err := db.d.Read().Query(ctx, `SELECT `+firingCols+` FROM schedule_firings
+		WHERE status = $1 AND claimed_at < $2 ORDER BY claimed_at, tenant, schedule_id LIMIT $3`,
+		FiringClaimed, before, Limit(limit, DefaultLimit))
+	if err != nil {
+		return nil, db.read("stale firings", err)
+	}
+	out, err := collectFirings(rows)
+	if err != nil {
+		return nil, db.read("stale firings", err)
+	}
+	return out, nil
+}
+
+// RetakeFiring gives a stale firing to f.Owner: exactly one of concurrent
+// retakes wins.
+func (db *DB) RetakeFiring(ctx context.Context, f Firing, before time.Time) (bool, error) {
+	if err := CheckText("retake firing", "tenant", f.Tenant, "scheduleID", f.ScheduleID, "owner", f.Owner); err != nil {
+		return false, db.invalid(err)
+	}
+	if f.ClaimedAt.IsZero() {
+		f.ClaimedAt = db.now()
+	}
+	var n int64
+	err := db.d.Write(ctx, "retake firing", func(tx Tx) error {
+		var err error
+		n, err = tx.Exec(ctx, `UPDATE schedule_firings SET owner = $4, claimed_at = $5
+			WHERE tenant = $1 AND schedule_id = $2 AND due_at = $3 AND status = $6 AND claimed_at < $7`,
+			f.Tenant, f.ScheduleID, micro(f.DueAt), f.Owner, f.ClaimedAt, FiringClaimed, before)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
 }

@@ -152,6 +152,15 @@ type ScheduleStore interface {
 	FinishFiring(ctx context.Context, f FinishFiring) error
 	// ListFirings lists a schedule's firings, latest due first.
 	ListFirings(ctx context.Context, tenant, scheduleID string, limit int) ([]Firing, error)
+	// StaleFirings lists, across tenants, the firings still claimed (their
+	// run never reported starting) that were claimed before before: their
+	// claimer died between the claim and the run's start. Oldest first, at
+	// most limit.
+	StaleFirings(ctx context.Context, before time.Time, limit int) ([]Firing, error)
+	// RetakeFiring gives a stale firing to f.Owner (claimed at f.ClaimedAt)
+	// if it is still claimed and was claimed before before: one
+	// conditional update, so of concurrent retakes exactly one gets true.
+	RetakeFiring(ctx context.Context, f Firing, before time.Time) (bool, error)
 }
 
 // Validate checks what every stored schedule needs.

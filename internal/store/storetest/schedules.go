@@ -25,6 +25,80 @@ var scheduleTests = []struct {
 	{"Schedules/TenantIsolation", testScheduleTenants},
 	{"Schedules/Invalid", testScheduleInvalid},
 	{"Concurrent/ClaimFiring", testConcurrentClaimFiring},
+	{"Schedules/StaleFirings", testStaleFirings},
+	{"Concurrent/RetakeFiring", testConcurrentRetake},
+}
+
+// testStaleFirings: a firing still claimed after the window is listed,
+// across tenants, oldest first; one that reported its run's start is not.
+// A retake moves its claim, so it is no longer stale.
+func testStaleFirings(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createSchedule(t, s, sched("a", "sch_1", "one", at(time.Hour)))
+	createSchedule(t, s, sched("b", "sch_2", "two", at(time.Hour)))
+	claimFiring(t, s, firing("a", "sch_1", at(time.Hour), "r1"))
+	claimFiring(t, s, firing("b", "sch_2", at(time.Hour-time.Minute), "r2"))
+	claimFiring(t, s, firing("a", "sch_1", at(2*time.Hour), "r3"))
+	if err := s.FinishFiring(ctx, store.FinishFiring{Tenant: "a", ScheduleID: "sch_1", DueAt: at(time.Hour), Status: store.FiringStarted}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := s.StaleFirings(ctx, at(3*time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, f := range stale {
+		runs = append(runs, f.RunID)
+	}
+	sameStrings(t, "stale firings", runs, []string{"r2", "r3"})
+	if got, _ := s.StaleFirings(ctx, at(2*time.Hour), 10); len(got) != 1 || got[0].RunID != "r2" {
+		t.Fatalf("stale before the second claim: %+v", got)
+	}
+	f := stale[0]
+	f.Owner, f.ClaimedAt = "node-new", at(3*time.Hour)
+	if ok, err := s.RetakeFiring(ctx, f, at(3*time.Hour)); err != nil || !ok {
+		t.Fatalf("retake: %v %v", ok, err)
+	}
+	if ok, _ := s.RetakeFiring(ctx, f, at(3*time.Hour)); ok {
+		t.Fatal("a retake of a firing just retaken won")
+	}
+	if got, _ := s.StaleFirings(ctx, at(3*time.Hour), 10); len(got) != 1 || got[0].RunID != "r3" {
+		t.Fatalf("stale after the retake: %+v", got)
+	}
+	fs, _ := s.ListFirings(ctx, "b", "sch_2", 1)
+	if fs[0].Owner != "node-new" || !fs[0].ClaimedAt.Equal(at(3*time.Hour)) || fs[0].RunID != "r2" || fs[0].Status != store.FiringClaimed {
+		t.Fatalf("the retaken firing: %+v", fs[0])
+	}
+}
+
+// testConcurrentRetake: of many concurrent retakes of one stale firing
+// exactly one wins.
+func testConcurrentRetake(t *testing.T, s store.Store) {
+	createSchedule(t, s, sched("acme", "sch_a", "daily", at(time.Hour)))
+	claimFiring(t, s, firing("acme", "sch_a", at(time.Hour), "r1"))
+	const n = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for i := range n {
+		wg.Go(func() {
+			f := firing("acme", "sch_a", at(time.Hour), "r1").Firing
+			f.Owner, f.ClaimedAt = "node-"+string(rune('a'+i)), at(2*time.Hour)
+			ok, err := s.RetakeFiring(t.Context(), f, at(90*time.Minute))
+			if err != nil {
+				t.Errorf("RetakeFiring: %v", err)
+			}
+			if ok {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d retakes won, want 1", wins)
+	}
 }
 
 func tp(t time.Time) *time.Time { return &t }
