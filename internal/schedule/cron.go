@@ -30,6 +30,7 @@ type SpecError struct {
 	Message string
 }
 
+// Error names the field and says what is wrong with it.
 func (e *SpecError) Error() string { return e.Field + ": " + e.Message }
 
 // Parse reads a cron expression in the IANA time zone tz ("" is UTC). The

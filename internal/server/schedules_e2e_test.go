@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +18,11 @@ import (
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/notify"
 	"github.com/stackbone/stackbone/internal/schedule"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // schedT0 is the fake clock's start in the schedule tests: a whole minute.
@@ -517,4 +523,69 @@ func TestScheduleStaleClaimIsTakenOver(t *testing.T) {
 func engineInput(tenant, agentName, thread, run, text string) engine.Input {
 	return engine.Input{Tenant: tenant, Agent: agentName, ThreadID: thread, RunID: run,
 		Messages: []message.Message{{Role: message.User, Content: text}}}
+}
+
+// TestScheduledRunApprovedByWebhook: a scheduled run's pause reaches a
+// webhook endpoint as decision.pending, and the endpoint's own code
+// approves it through the API: the resumed run calls the tool once.
+func TestScheduledRunApprovedByWebhook(t *testing.T) {
+	t.Parallel()
+	var base atomic.Value // the stack's URL, set before any delivery
+	approved := make(chan string, 4)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n struct {
+			Type string `json:"type"`
+			Data struct {
+				DecisionID string `json:"decisionId"`
+				ThreadID   string `json:"threadId"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&n); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if n.Type == "decision.pending" {
+			resp, err := http.Post(base.Load().(string)+"/v1/hitl/"+n.Data.DecisionID+"/approve", "application/json", nil)
+			if err != nil || resp.StatusCode != 200 {
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			resp.Body.Close()
+			approved <- n.Data.ThreadID
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rcv.Close)
+	env := stacktest.New(t, stacktest.Options{Configure: func(c *config.Config) {
+		c.WebhookURLs = []string{rcv.URL + "/hook"}
+		c.WebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	}})
+	base.Store(env.URL)
+	d, err := notify.New(notify.Config{Store: env.Store, Endpoints: env.Config.WebhookURLs, Secret: env.Config.WebhookSecret,
+		Poll: 20 * time.Millisecond, PublicURL: env.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	sc := createSched(t, env, `{"name":"refunds","agent":"assistant","cron":"@daily","input":"refund the late orders","thread":"hooked-refunds"}`)
+	if r := call(t, "POST", env.URL+"/v1/schedules/"+sc.ID+"/run", ""); r.status != 202 {
+		t.Fatalf("run now: %d %s", r.status, r.body)
+	}
+	if th := testwait.Recv(t, approved, "the webhook's approval"); th != "hooked-refunds" {
+		t.Fatalf("the webhook approved a decision of thread %q", th)
+	}
+	stacktest.WaitFor(t, "the resumed scheduled turn", func() bool {
+		return env.Thread(t, "dev", "hooked-refunds").Status == store.Idle
+	})
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times", n)
+	}
+	it, err := env.Store.ListInterrupts(t.Context(), "dev", store.InterruptFilter{ThreadID: "hooked-refunds", Status: store.Approved})
+	if err != nil || len(it) != 1 || it[0].Decision == nil || it[0].Decision.Via != "api" {
+		t.Fatalf("the decision: %v %+v", err, it)
+	}
 }
