@@ -159,3 +159,61 @@ func TestSchedulesCLI(t *testing.T) {
 		t.Fatalf("the catch-up's thread: %s %s", msgs.stdout, msgs.stderr)
 	}
 }
+
+// TestScheduledRunSurvivesKill: a server killed (-9) during a scheduled
+// run's model call finishes the run after its restart, as any durable
+// turn, and the firing does not run again.
+func TestScheduledRunSurvivesKill(t *testing.T) {
+	t.Parallel()
+	mock := modeltest.Handler(modeltest.OpenAI, script.MustParse(`[{"reply":{"text":"echo: {{lastUser}}"}}]`))
+	release := mock.HoldOnce(script.When{LastUser: "nightly"})
+	t.Cleanup(release)
+	up := httptest.NewServer(mock)
+	t.Cleanup(up.Close)
+	dir := schedulesProject(t)
+	srvEnv := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}
+	p := startServer(t, srvEnv, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	env := []string{"STACKBONE_URL=" + p.url()}
+	add := run(t, env, "schedules", "add", "--agent", "reports", "--name", "night", "--cron", "0 3 * * *",
+		"--input", "nightly work", "--thread", "night")
+	m := regexp.MustCompile(`Created schedule (sch_\S+) `).FindStringSubmatch(add.stdout)
+	if add.code != 0 || m == nil {
+		t.Fatalf("schedules add: %d %q %q", add.code, add.stdout, add.stderr)
+	}
+	if r := run(t, env, "schedules", "run", m[1]); r.code != 0 {
+		t.Fatalf("schedules run: %d %q", r.code, r.stderr)
+	}
+	stacktest.WaitFor(t, "the scheduled run's model call", func() bool { return mock.Count() >= 1 })
+	p.kill(t)
+	release()
+
+	p = startServer(t, srvEnv, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
+	env = []string{"STACKBONE_URL=" + p.url()}
+	var th struct {
+		Status   string `json:"status"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	stacktest.WaitFor(t, "the recovered run", func() bool {
+		return getJSON(t, p.url()+"/v1/threads/night", &th) == 200 && th.Status == "idle"
+	})
+	answers := 0
+	for _, msg := range th.Messages {
+		if msg.Content == "echo: nightly work" {
+			answers++
+		}
+	}
+	if answers != 1 || len(th.Messages) != 2 {
+		t.Fatalf("the recovered thread: %+v", th)
+	}
+	var sc struct {
+		Firings []store.Firing `json:"firings"`
+	}
+	if getJSON(t, p.url()+"/v1/schedules/"+m[1], &sc) != 200 || len(sc.Firings) != 1 {
+		t.Fatalf("firings after the restart: %+v", sc.Firings)
+	}
+	if n := mock.Count(); n != 2 {
+		t.Fatalf("%d model calls, want the killed one and its retry", n)
+	}
+}
