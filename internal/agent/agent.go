@@ -108,6 +108,26 @@ type Spec struct {
 	// with a 429, 5xx or overload before any output (the agent file's
 	// model: ['first', ...fallbacks]).
 	Fallbacks []string
+	// Schedules are the agent file's schedules: turns the server runs on
+	// its own time (package schedule).
+	Schedules []Schedule
+}
+
+// Schedule is one of an agent's schedules (defineDeepAgent({ schedules })):
+// a turn with Input as its user message, run at each firing of Cron (five
+// fields or a descriptor such as @every 15m) read in Timezone (an IANA
+// zone; "" UTC), on thread Thread ("new", the default: a new thread per
+// run). CatchUp is "one" (the default: a firing missed while the server
+// was down runs once on start) or "none"; Key is the key label the runs
+// count under ("": the tenant's admin).
+type Schedule struct {
+	Name     string `json:"name"`
+	Cron     string `json:"cron"`
+	Timezone string `json:"timezone,omitempty"`
+	Input    string `json:"input"`
+	Thread   string `json:"thread,omitempty"`
+	CatchUp  string `json:"catchUp,omitempty"`
+	Key      string `json:"key,omitempty"`
 }
 
 // DefaultMaxToolResultBytes is the cap on a tool result when neither the

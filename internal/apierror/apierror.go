@@ -250,6 +250,10 @@ func leaseWait(err error) time.Duration {
 // (409).
 const CodeThreadExists = "thread_exists"
 
+// CodeScheduleExists is the code of the 409 for a schedule name the
+// tenant gave another schedule of the agent.
+const CodeScheduleExists = "schedule_exists"
+
 // CodeBudgetExceeded is the code of a turn refused, or a run stopped, by a
 // spent budget (429).
 const CodeBudgetExceeded = "budget_exceeded"
@@ -345,6 +349,10 @@ func mapError(err error) *Error {
 	case errors.Is(err, store.ErrThreadExists):
 		e := New(Conflict, CodeThreadExists, "A thread with this id exists already: choose another threadId, or omit it for a new one.")
 		e.NoRetry, e.Err = true, err
+		return e
+	case errors.Is(err, store.ErrScheduleExists):
+		e := New(Conflict, CodeScheduleExists, "The tenant has a schedule of this agent with this name already: choose another name, or change that schedule (PATCH /v1/schedules/{id}).")
+		e.Param, e.NoRetry, e.Err = "name", true, err
 		return e
 	case errors.Is(err, store.ErrAgentMismatch):
 		return Invalid("model", "This session belongs to another agent.")

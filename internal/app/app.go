@@ -29,6 +29,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/notify"
 	"github.com/stackbone/stackbone/internal/redact"
+	"github.com/stackbone/stackbone/internal/schedule"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/postgres"
@@ -146,6 +147,11 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 			if _, _, err := models.Resolve(ref, s.ModelDir()); err != nil {
 				errs = append(errs, fmt.Errorf("%s: agent %s: %w", RelSource(cfg.Dir, s.Source), s.Name, err))
 			}
+		}
+	}
+	for _, s := range specs {
+		if _, err := schedule.FileSchedules([]*agent.Spec{s}, time.Now()); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", RelSource(cfg.Dir, s.Source), err))
 		}
 	}
 	errs = append(errs, checkQuorumKeys(cfg, specs)...)
@@ -316,6 +322,12 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		logger.Info("recovering runs left by a previous process", "count", n)
 	}
 	go RecoverLoop(ctx, runner, cfg, logger)
+	// Schedules: the agent files' are written for every tenant, then due
+	// firings (one missed while no replica ran included) fire.
+	syncSchedulesAfter(ctx, cfg, used, specs, logger)
+	if sched, ok := srv.Scheduler.(*schedule.Scheduler); ok {
+		go sched.Run(ctx)
+	}
 	if hooks != nil {
 		public := cfg.PublicURL
 		if public == "" {
@@ -509,6 +521,9 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	// event stream with GET and ends its session with DELETE.
 	for _, method := range []string{"POST", "GET", "DELETE"} {
 		s.Handle(method+" "+mcpwire.Route, server.WireOpenAI, true, mh.Serve)
+	}
+	if s.Scheduler, err = NewScheduler(cfg, st, runner, logger); err != nil {
+		return nil, nil, err
 	}
 	if err := studio.Mount(s); err != nil {
 		return nil, nil, err

@@ -69,6 +69,7 @@ func reloadLoop(ctx context.Context, w *fsnotify.Watcher, cfg *config.Config, re
 				names = append(names, s.Name)
 			}
 			logger.Info("agents reloaded", "agents", names)
+			syncSchedulesAfter(ctx, cfg, runner.Store, specs, logger)
 			// The old runtimes close as soon as the runs using them end.
 			runner.Retire(old)
 		}

@@ -16,6 +16,8 @@ func TestAgentsCheckFails(t *testing.T) {
 		{"syntax", "bad.ts", "export default {\n  name: 'x',,\n};\n", "agents/bad.ts:2:13: "},
 		{"script", "c.ts", "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'c', model: 'scripted/nope' });\n",
 			`agents/c.ts: agent c: model "scripted/nope"`},
+		{"schedule", "s.ts", "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 's', model: 'openai/x', schedules: [{ name: 'daily', cron: '0 9 * *', input: 'go' }] });\n",
+			`agents/s.ts: agent s: schedule "daily": cron: "0 9 * *"`},
 		{"empty", "", "", "no agents in "},
 	} {
 		dir := t.TempDir()

@@ -50,7 +50,7 @@ func newRoot(opts Options, stdin io.Reader) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(config.Dev, opts), serveCmd(config.Start, opts), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd(), usageCmd(), runsCmd(), initCmd())
+	root.AddCommand(serveCmd(config.Dev, opts), serveCmd(config.Start, opts), versionCmd(), agentsCmd(), hitlCmd(stdin), threadsCmd(), schedulesCmd(), usageCmd(), runsCmd(), initCmd())
 	return root
 }
 

@@ -67,6 +67,10 @@ type Server struct {
 	// credential; a non-nil error rejects the request (e.g. a bad CSRF token).
 	CookieAuth func(r *http.Request) (p Principal, ok bool, err error)
 
+	// Scheduler runs schedules at once (POST /v1/schedules/{id}/run); nil
+	// refuses that route.
+	Scheduler Scheduler
+
 	mux     *http.ServeMux
 	tracing *telemetry.HTTPServer // nil when tracing is off
 	writers map[Wire]ErrorWriter
@@ -165,6 +169,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/runs/{id}", WireOpenAI, true, s.getRun)
 	s.Handle("GET /v1/usage", WireOpenAI, true, s.usageReport)
 	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
+	s.scheduleRoutes()
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", s.tracing.Middleware("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
@@ -205,6 +210,9 @@ const (
 	// ActDecide decides a pending decision (the /v1/hitl decision routes,
 	// an AG-UI resume, an MCP elicitation answer).
 	ActDecide
+	// ActAdmin changes what the tenant's server does on its own (creating,
+	// changing, deleting and running schedules): admin keys only.
+	ActAdmin
 )
 
 // Allow is the one check of key roles: nil when p's role may take act,
@@ -216,6 +224,9 @@ func (p Principal) Allow(act Action, param string) error {
 	case act == ActTurn && !p.Role.CanTurn():
 		e = apierror.New(apierror.Permission, CodeForbiddenRole,
 			fmt.Sprintf("This API key has role %q, which cannot start turns: use a key with role caller or admin.", p.Role))
+	case act == ActAdmin && p.Role != "" && p.Role != config.RoleAdmin:
+		e = apierror.New(apierror.Permission, CodeForbiddenRole,
+			fmt.Sprintf("This API key has role %q, which cannot change schedules: use a key with role admin.", p.Role))
 	case act == ActDecide:
 		// Who may decide is the decision package's rule.
 		re := decision.AllowRole(p.Role)

@@ -751,6 +751,9 @@ type Store interface {
 	// (the multitask strategy enqueue).
 	QueueStore
 
+	// ScheduleStore: schedules and the firings schedulers claimed.
+	ScheduleStore
+
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
 	Outbox

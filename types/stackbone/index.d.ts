@@ -268,6 +268,14 @@ export interface DeepAgentConfig {
    */
   approvalMode?: 'pause' | 'wait';
   /**
+   * Turns the server runs on its own time: at each firing of `cron` the agent
+   * gets `input` as a user message, as a normal durable turn (it can pause for
+   * approval, counts toward budgets). Each firing runs once however many
+   * replicas share the database; one missed while the server was down runs
+   * once on start (`catchUp: 'one'`, the default) or is skipped (`'none'`).
+   */
+  schedules?: Schedule[];
+  /**
    * Caps every tool result the model gets, in bytes (default 100000, and never
    * more than a quarter of a known context window): a longer result is cut,
    * with a note the model sees saying how much was left out. An MCP server's
@@ -394,3 +402,21 @@ export declare function tool<S extends Schema = JSONSchema>(def: ToolDef<S>): To
 
 declare const _default: { defineDeepAgent: typeof defineDeepAgent; tool: typeof tool };
 export default _default;
+
+/** One of an agent's schedules (`defineDeepAgent({ schedules })`). */
+export interface Schedule {
+  /** Unique among the agent's schedules. */
+  name: string;
+  /** Five cron fields (`'0 9 * * 1-5'`) or a descriptor (`'@every 15m'`, `'@daily'`). */
+  cron: string;
+  /** IANA time zone the cron is read in, such as `'Europe/Paris'` (default UTC). */
+  timezone?: string;
+  /** The user message each run starts with. */
+  input: string;
+  /** The thread the runs go on, or `'new'` (the default) for a new thread per run. */
+  thread?: string | 'new';
+  /** A firing missed while the server was down: run it once on start (`'one'`, the default) or skip it. */
+  catchUp?: 'one' | 'none';
+  /** The API key label the runs count under (default: the tenant's admin). */
+  key?: string;
+}

@@ -65,6 +65,8 @@ type description struct {
 	Loc *location `json:"loc"`
 	// ModelFallbacks are the models after the first of a model array.
 	ModelFallbacks []string `json:"modelFallbacks"`
+	// Schedules are schedules, defaults filled in.
+	Schedules []agent.Schedule `json:"schedules"`
 }
 
 // approvalDescription is a needsApproval value as prelude.js describes it.
@@ -148,6 +150,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		ContextPolicy:      d.ContextPolicy,
 		Multitask:          d.Multitask,
 		ApprovalMode:       d.ApprovalMode,
+		Schedules:          d.Schedules,
 		MaxToolResultBytes: d.MaxToolResultBytes,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},

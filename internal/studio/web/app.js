@@ -1638,6 +1638,77 @@ function webhooksView() {
   return { name: 'webhooks', refresh, close() { clearInterval(timer); } };
 }
 
+// ---------- Schedules ----------
+
+const firingLabels = { claimed: 'claimed', started: 'running', completed: 'completed', waiting: 'waiting on a decision', failed: 'failed' };
+
+function schedulesView() {
+  const tbody = h('tbody', {});
+  const empty = h('p', { class: 'empty', hidden: true },
+    'No schedules. Declare them in an agent file (schedules: [{ name, cron, input }]) or create them with POST /v1/schedules or stackbone schedules add.');
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const admin = (app.session?.role || 'admin') === 'admin';
+  main.replaceChildren(h('section', { 'aria-labelledby': 'schedules-h' },
+    h('div', { class: 'titlebar' }, h('h1', { id: 'schedules-h', tabindex: '-1' }, 'Schedules')),
+    error,
+    h('table', { class: 'threads schedules', id: 'schedules' },
+      h('caption', { class: 'sr-only' }, 'Schedules with their next and last runs'),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col' }, 'Schedule'), h('th', { scope: 'col' }, 'Agent'), h('th', { scope: 'col' }, 'When'),
+        h('th', { scope: 'col' }, 'Next run'), h('th', { scope: 'col' }, 'Last run'), h('th', { scope: 'col' }, 'Outcome'),
+        h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
+      tbody),
+    empty));
+
+  async function runNow(sc, btn) {
+    btn.disabled = true;
+    try {
+      await api('POST', `/v1/schedules/${encodeURIComponent(sc.id)}/run`);
+      error.hidden = true;
+    } catch (e) {
+      error.textContent = `Could not run ${sc.name}: ${e.message}`;
+      error.hidden = false;
+    }
+    btn.disabled = false;
+    refresh();
+  }
+
+  let seq = 0;
+  async function refresh() {
+    const mine = ++seq;
+    try {
+      const page = await api('GET', '/v1/schedules');
+      if (mine !== seq) return;
+      error.hidden = true;
+      tbody.replaceChildren(...page.data.map((sc) => {
+        const when = sc.cron + (sc.timezone ? ` (${sc.timezone})` : '') + (sc.source === 'file' ? ' · agent file' : '');
+        let outcome = sc.lastStatus ? (firingLabels[sc.lastStatus] || sc.lastStatus) : '';
+        if (sc.lastError) outcome += `: ${sc.lastError}`;
+        const btn = h('button', { type: 'button', class: 'secondary', 'data-run': sc.id }, 'Run now');
+        btn.addEventListener('click', () => runNow(sc, btn));
+        return h('tr', { 'data-schedule': sc.id, 'data-status': sc.lastStatus || '' },
+          h('th', { scope: 'row' }, sc.name),
+          h('td', {}, sc.agent),
+          h('td', {}, h('code', {}, when)),
+          h('td', { class: 'next' }, sc.nextAt ? timeEl(sc.nextAt) : (sc.enabled ? '' : 'disabled')),
+          h('td', { class: 'last' }, sc.lastDueAt ? timeEl(sc.lastDueAt) : 'never'),
+          h('td', { class: 'outcome' }, sc.lastThreadId
+            ? h('a', { href: threadHref(sc.lastThreadId) }, outcome || 'claimed') : outcome),
+          h('td', {}, admin ? btn : ''));
+      }));
+      empty.hidden = page.data.length > 0;
+    } catch (e) {
+      if (e.status === 401) return;
+      error.textContent = `Could not load the schedules: ${e.message}`;
+      error.hidden = false;
+    }
+  }
+  refresh();
+  // Runs start on the server's own time: look again every few seconds.
+  const timer = setInterval(refresh, 3000);
+  return { name: 'schedules', refresh, close() { clearInterval(timer); } };
+}
+
 // ---------- Usage ----------
 
 // resetsIn says when a budget's period starts again ("resets in 5 h").
@@ -1887,6 +1958,9 @@ function route() {
   } else if (path === '/usage') {
     name = 'usage';
     app.view = usageView(params);
+  } else if (path === '/schedules') {
+    name = 'schedules';
+    app.view = schedulesView();
   } else if (path === '/webhooks') {
     name = 'webhooks';
     app.view = webhooksView();

@@ -9,7 +9,8 @@
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode', 'schedules'];
+  const SCHEDULE_KEYS = ['name', 'cron', 'timezone', 'input', 'thread', 'catchUp', 'key'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes', 'tools'];
@@ -325,6 +326,7 @@
       fail(`${what}: approvalMode: unknown mode ${str(cfg.approvalMode)} (allowed: 'pause', 'wait')`, loc);
     }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
+    if (cfg.schedules !== undefined) checkSchedules(cfg.schedules, what, loc);
     if (cfg.output !== undefined && !isPlain(cfg.output)) {
       fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
     }
@@ -381,6 +383,31 @@
         }
       });
     }
+  }
+
+  // checkSchedules checks schedules: [{ name, cron, timezone, input, thread,
+  // catchUp, key }]; the cron expression and the zone are parsed in Go.
+  function checkSchedules(list, what, loc) {
+    if (!Array.isArray(list)) fail(`${what}: schedules must be an array of { name, cron, input, ... }`, loc);
+    const seen = new Set();
+    list.forEach((sc, i) => {
+      const sw = `${what}: schedules[${i}]`;
+      if (!isPlain(sc)) fail(`${sw} must be an object { name, cron, input, timezone?, thread?, catchUp?, key? }`, loc);
+      unknownKeys(sc, SCHEDULE_KEYS, sw, loc);
+      if (typeof sc.name !== 'string' || !NAME_RE.test(sc.name)) fail(`${sw}: name is required (letters, digits, "_", "-", ".")`, loc);
+      if (seen.has(sc.name)) fail(`${what}: duplicate schedule name ${str(sc.name)}`, loc);
+      seen.add(sc.name);
+      const sn = `${sw} (${sc.name})`;
+      if (typeof sc.cron !== 'string' || sc.cron.trim() === '') fail(`${sn}: cron is required: five fields such as '0 9 * * 1-5', or '@every 15m'`, loc);
+      if (typeof sc.input !== 'string' || sc.input === '') fail(`${sn}: input is required: the user message each run starts with`, loc);
+      for (const k of ['timezone', 'thread', 'key']) {
+        if (sc[k] !== undefined && typeof sc[k] !== 'string') fail(`${sn}: ${k} must be a string`, loc);
+      }
+      if (sc.thread === '') fail(`${sn}: thread must be a thread name, or 'new' for a new thread per run`, loc);
+      if (sc.catchUp !== undefined && sc.catchUp !== 'one' && sc.catchUp !== 'none') {
+        fail(`${sn}: catchUp: unknown policy ${str(sc.catchUp)} (allowed: 'one', 'none')`, loc);
+      }
+    });
   }
 
   // ---------------------------------------------------------------- public helpers (module 'stackbone')
@@ -471,6 +498,10 @@
       tools: [],
       subagents: [],
       mcpServers: [],
+      schedules: (cfg.schedules || []).map((sc) => ({
+        name: sc.name, cron: sc.cron, timezone: sc.timezone || '', input: sc.input,
+        thread: sc.thread || 'new', catchUp: sc.catchUp || 'one', key: sc.key || '',
+      })),
       env: (cfg.env || []).slice(),
       loc,
     };
