@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -62,15 +63,9 @@ func schedulesCmd() *cobra.Command {
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	var body struct {
-		Name     string `json:"name"`
-		Agent    string `json:"agent"`
-		Cron     string `json:"cron"`
-		Timezone string `json:"timezone,omitempty"`
-		Input    string `json:"input"`
-		Thread   string `json:"thread,omitempty"`
-		CatchUp  string `json:"catchUp,omitempty"`
-		Key      string `json:"key,omitempty"`
-		Enabled  bool   `json:"enabled"`
+		agent.Schedule
+		Agent   string `json:"agent"`
+		Enabled bool   `json:"enabled"`
 	}
 	var disabled bool
 	add := &cobra.Command{

@@ -259,10 +259,9 @@ func (r *Runner) drain(ctx context.Context, tenant, threadID string) {
 				return
 			}
 		}
-		var rip *store.RunInProgressError
 		switch {
-		case errors.Is(err, store.ErrDequeued), errors.Is(err, store.ErrRunInProgress) && !errors.As(err, &rip),
-			errors.As(err, &rip), errors.Is(err, store.ErrApprovalPending), errors.Is(err, ErrShuttingDown):
+		case errors.Is(err, store.ErrDequeued), errors.Is(err, store.ErrRunInProgress),
+			errors.Is(err, store.ErrApprovalPending), errors.Is(err, ErrShuttingDown):
 			// Another runner started it, or the thread is busy (its end
 			// drains), or the next process will.
 			return

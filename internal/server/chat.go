@@ -54,9 +54,13 @@ func (s *Server) Mount(id Wire, tw wire.Wire) {
 
 // turnAction refuses h to a key whose role cannot start turns (403
 // forbidden_role).
-func turnAction(h HandlerFunc) HandlerFunc {
+func turnAction(h HandlerFunc) HandlerFunc { return requires(ActTurn, h) }
+
+// requires is h behind a role check: a key whose role may not act gets
+// 403 forbidden_role before its body is read.
+func requires(act Action, h HandlerFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := PrincipalFrom(r.Context()).Allow(ActTurn, ""); err != nil {
+		if err := PrincipalFrom(r.Context()).Allow(act, ""); err != nil {
 			return err
 		}
 		return h(w, r)
