@@ -35,6 +35,9 @@ func TestSchedulesPage(t *testing.T) {
 	p.waitText(row+" td code", "0 2 * * * (Europe/Paris)")
 	p.waitText(row+" .last", "never")
 	p.waitJS("the next run", `document.querySelector('`+row+` .next time') !== null`)
+	if next := eval[string](p, `document.querySelector('`+row+` .next time').textContent`); !strings.HasPrefix(next, "in ") {
+		t.Fatalf("the next run reads %q; want how soon it is (\"in …\")", next)
+	}
 	p.click(row + ` button[data-run]`)
 	p.waitText(`tr[data-status="completed"] .outcome a`, "completed")
 	if href := eval[string](p, `document.querySelector('`+row+` .outcome a').getAttribute('href')`); !strings.Contains(href, "nightly") {

@@ -43,17 +43,20 @@ function pretty(v) {
   return JSON.stringify(v, null, 2);
 }
 
+// ago says how long ago a time was ("3 min ago"), or, for a time still to
+// come (a schedule's next run), how soon it is ("in 18 h").
 function ago(iso) {
   const t = new Date(iso).getTime();
   if (!Number.isFinite(t)) return '';
-  const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+  const d = Math.round((Date.now() - t) / 1000);
+  const s = Math.abs(d);
   if (s < 5) return 'just now';
-  if (s < 60) return `${s}s ago`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ago`;
-  const hr = Math.floor(m / 60);
-  if (hr < 48) return `${hr} h ago`;
-  return `${Math.floor(hr / 24)} days ago`;
+  let span;
+  if (s < 60) span = `${s}s`;
+  else if (s < 3600) span = `${Math.floor(s / 60)} min`;
+  else if (s < 48 * 3600) span = `${Math.floor(s / 3600)} h`;
+  else span = `${Math.floor(s / 86400)} days`;
+  return d < 0 ? `in ${span}` : `${span} ago`;
 }
 
 // quorumText says how many of the approvals a quorum needs were given, and
