@@ -117,11 +117,45 @@ func (r *Runner) enqueue(ctx context.Context, in Input, turn store.Turn, run *Ru
 		run.tenant, run.store = in.Tenant, r.Store
 	}
 	run.Existed = true
+	r.watchQueued(run, in.Tenant, in.ThreadID, q.ID)
 	r.spawn(nil, func(ctx context.Context) { r.awaitQueued(ctx, in, q.ID, run) })
 	// The thread may have gone idle since it was read: its next turn is
 	// due now (a begin takes it once, whoever drains).
 	r.drainAsync(in.Tenant, in.ThreadID)
 	return run, nil
+}
+
+// watchQueued makes the Abandon of run, a request that waits for its
+// queued turn id, tell the runner that its client went away, as
+// watchAbandon does for a running turn: with CancelOnDisconnect the turn
+// leaves the queue; else it is recorded as the thread's abandoned run, so
+// once it starts with no client a new message stops it, and a retry that
+// follows it again clears that (followFrom). Its turn may have started by
+// then: the record names its run all the same.
+func (r *Runner) watchQueued(run *Run, tenant, threadID, id string) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.abandoned = func() {
+		r.background(func(ctx context.Context) {
+			var err error
+			if r.CancelOnDisconnect {
+				r.Logger.Info("the client of a queued turn went away: it leaves the queue", "thread", threadID, "run", id)
+				var removed bool
+				if removed, err = r.Store.Unqueue(ctx, tenant, threadID, id); err == nil && !removed {
+					// It started: cancel it if it still runs.
+					var th *store.Thread
+					if th, err = r.Store.GetThread(ctx, tenant, threadID); err == nil && th.RunID == id && th.Status == store.Running {
+						err = r.Cancel(ctx, tenant, threadID)
+					}
+				}
+			} else {
+				err = r.Store.AbandonRun(ctx, tenant, threadID, id)
+			}
+			if err != nil {
+				r.Logger.Warn("record a queued turn its client left", "thread", threadID, "run", id, "err", err)
+			}
+		})
+	}
 }
 
 // queuePoll is how often a queued request reads its thread again while it
