@@ -131,3 +131,49 @@ func TestThreadStopRefusedShowsWhy(t *testing.T) {
 		t.Fatal("Stop went away though the thread still runs")
 	}
 }
+
+// TestThreadQueue: a follow-up sent with x-stackbone-multitask: enqueue
+// while a turn runs shows on the thread page under "Queued messages";
+// Remove takes it off the queue: its request ends cancelled, the list
+// empties, and the model never sees it.
+func TestThreadQueue(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	startHeld(t, env, "", "dev", "queued")
+	waiting := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", env.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"and one more thing"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-stackbone-session", "queued")
+		req.Header.Set("x-stackbone-multitask", "enqueue")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waiting <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		waiting <- string(b)
+	}()
+
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/threads/queued")
+	p.waitText("#thread-queue", "and one more thing")
+	if n := eval[int](p, `document.querySelectorAll('#queue-list li').length`); n != 1 {
+		t.Fatalf("the queue shows %d messages, want 1", n)
+	}
+	p.click(`#queue-list button[data-action="unqueue"]`)
+	p.waitJS("the queue to empty", `document.querySelector('#thread-queue').hidden`)
+	if body := testwait.Recv(t, waiting, "the removed follow-up's request"); !strings.Contains(body, "cancelled") || strings.Contains(body, "echo:") {
+		t.Fatalf("the removed follow-up's request got %s; want it cancelled", body)
+	}
+	if qs, err := env.Store.Queue(t.Context(), "dev", "queued"); err != nil || len(qs) != 0 {
+		t.Fatalf("queue after Remove: %+v, %v", qs, err)
+	}
+	for _, r := range env.Upstream.Requests() {
+		if m := r.Request.Messages; len(m) > 0 && strings.Contains(m[len(m)-1].Content, "one more thing") {
+			t.Fatalf("the model saw the removed follow-up")
+		}
+	}
+}

@@ -821,6 +821,14 @@ function threadView(id, params = new URLSearchParams()) {
   const stopError = h('p', { class: 'error', id: 'thread-stop-error', role: 'alert', hidden: true });
   const stopRow = h('div', { class: 'row stop-row', id: 'thread-stop', hidden: true }, stopButton,
     h('span', { class: 'muted' }, 'The turn is running. Stop ends it at once; calls it started wait for a decision.'));
+  // Queued follow-ups (multitask enqueue): what will run after the running
+  // turn, in order, each removable before it starts.
+  const queueList = h('ol', { class: 'queue', id: 'queue-list' });
+  const queueError = h('p', { class: 'error', id: 'queue-error', role: 'alert', hidden: true });
+  const queueSec = h('section', { class: 'queued', id: 'thread-queue', hidden: true, 'aria-labelledby': 'queue-h' },
+    h('h2', { id: 'queue-h' }, 'Queued messages'),
+    h('p', { class: 'muted' }, 'Follow-ups sent while the agent worked. Each runs after the turn before it, in this order.'),
+    queueError, queueList);
   const pendingList = h('div', { class: 'cards' });
   const pendingSec = h('section', { class: 'pending', id: 'thread-pending', hidden: true, 'aria-labelledby': 'pending-h' },
     h('h2', { id: 'pending-h' }, 'Waiting for your decision'), pendingList);
@@ -837,7 +845,7 @@ function threadView(id, params = new URLSearchParams()) {
 
   main.replaceChildren(h('section', { 'aria-labelledby': 'thread-h' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/threads' }, 'Threads'), ' / ', id),
-    title, meta, stopRow, stopError, error, pendingSec,
+    title, meta, stopRow, stopError, error, pendingSec, queueSec,
     h('div', { class: 'thread-grid' },
       h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), branchBar, messages, streaming),
       h('aside', { class: 'side' },
@@ -911,6 +919,55 @@ function threadView(id, params = new URLSearchParams()) {
     if (!stopError.hidden) stopButton.focus();
   }
   stopButton.addEventListener('click', stop);
+
+  // refreshQueue shows the thread's queue (GET /v1/threads/{id}/queue).
+  let queueKey = null;
+  async function refreshQueue() {
+    let list;
+    try {
+      list = (await api('GET', path + '/queue')).data;
+    } catch (e) {
+      if (e.status === 401 || e.status === 404) return;
+      queueError.textContent = `Could not load the queue: ${e.message}`;
+      queueError.hidden = false;
+      queueSec.hidden = false;
+      return;
+    }
+    queueError.hidden = true;
+    const key = JSON.stringify([list.map((q) => q.id), canTurn()]);
+    queueSec.hidden = list.length === 0;
+    if (key === queueKey) return;
+    queueKey = key;
+    queueList.replaceChildren(...list.map(queuedItem));
+  }
+
+  function queuedItem(q) {
+    const text = (q.messages || []).filter((m) => m.role === 'user').map((m) => m.content).join('\n') || '(no text)';
+    const err = h('span', { class: 'error-inline', role: 'alert', hidden: true });
+    const remove = canTurn() ? h('button', { type: 'button', class: 'danger small', 'data-action': 'unqueue',
+      'aria-label': `Remove queued message ${q.position} from the queue` }, 'Remove') : null;
+    remove?.addEventListener('click', async () => {
+      remove.disabled = true;
+      err.hidden = true;
+      try {
+        await api('DELETE', path + '/queue/' + encodeURIComponent(q.id));
+        announce(`Removed queued message ${q.position} of thread ${id}.`);
+      } catch (e) {
+        if (e.status === 401) return;
+        err.textContent = e.status === 404 ? ' It has already started (Stop ends it).' : ` Could not remove it: ${e.message}`;
+        err.hidden = false;
+        remove.disabled = false;
+      }
+      queueKey = null;
+      await refreshQueue();
+    });
+    return h('li', { class: 'queued-msg', 'data-id': q.id },
+      h('span', { class: 'badge' }, `#${q.position}`), ' ',
+      h('span', { class: 'text' }, text.length > 200 ? text.slice(0, 200) + '…' : text), ' ',
+      h('span', { class: 'muted' }, 'queued ', timeEl(q.createdAt)), ' ', remove, err);
+  }
+  // A queued follow-up writes no thread event: poll while the page is open.
+  const queueTimer = setInterval(refreshQueue, 2000);
 
   async function forkAt(m, button, err) {
     button.disabled = true;
@@ -1089,6 +1146,7 @@ function threadView(id, params = new URLSearchParams()) {
   async function refresh() {
     const mine = ++seq;
     runs.refresh();
+    refreshQueue();
     try {
       const q = viewBranch === null ? '' : '?branch=' + viewBranch;
       const [t, list] = await Promise.all([
@@ -1192,7 +1250,7 @@ function threadView(id, params = new URLSearchParams()) {
     refresh(change) {
       if (!change || change.kind !== 'run' || change.threadId === id) soon();
     },
-    close() { es.close(); clearTimeout(refreshTimerT); runs.close(); },
+    close() { es.close(); clearTimeout(refreshTimerT); clearInterval(queueTimer); runs.close(); },
   };
 }
 
