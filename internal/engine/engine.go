@@ -638,7 +638,23 @@ func (run *Run) deliver(e event.Event) bool {
 // stores the new input. Errors are returned before any event: unknown agent,
 // 409s, bad input. The run then proceeds in the background.
 func (r *Runner) Start(ctx context.Context, in Input) (*Run, error) {
-	return r.start(ctx, in, 2)
+	run, err := r.start(ctx, in, 2)
+	r.adviseWait(err)
+	return run, err
+}
+
+// adviseWait shortens the wait a refusal because a run holds the thread
+// (store.RunInProgressError.Wait, the response's retry-after) when that
+// run is alive: more than half its lease is left, so it renewed the lease
+// within the last renewal period (every third of the lease). A live run
+// may end at any moment, and the lease left says nothing of when, so the
+// client is told to try again in a second rather than in up to a lease.
+// A run that stopped renewing (its process died) frees the thread when
+// its lease runs out, which is what Wait says.
+func (r *Runner) adviseWait(err error) {
+	if rip := (*store.RunInProgressError)(nil); errors.As(err, &rip) && rip.Wait > r.Lease/2 {
+		rip.Wait = time.Second
+	}
 }
 
 // start is Start; a durable turn whose thread moved on between the read and
