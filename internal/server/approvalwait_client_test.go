@@ -161,3 +161,12 @@ func TestApprovalWaitAgentsSDK(t *testing.T) {
 	t.Parallel()
 	runWaitingClient(t, "agents", 2, true)
 }
+
+// TestApprovalWaitLangChain: LangChain's createAgent over ChatOpenAI (its
+// default Chat Completions mode), whose client sends the header, ends its
+// invoke and its stream with the resumed turn's answer, approved from the
+// CLI meanwhile (it died on the 409 before).
+func TestApprovalWaitLangChain(t *testing.T) {
+	t.Parallel()
+	runWaitingClient(t, "langchain", 2, true)
+}

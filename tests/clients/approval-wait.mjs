@@ -7,6 +7,8 @@
 //   - chat:      the openai SDK on Chat Completions (create, then stream)
 //   - responses: the openai SDK on Responses (create, then stream)
 //   - agents:    the OpenAI Agents SDK's run() (its default Responses model)
+//   - langchain: LangChain's createAgent over ChatOpenAI (its default Chat
+//                Completions mode), invoke and stream
 //
 //   node approval-wait.mjs http://127.0.0.1:PORT [agent] CLIENT
 //
@@ -17,6 +19,8 @@ import OpenAI from 'openai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, streamText, stepCountIs, tool as aiTool } from 'ai';
 import { Agent, run, setDefaultOpenAIClient, setTracingDisabled } from '@openai/agents';
+import { createAgent, tool as lcTool } from 'langchain';
+import { ChatOpenAI } from '@langchain/openai';
 import { z } from 'zod';
 import { args, expect, runCases, print, textOf } from './responses-lib.mjs';
 
@@ -125,7 +129,35 @@ const all = {
       return { text: s.finalOutput };
     },
   },
+  langchain: {
+    async invoke() {
+      const a = langchainAgent();
+      const r = await a.invoke({ messages: [{ role: 'user', content: 'please refund my order' }] });
+      const last = r.messages[r.messages.length - 1];
+      const text = typeof last.content === 'string' ? last.content : JSON.stringify(last.content);
+      resumed(text);
+      expect(!(last.tool_calls?.length), `tool_calls ${JSON.stringify(last.tool_calls)}`);
+      return { text };
+    },
+    async stream() {
+      const a = langchainAgent();
+      let text = '';
+      for await (const [chunk] of await a.stream({ messages: [{ role: 'user', content: 'please refund my order' }] }, { streamMode: 'messages' })) {
+        if (typeof chunk.content === 'string') text += chunk.content;
+      }
+      resumed(text);
+      return { text };
+    },
+  },
 };
+
+// langchainAgent is LangChain's createAgent with a client tool, over
+// ChatOpenAI on a fresh durable thread with the wait header.
+function langchainAgent() {
+  const model = new ChatOpenAI({ model: agent, apiKey: 'sk-local', configuration: { baseURL: `${base}/v1`, defaultHeaders: session() } });
+  const lookup = lcTool(async ({ q }) => q, { name: 'lookup', description: 'Look something up', schema: z.object({ q: z.string() }) });
+  return createAgent({ model, tools: [lookup] });
+}
 
 if (!all[which]) {
   console.error(`unknown client ${which} (one of ${Object.keys(all).join(', ')})`);
