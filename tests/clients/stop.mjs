@@ -52,6 +52,46 @@ const cases = {
     expect(r.text === 'echo: aisdk: never mind, hi', `answer ${JSON.stringify(r.text)}`);
     return { stopToAnswerMs: Math.round(ms), answer: r.text };
   },
+  // The openai SDK on Responses: a streamed response stopped once it
+  // started, then the next message continues it (previous_response_id),
+  // as a chat UI on Responses does.
+  async responses() {
+    const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local' });
+    const stream = await client.responses.create({ model: agent, stream: true, input: 'responses: tell me a long story' });
+    let id;
+    for await (const ev of stream) {
+      if (ev.type === 'response.created') { id = ev.response.id; break; }
+    }
+    const t0 = performance.now();
+    stream.controller.abort();
+    expect(typeof id === 'string', 'no response.created before the stop');
+    const r = await client.responses.create({ model: agent, previous_response_id: id, input: 'responses: never mind, hi' });
+    const ms = performance.now() - t0;
+    const answer = r.output_text;
+    expect(answer === 'echo: responses: never mind, hi', `answer ${JSON.stringify(answer)}`);
+    return { stopToAnswerMs: Math.round(ms), answer };
+  },
+  // The AI SDK's default provider model, openai(agent), which speaks
+  // Responses, on a session: streamText aborted at its first part, then
+  // generateText with the conversation.
+  async aisdkResponses() {
+    const provider = createOpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local', headers: { 'x-stackbone-session': `${prefix}-aisdk-responses` } });
+    const stop = new AbortController();
+    const result = streamText({ model: provider(agent), messages: [story('air')], abortSignal: stop.signal, onError: () => {} });
+    let t0;
+    try {
+      for await (const part of result.fullStream) {
+        t0 = performance.now();
+        stop.abort();
+        break;
+      }
+    } catch {}
+    t0 ??= performance.now();
+    const r = await generateText({ model: provider(agent), messages: [story('air'), next('air')] });
+    const ms = performance.now() - t0;
+    expect(r.text === 'echo: air: never mind, hi', `answer ${JSON.stringify(r.text)}`);
+    return { stopToAnswerMs: Math.round(ms), answer: r.text };
+  },
 };
 
 print(await runCases(cases));
