@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ type Starter interface {
 type Store interface {
 	store.ScheduleStore
 	GetThread(ctx context.Context, tenant, id string) (*store.Thread, error)
+	ListRuns(ctx context.Context, tenant, threadID string) ([]store.RunRecord, error)
 }
 
 // Config is what New builds a Scheduler from. Store and Runner are
@@ -152,7 +154,107 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.settle(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
 	return started + n, errors.Join(errs...)
+}
+
+// settle records the outcome of the open firings (started, or waiting on
+// a decision) whose runs have ended since, as their runs' records tell:
+// the run of a process that died (recovered by the engine after a
+// restart, on any replica) or the resumed run after a decision. A firing
+// whose thread still runs its turn, or still waits on its decision, is
+// left as it is without reading its runs.
+func (s *Scheduler) settle(ctx context.Context, now time.Time) error {
+	open, err := s.cfg.Store.OpenFirings(ctx, now, tickLimit)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range open {
+		th, err := s.cfg.Store.GetThread(ctx, f.Tenant, f.ThreadID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case th.Status == store.Running || th.Status == store.Queued,
+			th.Status == store.Waiting && f.Status == store.FiringWaiting:
+			continue
+		}
+		status, msg, err := s.outcome(ctx, f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if status == "" || status == f.Status {
+			continue
+		}
+		f.Status, f.Error = status, msg
+		s.finish(ctx, &f, s.cfg.Logger.With("schedule", f.ScheduleID, "tenant", f.Tenant, "thread", f.ThreadID, "run", f.RunID))
+	}
+	return errors.Join(errs...)
+}
+
+// outcome is where firing f's run stands, as its run records say: the
+// last run of its chain (the run, then each run resumed from the one
+// before) completed, failed or waits on a decision; "" while it runs.
+func (s *Scheduler) outcome(ctx context.Context, f store.Firing) (status, msg string, err error) {
+	runs, err := s.cfg.Store.ListRuns(ctx, f.Tenant, f.ThreadID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.FiringFailed, "the run's thread was deleted", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	// The run under the firing's run id; else, when its process died
+	// before recording it, the run that recovered its turn: the first of
+	// the thread's runs since the claim (the thread ran nothing else
+	// before the recovery).
+	first := f.RunID
+	if !slices.ContainsFunc(runs, func(r store.RunRecord) bool { return r.ID == first }) {
+		first = ""
+		for _, r := range runs { // oldest first
+			if !r.StartedAt.Before(f.ClaimedAt) && r.ResumedFrom == "" {
+				first = r.ID
+				break
+			}
+		}
+	}
+	var last *store.RunRecord
+	for id := first; id != ""; {
+		next := ""
+		for i := range runs {
+			switch {
+			case runs[i].ID == id:
+				last = &runs[i]
+			case runs[i].ResumedFrom == id:
+				next = runs[i].ID
+			}
+		}
+		if next == id {
+			break
+		}
+		id = next
+	}
+	if last == nil {
+		// Its thread runs nothing (settle read it first), yet no run of
+		// the firing was recorded: it can no longer end.
+		return store.FiringFailed, "the run left no record", nil
+	}
+	switch last.Status {
+	case "idle":
+		return store.FiringCompleted, "", nil
+	case "waiting":
+		return store.FiringWaiting, "", nil
+	case "failed", "cancelled":
+		if last.Error == "" {
+			return store.FiringFailed, "the run " + last.Status, nil
+		}
+		return store.FiringFailed, last.Error, nil
+	}
+	return "", "", nil
 }
 
 // retakeStale takes over the firings whose claimer died between the claim

@@ -379,7 +379,7 @@ func TestScheduleFromTheAgentFile(t *testing.T) {
 // through the API, and the resumed turn runs the tool once.
 func TestScheduledRunPausesForApproval(t *testing.T) {
 	t.Parallel()
-	env, _ := fakeStack(t, stacktest.Options{})
+	env, clk := fakeStack(t, stacktest.Options{})
 	sc := createSched(t, env, `{"name":"refunds","agent":"assistant","cron":"0 0 1 1 *","input":"refund the late orders","thread":"nightly-refunds"}`)
 	r := call(t, "POST", env.URL+"/v1/schedules/"+sc.ID+"/run", "")
 	var f struct {
@@ -421,6 +421,16 @@ func TestScheduledRunPausesForApproval(t *testing.T) {
 	msgs, _ := env.Store.Messages(t.Context(), "dev", "nightly-refunds")
 	if last := msgs[len(msgs)-1]; !strings.HasPrefix(last.Content, "Refund result:") {
 		t.Fatalf("the resumed turn ended with %+v", last)
+	}
+	// The scheduler's next look settles the paused firing from its
+	// resumed run: completed, not waiting for ever.
+	if n := tick(t, env, clk.Now()); n != 0 {
+		t.Fatalf("the tick started %d runs", n)
+	}
+	got = getSched(t, env, sc.ID)
+	if len(got.Firings) != 2 || got.Firings[1].Status != store.FiringCompleted || got.Firings[1].Error != "" ||
+		got.Firings[0].Status != store.FiringFailed {
+		t.Fatalf("firings after the approval: %+v", got.Firings)
 	}
 }
 
@@ -515,7 +525,8 @@ func TestScheduleStaleClaimIsTakenOver(t *testing.T) {
 	if n := tick(t, env, fake.Now()); n != 0 || env.Upstream.Count() != 2 {
 		t.Fatalf("a begun run was started again: %d runs, %d model calls", n, env.Upstream.Count())
 	}
-	if fs := getSched(t, env, sc.ID).Firings; fs[0].Status != store.FiringStarted || fs[0].RunID != "run_begun" {
+	// Its outcome is settled from the run's record: it completed.
+	if fs := getSched(t, env, sc.ID).Firings; fs[0].Status != store.FiringCompleted || fs[0].RunID != "run_begun" {
 		t.Fatalf("the begun firing: %+v", fs[0])
 	}
 }

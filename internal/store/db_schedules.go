@@ -375,6 +375,21 @@ func (db *DB) StaleFirings(ctx context.Context, before time.Time, limit int) ([]
 	return out, nil
 }
 
+// OpenFirings lists the started or waiting firings claimed at or before before.
+func (db *DB) OpenFirings(ctx context.Context, before time.Time, limit int) ([]Firing, error) {
+	rows, err := db.d.Read().Query(ctx, `SELECT `+firingCols+` FROM schedule_firings
+		WHERE status IN ($1, $2) AND claimed_at <= $3 ORDER BY claimed_at, tenant, schedule_id LIMIT $4`,
+		FiringStarted, FiringWaiting, before, Limit(limit, DefaultLimit))
+	if err != nil {
+		return nil, db.read("open firings", err)
+	}
+	out, err := collectFirings(rows)
+	if err != nil {
+		return nil, db.read("open firings", err)
+	}
+	return out, nil
+}
+
 // RetakeFiring gives a stale firing to f.Owner: exactly one of concurrent
 // retakes wins.
 func (db *DB) RetakeFiring(ctx context.Context, f Firing, before time.Time) (bool, error) {

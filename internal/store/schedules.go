@@ -157,6 +157,10 @@ type ScheduleStore interface {
 	// claimer died between the claim and the run's start. Oldest first, at
 	// most limit.
 	StaleFirings(ctx context.Context, before time.Time, limit int) ([]Firing, error)
+	// OpenFirings lists, across tenants, the firings whose run started
+	// and whose outcome is not final yet (started, or waiting on a
+	// decision), claimed at or before before: oldest first, at most limit.
+	OpenFirings(ctx context.Context, before time.Time, limit int) ([]Firing, error)
 	// RetakeFiring gives a stale firing to f.Owner (claimed at f.ClaimedAt)
 	// if it is still claimed and was claimed before before: one
 	// conditional update, so of concurrent retakes exactly one gets true.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ var scheduleTests = []struct {
 	{"Schedules/Invalid", testScheduleInvalid},
 	{"Concurrent/ClaimFiring", testConcurrentClaimFiring},
 	{"Schedules/StaleFirings", testStaleFirings},
+	{"Schedules/OpenFirings", testOpenFirings},
 	{"Concurrent/RetakeFiring", testConcurrentRetake},
 }
 
@@ -68,6 +70,53 @@ func testStaleFirings(t *testing.T, s store.Store) {
 	fs, _ := s.ListFirings(ctx, "b", "sch_2", 1)
 	if fs[0].Owner != "node-new" || !fs[0].ClaimedAt.Equal(at(3*time.Hour)) || fs[0].RunID != "r2" || fs[0].Status != store.FiringClaimed {
 		t.Fatalf("the retaken firing: %+v", fs[0])
+	}
+}
+
+// testOpenFirings: started and waiting firings are open, across tenants,
+// oldest claim first; claimed, completed and failed ones are not, nor one
+// claimed after before.
+func testOpenFirings(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createSchedule(t, s, sched("a", "sch_1", "one", at(time.Hour)))
+	createSchedule(t, s, sched("b", "sch_2", "two", at(time.Hour)))
+	finish := func(tenant, id string, due time.Duration, status string) {
+		t.Helper()
+		if err := s.FinishFiring(ctx, store.FinishFiring{Tenant: tenant, ScheduleID: id, DueAt: at(due), Status: status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(tenant, id string, due, claimed time.Duration, run string) {
+		t.Helper()
+		f := firing(tenant, id, at(due), run)
+		f.Firing.ClaimedAt = at(claimed)
+		claimFiring(t, s, f)
+	}
+	claim("a", "sch_1", time.Hour, 3*time.Hour, "r1")
+	claim("b", "sch_2", time.Hour, 2*time.Hour, "r2")
+	claim("a", "sch_1", 2*time.Hour, 4*time.Hour, "r3")
+	claim("b", "sch_2", 2*time.Hour, time.Hour, "r4")
+	claim("a", "sch_1", 3*time.Hour, time.Hour, "r5")
+	claim("a", "sch_1", 4*time.Hour, 5*time.Hour, "r6")
+	finish("a", "sch_1", time.Hour, store.FiringStarted)
+	finish("b", "sch_2", time.Hour, store.FiringWaiting)
+	finish("a", "sch_1", 2*time.Hour, store.FiringStarted)
+	finish("b", "sch_2", 2*time.Hour, store.FiringCompleted)
+	finish("a", "sch_1", 3*time.Hour, store.FiringFailed)
+	finish("a", "sch_1", 4*time.Hour, store.FiringStarted)
+	open, err := s.OpenFirings(ctx, at(4*time.Hour+30*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, f := range open {
+		runs = append(runs, f.RunID)
+	}
+	if !slices.Equal(runs, []string{"r2", "r1", "r3"}) {
+		t.Fatalf("open firings %q; want r2, r1, r3 (oldest claim first)", runs)
+	}
+	if got, _ := s.OpenFirings(ctx, at(4*time.Hour+30*time.Minute), 1); len(got) != 1 || got[0].RunID != "r2" {
+		t.Fatalf("open firings, limit 1: %+v", got)
 	}
 }
 
