@@ -737,6 +737,15 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	case rerr != nil:
 		return nil, rerr
 	case queues:
+		if in.History && th != nil {
+			// A follow-up sent with the whole conversation is read against
+			// the thread as its client saw it: the question of the turn it
+			// waits for, unanswered then, is not new (diverge), though it
+			// has its answer by the time the follow-up runs.
+			if q := diverge(stored, in.Messages); q.from == 0 && !q.regen && len(q.sent) < len(in.Messages) {
+				in.Messages, in.History = q.sent, false
+			}
+		}
 		return r.enqueue(ctx, in, turn, run)
 	case in.queued != nil && err != nil:
 		return nil, err // the thread is busy again: its turn's end drains
