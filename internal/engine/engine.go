@@ -739,11 +739,13 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	case queues:
 		if in.History && th != nil {
 			// A follow-up sent with the whole conversation is read against
-			// the thread as its client saw it: the question of the turn it
-			// waits for, unanswered then, is not new (diverge), though it
-			// has its answer by the time the follow-up runs.
-			if q := diverge(stored, in.Messages); q.from == 0 && !q.regen && len(q.sent) < len(in.Messages) {
-				in.Messages, in.History = q.sent, false
+			// the thread as its client saw it, not as it will be when the
+			// follow-up runs: the turn it waits for (unanswered then, its
+			// steps so far held) is not new, and the answer it gets later
+			// is not left out (diverge would branch before it). It is
+			// queued as its new messages only.
+			if q := diverge(turnQuestion(stored, th), in.Messages); q.from == 0 && !q.regen {
+				in.Messages, in.History = unknownMessages(stored, q.sent), false
 			}
 		}
 		return r.enqueue(ctx, in, turn, run)
@@ -1200,6 +1202,39 @@ func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (
 		return nil, nil, err
 	}
 	return th, msgs, admitErr
+}
+
+// turnQuestion is the conversation up to the first message of th's turn
+// in progress (running, or waiting on a decision): what a client that sends
+// a follow-up while it goes on holds for sure. The client may hold some of
+// the turn's steps too, or none yet, and is not branching away from the
+// ones it lacks. On an idle thread it is head.
+func turnQuestion(head []message.Message, th *store.Thread) []message.Message {
+	if th.Status != store.Running && th.Status != store.Waiting {
+		return head
+	}
+	for i, m := range head {
+		if m.Seq == th.Turn.FirstMessage {
+			return head[:i+1]
+		}
+	}
+	return head
+}
+
+// unknownMessages are the messages of sent that stored does not hold by
+// id (all of them for a client that does not name its messages).
+func unknownMessages(stored, sent []message.Message) []message.Message {
+	known := make(map[string]bool, len(stored))
+	for _, m := range stored {
+		known[m.ID] = true
+	}
+	var out []message.Message
+	for _, m := range sent {
+		if m.ID == "" || !known[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // repeatsTail reports whether msgs repeat the user messages that end stored

@@ -214,3 +214,56 @@ func checkMultitaskCase(t *testing.T, envs []*stacktest.Env, r multitaskResult) 
 		}
 	}
 }
+
+// TestMultitaskAGUIClients runs tests/agui/multitask.mjs on SQLite and on
+// two replicas of one PostgreSQL database: @ag-ui/client 1.0, 0.0.59 and
+// headless CopilotKit 1.75 each send a second message with
+// forwardedProps.multitask enqueue, interrupt, rollback and reject while a
+// run streams (the script checks the events each client surfaces:
+// RUN_FINISHED and its outcome, RUN_ERROR, MESSAGES_SNAPSHOT). Here, as
+// for the other wires: the first turn's tool ran once and the model was
+// called twice for it, and the follow-up's model call saw what its
+// strategy leaves (the whole first answer, the partial one, nothing of the
+// first turn, or no call at all).
+func TestMultitaskAGUIClients(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeFixture(t, "agui", filepath.Join("@ag-ui", "client", "package.json"),
+		filepath.Join("agui-client-0059", "package.json"), filepath.Join("@copilotkit", "core", "package.json"))
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			a, b := stacktest.Replicas(t, driver == "postgres", stacktest.Options{Script: multitaskScript})
+			envs := []*stacktest.Env{a}
+			if b != a {
+				envs = append(envs, b)
+			}
+			var out struct {
+				Results []multitaskResult `json:"results"`
+			}
+			runErr := runNodeScript(t, node, dir, "multitask.mjs", &out, a.URL, b.URL, upstreamControl(t, a), "mtagui-"+driver)
+			if len(out.Results) != 12 {
+				t.Fatalf("want 12 cases, got %d: %+v (%v)", len(out.Results), out.Results, runErr)
+			}
+			for _, r := range out.Results {
+				if !r.OK {
+					t.Errorf("%s: %s", r.Name, r.Error)
+					continue
+				}
+				checkMultitaskCase(t, envs, r)
+				if strings.HasSuffix(r.Name, "enqueue") {
+					t.Logf("%s: the queued run started %d ms after the first run's RUN_FINISHED", r.Name, r.QueuedFor)
+				}
+			}
+			weather := 0
+			for _, env := range envs {
+				weather += env.Calls.Get("get_weather")
+			}
+			if weather != len(out.Results) {
+				t.Errorf("get_weather ran %d times for %d first turns; want once each", weather, len(out.Results))
+			}
+			if runErr != nil && !t.Failed() {
+				t.Fatal(runErr)
+			}
+		})
+	}
+}
