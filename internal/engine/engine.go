@@ -714,7 +714,11 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	// there, on a new branch (diverge).
 	d := divergence{sent: in.Messages}
 	if in.History && th != nil && err == nil {
-		d = diverge(stored, in.Messages)
+		seen := stored
+		if in.interrupted > 0 {
+			seen = upTo(stored, in.interrupted)
+		}
+		d = diverge(seen, in.Messages)
 	}
 	// A regenerate that also changes the state is still a regenerate: the
 	// same messages as the last turn's with other state are not its retry.
@@ -767,6 +771,9 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 				// Its messages are left behind: the follow-up goes on from
 				// the message before them, on a new branch.
 				in.rollback = rollbackPoint(stored, th.Turn.FirstMessage)
+			}
+			if strategy == agent.MultitaskInterrupt && !th.Abandoned {
+				in.interrupted = th.Turn.FirstMessage
 			}
 			if err := r.stopTurn(ctx, th, strategy); err != nil {
 				return nil, err
@@ -1213,8 +1220,13 @@ func turnQuestion(head []message.Message, th *store.Thread) []message.Message {
 	if th.Status != store.Running && th.Status != store.Waiting {
 		return head
 	}
+	return upTo(head, th.Turn.FirstMessage)
+}
+
+// upTo is head up to its message seq (all of head without it).
+func upTo(head []message.Message, seq int64) []message.Message {
 	for i, m := range head {
-		if m.Seq == th.Turn.FirstMessage {
+		if m.Seq == seq {
 			return head[:i+1]
 		}
 	}
