@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -76,6 +77,10 @@ type multitaskResult struct {
 	// QueuedFor is how long after the first turn's end the queued turn's
 	// first text came (ms).
 	QueuedFor int `json:"queuedFor"`
+	// Rejected is how the client surfaced the 409 (reject), FirstEnd how
+	// it surfaced the stopped turn's end (interrupt, rollback, reject).
+	Rejected json.RawMessage `json:"rejected"`
+	FirstEnd json.RawMessage `json:"firstEnd"`
 }
 
 // multitaskScript is the default script with a longer answer after the
@@ -150,7 +155,9 @@ func TestMultitaskClients(t *testing.T) {
 				}
 				checkMultitaskCase(t, envs, r)
 				if strings.HasSuffix(r.Name, "enqueue") {
-					t.Logf("%s: the queued turn's first text %d ms after the first turn's end", r.Name, r.QueuedFor)
+					t.Logf("%s (%s): the queued turn's first text %d ms after the first turn's end", r.Name, driver, r.QueuedFor)
+				} else {
+					t.Logf("%s (%s): the stopped turn ended %s; rejected %s", r.Name, driver, r.FirstEnd, r.Rejected)
 				}
 			}
 			weather := 0
@@ -251,7 +258,7 @@ func TestMultitaskAGUIClients(t *testing.T) {
 				}
 				checkMultitaskCase(t, envs, r)
 				if strings.HasSuffix(r.Name, "enqueue") {
-					t.Logf("%s: the queued run started %d ms after the first run's RUN_FINISHED", r.Name, r.QueuedFor)
+					t.Logf("%s (%s): the queued run started %d ms after the first run's RUN_FINISHED", r.Name, driver, r.QueuedFor)
 				}
 			}
 			weather := 0
