@@ -123,6 +123,19 @@ func divergeByID(stored, req []*message.Message, sent []message.Message) diverge
 	return d
 }
 
+// unanswered reports whether tail, what the thread holds after its last
+// user message, gives that message no answer yet: nothing, or only tool
+// steps (a turn still running, or paused), or an answer a cancel cut short
+// (a Stop, an interrupt).
+func unanswered(tail []*message.Message) bool {
+	for _, m := range tail {
+		if m.Role == message.Assistant && len(m.ToolCalls) == 0 && !m.Cancelled {
+			return false
+		}
+	}
+	return true
+}
+
 // divergeByContent is diverge for a client that does not name its
 // messages: by the user messages of both, in order.
 func divergeByContent(stored, req []*message.Message, sent []message.Message) divergence {
@@ -167,7 +180,7 @@ func divergeByContent(stored, req []*message.Message, sent []message.Message) di
 	switch {
 	case k == len(ru) && k > 0 && history:
 		return regen()
-	case k == len(su) && k > 0 && (history || (len(ru) > k && stored[len(stored)-1].Role == message.User)):
+	case k == len(su) && k > 0 && (history || (len(ru) > k && unanswered(stored[su[k-1]+1:]))):
 		// The conversation and more: what follows the last stored user
 		// message and the last answer is new (a user message the stored
 		// turn holds, one it left unanswered, is not sent again: a

@@ -141,4 +141,24 @@ func TestDivergeUnanswered(t *testing.T) {
 	if d.from != 0 || len(d.sent) != 1 || d.sent[0].Content != "and this" {
 		t.Fatalf("diverge after an unanswered first question = from %d, input %+v; want only the new question", d.from, d.sent)
 	}
+	// A turn still at its tool steps (a follow-up sent while it runs), or
+	// one whose answer a cancel cut short: the question is not new either.
+	call := message.Message{ID: "c1", Role: message.Assistant, Content: "Checking.", ToolCalls: []message.ToolCall{{ID: "k", Name: "get_weather"}}}
+	res := message.Message{ID: "r1", Role: message.Tool, ToolCallID: "k", Content: "{}"}
+	cut := a("a1", "It is")
+	cut.Cancelled = true
+	for name, st := range map[string][]message.Message{
+		"tool steps": seqd(u("u1", "hi"), call, res),
+		"cancelled":  seqd(u("u1", "hi"), call, res, cut),
+	} {
+		d = diverge(st, []message.Message{u("", "hi"), u("", "and this")})
+		if d.from != 0 || len(d.sent) != 1 || d.sent[0].Content != "and this" {
+			t.Fatalf("%s: diverge = from %d, input %+v; want only the new question", name, d.from, d.sent)
+		}
+	}
+	// An answered question sent again without its answer is new.
+	d = diverge(seqd(u("u1", "hi"), call, res, a("a1", "It is sunny.")), []message.Message{u("", "hi"), u("", "and this")})
+	if d.from != 0 || len(d.sent) != 2 {
+		t.Fatalf("after an answer: diverge = from %d, input %+v; want both messages as new", d.from, d.sent)
+	}
 }

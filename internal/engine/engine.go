@@ -730,7 +730,11 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	// there, on a new branch (diverge).
 	d := divergence{sent: in.Messages}
 	if in.History && th != nil && err == nil {
-		d = diverge(stored, in.Messages)
+		seen := stored
+		if in.interrupted > 0 {
+			seen = upTo(stored, in.interrupted)
+		}
+		d = diverge(seen, in.Messages)
 	}
 	// A regenerate that also changes the state is still a regenerate: the
 	// same messages as the last turn's with other state are not its retry.
@@ -753,6 +757,17 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	case rerr != nil:
 		return nil, rerr
 	case queues:
+		if in.History && th != nil {
+			// A follow-up sent with the whole conversation is read against
+			// the thread as its client saw it, not as it will be when the
+			// follow-up runs: the turn it waits for (unanswered then, its
+			// steps so far held) is not new, and the answer it gets later
+			// is not left out (diverge would branch before it). It is
+			// queued as its new messages only.
+			if q := diverge(turnQuestion(stored, th), in.Messages); q.from == 0 && !q.regen {
+				in.Messages, in.History = unknownMessages(stored, q.sent), false
+			}
+		}
 		return r.enqueue(ctx, in, turn, run)
 	case in.queued != nil && err != nil:
 		return nil, err // the thread is busy again: its turn's end drains
@@ -772,6 +787,9 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 				// Its messages are left behind: the follow-up goes on from
 				// the message before them, on a new branch.
 				in.rollback = rollbackPoint(stored, th.Turn.FirstMessage)
+			}
+			if strategy == agent.MultitaskInterrupt && !th.Abandoned {
+				in.interrupted = th.Turn.FirstMessage
 			}
 			if err := r.stopTurn(ctx, th, strategy); err != nil {
 				return nil, err
@@ -1207,6 +1225,44 @@ func (r *Runner) load(ctx context.Context, tenant, threadID, agentName string) (
 		return nil, nil, err
 	}
 	return th, msgs, admitErr
+}
+
+// turnQuestion is the conversation up to the first message of th's turn
+// in progress (running, or waiting on a decision): what a client that sends
+// a follow-up while it goes on holds for sure. The client may hold some of
+// the turn's steps too, or none yet, and is not branching away from the
+// ones it lacks. On an idle thread it is head.
+func turnQuestion(head []message.Message, th *store.Thread) []message.Message {
+	if th.Status != store.Running && th.Status != store.Waiting {
+		return head
+	}
+	return upTo(head, th.Turn.FirstMessage)
+}
+
+// upTo is head up to its message seq (all of head without it).
+func upTo(head []message.Message, seq int64) []message.Message {
+	for i, m := range head {
+		if m.Seq == seq {
+			return head[:i+1]
+		}
+	}
+	return head
+}
+
+// unknownMessages are the messages of sent that stored does not hold by
+// id (all of them for a client that does not name its messages).
+func unknownMessages(stored, sent []message.Message) []message.Message {
+	known := make(map[string]bool, len(stored))
+	for _, m := range stored {
+		known[m.ID] = true
+	}
+	var out []message.Message
+	for _, m := range sent {
+		if m.ID == "" || !known[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // repeatsTail reports whether msgs repeat the user messages that end stored

@@ -46,6 +46,10 @@ type Input struct {
 	// rollback is the message a rolled-back turn's follow-up goes on from
 	// (set by start once it stopped the turn; 0: none).
 	rollback int64
+	// interrupted is the first message of the turn an interrupting
+	// follow-up stopped: the request is read against the thread up to it
+	// (turnQuestion), as its client saw the turn while it ran.
+	interrupted int64
 	// queued is the queue's record of a turn that waited in its thread's
 	// queue and starts now (drain): its begin takes it off the queue.
 	queued *store.QueuedTurn

@@ -153,3 +153,87 @@ func TestQueueAPI(t *testing.T) {
 		t.Fatalf("%d model calls, want 1", n-before)
 	}
 }
+
+// TestEnqueueBehindApproval: a thread paused on a decision (a refund that
+// needs approval) keeps enqueue follow-ups waiting, each request open,
+// while a follow-up without the strategy still gets 409 approval_pending.
+// Once the refund is approved over the API (POST /v1/hitl/{id}/approve),
+// the paused turn resumes and ends (the refund runs once, its answer is
+// stored), and only then do the queued follow-ups run, in order, each
+// once, each with the answers before it in front of the model.
+func TestEnqueueBehindApproval(t *testing.T) {
+	for driver, open := range branchDrivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Store: open(t)})
+			const session = "eq-approval"
+			r := call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"please refund my order"}]}`,
+				"x-stackbone-session", session)
+			if r.status != 200 || !strings.Contains(string(r.body), `"tool_calls"`) {
+				t.Fatalf("the refund turn: %d %s; want it paused on the call", r.status, r.body)
+			}
+			it := pendingOf(t, env, session)
+			before := env.Upstream.Count()
+
+			answers := make([]chan apiResp, 2)
+			for i := range answers {
+				answers[i] = make(chan apiResp, 1)
+				body := fmt.Sprintf(`{"model":"assistant","stream":%v,"messages":[{"role":"user","content":"follow-up %d"}]}`, i == 1, i+1)
+				go func() {
+					answers[i] <- call(t, "POST", env.URL+"/v1/chat/completions", body, "x-stackbone-session", session, "x-stackbone-multitask", "enqueue")
+				}()
+				testwait.Until(t, "the follow-up to be queued", func() bool { return queued(t, env, session) == i+1 })
+			}
+			r = call(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"not queued"}]}`,
+				"x-stackbone-session", session)
+			if r.status != http.StatusConflict || !strings.Contains(string(r.body), "approval_pending") {
+				t.Fatalf("a follow-up without enqueue: %d %s; want 409 approval_pending", r.status, r.body)
+			}
+			for i, c := range answers {
+				select {
+				case a := <-c:
+					t.Fatalf("follow-up %d was answered before the decision: %d %s", i+1, a.status, a.body)
+				default:
+				}
+			}
+			if n := env.Upstream.Count(); n != before {
+				t.Fatalf("%d model calls before the decision", n-before)
+			}
+			if env.Calls.Get("refund") != 0 {
+				t.Fatal("the refund ran before its approval")
+			}
+
+			if r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", ""); r.status != 200 {
+				t.Fatalf("approve: %d %s", r.status, r.body)
+			}
+			for i, c := range answers {
+				a := testwait.Recv(t, c, "a queued follow-up's answer")
+				if want := fmt.Sprintf("echo: follow-up %d", i+1); a.status != 200 || !strings.Contains(string(a.body), want) {
+					t.Fatalf("follow-up %d: %d %s; want %q", i+1, a.status, a.body, want)
+				}
+			}
+			waitIdle(t, env, session)
+			if n := env.Calls.Get("refund"); n != 1 {
+				t.Fatalf("the refund ran %d times; want once", n)
+			}
+			if n := env.Upstream.Count(); n != before+3 {
+				t.Fatalf("%d model calls after the decision; want 3 (the resumed turn, two follow-ups)", n-before)
+			}
+			lines := headLines(t, env, session)
+			if len(lines) != 8 || lines[0] != "user:please refund my order" || lines[1] != "assistant:" || !strings.HasPrefix(lines[2], `tool:{"refunded":19.99`) ||
+				!strings.HasPrefix(lines[3], "assistant:Refund result: ") ||
+				!slices.Equal(lines[4:], []string{"user:follow-up 1", "assistant:echo: follow-up 1", "user:follow-up 2", "assistant:echo: follow-up 2"}) {
+				t.Fatalf("thread:\n%q\nwant the refund turn resumed to its answer, then the follow-ups in order", lines)
+			}
+			if got := modelSaw(env, "follow-up 1"); len(got) != 1 || !slices.Equal(got[0], lines[:5]) {
+				t.Fatalf("the first follow-up's model saw %q; want the resumed turn's answer before it", got)
+			}
+			if got := modelSaw(env, "not queued"); len(got) != 0 {
+				t.Fatalf("the refused follow-up reached the model: %q", got)
+			}
+			if n := queued(t, env, session); n != 0 {
+				t.Fatalf("%d turns left in the queue", n)
+			}
+		})
+	}
+}

@@ -3,14 +3,17 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // followStream starts a streamed Chat Completions turn on session and keeps
@@ -141,4 +144,92 @@ func aguiText(s aguiStream, text string) bool {
 		}
 	}
 	return s.status == 200 && finished && got == text
+}
+
+// TestDoubleTextLaggingClient: an AG-UI client sends its follow-up with
+// the messages it holds while the running turn goes on, named by id, and
+// its view lags the thread (it has the turn's tool call, not yet the tool's
+// result). The follow-up neither repeats nor branches: with enqueue it runs
+// after the turn's answer, with that answer in front of the model; with
+// interrupt it goes on after the cut answer. The thread keeps one branch,
+// and the tool ran once per turn.
+func TestDoubleTextLaggingClient(t *testing.T) {
+	for driver, open := range branchDrivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Store: open(t), Script: multitaskScript})
+			afterTool := func(id string) script.When {
+				return script.When{LastUser: id + " weather report", LastTool: "get_weather"}
+			}
+			// run starts thread id's first run and returns once its model
+			// call after the tool is held (or cut), with the run's stream
+			// to come and the id of its assistant message.
+			run := func(id string) (<-chan aguiStream, string) {
+				before := env.Upstream.Count()
+				c := make(chan aguiStream, 1)
+				go func() {
+					c <- aguiPost(t, env, "assistant", fmt.Sprintf(`{"threadId":%q,"runId":"r1","messages":[{"id":"u1","role":"user","content":"%s weather report"}]}`, id, id))
+				}()
+				testwait.Until(t, "the model call after the tool", func() bool { return env.Upstream.Count() == before+2 })
+				msgs, err := env.Store.Messages(context.Background(), "dev", id)
+				if err != nil || len(msgs) != 3 || len(msgs[1].ToolCalls) != 1 {
+					t.Fatalf("the running turn holds %+v (%v); want the question, the tool call and its result", msgs, err)
+				}
+				return c, msgs[1].ID
+			}
+			followUp := func(id, strategy, callMsg string) string {
+				return fmt.Sprintf(`{"threadId":%q,"runId":"r2","messages":[{"id":"u1","role":"user","content":"%s weather report"},`+
+					`{"id":%q,"role":"assistant","content":"Checking."},{"id":"u2","role":"user","content":"%s and a joke"}],"forwardedProps":{"multitask":%q}}`,
+					id, id, callMsg, id, strategy)
+			}
+			full := `Tool said: {"city":"Paris","temp_c":21}, sunny all morning, clouds after noon, a light wind from the west.`
+
+			release := env.Upstream.HoldOnce(afterTool("lag-eq"))
+			t.Cleanup(release)
+			first, callMsg := run("lag-eq")
+			second := make(chan aguiStream, 1)
+			go func() { second <- aguiPost(t, env, "assistant", followUp("lag-eq", "enqueue", callMsg)) }()
+			testwait.Until(t, "the follow-up to be queued", func() bool { return queued(t, env, "lag-eq") == 1 })
+			release()
+			if s := testwait.Recv(t, first, "the first run"); !aguiText(s, "Checking."+full) {
+				t.Fatalf("enqueue: the first run: %d %s", s.status, s.body)
+			}
+			if s := testwait.Recv(t, second, "the queued run"); !aguiText(s, "echo: lag-eq and a joke") {
+				t.Fatalf("enqueue: the queued run: %d %s", s.status, s.body)
+			}
+			want := []string{"user:lag-eq weather report", "assistant:Checking.", `tool:{"city":"Paris","temp_c":21}`, "assistant:" + full,
+				"user:lag-eq and a joke", "assistant:echo: lag-eq and a joke"}
+			if got := headLines(t, env, "lag-eq"); !slices.Equal(got, want) {
+				t.Fatalf("enqueue: the thread holds\n%q\nwant\n%q", got, want)
+			}
+			if got := modelSaw(env, "lag-eq and a joke"); len(got) != 1 || !slices.Equal(got[0], want[:5]) {
+				t.Fatalf("enqueue: the model saw %q", got)
+			}
+			if bs, _ := branchesOf(t, env, "lag-eq"); len(bs) != 1 {
+				t.Fatalf("enqueue: %d branches; want 1", len(bs))
+			}
+
+			env.Upstream.BreakOnce(afterTool("lag-int"), 1, modeltest.Stall)
+			first, callMsg = run("lag-int")
+			if s := aguiPost(t, env, "assistant", followUp("lag-int", "interrupt", callMsg)); !aguiText(s, "echo: lag-int and a joke") {
+				t.Fatalf("interrupt: the follow-up: %d %s", s.status, s.body)
+			}
+			testwait.Recv(t, first, "the interrupted run")
+			got := headLines(t, env, "lag-int")
+			if len(got) != 6 || !slices.Equal(got[:3], []string{"user:lag-int weather report", "assistant:Checking.", `tool:{"city":"Paris","temp_c":21}`}) ||
+				!strings.HasPrefix(got[3], "assistant:Tool") || !strings.HasPrefix("assistant:"+full, got[3]) || got[3] == "assistant:"+full ||
+				got[4] != "user:lag-int and a joke" {
+				t.Fatalf("interrupt: the thread holds %q; want the question, the tool step, the cut answer, then the follow-up", got)
+			}
+			if saw := modelSaw(env, "lag-int and a joke"); len(saw) != 1 || !slices.Equal(saw[0], got[:5]) {
+				t.Fatalf("interrupt: the model saw %q", saw)
+			}
+			if bs, _ := branchesOf(t, env, "lag-int"); len(bs) != 1 {
+				t.Fatalf("interrupt: %d branches; want 1", len(bs))
+			}
+			if n := env.Calls.Get("get_weather"); n != 2 {
+				t.Fatalf("get_weather ran %d times for two turns", n)
+			}
+		})
+	}
 }
