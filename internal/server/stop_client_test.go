@@ -10,7 +10,8 @@ import (
 
 // TestStopClients: Stop, then a new message at once, with each client in
 // its default mode (tests/clients/stop.mjs: the openai Node SDK and the AI
-// SDK on Chat Completions and on Responses; tests/agui/stop.mjs:
+// SDK on Chat Completions and on Responses, @anthropic-ai/sdk on Messages;
+// tests/agui/stop.mjs:
 // @ag-ui/client's abortRun).
 // Each gets the new message's answer, with no 409 and no lease wait; the
 // time from the stop to the answer is logged (the README quotes it).
@@ -32,8 +33,8 @@ func TestStopClients(t *testing.T) {
 	if err := runNodeScript(t, node, dir, "stop.mjs", &out, env.URL, "assistant", "stop"); err != nil && len(out.Results) == 0 {
 		t.Fatal(err)
 	}
-	if len(out.Results) != 4 {
-		t.Fatalf("want 4 cases, got %+v", out.Results)
+	if len(out.Results) != 5 {
+		t.Fatalf("want 5 cases, got %+v", out.Results)
 	}
 	for _, r := range out.Results {
 		if !r.OK {

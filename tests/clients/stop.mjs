@@ -1,14 +1,18 @@
-// Stop, then a new message at once, as a chat UI does, with two clients on
-// a Stackbone session (x-stackbone-session): the official openai Node SDK
-// (a streamed chat.completions.create whose controller is aborted once the
-// response started) and the Vercel AI SDK (streamText with an
-// AbortSignal, aborted at its first part). The turn to stop asks for "a
+// Stop, then a new message at once, as a chat UI does, with each client in
+// its default mode: the official openai Node SDK (a streamed
+// chat.completions.create whose controller is aborted once the response
+// started; a Responses stream, continued with previous_response_id), the
+// Vercel AI SDK (streamText with an AbortSignal, aborted at its first part,
+// on openai.chat() and on its default Responses model) and
+// @anthropic-ai/sdk (a streamed messages.create whose controller is aborted
+// once the response started). The turn to stop asks for "a
 // long story", which the Go test holds at the model. Prints one JSON
 // document {"results":[{name, ok, error, stopToAnswerMs, answer}]} and
 // exits 1 when a case failed.
 //
 //   node stop.mjs http://127.0.0.1:PORT AGENT SESSION_PREFIX
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { streamText, generateText } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { expect, runCases, print } from './responses-lib.mjs';
@@ -51,6 +55,19 @@ const cases = {
     const ms = performance.now() - t0;
     expect(r.text === 'echo: aisdk: never mind, hi', `answer ${JSON.stringify(r.text)}`);
     return { stopToAnswerMs: Math.round(ms), answer: r.text };
+  },
+  // @anthropic-ai/sdk on Messages: a streamed message aborted once the
+  // response started, then the conversation with the next question.
+  async anthropic() {
+    const client = new Anthropic({ baseURL: base, apiKey: 'sk-ant-local', defaultHeaders: { 'x-stackbone-session': `${prefix}-anthropic` } });
+    const stream = await client.messages.create({ model: agent, max_tokens: 256, stream: true, messages: [story('anth')] });
+    const t0 = performance.now();
+    stream.controller.abort();
+    const r = await client.messages.create({ model: agent, max_tokens: 256, messages: [story('anth'), { role: 'assistant', content: '…' }, next('anth')] });
+    const ms = performance.now() - t0;
+    const answer = r.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+    expect(answer === 'echo: anth: never mind, hi', `answer ${JSON.stringify(answer)}`);
+    return { stopToAnswerMs: Math.round(ms), answer };
   },
   // The openai SDK on Responses: a streamed response stopped once it
   // started, then the next message continues it (previous_response_id),
