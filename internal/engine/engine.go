@@ -1046,18 +1046,23 @@ func (r *Runner) stopTurn(ctx context.Context, th *store.Thread, strategy string
 // (CancelOnDisconnect), or recorded as abandoned so that a new message
 // stops it (Store.AbandonRun), through any replica.
 func (r *Runner) watchAbandon(run *Run, tenant, threadID, runID string) {
+	r.onAbandon(run, threadID, runID, func(ctx context.Context) error {
+		if r.CancelOnDisconnect {
+			r.Logger.Info("the client went away: the run is cancelled", "thread", threadID, "run", runID)
+			return r.Cancel(ctx, tenant, threadID)
+		}
+		return r.Store.AbandonRun(ctx, tenant, threadID, runID)
+	})
+}
+
+// onAbandon makes run's Abandon run tell in the background (its failure
+// logged): what the runner does when the client of run runID goes away.
+func (r *Runner) onAbandon(run *Run, threadID, runID string, tell func(ctx context.Context) error) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	run.abandoned = func() {
 		r.background(func(ctx context.Context) {
-			var err error
-			if r.CancelOnDisconnect {
-				r.Logger.Info("the client went away: the run is cancelled", "thread", threadID, "run", runID)
-				err = r.Cancel(ctx, tenant, threadID)
-			} else {
-				err = r.Store.AbandonRun(ctx, tenant, threadID, runID)
-			}
-			if err != nil {
+			if err := tell(ctx); err != nil {
 				r.Logger.Warn("record a run its client left", "thread", threadID, "run", runID, "err", err)
 			}
 		})

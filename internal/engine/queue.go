@@ -133,29 +133,22 @@ func (r *Runner) enqueue(ctx context.Context, in Input, turn store.Turn, run *Ru
 // follows it again clears that (followFrom). Its turn may have started by
 // then: the record names its run all the same.
 func (r *Runner) watchQueued(run *Run, tenant, threadID, id string) {
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	run.abandoned = func() {
-		r.background(func(ctx context.Context) {
-			var err error
-			if r.CancelOnDisconnect {
-				r.Logger.Info("the client of a queued turn went away: it leaves the queue", "thread", threadID, "run", id)
-				var removed bool
-				if removed, err = r.Store.Unqueue(ctx, tenant, threadID, id); err == nil && !removed {
-					// It started: cancel it if it still runs.
-					var th *store.Thread
-					if th, err = r.Store.GetThread(ctx, tenant, threadID); err == nil && th.RunID == id && th.Status == store.Running {
-						err = r.Cancel(ctx, tenant, threadID)
-					}
-				}
-			} else {
-				err = r.Store.AbandonRun(ctx, tenant, threadID, id)
-			}
-			if err != nil {
-				r.Logger.Warn("record a queued turn its client left", "thread", threadID, "run", id, "err", err)
-			}
-		})
-	}
+	r.onAbandon(run, threadID, id, func(ctx context.Context) error {
+		if !r.CancelOnDisconnect {
+			return r.Store.AbandonRun(ctx, tenant, threadID, id)
+		}
+		r.Logger.Info("the client of a queued turn went away: it leaves the queue", "thread", threadID, "run", id)
+		removed, err := r.Store.Unqueue(ctx, tenant, threadID, id)
+		if err != nil || removed {
+			return err
+		}
+		// It started: cancel it if it still runs.
+		th, err := r.Store.GetThread(ctx, tenant, threadID)
+		if err != nil || th.RunID != id || th.Status != store.Running {
+			return err
+		}
+		return r.Cancel(ctx, tenant, threadID)
+	})
 }
 
 // queuePoll is how often a queued request reads its thread again while it

@@ -12,6 +12,27 @@ import (
 	"github.com/stackbone/stackbone/internal/testwait"
 )
 
+// enqueueToHangUp sends text on session with x-stackbone-multitask:
+// enqueue; hangUp closes its connection, and left gets the request's end
+// (its error: nil only if it was answered).
+func enqueueToHangUp(env *stacktest.Env, session, text string) (hangUp func(), left <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", env.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"`+text+`"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-stackbone-session", session)
+		req.Header.Set("x-stackbone-multitask", "enqueue")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		c <- err
+	}()
+	return cancel, c
+}
+
 // TestQueuedClientLeaves: a follow-up waits in the queue and its client
 // hangs up before its turn (Stop on a queued message, or a dropped
 // connection: they look the same). The queued turn still runs once, as
@@ -28,20 +49,7 @@ func TestQueuedClientLeaves(t *testing.T) {
 			stall := env.Upstream.Stall(script.When{LastUser: "queued story"})
 			t.Cleanup(stall)
 
-			ctx, hangUp := context.WithCancel(context.Background())
-			left := make(chan error, 1)
-			go func() {
-				req, _ := http.NewRequestWithContext(ctx, "POST", env.URL+"/v1/chat/completions",
-					strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"a queued story"}]}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("x-stackbone-session", session)
-				req.Header.Set("x-stackbone-multitask", "enqueue")
-				resp, err := http.DefaultClient.Do(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				left <- err
-			}()
+			hangUp, left := enqueueToHangUp(env, session, "a queued story")
 			testwait.Until(t, "the follow-up to be queued", func() bool { return queued(t, env, session) == 1 })
 			qs, err := env.Store.Queue(context.Background(), "dev", session)
 			if err != nil || len(qs) != 1 {
@@ -88,20 +96,7 @@ func TestQueuedClientLeavesCancel(t *testing.T) {
 	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) { cfg.OnDisconnect = config.OnDisconnectCancel }})
 	const session = "eq-leave-cancel"
 	release, running, before := busyThread(t, env, session)
-	ctx, hangUp := context.WithCancel(context.Background())
-	left := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "POST", env.URL+"/v1/chat/completions",
-			strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"forget it"}]}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-stackbone-session", session)
-		req.Header.Set("x-stackbone-multitask", "enqueue")
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		left <- err
-	}()
+	hangUp, left := enqueueToHangUp(env, session, "forget it")
 	testwait.Until(t, "the follow-up to be queued", func() bool { return queued(t, env, session) == 1 })
 	hangUp()
 	testwait.Recv(t, left, "the queued request to end")
