@@ -1,0 +1,408 @@
+package studio_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
+)
+
+// chatScript is stacktest.DefaultScript with the playground's turns in
+// front: the page's frontend tools (get_time, confirm), an answer in
+// Markdown, and a long answer that streams slowly (for Stop).
+func chatScript() string {
+	return `[
+ {"when": {"lastTool": "get_time"}, "reply": {"text": "Time said: {{lastTool}}"}},
+ {"when": {"lastTool": "confirm"}, "reply": {"text": "Confirm said: {{lastTool}}"}},
+ {"when": {"lastUser": "what time"}, "reply": {"toolCalls": [{"name": "get_time", "arguments": {}}]}},
+ {"when": {"lastUser": "are you sure"}, "reply": {"toolCalls": [{"name": "confirm", "arguments": {"question": "Really go ahead?"}}]}},
+ {"when": {"lastUser": "markdown"}, "reply": {"text": "Here is **bold**, *italic* and ` + "`code`" + `.\n\n- first\n- second\n\n<img src=x onerror=alert(1)> [safe](https://example.com) [unsafe](javascript:alert(1))"}},
+ {"when": {"lastUser": "long story"}, "reply": {"text": "Once upon a time there was a very long story that went on and on, one word at a time, so slowly that a reader could stop it well before its end, and then there was more of it, and more, and more still, until at last the end came.", "chunkDelayMs": 250}},` +
+		strings.TrimPrefix(stacktest.DefaultScript, "[")
+}
+
+// chatEnv is a dev-mode stack on chatScript.
+func chatEnv(t *testing.T) *stacktest.Env {
+	return stacktest.New(t, stacktest.Options{Script: chatScript()})
+}
+
+// openChat opens the playground of agent on thread and waits until it has
+// loaded.
+func openChat(p *page, base, agent, thread string) {
+	p.t.Helper()
+	p.open(base + "/studio/#/chat/" + agent + "?thread=" + thread)
+	p.waitJS("the chat to load", `document.querySelector('#main').dataset.chatReady === 'true'`)
+}
+
+// say types text into the composer and sends it with Enter.
+func say(p *page, text string) {
+	p.t.Helper()
+	p.waitJS("the composer to take a message", `!document.querySelector('#chat-send').disabled && document.querySelector('#chat-stop').hidden`)
+	p.do(chromedp.Focus(chromedp.CSS("#chat-input")))
+	p.do(chromedp.SendKeys(chromedp.CSS("#chat-input"), text))
+	p.do(chromedp.SendKeys(chromedp.CSS("#chat-input"), "\r"))
+}
+
+// waitAnswer waits until an answer of the agent holds text and the turn
+// is over.
+func waitAnswer(p *page, text string) {
+	p.t.Helper()
+	p.waitText(`#chat-log .chat-msg[data-role="assistant"] .md`, text)
+	p.waitJS("the turn to end", `document.querySelector('#chat-log').getAttribute('aria-busy') === 'false'`)
+}
+
+// TestChatStreamsAnswer: the Agents page's Chat button opens the
+// playground on a new thread; a message sent with Enter streams back over
+// AG-UI (the official client, same origin) and lands in the thread; the
+// answer's Markdown is rendered as elements, with raw HTML and a
+// javascript: link shown as text; a server tool shows as a card with its
+// arguments, result and duration; each answer links to its run inspector.
+func TestChatStreamsAnswer(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/agents")
+	p.click(`.agent-card[data-agent="assistant"] a[data-action="chat"]`)
+	p.waitJS("the chat to load", `document.querySelector('#main').dataset.chatReady === 'true'`)
+	thread := eval[string](p, `new URLSearchParams(location.hash.split('?')[1]).get('thread') || ''`)
+	if !strings.HasPrefix(thread, "chat-") {
+		t.Fatalf("the playground's URL names thread %q", thread)
+	}
+	if got := eval[string](p, `document.activeElement.id`); got != "chat-input" {
+		t.Fatalf("focus is on %q, want the composer", got)
+	}
+
+	say(p, "hello there")
+	waitAnswer(p, "echo: hello there")
+	p.waitText(`#chat-log .chat-msg[data-role="user"]`, "hello there")
+	if th := env.Thread(t, "dev", thread); th.Agent != "assistant" {
+		t.Fatalf("the thread is %+v", th)
+	}
+
+	say(p, "markdown please")
+	waitAnswer(p, "Here is")
+	md := `[...document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"] .md')].pop()`
+	if got := eval[string](p, md+`.querySelector('strong')?.textContent`); got != "bold" {
+		t.Fatalf("bold renders as %q", got)
+	}
+	if got := eval[string](p, md+`.querySelector('em')?.textContent + '|' + `+md+`.querySelector('code')?.textContent`); got != "italic|code" {
+		t.Fatalf("italic and code render as %q", got)
+	}
+	if n := eval[int](p, md+`.querySelectorAll('ul > li').length`); n != 2 {
+		t.Fatalf("the list has %d items", n)
+	}
+	if n := eval[int](p, `document.querySelectorAll('#chat-log img, #chat-log script, #chat-log a[href^="javascript"]').length`); n != 0 {
+		t.Fatalf("%d unsafe elements made it into the page", n)
+	}
+	if got := eval[string](p, md+`.querySelector('a')?.href`); got != "https://example.com/" {
+		t.Fatalf("the safe link is %q", got)
+	}
+	if !eval[bool](p, md+`.textContent.includes('<img src=x onerror=alert(1)>') && `+md+`.textContent.includes('unsafe')`) {
+		t.Fatal("the raw HTML is not shown as text")
+	}
+
+	say(p, "what is the weather in Paris?")
+	waitAnswer(p, "Tool said:")
+	tool := `#chat-log .chat-tool[data-tool="get_weather"]`
+	p.waitJS("the tool card done", `document.querySelector('`+tool+`')?.dataset.status === 'done'`)
+	p.click(tool + ` summary`)
+	if got := eval[string](p, `document.querySelector('`+tool+` .tool-args').textContent`); !strings.Contains(got, `"city": "Paris"`) {
+		t.Fatalf("the card's arguments read %q", got)
+	}
+	if got := eval[string](p, `document.querySelector('`+tool+` .tool-result').textContent`); !strings.Contains(got, `"temp_c": 21`) {
+		t.Fatalf("the card's result reads %q", got)
+	}
+	if got := eval[string](p, `document.querySelector('`+tool+` .tool-dur').textContent`); !strings.HasSuffix(got, "ms") && !strings.HasSuffix(got, " s") {
+		t.Fatalf("the card's duration reads %q", got)
+	}
+	if env.Calls.Get("get_weather") != 1 {
+		t.Fatalf("get_weather ran %d times", env.Calls.Get("get_weather"))
+	}
+	// The answer links to its run in the run inspector.
+	href := eval[string](p, `[...document.querySelectorAll('#chat-log a.trace-link')].pop()?.getAttribute('href') || ''`)
+	runID := strings.TrimPrefix(href, "#/threads/"+thread+"?run=")
+	if runID == href || runID == "" {
+		t.Fatalf("the trace link is %q", href)
+	}
+	if r := do(t, "GET", env.URL+"/v1/runs/"+runID, ""); r.status != 200 {
+		t.Fatalf("the linked run %s: %d %s", runID, r.status, r)
+	}
+	chatShot(t, p, "studio-chat.png")
+}
+
+// chatShot writes a screenshot of the page to docs/name when
+// STACKBONE_SCREENSHOTS=1 (the README's pictures); otherwise it only takes
+// it, so the page renders whole.
+func chatShot(t *testing.T, p *page, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if os.Getenv("STACKBONE_SCREENSHOTS") == "1" {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", name), buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// chatPause sends the refund request and waits for its card.
+func chatPause(p *page) string {
+	p.t.Helper()
+	say(p, "please refund my order")
+	p.waitJS("the approval card", `!!document.querySelector('#chat-log article.chat-decision[data-tool="refund"]:not(.decided)')`)
+	p.waitJS("the turn to end", `document.querySelector('#chat-log').getAttribute('aria-busy') === 'false'`)
+	return eval[string](p, `document.querySelector('#chat-log article.chat-decision:not(.decided)').dataset.id`)
+}
+
+// TestChatApprovals: a paused call is a card in the conversation with its
+// description and arguments; approving it inline resumes the run over
+// AG-UI (resume array) and the tool runs once; rejecting with a message
+// gives the model that message; editing through the form rendered from
+// the responseSchema runs the tool with the edited arguments.
+func TestChatApprovals(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+
+	openChat(p, env.URL, "assistant", "appr-1")
+	id := chatPause(p)
+	c := `#chat-log article.chat-decision[data-id="` + id + `"]`
+	p.waitText(c+" .desc", "Refund order ord_42 for 19.99")
+	p.waitText(c+" pre.json", `"orderId": "ord_42"`)
+	p.waitText(`#chat-log .chat-tool[data-tool="refund"] .tool-status`, "waiting for a decision")
+	p.click(c + ` button[data-action="approve"]`)
+	waitAnswer(p, "Refund result:")
+	p.waitText(c+" .verdict", "Approved")
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times, want once", n)
+	}
+	if it := decision(t, env, "dev", id); it.Status != store.Approved || it.Decision == nil || it.Decision.Via != "agui" {
+		t.Fatalf("the decision is %+v", it)
+	}
+
+	openChat(p, env.URL, "assistant", "appr-2")
+	id = chatPause(p)
+	c = `#chat-log article.chat-decision[data-id="` + id + `"]`
+	p.click(c + ` button[data-action="reject"]`)
+	p.waitJS("the message box focused", `document.activeElement?.name === 'message'`)
+	p.do(chromedp.SendKeys(chromedp.CSS(c+" textarea[name=message]"), "wrong order, do not refund"))
+	p.click(c + ` button[data-action="confirm-reject"]`)
+	waitAnswer(p, "Refund result:")
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times after a rejection, want still once", n)
+	}
+	reqs := env.Upstream.Requests()
+	last := reqs[len(reqs)-1].Request.Messages
+	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, "wrong order, do not refund") {
+		t.Fatalf("the model saw %+v, want the rejection message", m)
+	}
+
+	openChat(p, env.URL, "assistant", "appr-3")
+	id = chatPause(p)
+	c = `#chat-log article.chat-decision[data-id="` + id + `"]`
+	p.click(c + ` button[data-action="edit"]`)
+	if got := eval[string](p, `document.querySelector('`+c+` input[data-field="orderId"]').value`); got != "ord_42" {
+		t.Fatalf("the form's orderId is %q", got)
+	}
+	// A value the schema refuses is caught in the page.
+	setValue(p, c+` input[data-field="amount"]`, "")
+	p.click(c + ` button[data-action="confirm-edit"]`)
+	p.waitText(c+" .error", "amount: is required")
+	if got := eval[string](p, `document.activeElement?.dataset.field || ''`); got != "amount" {
+		t.Fatalf("focus is on %q after the refusal, want the amount field", got)
+	}
+	setValue(p, c+` input[data-field="orderId"]`, "ord_43")
+	setValue(p, c+` input[data-field="amount"]`, "5")
+	p.click(c + ` button[data-action="confirm-edit"]`)
+	waitAnswer(p, "Refund result:")
+	args := env.Calls.Args("refund")
+	if len(args) != 2 {
+		t.Fatalf("refund ran %d times, want twice in all", len(args))
+	}
+	var got struct {
+		OrderID string  `json:"orderId"`
+		Amount  float64 `json:"amount"`
+	}
+	if err := json.Unmarshal(args[1], &got); err != nil || got.OrderID != "ord_43" || got.Amount != 5 {
+		t.Fatalf("refund ran with %s, want the edited arguments", args[1])
+	}
+	p.waitText(c+" .verdict", "Approved with edits")
+}
+
+// TestChatDecisionElsewhere: a decision made through the API while the
+// chat shows the paused call appears in the chat live (the card says so)
+// and the page follows the resumed turn to its answer.
+func TestChatDecisionElsewhere(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "far-1")
+	id := chatPause(p)
+	if r := do(t, "POST", env.URL+"/v1/hitl/"+id+"/approve", ""); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r)
+	}
+	c := `#chat-log article.chat-decision[data-id="` + id + `"]`
+	p.waitText(c+" .verdict", "Approved elsewhere")
+	waitAnswer(p, "Refund result:")
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times", n)
+	}
+	if n := eval[int](p, `document.querySelectorAll('`+c+` button').length`); n != 0 {
+		t.Fatalf("the decided card still offers %d buttons", n)
+	}
+}
+
+// TestChatFrontendTools: the playground declares get_time and confirm in
+// RunAgentInput.tools; the model's get_time call is answered by the page at
+// once and confirm opens a modal dialog; each result goes back to the
+// model as a tool message and the model answers with it.
+func TestChatFrontendTools(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "ft-1")
+	say(p, "what time is it?")
+	waitAnswer(p, "Time said:")
+	p.waitText(`#chat-log .chat-tool[data-tool="get_time"] .tool-status`, "answered by the page")
+	reqs := env.Upstream.Requests()
+	first := reqs[len(reqs)-2].Request
+	var declared []string
+	for _, tl := range first.Tools {
+		declared = append(declared, tl.Name)
+	}
+	if !strings.Contains(strings.Join(declared, ","), "get_time") || !strings.Contains(strings.Join(declared, ","), "confirm") {
+		t.Fatalf("the model was offered %v, want the page's tools", declared)
+	}
+	last := reqs[len(reqs)-1].Request.Messages
+	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, `"now"`) || !strings.Contains(m.Content, `"timeZone"`) {
+		t.Fatalf("the model got %+v for get_time", m)
+	}
+
+	say(p, "are you sure?")
+	p.waitJS("the confirm dialog", `document.querySelector('dialog#chat-confirm')?.open === true`)
+	p.waitText("#chat-confirm-q", "Really go ahead?")
+	if got := eval[string](p, `document.activeElement?.dataset.action || ''`); got != "confirm-yes" {
+		t.Fatalf("focus is on %q in the dialog", got)
+	}
+	p.click(`#chat-confirm button[data-action="confirm-yes"]`)
+	waitAnswer(p, `Confirm said: {"confirmed":true}`)
+	if eval[bool](p, `!!document.querySelector('dialog#chat-confirm')`) {
+		t.Fatal("the dialog stayed")
+	}
+}
+
+// TestChatState: the shared state is drawn beside the chat and follows the
+// run's STATE_SNAPSHOT/STATE_DELTA (the changed path named and marked); an
+// editableState key set in the side panel is sent as state with the next
+// message, and the server's thread holds it.
+func TestChatState(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "st-1")
+	say(p, "save a draft")
+	waitAnswer(p, "Draft saved.")
+	p.waitText(`#chat-state li[data-path="/draft"]`, `"v1"`)
+	p.waitText("#chat-state-changes", "/draft")
+	p.waitJS("the key form to show the value", `document.querySelector('#es-draft')?.value === 'v1'`)
+	setValue(p, "#es-draft", "written in the chat")
+	p.click(`#chat-editable form[data-key="draft"] button[data-action="set-state"]`)
+	p.waitText(`#chat-editable form[data-key="draft"] .saved`, "sent with your next message")
+	say(p, "hello")
+	waitAnswer(p, "echo: hello")
+	th := env.Thread(t, "dev", "st-1")
+	var st map[string]any
+	if err := json.Unmarshal(th.State, &st); err != nil || st["draft"] != "written in the chat" {
+		t.Fatalf("the thread's state is %s, want the draft written in the chat", th.State)
+	}
+	p.waitText(`#chat-state li[data-path="/draft"]`, `"written in the chat"`)
+}
+
+// TestChatStop: Stop (or Esc) in the middle of a streaming answer aborts
+// the client's run and cancels the turn on the server; what streamed stays,
+// and a message sent right after is answered at once.
+func TestChatStop(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "stop-1")
+	say(p, "tell me a long story")
+	p.waitText(`#chat-log .chat-msg[data-role="assistant"] .md`, "Once upon")
+	p.click("#chat-stop")
+	p.waitJS("the run to stop", `document.querySelector('#chat-stop').hidden`)
+	p.waitText(`#chat-log .chat-note[data-kind="cancelled"]`, "stopped")
+	stacktest.WaitFor(t, "the thread to stop running", func() bool {
+		return env.Thread(t, "dev", "stop-1").Status != store.Running
+	})
+	if eval[bool](p, `[...document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"] .md')].some(e => e.textContent.includes('the end came'))`) {
+		t.Fatal("the whole story streamed: nothing was stopped")
+	}
+	say(p, "hello again")
+	waitAnswer(p, "echo: hello again")
+	if eval[bool](p, `!document.querySelector('#chat-error').hidden`) {
+		t.Fatalf("the chat shows an error: %s", eval[string](p, `document.querySelector('#chat-error').textContent`))
+	}
+	if n := eval[int](p, `document.querySelectorAll('#chat-log .chat-note[data-kind="error"]').length`); n != 0 {
+		t.Fatalf("the chat shows %d run errors: %s", n, eval[string](p, `[...document.querySelectorAll('#chat-log .chat-note[data-kind="error"]')].map(e => e.textContent).join(' | ')`))
+	}
+}
+
+var bobKey = config.Key{Tenant: "acme", Secret: "sk-acme-bob-0123456789ab", Role: config.RoleCaller, Label: "bob"}
+
+// TestChatRoles: in start mode, a caller's session chats but is offered no
+// decision on the paused call; an approver's session on the same thread
+// cannot send a message but approves the call inline, and the resumed turn
+// answers in its chat.
+func TestChatRoles(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Script: chatScript(), Mode: config.Start, Keys: []config.Key{opsKey, aliceKey, bobKey}})
+	p := newPage(t)
+	signIn(p, env.URL, bobKey)
+	openChat(p, env.URL, "assistant", "roles-1")
+	say(p, "hello")
+	waitAnswer(p, "echo: hello")
+	id := chatPause(p)
+	c := `#chat-log article.chat-decision[data-id="` + id + `"]`
+	p.waitText(c+` [data-role="caller"]`, "cannot decide")
+	if n := eval[int](p, `document.querySelectorAll('`+c+` button').length`); n != 0 {
+		t.Fatalf("a caller is offered %d decision buttons", n)
+	}
+
+	a := newPage(t)
+	signIn(a, env.URL, aliceKey)
+	openChat(a, env.URL, "assistant", "roles-1")
+	if !eval[bool](a, `document.querySelector('#chat-input').disabled && document.querySelector('#chat-send').disabled`) {
+		t.Fatal("an approver may type a message")
+	}
+	a.waitText("#chat-help", "role approver")
+	a.click(c + ` button[data-action="approve"]`)
+	waitAnswer(a, "Refund result:")
+	if n := env.Calls.Get("refund"); n != 1 {
+		t.Fatalf("refund ran %d times", n)
+	}
+	if it := decision(t, env, "acme", id); it.Decision == nil || !strings.Contains(it.Decision.By, "alice") {
+		t.Fatalf("the decision is %+v, want alice's", it.Decision)
+	}
+	// The caller's open chat learns of it too.
+	p.waitText(c+" .verdict", "by alice")
+}
+
+// setValue sets a form field's value as typing would (an input event).
+func setValue(p *page, sel, value string) {
+	p.t.Helper()
+	if !eval[bool](p, `(() => { const el = document.querySelector(`+js(sel)+`); if (!el) return false; el.value = `+js(value)+`; el.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`) {
+		p.t.Fatalf("no field %s", sel)
+	}
+}
