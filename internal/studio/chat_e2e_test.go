@@ -26,7 +26,7 @@ func chatScript() string {
  {"when": {"lastUser": "what time"}, "reply": {"toolCalls": [{"name": "get_time", "arguments": {}}]}},
  {"when": {"lastUser": "are you sure"}, "reply": {"toolCalls": [{"name": "confirm", "arguments": {"question": "Really go ahead?"}}]}},
  {"when": {"lastUser": "markdown"}, "reply": {"text": "Here is **bold**, *italic* and ` + "`code`" + `.\n\n- first\n- second\n\n<img src=x onerror=alert(1)> [safe](https://example.com) [unsafe](javascript:alert(1))"}},
- {"when": {"lastUser": "long story"}, "reply": {"text": "Once upon a time there was a very long story that went on and on, one word at a time, so slowly that a reader could stop it well before its end, and then there was more of it, and more, and more still, until at last the end came.", "chunkDelayMs": 250}},` +
+ {"when": {"lastUser": "long story"}, "reply": {"text": "Once upon a time there was a very long story that went on and on, one word at a time, so slowly that a reader could stop it well before its end, and then there was more of it, and more, and more still, until at last the end came.", "chunkDelayMs": 120}},` +
 		strings.TrimPrefix(stacktest.DefaultScript, "[")
 }
 
@@ -262,6 +262,20 @@ func TestChatDecisionElsewhere(t *testing.T) {
 	if n := eval[int](p, `document.querySelectorAll('`+c+` button').length`); n != 0 {
 		t.Fatalf("the decided card still offers %d buttons", n)
 	}
+
+	// The thread page's Chat button opens the playground on the thread,
+	// with its conversation as stored.
+	p.open(env.URL + "/studio/#/threads/far-1")
+	p.click(`#thread-chat a[data-action="chat"]`)
+	p.waitJS("the chat to load", `document.querySelector('#main').dataset.chatReady === 'true'`)
+	if got := eval[string](p, `location.hash`); got != "#/chat/assistant?thread=far-1" {
+		t.Fatalf("the Chat button opened %q", got)
+	}
+	p.waitText(`#chat-log .chat-msg[data-role="user"]`, "please refund my order")
+	p.waitText(`#chat-log .chat-msg[data-role="assistant"]`, "Refund result:")
+	p.waitText(`#chat-log .chat-tool[data-tool="refund"] .tool-result`, "refunded")
+	say(p, "thanks")
+	waitAnswer(p, "echo: thanks")
 }
 
 // TestChatFrontendTools: the playground declares get_time and confirm in
@@ -404,5 +418,82 @@ func setValue(p *page, sel, value string) {
 	p.t.Helper()
 	if !eval[bool](p, `(() => { const el = document.querySelector(`+js(sel)+`); if (!el) return false; el.value = `+js(value)+`; el.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`) {
 		p.t.Fatalf("no field %s", sel)
+	}
+}
+
+// lastUserTexts is what the model's last request held as user messages.
+func lastUserTexts(env *stacktest.Env) []string {
+	reqs := env.Upstream.Requests()
+	var out []string
+	for _, m := range reqs[len(reqs)-1].Request.Messages {
+		if m.Role == "user" {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+// TestChatEditRegenerate: Regenerate on an answer asks the model again
+// with the conversation up to its question (and not the old answer); Edit
+// on a question sends the edited text instead of the old one; each makes a
+// branch of the thread, which the page counts.
+func TestChatEditRegenerate(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "br-1")
+	say(p, "first question")
+	waitAnswer(p, "echo: first question")
+	say(p, "second question")
+	waitAnswer(p, "echo: second question")
+	calls := env.Upstream.Count()
+
+	p.click(`#chat-log .chat-msg[data-role="assistant"]:last-of-type button[data-action="regenerate"]`)
+	p.waitJS("a new model call", `document.querySelector('#chat-log').getAttribute('aria-busy') === 'false' && document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"]').length === 2`)
+	stacktest.WaitFor(t, "the regenerated answer's model call", func() bool { return env.Upstream.Count() == calls+1 })
+	if got := lastUserTexts(env); strings.Join(got, "|") != "first question|second question" {
+		t.Fatalf("the regenerate sent the user messages %q", got)
+	}
+	reqs := env.Upstream.Requests()
+	for _, m := range reqs[len(reqs)-1].Request.Messages {
+		if m.Role == "assistant" && strings.Contains(m.Content, "second question") {
+			t.Fatalf("the regenerate showed the model its old answer: %+v", m)
+		}
+	}
+	p.waitText("#chat-branches", "2 branches")
+
+	first := `#chat-log .chat-msg[data-role="user"]`
+	p.click(first + ` button[data-action="edit-message"]`)
+	p.waitJS("the edit box focused", `document.activeElement?.name === 'edit'`)
+	setValue(p, first+` textarea[name="edit"]`, "an edited question")
+	p.click(first + ` button[data-action="send-edit"]`)
+	waitAnswer(p, "echo: an edited question")
+	if got := lastUserTexts(env); strings.Join(got, "|") != "an edited question" {
+		t.Fatalf("the edit sent the user messages %q", got)
+	}
+	if n := eval[int](p, `document.querySelectorAll('#chat-log .chat-msg').length`); n != 2 {
+		t.Fatalf("the chat shows %d messages after the edit, want the edited question and its answer", n)
+	}
+	p.waitText("#chat-branches", "3 branches")
+}
+
+// TestChatReloadMidRun: a page reloaded while the turn streams reattaches
+// to it (an AG-UI run with no new message) and shows it to its end.
+func TestChatReloadMidRun(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "reload-1")
+	say(p, "tell me a long story")
+	p.waitText(`#chat-log .chat-msg[data-role="assistant"] .md`, "Once upon")
+	p.do(chromedp.Reload())
+	p.waitJS("the chat to load", `document.documentElement.dataset.ready === 'true' && document.querySelector('#main').dataset.chatReady === 'true'`)
+	p.waitText(`#chat-log .chat-msg[data-role="user"]`, "tell me a long story")
+	waitAnswer(p, "the end came")
+	if n := env.Upstream.Count(); n != 1 {
+		t.Fatalf("the model was called %d times; the reattach must not start another turn", n)
+	}
+	if th := env.Thread(t, "dev", "reload-1"); th.Status != store.Idle {
+		t.Fatalf("the thread is %s", th.Status)
 	}
 }

@@ -176,6 +176,7 @@ export function chatView(ctx, agentName, params) {
   const editBox = h('div', { id: 'chat-editable' });
   const defBox = h('div', { id: 'chat-agent-def' });
   const threadLink = h('a', { href: '#/threads/' + enc(threadId), class: 'thread-link', id: 'chat-thread-link' }, threadId);
+  const branchNote = h('span', { class: 'muted', id: 'chat-branches', hidden: true });
   const newBtn = h('button', { type: 'button', class: 'ghost small', 'data-action': 'new-thread',
     onclick: () => { location.hash = `#/chat/${enc(agentName)}?thread=${enc(newThreadId())}`; } }, 'New thread');
 
@@ -183,7 +184,7 @@ export function chatView(ctx, agentName, params) {
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/agents' }, 'Agents'), ' / ', agentName, ' / Chat'),
     h('div', { class: 'titlebar' },
       h('h1', { id: 'chat-h', tabindex: '-1' }, 'Chat with ', h('code', {}, agentName)),
-      h('p', { class: 'meta' }, 'thread ', threadLink, ' ', newBtn)),
+      h('p', { class: 'meta' }, 'thread ', threadLink, branchNote, ' ', newBtn)),
     h('div', { class: 'chat-grid' },
       h('section', { class: 'chat-main', 'aria-labelledby': 'chat-conv-h' },
         h('h2', { id: 'chat-conv-h', class: 'sr-only' }, 'Conversation'),
@@ -247,7 +248,68 @@ export function chatView(ctx, agentName, params) {
         'aria-label': `Trace of this answer: run ${run}` }, 'Trace'));
     }
     el.classList.toggle('streaming', running && m.id === lastMsgId() && m.role === 'assistant');
+    if ((m.role === 'user' || m.role === 'assistant') && !owners.has(m.id)) msgActions(m, el);
     return el;
+  }
+
+  // msgActions are Edit on a message of yours and Regenerate on an answer:
+  // both send the conversation as it was before it (AG-UI messages carry
+  // ids), so the server goes on from there on a new branch.
+  function msgActions(m, el) {
+    let box = el.querySelector(':scope > .chat-actions');
+    if (!box) {
+      box = h('div', { class: 'chat-actions msg-actions', role: 'group', 'aria-label': m.role === 'user' ? 'Your message' : `Answer of ${agentName}` },
+        m.role === 'user'
+          ? h('button', { type: 'button', class: 'ghost small', 'data-action': 'edit-message', onclick: () => editMessage(m.id, el) }, 'Edit')
+          : h('button', { type: 'button', class: 'ghost small', 'data-action': 'regenerate', onclick: () => regenerate(m.id) }, 'Regenerate'));
+      el.append(box);
+    }
+    box.hidden = !(canChat && !running && pending.size === 0) || !!el.querySelector('.edit-message');
+  }
+
+  function regenerate(id) {
+    const msgs = agent.messages;
+    let u = msgs.findIndex((x) => x.id === id);
+    while (u >= 0 && msgs[u].role !== 'user') u--;
+    if (u < 0 || running) return;
+    agent.setMessages(msgs.slice(0, u + 1));
+    announce('Regenerating the answer, on a new branch.');
+    runTurn({});
+  }
+
+  function editMessage(id, el) {
+    const i = agent.messages.findIndex((x) => x.id === id);
+    if (i < 0 || running) return;
+    const m = agent.messages[i];
+    const ta = h('textarea', { id: `edit-${id}`, name: 'edit', rows: '3' });
+    ta.value = typeof m.content === 'string' ? m.content : '';
+    const md = el.querySelector('.md');
+    const cancel = () => { f.remove(); md.hidden = false; draw(); el.querySelector('[data-action="edit-message"]')?.focus(); };
+    const f = h('form', { class: 'edit-message', 'aria-label': 'Edit your message' },
+      h('label', { for: `edit-${id}`, class: 'sr-only' }, 'Edited message'), ta,
+      h('div', { class: 'row' }, h('button', { type: 'submit', class: 'primary small', 'data-action': 'send-edit' }, 'Send'),
+        h('button', { type: 'button', class: 'ghost small', onclick: cancel }, 'Cancel'),
+        h('span', { class: 'muted' }, 'The conversation goes on from here on a new branch; the old one stays on the thread.')));
+    f.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const text = ta.value.trim();
+      if (!text || running) return;
+      const at = agent.messages.findIndex((x) => x.id === id);
+      f.remove();
+      md.hidden = false;
+      // The same id with new content: the server sees the edit of a stored
+      // question (a message left out would read as a new one on the head).
+      agent.setMessages([...agent.messages.slice(0, at < 0 ? i : at), { id, role: 'user', content: text }]);
+      runTurn({});
+    });
+    ta.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape') { ev.preventDefault(); ev.stopPropagation(); cancel(); }
+      if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); f.requestSubmit(); }
+    });
+    md.hidden = true;
+    md.after(f);
+    draw();
+    ta.focus();
   }
 
   function toolItem(call, result) {
@@ -302,6 +364,7 @@ export function chatView(ctx, agentName, params) {
   }
 
   function drawNow() {
+    const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 60;
     const results = new Map();
     for (const m of agent.messages) if (m.role === 'tool') results.set(m.toolCallId, m);
     const top = [];
@@ -345,7 +408,6 @@ export function chatView(ctx, agentName, params) {
       if (el) markDecided(el, d);
     }
     for (const [sid, list] of groups) sync(subagentItem(sid).querySelector('.sub-log'), list);
-    const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
     sync(log, top);
     empty.hidden = top.length > 0;
     if (atEnd) log.scrollTop = log.scrollHeight;
@@ -704,6 +766,7 @@ export function chatView(ctx, agentName, params) {
     } finally {
       setRunning(false);
       drawState();
+      branchCount();
     }
     if (closed || !leftCalls.length) return;
     const mine = leftCalls.filter((id) => FRONTEND_TOOLS.some((t) => t.name === toolName(id)));
@@ -797,6 +860,17 @@ export function chatView(ctx, agentName, params) {
   const onKey = (ev) => { if (ev.key === 'Escape' && running && !document.querySelector('dialog[open]')) { ev.preventDefault(); stop(); } };
   document.addEventListener('keydown', onKey);
 
+  // branchCount says, beside the thread, how many branches it has (edit
+  // and regenerate make them); the thread page switches between them.
+  async function branchCount() {
+    try {
+      const list = await api('GET', threadPath + '/branches');
+      const n = list?.data?.length || 0;
+      branchNote.hidden = n < 2;
+      branchNote.replaceChildren(h('a', { href: '#/threads/' + enc(threadId) }, `${n} branches`), ` · head ${list.head}`);
+    } catch { /* a new thread, or an older server */ }
+  }
+
   // ---------- the thread as stored, and what happens elsewhere ----------
   let es = null;
   function ensureEvents() {
@@ -862,6 +936,7 @@ export function chatView(ctx, agentName, params) {
     if (t.state && typeof t.state === 'object') agent.setState({ ...t.state, ...editDrafts });
     drawState();
     draw();
+    if (first) branchCount();
     if (first && t.messages?.length) announce(`Loaded thread ${threadId}: ${t.messages.length} messages.`);
   }
 
