@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/stackbone/stackbone/internal/config"
@@ -17,15 +19,25 @@ import (
 )
 
 // chatScript is stacktest.DefaultScript with the playground's turns in
-// front: the page's frontend tools (get_time, confirm), an answer in
-// Markdown, and a long answer that streams slowly (for Stop).
+// front: the page's frontend tools (get_time, confirm), a subagent's work
+// (task), todos and files, an answer in Markdown, and a long answer that
+// streams slowly (for Stop and reload).
 func chatScript() string {
 	return `[
  {"when": {"lastTool": "get_time"}, "reply": {"text": "Time said: {{lastTool}}"}},
  {"when": {"lastTool": "confirm"}, "reply": {"text": "Confirm said: {{lastTool}}"}},
+ {"when": {"lastTool": "task"}, "reply": {"text": "Summary: {{lastTool}}"}},
+ {"when": {"lastUser": "research", "afterTool": false}, "reply": {"text": "Delegating.", "toolCalls": [{"name": "task", "arguments": {"description": "dig up facts about Paris", "subagent_type": "general-purpose"}}]}},
+ {"when": {"lastUser": "dig up facts", "afterTool": false}, "reply": {"text": "Looking it up.", "toolCalls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}},
+ {"when": {"lastTool": "edit_file", "lastUser": "plan and take notes"}, "reply": {"text": "Notes are up to date."}},
+ {"when": {"lastTool": "write_file", "lastUser": "plan and take notes"}, "reply": {"toolCalls": [{"name": "edit_file", "arguments": {"file_path": "/notes/plan.md", "old_string": "step one", "new_string": "step one done"}}]}},
+ {"when": {"lastUser": "plan and take notes", "afterTool": false}, "reply": {"toolCalls": [
+   {"name": "write_todos", "arguments": {"todos": [{"content": "Write the plan", "status": "completed"}, {"content": "Review it", "status": "pending"}]}},
+   {"name": "write_file", "arguments": {"file_path": "/notes/plan.md", "content": "step one\nstep two"}}]}},
  {"when": {"lastUser": "what time"}, "reply": {"toolCalls": [{"name": "get_time", "arguments": {}}]}},
  {"when": {"lastUser": "are you sure"}, "reply": {"toolCalls": [{"name": "confirm", "arguments": {"question": "Really go ahead?"}}]}},
  {"when": {"lastUser": "markdown"}, "reply": {"text": "Here is **bold**, *italic* and ` + "`code`" + `.\n\n- first\n- second\n\n<img src=x onerror=alert(1)> [safe](https://example.com) [unsafe](javascript:alert(1))"}},
+ {"when": {"lastUser": "what can you do"}, "reply": {"text": "I can help with orders. For example:\n\n- check the **weather** for a delivery\n- save a reply as a ` + "`draft`" + `\n- *refund* an order (you approve it first)"}},
  {"when": {"lastUser": "long story"}, "reply": {"text": "Once upon a time there was a very long story that went on and on, one word at a time, so slowly that a reader could stop it well before its end, and then there was more of it, and more, and more still, until at last the end came.", "chunkDelayMs": 120}},` +
 		strings.TrimPrefix(stacktest.DefaultScript, "[")
 }
@@ -136,17 +148,19 @@ func TestChatStreamsAnswer(t *testing.T) {
 	if r := do(t, "GET", env.URL+"/v1/runs/"+runID, ""); r.status != 200 {
 		t.Fatalf("the linked run %s: %d %s", runID, r.status, r)
 	}
-	chatShot(t, p, "studio-chat.png")
 }
 
-// chatShot writes a screenshot of the page to docs/name when
-// STACKBONE_SCREENSHOTS=1 (the README's pictures); otherwise it only takes
-// it, so the page renders whole.
+// chatShot takes a screenshot of the screen, as a person sees it, scrolled
+// to the end of the conversation (where the composer and the newest turn
+// are), and writes it to docs/name when STACKBONE_SCREENSHOTS=1 (the
+// README's pictures).
 func chatShot(t *testing.T, p *page, name string) {
 	t.Helper()
+	eval[bool](p, `(document.querySelector('#status').classList.remove('show'), window.scrollTo(0, document.documentElement.scrollHeight), document.querySelector('#chat-form').scrollIntoView({ block: 'end' }), true)`)
+	p.waitJS("fonts and animations to settle", `document.fonts.status === 'loaded' && document.getAnimations().every((a) => a.playState !== 'running')`)
 	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
 	defer cancel()
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
@@ -154,7 +168,53 @@ func chatShot(t *testing.T, p *page, name string) {
 		if err := os.WriteFile(filepath.Join("..", "..", "docs", name), buf, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("wrote docs/%s", name)
 	}
+}
+
+// TestChatLayout: a conversation with a tool card, a state change and a
+// paused refund reads at 1280 px in light mode and on a phone's width in
+// dark mode: nothing wider than the screen, one column on the phone, the
+// composer in reach. With STACKBONE_SCREENSHOTS=1 it writes
+// docs/studio-chat.png and docs/studio-chat-phone.png.
+func TestChatLayout(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	p.do(chromedp.EmulateViewport(1280, 1000))
+	openChat(p, env.URL, "assistant", "support-7")
+	say(p, "what can you do?")
+	waitAnswer(p, "I can help with orders")
+	say(p, "what is the weather in Paris?")
+	waitAnswer(p, "Tool said:")
+	say(p, "save a draft")
+	waitAnswer(p, "Draft saved.")
+	chatPause(p)
+	eval[bool](p, `(document.querySelector('#chat-log .chat-tool[data-tool="get_weather"] details').open = true)`)
+	noOverflow := `document.documentElement.scrollWidth <= window.innerWidth + 1`
+	if !eval[bool](p, noOverflow) {
+		t.Fatalf("the page is %d px wide at 1280", eval[int](p, `document.documentElement.scrollWidth`))
+	}
+	if n := eval[int](p, `getComputedStyle(document.querySelector('.chat-grid')).gridTemplateColumns.split(' ').length`); n != 2 {
+		t.Fatalf("the chat has %d columns at 1280 px, want the chat and the state side by side", n)
+	}
+	chatShot(t, p, "studio-chat.png")
+
+	p.do(chromedp.EmulateViewport(390, 1100))
+	p.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	}))
+	p.waitJS("dark colours", `getComputedStyle(document.body).backgroundColor !== 'rgb(246, 247, 249)'`)
+	if !eval[bool](p, noOverflow) {
+		t.Fatalf("the page is %d px wide on a 390 px screen: %s", eval[int](p, `document.documentElement.scrollWidth`),
+			eval[string](p, `[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(0, 8).map(e => e.tagName + '.' + e.className + '#' + e.id + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`))
+	}
+	if n := eval[int](p, `getComputedStyle(document.querySelector('.chat-grid')).gridTemplateColumns.split(' ').length`); n != 1 {
+		t.Fatalf("the chat has %d columns on a phone", n)
+	}
+	chatShot(t, p, "studio-chat-phone.png")
 }
 
 // chatPause sends the refund request and waits for its card.
@@ -496,4 +556,35 @@ func TestChatReloadMidRun(t *testing.T) {
 	if th := env.Thread(t, "dev", "reload-1"); th.Status != store.Idle {
 		t.Fatalf("the thread is %s", th.Status)
 	}
+}
+
+// TestChatSubagentTodosFiles: a subagent's work (its SUBAGENT_* and STEP_*
+// brackets) is grouped under its name, with its own tool calls inside;
+// the built-in todos show as a checklist and the virtual files as a list
+// with a viewer, following the state deltas.
+func TestChatSubagentTodosFiles(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "sub-1")
+	say(p, "research Paris for me")
+	waitAnswer(p, "Summary:")
+	g := `#chat-log .chat-subagent`
+	p.waitText(g+" .sub-name", "general-purpose")
+	p.waitText(g+" .sub-status", "finished")
+	if n := eval[int](p, `document.querySelectorAll('`+g+` .sub-log .chat-tool[data-tool="get_weather"]').length`); n != 1 {
+		t.Fatalf("the subagent's group holds %d get_weather cards", n)
+	}
+	if n := eval[int](p, `document.querySelectorAll('#chat-log > .chat-tool[data-tool="get_weather"]').length`); n != 0 {
+		t.Fatal("the subagent's tool call shows outside its group")
+	}
+	p.waitText(g+" .sub-log", "Looking it up.")
+
+	say(p, "plan and take notes")
+	waitAnswer(p, "Notes are up to date.")
+	p.waitJS("the todos", `document.querySelectorAll('#chat-todos li').length === 2`)
+	if got := eval[string](p, `[...document.querySelectorAll('#chat-todos li input')].map(c => c.checked).join(',')`); got != "true,false" {
+		t.Fatalf("the todos' checks read %s", got)
+	}
+	p.waitText(`#chat-files li[data-file="/notes/plan.md"] .file-view`, "step one done")
 }

@@ -364,7 +364,8 @@ export function chatView(ctx, agentName, params) {
   }
 
   function drawNow() {
-    const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 60;
+    const doc = document.documentElement;
+    const atEnd = window.innerHeight + window.scrollY >= doc.scrollHeight - 80;
     const results = new Map();
     for (const m of agent.messages) if (m.role === 'tool') results.set(m.toolCallId, m);
     const top = [];
@@ -410,7 +411,8 @@ export function chatView(ctx, agentName, params) {
     for (const [sid, list] of groups) sync(subagentItem(sid).querySelector('.sub-log'), list);
     sync(log, top);
     empty.hidden = top.length > 0;
-    if (atEnd) log.scrollTop = log.scrollHeight;
+    // Follow the conversation while the reader is at its end.
+    if (atEnd && top.length) window.scrollTo(0, doc.scrollHeight);
   }
 
   // ---------- pauses: approvals, in-doubt calls ----------
@@ -626,10 +628,13 @@ export function chatView(ctx, agentName, params) {
 
   function drawDefinition() {
     if (!spec) { defBox.replaceChildren(h('p', { class: 'error-inline' }, `No agent is named ${agentName}.`)); return; }
+    const own = spec.tools.filter((t) => !t.builtin);
+    const builtin = spec.tools.filter((t) => t.builtin);
     defBox.replaceChildren(h('dl', { class: 'facts' },
       h('dt', {}, 'Model'), h('dd', {}, h('code', {}, spec.model)),
-      h('dt', {}, 'Tools'), h('dd', {}, spec.tools.length ? h('ul', { class: 'def-tools' }, spec.tools.map((t) => h('li', {}, h('code', {}, t.name),
+      h('dt', {}, 'Tools'), h('dd', {}, own.length ? h('ul', { class: 'def-tools' }, own.map((t) => h('li', { title: t.description || '' }, h('code', {}, t.name),
         t.approval ? h('span', { class: 'badge needs' }, 'needs approval') : null))) : 'none'),
+      builtin.length ? [h('dt', {}, 'Built-in'), h('dd', { class: 'muted' }, builtin.map((t) => t.name).join(', '))] : null,
       h('dt', {}, 'Page tools'), h('dd', {}, FRONTEND_TOOLS.map((t) => h('code', { class: 'def-ftool' }, t.name)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])),
       spec.subagents?.length ? [h('dt', {}, 'Subagents'), h('dd', {}, spec.subagents.map((s) => s.name).join(', '))] : null),
     spec.instructions ? h('details', {}, h('summary', {}, 'Instructions'), h('div', { class: 'text instructions' }, spec.instructions)) : null,
