@@ -12,10 +12,14 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
+	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // chatScript is stacktest.DefaultScript with the playground's turns in
@@ -587,4 +591,90 @@ func TestChatSubagentTodosFiles(t *testing.T) {
 		t.Fatalf("the todos' checks read %s", got)
 	}
 	p.waitText(`#chat-files li[data-file="/notes/plan.md"] .file-view`, "step one done")
+}
+
+// TestChatRunError: a run that fails shows the RUN_ERROR as the wire gives
+// it: the same message and code a plain AG-UI client reads.
+func TestChatRunError(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	env.Upstream.FailNext(1, 400)
+	r := do(t, "POST", env.URL+"/v1/agents/assistant/agui", `{"threadId":"err-0","messages":[{"id":"m1","role":"user","content":"hello"}]}`)
+	var wire struct {
+		Type, Message, Code string
+	}
+	for _, line := range strings.Split(r.String(), "\n") {
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"RUN_ERROR"`) {
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &wire); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if wire.Type != "RUN_ERROR" || wire.Message == "" {
+		t.Fatalf("no RUN_ERROR on the wire: %s", r)
+	}
+
+	env.Upstream.FailNext(1, 400)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "err-1")
+	say(p, "hello")
+	n := `#chat-log .chat-note[data-kind="error"]`
+	p.waitText(n+" .note-text", wire.Message)
+	if got := eval[string](p, `document.querySelector('`+n+` code')?.textContent || ''`); got != wire.Code {
+		t.Fatalf("the chat shows code %q, the wire says %q", got, wire.Code)
+	}
+	if got := eval[string](p, `document.querySelector('`+n+` .note-text').textContent`); got != wire.Message {
+		t.Fatalf("the chat shows %q, the wire says %q", got, wire.Message)
+	}
+	// The next message goes through.
+	say(p, "hello again")
+	waitAnswer(p, "echo: hello again")
+}
+
+// TestChatInDoubt: Stop while a tool runs leaves its call in doubt (it
+// may have run); the chat shows the stored decision with Retry and Skip,
+// and skipping it with a message resumes the turn over AG-UI.
+func TestChatInDoubt(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 4)
+	env := stacktest.New(t, stacktest.Options{
+		Script: `[{"when": {"lastTool": "slow_lookup"}, "reply": {"text": "Lookup said: {{lastTool}}"}},
+		 {"when": {"lastUser": "look it up"}, "reply": {"toolCalls": [{"name": "slow_lookup", "arguments": {"q": "x"}}]}},` +
+			strings.TrimPrefix(stacktest.DefaultScript, "["),
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			specs := stacktest.DefaultAgents(env, "openai/test-model")
+			specs[0].Tools = append(specs[0].Tools, &tool.Tool{
+				Name: "slow_lookup", Description: "A lookup that takes as long as it is let",
+				Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`),
+				Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+					env.Calls.Add("slow_lookup", c.Args)
+					started <- struct{}{}
+					<-ctx.Done()
+					return tool.Result{}, ctx.Err()
+				},
+			})
+			return specs
+		},
+	})
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "doubt-1")
+	say(p, "look it up")
+	testwait.Recv(t, started, "the tool to start")
+	p.waitText(`#chat-log .chat-tool[data-tool="slow_lookup"] .tool-status`, "running")
+	p.do(chromedp.KeyEvent(kb.Escape))
+	c := `#chat-log article.chat-decision[data-tool="slow_lookup"]`
+	p.waitJS("the in-doubt card", `!!document.querySelector('`+c+` button[data-action="skip"]') && !!document.querySelector('`+c+` button[data-action="retry"]')`)
+	p.waitText(c+" h3", "In doubt")
+	p.click(c + ` button[data-action="skip"]`)
+	p.do(chromedp.SendKeys(chromedp.CSS(c+" textarea[name=message]"), "it did not run"))
+	p.click(c + ` button[data-action="confirm-skip"]`)
+	waitAnswer(p, "Lookup said:")
+	if n := env.Calls.Get("slow_lookup"); n != 1 {
+		t.Fatalf("slow_lookup ran %d times; a skip must not run it again", n)
+	}
+	reqs := env.Upstream.Requests()
+	last := reqs[len(reqs)-1].Request.Messages
+	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, "it did not run") {
+		t.Fatalf("the model saw %+v, want the skip's message", m)
+	}
 }

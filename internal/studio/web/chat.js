@@ -843,6 +843,10 @@ export function chatView(ctx, agentName, params) {
     announce('Stopped.');
     draw();
     await stopping;
+    // A call the stopped turn had under way is now a decision in doubt
+    // (it may have run): the stored thread shows it.
+    await queue;
+    await loadThread(false);
     input.focus();
   }
   stopBtn.addEventListener('click', stop);
