@@ -252,6 +252,10 @@ func TestChatApprovals(t *testing.T) {
 	if n := env.Calls.Get("refund"); n != 1 {
 		t.Fatalf("refund ran %d times, want once", n)
 	}
+	// The decided card stays under its call, above the answer.
+	if got := eval[string](p, `document.querySelector('`+c+`').previousElementSibling?.dataset.tool + '|' + document.querySelector('`+c+`').nextElementSibling?.dataset.role`); got != "refund|assistant" {
+		t.Fatalf("the decided card sits between %s", got)
+	}
 	if it := decision(t, env, "dev", id); it.Status != store.Approved || it.Decision == nil || it.Decision.Via != "agui" {
 		t.Fatalf("the decision is %+v", it)
 	}
@@ -340,6 +344,16 @@ func TestChatDecisionElsewhere(t *testing.T) {
 	p.waitText(`#chat-log .chat-tool[data-tool="refund"] .tool-result`, "refunded")
 	say(p, "thanks")
 	waitAnswer(p, "echo: thanks")
+
+	// The thread picker starts a new thread and goes back to this one.
+	p.waitJS("the picker to list the thread", `[...document.querySelectorAll('#chat-thread-pick option')].some(o => o.value === 'far-1')`)
+	pick := func(v string) {
+		eval[bool](p, `(() => { const s = document.querySelector('#chat-thread-pick'); s.value = `+js(v)+`; s.dispatchEvent(new Event('change')); return true; })()`)
+	}
+	pick("")
+	p.waitJS("a new, empty thread", `location.hash.startsWith('#/chat/assistant?thread=chat-') && document.querySelector('#main').dataset.chatReady === 'true' && !document.querySelector('#chat-log > *')`)
+	pick("far-1")
+	p.waitText(`#chat-log .chat-msg[data-role="assistant"]`, "echo: thanks")
 }
 
 // TestChatFrontendTools: the playground declares get_time and confirm in

@@ -175,8 +175,21 @@ export function chatView(ctx, agentName, params) {
   const filesBox = h('div', { id: 'chat-files', hidden: true });
   const editBox = h('div', { id: 'chat-editable' });
   const defBox = h('div', { id: 'chat-agent-def' });
-  const threadLink = h('a', { href: '#/threads/' + enc(threadId), class: 'thread-link', id: 'chat-thread-link' }, threadId);
+  const threadLink = h('a', { href: '#/threads/' + enc(threadId), class: 'thread-link', id: 'chat-thread-link', 'aria-label': `Thread ${threadId} on its page` }, 'thread page');
   const branchNote = h('span', { class: 'muted', id: 'chat-branches', hidden: true });
+  // Pick the thread: a new one, or one of the agent's recent threads.
+  const picker = h('select', { id: 'chat-thread-pick', 'aria-label': 'Thread' }, h('option', { value: threadId }, threadId));
+  picker.addEventListener('change', () => {
+    const v = picker.value === '' ? newThreadId() : picker.value;
+    if (v !== threadId) location.hash = `#/chat/${enc(agentName)}?thread=${enc(v)}`;
+  });
+  async function fillPicker() {
+    let list = [];
+    try { list = (await api('GET', `/v1/threads?agent=${enc(agentName)}&limit=20`)).data || []; } catch { return; }
+    const ids = [threadId, ...list.map((t) => t.id).filter((x) => x !== threadId)];
+    picker.replaceChildren(...ids.map((x) => h('option', { value: x }, x)), h('option', { value: '' }, 'New thread'));
+    picker.value = threadId;
+  }
   const newBtn = h('button', { type: 'button', class: 'ghost small', 'data-action': 'new-thread',
     onclick: () => { location.hash = `#/chat/${enc(agentName)}?thread=${enc(newThreadId())}`; } }, 'New thread');
 
@@ -184,7 +197,7 @@ export function chatView(ctx, agentName, params) {
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/agents' }, 'Agents'), ' / ', agentName, ' / Chat'),
     h('div', { class: 'titlebar' },
       h('h1', { id: 'chat-h', tabindex: '-1' }, 'Chat with ', h('code', {}, agentName)),
-      h('p', { class: 'meta' }, 'thread ', threadLink, branchNote, ' ', newBtn)),
+      h('p', { class: 'meta' }, h('label', { for: 'chat-thread-pick', class: 'inline' }, 'Thread'), picker, threadLink, branchNote, ' ', newBtn)),
     h('div', { class: 'chat-grid' },
       h('section', { class: 'chat-main', 'aria-labelledby': 'chat-conv-h' },
         h('h2', { id: 'chat-conv-h', class: 'sr-only' }, 'Conversation'),
@@ -395,6 +408,10 @@ export function chatView(ctx, agentName, params) {
         for (const p of pending.values()) {
           if (p.toolCallId === c.id) { place(tools.get(c.id)?.owner || owner, pauseCard(p)); placedPauses.add(p.id); }
         }
+        for (const [id, d] of decided) {
+          const el = els.get('p:' + id);
+          if (el && d.toolCallId === c.id && !placedPauses.has(id)) { place(tools.get(c.id)?.owner || owner, el); placedPauses.add(id); }
+        }
         for (const [sid, s] of subagents) {
           if (s.parentToolCallId === c.id && !placedSubs.has(sid)) { top.push(subagentItem(sid)); placedSubs.add(sid); }
         }
@@ -405,7 +422,7 @@ export function chatView(ctx, agentName, params) {
     for (const p of pending.values()) if (!placedPauses.has(p.id)) top.push(pauseCard(p));
     for (const [id, d] of decided) {
       const el = els.get('p:' + id);
-      if (el && !placedPauses.has(id) && !top.includes(el)) top.push(el);
+      if (el && !placedPauses.has(id)) top.push(el);
       if (el) markDecided(el, d);
     }
     for (const [sid, list] of groups) sync(subagentItem(sid).querySelector('.sub-log'), list);
@@ -447,7 +464,7 @@ export function chatView(ctx, agentName, params) {
       err.hidden = true;
       for (const b of card.querySelectorAll('button')) b.disabled = true;
       answers.set(p.id, { interruptId: p.id, status: 'resolved', payload });
-      decided.set(p.id, { verdict, text });
+      decided.set(p.id, { verdict, text, toolCallId: p.toolCallId });
       markDecided(card, { verdict, text });
       announce(`${text}: ${p.tool}.`);
       const waiting = [...pending.keys()].filter((id) => !answers.has(id));
@@ -922,6 +939,7 @@ export function chatView(ctx, agentName, params) {
     // Pauses decided elsewhere (the inbox, the CLI, the API).
     for (const id of [...pending.keys()]) {
       if (stored.has(id)) continue;
+      const was = pending.get(id);
       pending.delete(id);
       answers.delete(id);
       let text = 'Decided elsewhere';
@@ -931,7 +949,7 @@ export function chatView(ctx, agentName, params) {
         const verb = it.status === 'approved' ? (d.editedArgs ? 'Approved with edits' : 'Approved') : it.status === 'rejected' ? 'Rejected' : it.status;
         text = `${verb} elsewhere${d.decidedBy ? ` by ${d.decidedBy}` : ''}${d.decidedVia ? ` (via ${d.decidedVia})` : ''}`;
       } catch { /* keep the generic text */ }
-      decided.set(id, { verdict: 'elsewhere', text });
+      decided.set(id, { verdict: 'elsewhere', text, toolCallId: was?.toolCallId || '' });
       announce(`${text}.`);
     }
     for (const it of stored.values()) if (!pending.has(it.id) && !decided.has(it.id)) pending.set(it.id, pendingFromStore(it));
@@ -962,6 +980,7 @@ export function chatView(ctx, agentName, params) {
       input.disabled = sendBtn.disabled = true;
     }
     drawState();
+    fillPicker();
     await loadThread(true);
     main.dataset.chatReady = 'true';
     if (canChat) input.focus();
