@@ -38,6 +38,7 @@ func chatScript() string {
  {"when": {"lastUser": "plan and take notes", "afterTool": false}, "reply": {"toolCalls": [
    {"name": "write_todos", "arguments": {"todos": [{"content": "Write the plan", "status": "completed"}, {"content": "Review it", "status": "pending"}]}},
    {"name": "write_file", "arguments": {"file_path": "/notes/plan.md", "content": "step one\nstep two"}}]}},
+ {"when": {"lastUser": "two refunds", "afterTool": false}, "reply": {"toolCalls": [{"name": "refund", "arguments": {"orderId": "ord_1", "amount": 1}}, {"name": "refund", "arguments": {"orderId": "ord_2", "amount": 2}}]}},
  {"when": {"lastUser": "what time"}, "reply": {"toolCalls": [{"name": "get_time", "arguments": {}}]}},
  {"when": {"lastUser": "are you sure"}, "reply": {"toolCalls": [{"name": "confirm", "arguments": {"question": "Really go ahead?"}}]}},
  {"when": {"lastUser": "markdown"}, "reply": {"text": "Here is **bold**, *italic* and ` + "`code`" + `.\n\n- first\n- second\n\n<img src=x onerror=alert(1)> [safe](https://example.com) [unsafe](javascript:alert(1))"}},
@@ -307,6 +308,30 @@ func TestChatApprovals(t *testing.T) {
 		t.Fatalf("refund ran with %s, want the edited arguments", args[1])
 	}
 	p.waitText(c+" .verdict", "Approved with edits")
+
+	// Two paused calls: the resume goes once both are decided, and covers
+	// both (the AG-UI contract).
+	openChat(p, env.URL, "assistant", "appr-4")
+	say(p, "two refunds please")
+	p.waitJS("two cards", `document.querySelectorAll('#chat-log article.chat-decision:not(.decided)').length === 2`)
+	p.waitJS("the turn to end", `document.querySelector('#chat-log').getAttribute('aria-busy') === 'false'`)
+	ids := eval[[]string](p, `[...document.querySelectorAll('#chat-log article.chat-decision')].map(e => e.dataset.id)`)
+	c1 := `#chat-log article.chat-decision[data-id="` + ids[0] + `"]`
+	c2 := `#chat-log article.chat-decision[data-id="` + ids[1] + `"]`
+	p.click(c1 + ` button[data-action="approve"]`)
+	p.waitText(c1+" .verdict", "once the other 1 paused call is decided")
+	if n := env.Calls.Get("refund"); n != 2 {
+		t.Fatalf("refund ran before both calls were decided: %d", n)
+	}
+	p.click(c2 + ` button[data-action="reject"]`)
+	p.click(c2 + ` button[data-action="confirm-reject"]`)
+	waitAnswer(p, "Refund result:")
+	if n := env.Calls.Get("refund"); n != 3 {
+		t.Fatalf("refund ran %d times in all, want 3 (the second of the pair rejected)", n)
+	}
+	if a := env.Calls.Args("refund"); !strings.Contains(string(a[2]), "ord_1") {
+		t.Fatalf("the approved call ran with %s", a[2])
+	}
 }
 
 // TestChatDecisionElsewhere: a decision made through the API while the
@@ -553,6 +578,17 @@ func TestChatEditRegenerate(t *testing.T) {
 		t.Fatalf("the chat shows %d messages after the edit, want the edited question and its answer", n)
 	}
 	p.waitText("#chat-branches", "3 branches")
+
+	// Fork: the conversation up to the answer goes to a new thread, where
+	// the chat goes on.
+	p.click(`#chat-log .chat-msg[data-role="assistant"] button[data-action="fork"]`)
+	p.waitJS("the fork's chat", `!location.hash.includes('thread=br-1') && document.querySelector('#main').dataset.chatReady === 'true' && document.querySelectorAll('#chat-log .chat-msg').length === 2`)
+	p.waitText(`#chat-log .chat-msg[data-role="assistant"]`, "echo: an edited question")
+	say(p, "after the fork")
+	waitAnswer(p, "echo: after the fork")
+	if got := lastUserTexts(env); strings.Join(got, "|") != "an edited question|after the fork" {
+		t.Fatalf("the fork's model saw %q", got)
+	}
 }
 
 // TestChatReloadMidRun: a page reloaded while the turn streams reattaches

@@ -274,10 +274,26 @@ export function chatView(ctx, agentName, params) {
       box = h('div', { class: 'chat-actions msg-actions', role: 'group', 'aria-label': m.role === 'user' ? 'Your message' : `Answer of ${agentName}` },
         m.role === 'user'
           ? h('button', { type: 'button', class: 'ghost small', 'data-action': 'edit-message', onclick: () => editMessage(m.id, el) }, 'Edit')
-          : h('button', { type: 'button', class: 'ghost small', 'data-action': 'regenerate', onclick: () => regenerate(m.id) }, 'Regenerate'));
+          : h('button', { type: 'button', class: 'ghost small', 'data-action': 'regenerate', onclick: () => regenerate(m.id) }, 'Regenerate'),
+        h('button', { type: 'button', class: 'ghost small', 'data-action': 'fork', 'aria-label': 'Fork into a new thread from this message',
+          onclick: (ev) => forkAt(m.id, ev.currentTarget) }, 'Fork'));
       el.append(box);
     }
     box.hidden = !(canChat && !running && pending.size === 0) || !!el.querySelector('.edit-message');
+  }
+
+  // forkAt copies the conversation up to a message into a new thread
+  // (POST /v1/threads/{id}/fork) and goes on there.
+  async function forkAt(id, button) {
+    button.disabled = true;
+    try {
+      const t = await api('POST', threadPath + '/fork', { at: id });
+      announce(`Forked into a new thread, ${t.id}.`);
+      location.hash = `#/chat/${enc(agentName)}?thread=${enc(t.id)}`;
+    } catch (e) {
+      button.disabled = false;
+      if (e.status !== 401) showError(`Could not fork from this message: ${e.message}`);
+    }
   }
 
   function regenerate(id) {
@@ -712,14 +728,10 @@ export function chatView(ctx, agentName, params) {
         case 'STEP_STARTED':
           if (owner && subagents.has(owner)) subagents.get(owner).steps.push(e.stepName);
           break;
-        case 'STATE_SNAPSHOT':
-          queueMicrotask(() => drawState());
+        case 'STATE_DELTA':
+          // Drawn once the client applied it (onStateChanged).
+          lastOps = e.delta;
           break;
-        case 'STATE_DELTA': {
-          const ops = e.delta;
-          queueMicrotask(() => drawState(ops));
-          break;
-        }
         case 'CUSTOM':
           break;
         case 'RUN_ERROR':
@@ -743,7 +755,12 @@ export function chatView(ctx, agentName, params) {
       }
       draw();
     },
+    onStateChanged() {
+      drawState(lastOps);
+      lastOps = null;
+    },
   };
+  let lastOps = null; // the RFC 6902 operations of the delta being applied
 
   let queue = Promise.resolve();
   // runTurn runs the agent once (a message, a resume, or nothing: a
