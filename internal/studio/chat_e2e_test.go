@@ -3,6 +3,7 @@ package studio_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -727,4 +728,42 @@ func TestChatInDoubt(t *testing.T) {
 	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, "it did not run") {
 		t.Fatalf("the model saw %+v, want the skip's message", m)
 	}
+}
+
+// TestChatQuestion: a question a running tool asks arrives in the stream
+// (CUSTOM stackbone.question) and shows as a form from its schema; an
+// answer the schema refuses is caught in the page; a valid one reaches the
+// waiting call, and the same stream goes on to the answer.
+func TestChatQuestion(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{
+		Script: `[{"when": {"lastTool": "ask_reason"}, "reply": {"text": "Result: {{lastTool}}"}},
+		          {"reply": {"toolCalls": [{"name": "ask_reason", "arguments": {}}]}}]`,
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			ask := &tool.Tool{Name: "ask_reason", Description: "Ask before acting", Timeout: time.Minute,
+				Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+					a, err := c.Ask(ctx, tool.Question{Message: "Why delete the record?", Schema: json.RawMessage(
+						`{"type":"object","properties":{"reason":{"type":"string","minLength":3}},"required":["reason"]}`)})
+					if err != nil {
+						return tool.Result{}, err
+					}
+					return tool.Result{Content: fmt.Sprintf("accepted=%v %s", a.Accepted, a.Content)}, nil
+				}}
+			return []*agent.Spec{{Name: "asker", Model: "openai/test-model", Instructions: "Help.", Tools: []*tool.Tool{ask}}}
+		}})
+	p := newPage(t)
+	openChat(p, env.URL, "asker", "q-1")
+	say(p, "delete it")
+	c := `#chat-log article.chat-question[data-tool="ask_reason"]`
+	p.waitText(c+" .desc", "Why delete the record?")
+	if !eval[bool](p, `document.querySelector('#chat-log').getAttribute('aria-busy') === 'true'`) {
+		t.Fatal("the run does not wait for the answer")
+	}
+	setValue(p, c+` input[data-field="reason"]`, "x")
+	p.click(c + ` button[data-action="answer"]`)
+	p.waitText(c+" .error", "reason: must be at least 3 characters long")
+	setValue(p, c+` input[data-field="reason"]`, "duplicate entry")
+	p.click(c + ` button[data-action="answer"]`)
+	waitAnswer(p, `Result: accepted=true {"reason":"duplicate entry"}`)
+	p.waitText(c+" .verdict", "Answered")
 }

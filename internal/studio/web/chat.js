@@ -463,7 +463,63 @@ export function chatView(ctx, agentName, params) {
     v.textContent = d.text;
   }
 
+  // makeQuestionCard is a question a running tool asks (an MCP server's
+  // elicitation, reason "elicitation", from the stream's CUSTOM
+  // stackbone.question event): a form from its responseSchema's
+  // editedArgs. The run waits for the answer while it streams, so the answer
+  // goes to the decision route (POST /v1/hitl/{id}/approve|reject) and the
+  // open stream goes on with it.
+  function makeQuestionCard(p) {
+    const idp = `cq-${p.id}`;
+    const err = h('div', { class: 'error', role: 'alert', hidden: true });
+    const schema = p.responseSchema?.properties?.editedArgs || { type: 'object' };
+    const card = h('article', { class: 'decision chat-decision chat-question', 'data-id': p.id, 'data-tool': p.tool, 'data-reason': 'elicitation', 'aria-labelledby': `${idp}-h` },
+      h('header', {}, h('h3', { id: `${idp}-h` }, h('span', { class: 'muted' }, 'Question from '), h('code', {}, p.tool)),
+        h('p', { class: 'meta' }, h('span', { class: 'badge reason-elicitation' }, 'the call waits for your answer'))),
+      h('p', { class: 'desc' }, p.description || 'The tool asks for an answer.'));
+    if (!canDecide) {
+      card.append(h('p', { class: 'muted actions', 'data-role': 'caller' }, 'Your key has role caller: it cannot answer. An approver or admin key can.'));
+      return card;
+    }
+    const send = async (route, body, verdict, text) => {
+      err.hidden = true;
+      for (const b of card.querySelectorAll('button')) b.disabled = true;
+      try {
+        await api('POST', `/v1/hitl/${enc(p.id)}/${route}`, body);
+        pending.delete(p.id);
+        decided.set(p.id, { verdict, text, toolCallId: p.toolCallId });
+        markDecided(card, { verdict, text });
+        announce(`${text}: ${p.tool}.`);
+        draw();
+      } catch (e) {
+        err.replaceChildren(h('p', {}, e.status === 409 ? 'This question was already answered elsewhere.' : e.message));
+        err.hidden = false;
+        for (const b of card.querySelectorAll('button')) b.disabled = false;
+      }
+    };
+    const fields = schemaForm(h, schema, {}, `${idp}-f`);
+    const form = h('form', { class: 'panel answer-form', 'aria-label': `Answer ${p.tool}` }, fields.el,
+      h('div', { class: 'row actions' }, h('button', { type: 'submit', class: 'primary', 'data-action': 'answer' }, 'Send answer'),
+        h('button', { type: 'button', class: 'danger-outline', 'data-action': 'decline', onclick: () => send('reject', {}, 'declined', 'Declined') }, 'Decline')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      let value;
+      try { value = fields.read(); } catch (e) { err.textContent = e.message; err.hidden = false; return; }
+      const problems = validate(schema, value);
+      if (problems.length) {
+        err.replaceChildren(...describe(problems).map((l) => h('p', {}, l)));
+        err.hidden = false;
+        form.querySelector(`[data-field="${CSS.escape(problems[0].path.slice(1).split('/')[0] || '')}"]`)?.focus();
+        return;
+      }
+      send('approve', { editedArgs: value }, 'answered', 'Answered');
+    });
+    card.append(form, err);
+    return card;
+  }
+
   function makePauseCard(p) {
+    if (p.reason === 'elicitation') return makeQuestionCard(p);
     const idp = `cp-${p.id}`;
     const allowed = new Set(p.allowedDecisions);
     const inDoubt = p.reason === 'in_doubt';
@@ -483,7 +539,7 @@ export function chatView(ctx, agentName, params) {
       decided.set(p.id, { verdict, text, toolCallId: p.toolCallId });
       markDecided(card, { verdict, text });
       announce(`${text}: ${p.tool}.`);
-      const waiting = [...pending.keys()].filter((id) => !answers.has(id));
+      const waiting = [...pending.values()].filter((x) => x.reason !== 'elicitation' && !answers.has(x.id));
       if (waiting.length) {
         card.querySelector('.verdict').textContent = `${text}; sent once the other ${waiting.length} paused call${waiting.length === 1 ? ' is' : 's are'} decided.`;
         return;
@@ -733,6 +789,10 @@ export function chatView(ctx, agentName, params) {
           lastOps = e.delta;
           break;
         case 'CUSTOM':
+          if (e.name === 'stackbone.question' && e.value?.id && !decided.has(e.value.id)) {
+            pending.set(e.value.id, { ...pendingFromInterrupt(e.value, argsOf), reason: 'elicitation' });
+            announce(`${agentName}'s tool asks a question.`);
+          }
           break;
         case 'RUN_ERROR':
           // The client reports its own abort (Stop) as a RUN_ERROR: the
@@ -890,7 +950,7 @@ export function chatView(ctx, agentName, params) {
     const text = input.value.trim();
     if (!text || !canChat) return;
     if (running) { announce('The agent is still answering: Stop first (Esc).'); return; }
-    if (pending.size) { showError('Decide the paused call above first: the thread waits for it.'); return; }
+    if ([...pending.values()].some((p) => p.reason !== 'elicitation')) { showError('Decide the paused call above first: the thread waits for it.'); return; }
     input.value = '';
     runTurn({ message: text });
   });
@@ -970,7 +1030,7 @@ export function chatView(ctx, agentName, params) {
       announce(`${text}.`);
     }
     for (const it of stored.values()) if (!pending.has(it.id) && !decided.has(it.id)) pending.set(it.id, pendingFromStore(it));
-    agent.pendingInterrupts = [...pending.values()].map((p) => ({ id: p.id, reason: p.reason === 'approval' ? 'tool_call' : p.reason,
+    agent.pendingInterrupts = [...pending.values()].filter((p) => p.reason !== 'elicitation').map((p) => ({ id: p.id, reason: p.reason === 'approval' ? 'tool_call' : p.reason,
       ...(p.toolCallId ? { toolCallId: p.toolCallId } : {}), ...(p.expiresAt ? { expiresAt: p.expiresAt } : {}) }));
     if (t.status === 'running') {
       runTurn({ reattach: true });
