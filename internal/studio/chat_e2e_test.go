@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/studio"
 	"github.com/stackbone/stackbone/internal/testwait"
 	"github.com/stackbone/stackbone/internal/tool"
 )
@@ -766,4 +768,43 @@ func TestChatQuestion(t *testing.T) {
 	p.click(c + ` button[data-action="answer"]`)
 	waitAnswer(p, `Result: accepted=true {"reason":"duplicate entry"}`)
 	p.waitText(c+" .verdict", "Answered")
+}
+
+// TestChatAGUISessionCSRF: the AG-UI route takes the Studio session the
+// playground runs under (the one authentication path, Server.Authenticate
+// with Studio's CookieAuth): with its CSRF token a run streams under the
+// key's tenant; without it, or with another token, the request is refused
+// before any run; a caller's session may not resume (decide).
+func TestChatAGUISessionCSRF(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: []config.Key{opsKey, bobKey}})
+	cookie, info := login(t, env, bobKey.Secret)
+	url := env.URL + "/v1/agents/assistant/agui"
+	body := `{"threadId":"csrf-1","messages":[{"id":"u1","role":"user","content":"hello"}]}`
+	ck := "stackbone_studio=" + cookie.Value
+	for _, c := range []struct{ name, token string }{{"no token", ""}, {"another token", "not-the-token"}} {
+		hdr := []string{"Cookie", ck}
+		if c.token != "" {
+			hdr = append(hdr, studio.CSRFHeader, c.token)
+		}
+		r := do(t, "POST", url, body, hdr...)
+		if r.status != http.StatusForbidden || !strings.Contains(r.String(), "csrf_failed") {
+			t.Fatalf("%s: %d %s", c.name, r.status, r)
+		}
+	}
+	if _, err := env.Store.GetThread(t.Context(), "acme", "csrf-1"); err == nil {
+		t.Fatal("a refused request started a thread")
+	}
+	r := do(t, "POST", url, body, "Cookie", ck, studio.CSRFHeader, info.CSRF)
+	if r.status != 200 || !strings.Contains(r.String(), `"RUN_FINISHED"`) || !strings.Contains(r.String(), "echo: hello") {
+		t.Fatalf("with the session's token: %d %s", r.status, r)
+	}
+	if th := env.Thread(t, "acme", "csrf-1"); th.Agent != "assistant" {
+		t.Fatalf("the thread is %+v", th)
+	}
+	r = do(t, "POST", url, `{"threadId":"csrf-1","resume":[{"interruptId":"int_x","status":"resolved","payload":{"approved":true}}]}`,
+		"Cookie", ck, studio.CSRFHeader, info.CSRF)
+	if !strings.Contains(r.String(), `"RUN_ERROR"`) || !strings.Contains(r.String(), "forbidden_role") {
+		t.Fatalf("a caller's resume: %d %s", r.status, r)
+	}
 }

@@ -824,13 +824,18 @@ export function chatView(ctx, agentName, params) {
 
   let queue = Promise.resolve();
   // runTurn runs the agent once (a message, a resume, or nothing: a
-  // reattach), then answers the frontend tool calls it left and runs again.
+  // reattach or a regenerate), then answers the frontend tool calls it left
+  // and runs again. Runs go one after the other.
   function runTurn(opts = {}) {
     queue = queue.then(() => runOnce(opts)).catch(() => {});
     return queue;
   }
 
-  async function runOnce({ message, resume, reattach }) {
+  // MAX_TOOL_ROUNDS bounds how often in a row the page answers frontend
+  // tool calls and runs again on its own.
+  const MAX_TOOL_ROUNDS = 8;
+
+  async function runOnce({ message, resume, rounds = 0 }) {
     if (closed) return;
     if (stopping) await stopping;
     showError('');
@@ -870,6 +875,10 @@ export function chatView(ctx, agentName, params) {
     if (closed || !leftCalls.length) return;
     const mine = leftCalls.filter((id) => FRONTEND_TOOLS.some((t) => t.name === toolName(id)));
     if (!mine.length) return;
+    if (rounds >= MAX_TOOL_ROUNDS) {
+      showError(`The agent called the page's tools ${rounds} times in a row; send a message to go on.`);
+      return;
+    }
     for (const id of mine) {
       const result = await runFrontendTool(toolName(id), argsOf(id));
       agent.addMessage({ id: randomUUID(), role: 'tool', toolCallId: id, content: JSON.stringify(result) });
@@ -878,8 +887,7 @@ export function chatView(ctx, agentName, params) {
       tools.set(id, t);
       draw();
     }
-    if (!closed) await runOnce({});
-    void reattach;
+    if (!closed) await runOnce({ rounds: rounds + 1 });
   }
 
   function toolName(id) {
@@ -1033,7 +1041,7 @@ export function chatView(ctx, agentName, params) {
     agent.pendingInterrupts = [...pending.values()].filter((p) => p.reason !== 'elicitation').map((p) => ({ id: p.id, reason: p.reason === 'approval' ? 'tool_call' : p.reason,
       ...(p.toolCallId ? { toolCallId: p.toolCallId } : {}), ...(p.expiresAt ? { expiresAt: p.expiresAt } : {}) }));
     if (t.status === 'running') {
-      runTurn({ reattach: true });
+      runTurn({}); // a run with no new message reattaches to the running turn
       return;
     }
     agent.setMessages(fromThread(t.messages));
