@@ -808,3 +808,21 @@ func TestChatAGUISessionCSRF(t *testing.T) {
 		t.Fatalf("a caller's resume: %d %s", r.status, r)
 	}
 }
+
+// TestChatDecisionReachesInbox: the reverse way: a call approved in the
+// chat leaves the open Approvals inbox at once and shows in its recent
+// decisions as decided over AG-UI.
+func TestChatDecisionReachesInbox(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "rev-1")
+	id := chatPause(p)
+	inbox := newPage(t)
+	inbox.open(env.URL + "/studio/#/inbox")
+	inbox.waitJS("the call in the inbox", `!!document.querySelector(`+js(card(id))+`)`)
+	p.click(`#chat-log article.chat-decision[data-id="` + id + `"] button[data-action="approve"]`)
+	waitAnswer(p, "Refund result:")
+	inbox.waitJS("the call to leave the inbox", `!document.querySelector(`+js(card(id))+`)`)
+	inbox.waitText(`.history-item[data-id="`+id+`"] .via`, "via agui")
+}
