@@ -251,6 +251,9 @@ func TestChatApprovals(t *testing.T) {
 	p.waitText(c+" pre.json", `"orderId": "ord_42"`)
 	p.waitText(`#chat-log .chat-tool[data-tool="refund"] .tool-status`, "waiting for a decision")
 	p.click(c + ` button[data-action="approve"]`)
+	if got := eval[string](p, `document.activeElement?.id || ''`); got != "chat-input" {
+		t.Fatalf("after the decision, focus is on %q, want the composer", got)
+	}
 	waitAnswer(p, "Refund result:")
 	p.waitText(c+" .verdict", "Approved")
 	if n := env.Calls.Get("refund"); n != 1 {
@@ -323,6 +326,9 @@ func TestChatApprovals(t *testing.T) {
 	c2 := `#chat-log article.chat-decision[data-id="` + ids[1] + `"]`
 	p.click(c1 + ` button[data-action="approve"]`)
 	p.waitText(c1+" .verdict", "once the other 1 paused call is decided")
+	if got := eval[string](p, `document.activeElement?.closest('article')?.dataset.id || ''`); got != ids[1] {
+		t.Fatalf("after the first decision, focus is in %q, want the other paused call", got)
+	}
 	if n := env.Calls.Get("refund"); n != 2 {
 		t.Fatalf("refund ran before both calls were decided: %d", n)
 	}

@@ -540,6 +540,12 @@ export function chatView(ctx, agentName, params) {
       markDecided(card, { verdict, text });
       announce(`${text}: ${p.tool}.`);
       const waiting = [...pending.values()].filter((x) => x.reason !== 'elicitation' && !answers.has(x.id));
+      // Keep the keyboard in the conversation: the next paused call, else
+      // the composer, else the verdict.
+      const next = waiting.map((x) => els.get('p:' + x.id)?.querySelector('.actions button')).find(Boolean);
+      const verdictEl = card.querySelector('.verdict');
+      verdictEl.tabIndex = -1;
+      (next || (canChat ? input : verdictEl)).focus();
       if (waiting.length) {
         card.querySelector('.verdict').textContent = `${text}; sent once the other ${waiting.length} paused call${waiting.length === 1 ? ' is' : 's are'} decided.`;
         return;
