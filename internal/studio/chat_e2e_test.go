@@ -189,7 +189,7 @@ func TestChatLayout(t *testing.T) {
 	t.Parallel()
 	env := chatEnv(t)
 	p := newPage(t)
-	p.do(chromedp.EmulateViewport(1280, 1000))
+	p.do(chromedp.EmulateViewport(1280, 1240))
 	openChat(p, env.URL, "assistant", "support-7")
 	say(p, "what can you do?")
 	waitAnswer(p, "I can help with orders")
