@@ -588,6 +588,19 @@ func TestChatEditRegenerate(t *testing.T) {
 	}
 	p.waitText("#chat-branches", "3 branches")
 
+	// The branch switcher makes the first line the head again: the chat
+	// shows it and goes on from it.
+	eval[bool](p, `(() => { const s = document.querySelector('#chat-branch'); s.value = '0'; s.dispatchEvent(new Event('change')); return true; })()`)
+	p.waitJS("branch 0's conversation", `[...document.querySelectorAll('#chat-log .chat-msg[data-role="user"]')].map(e => e.querySelector('.md').textContent).join('|') === 'first question|second question'`)
+	p.waitJS("branch 0 as the head", `document.querySelector('#chat-branch')?.value === '0'`)
+	say(p, "third question")
+	waitAnswer(p, "echo: third question")
+	if got := lastUserTexts(env); strings.Join(got, "|") != "first question|second question|third question" {
+		t.Fatalf("on branch 0 the model saw %q", got)
+	}
+	eval[bool](p, `(() => { const s = document.querySelector('#chat-branch'); s.value = '2'; s.dispatchEvent(new Event('change')); return true; })()`)
+	p.waitJS("branch 2's conversation", `[...document.querySelectorAll('#chat-log .chat-msg[data-role="user"]')].map(e => e.querySelector('.md').textContent).join('|') === 'an edited question'`)
+
 	// Fork: the conversation up to the answer goes to a new thread, where
 	// the chat goes on.
 	p.click(`#chat-log .chat-msg[data-role="assistant"] button[data-action="fork"]`)

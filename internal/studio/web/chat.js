@@ -978,14 +978,30 @@ export function chatView(ctx, agentName, params) {
   document.addEventListener('keydown', onKey);
 
   // branchCount says, beside the thread, how many branches it has (edit
-  // and regenerate make them); the thread page switches between them.
+  // and regenerate make them), with a switcher: choosing a branch makes it
+  // the thread's head (POST /v1/threads/{id}/head), where the chat goes on.
   async function branchCount() {
-    try {
-      const list = await api('GET', threadPath + '/branches');
-      const n = list?.data?.length || 0;
-      branchNote.hidden = n < 2;
-      branchNote.replaceChildren(h('a', { href: '#/threads/' + enc(threadId) }, `${n} branches`), ` · head ${list.head}`);
-    } catch { /* a new thread, or an older server */ }
+    let list;
+    try { list = await api('GET', threadPath + '/branches'); } catch { return; /* a new thread, or an older server */ }
+    const bs = list?.data || [];
+    branchNote.hidden = bs.length < 2;
+    if (bs.length < 2) return;
+    const sel = h('select', { id: 'chat-branch', 'aria-label': 'Branch (the head is where the chat goes on)', disabled: running || !canChat },
+      bs.map((b) => h('option', { value: String(b.id) }, `branch ${b.id}${b.id === list.head ? ' (head)' : ''}`)));
+    sel.value = String(list.head);
+    sel.addEventListener('change', async () => {
+      sel.disabled = true;
+      try {
+        await api('POST', threadPath + '/head', { branch: Number(sel.value) });
+        announce(`Branch ${sel.value} is the head: the chat goes on from it.`);
+        await loadThread(false);
+      } catch (e) {
+        if (e.status !== 401) showError(`Could not switch to branch ${sel.value}: ${e.message}`);
+      }
+      await branchCount();
+      main.querySelector('#chat-branch')?.focus();
+    });
+    branchNote.replaceChildren(h('a', { href: '#/threads/' + enc(threadId) }, `${bs.length} branches`), ' ', sel);
   }
 
   // ---------- the thread as stored, and what happens elsewhere ----------
