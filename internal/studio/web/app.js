@@ -3,6 +3,7 @@
 import { validate, describe } from './schema.js';
 import { fmtInt, fmtTokens, fmtUSD, costText, fmtMs, niceMax, runChain, waterfall, days, dayKey } from './charts.js';
 import { forks } from './branches.js';
+import { chatView } from './chat.js';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const main = $('#main');
@@ -845,7 +846,7 @@ function threadView(id, params = new URLSearchParams()) {
 
   main.replaceChildren(h('section', { 'aria-labelledby': 'thread-h' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/threads' }, 'Threads'), ' / ', id),
-    title, meta, stopRow, stopError, error, pendingSec, queueSec,
+    h('div', { class: 'titlebar' }, title, h('span', { id: 'thread-chat' })), meta, stopRow, stopError, error, pendingSec, queueSec,
     h('div', { class: 'thread-grid' },
       h('section', { class: 'conversation', 'aria-labelledby': 'conv-h' }, h('h2', { id: 'conv-h' }, 'Conversation'), branchBar, messages, streaming),
       h('aside', { class: 'side' },
@@ -1156,6 +1157,7 @@ function threadView(id, params = new URLSearchParams()) {
       ]);
       if (mine !== seq) return;
       error.hidden = true;
+      $('#thread-chat', main)?.replaceChildren(chatLink(t.agent, id));
       meta.replaceChildren(h('span', { class: 'badge agent' }, t.agent), statusBadge(t.status),
         h('span', {}, 'last activity ', timeEl(t.updatedAt)),
         ...(t.lastError ? [h('span', { class: 'error-inline' }, t.lastError)] : []));
@@ -1596,6 +1598,12 @@ function agentsView() {
   return { name: 'agents', refresh, close() {} };
 }
 
+// chatLink opens the chat playground with an agent (on a thread).
+function chatLink(agent, thread) {
+  return h('a', { class: 'button small chat-link', 'data-action': 'chat', href: `#/chat/${encodeURIComponent(agent)}` + (thread ? `?thread=${encodeURIComponent(thread)}` : ''),
+    'aria-label': thread ? `Chat on thread ${thread}` : `Chat with ${agent}` }, 'Chat');
+}
+
 function agentCard(a) {
   const idp = `a-${a.name}`;
   const approval = (t) => {
@@ -1606,7 +1614,7 @@ function agentCard(a) {
   };
   const keys = Object.keys(a.editableState || {}).sort();
   return h('article', { class: 'agent-card', 'data-agent': a.name, 'aria-labelledby': `${idp}-h` },
-    h('h2', { id: `${idp}-h` }, a.name),
+    h('div', { class: 'titlebar' }, h('h2', { id: `${idp}-h` }, a.name), chatLink(a.name)),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Model'), h('dd', {}, h('code', {}, a.model)),
       h('dt', {}, 'Step limit'), h('dd', {}, String(a.maxSteps)),
@@ -2007,7 +2015,11 @@ function route() {
     return;
   }
   let name;
-  if (path.startsWith('/threads/')) {
+  if (path.startsWith('/chat/')) {
+    name = 'agents';
+    app.view = chatView({ main, h, api, announce, session: () => app.session, loadAgents, signedOut },
+      decodeURIComponent(path.slice('/chat/'.length)), params);
+  } else if (path.startsWith('/threads/')) {
     name = 'threads';
     app.view = threadView(decodeURIComponent(path.slice('/threads/'.length)), params);
   } else if (path === '/threads') {
