@@ -560,7 +560,15 @@ func TestChatEditRegenerate(t *testing.T) {
 	waitAnswer(p, "echo: second question")
 	calls := env.Upstream.Count()
 
-	p.click(`#chat-log .chat-msg[data-role="assistant"]:last-of-type button[data-action="regenerate"]`)
+	// The second answer's Regenerate (by its text: :last-of-type would
+	// name the log's last item, whatever its role).
+	p.waitJS("the second answer's Regenerate", `(() => {
+		const a = [...document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"]')].find((el) => el.textContent.includes('echo: second question'));
+		const b = a?.querySelector('button[data-action="regenerate"]');
+		if (!b || b.closest('[hidden]')) return false;
+		b.click();
+		return true;
+	})()`)
 	p.waitJS("a new model call", `document.querySelector('#chat-log').getAttribute('aria-busy') === 'false' && document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"]').length === 2`)
 	stacktest.WaitFor(t, "the regenerated answer's model call", func() bool { return env.Upstream.Count() == calls+1 })
 	if got := lastUserTexts(env); strings.Join(got, "|") != "first question|second question" {
