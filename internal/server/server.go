@@ -67,6 +67,9 @@ type Server struct {
 	// credential; a non-nil error rejects the request (e.g. a bad CSRF token).
 	CookieAuth func(r *http.Request) (p Principal, ok bool, err error)
 
+	// Version is the build's version, as A2A Agent Cards give it.
+	Version string
+
 	// Scheduler runs schedules at once (POST /v1/schedules/{id}/run); nil
 	// refuses that route.
 	Scheduler Scheduler
@@ -170,6 +173,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/usage", WireOpenAI, true, s.usageReport)
 	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
 	s.scheduleRoutes()
+	s.a2aRoutes()
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", s.tracing.Middleware("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })

@@ -1,0 +1,110 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/wire/a2a"
+)
+
+// rpcReply is a JSON-RPC response as the raw tests read it.
+type rpcReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *a2a.RPCError   `json:"error"`
+}
+
+// a2aCall posts one JSON-RPC request to an agent's A2A endpoint with the
+// A2A-Version header (unless hdr sets it) and decodes the reply.
+func a2aCall(t *testing.T, env *stacktest.Env, agentName, method, params string, hdr ...string) (int, rpcReply) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+	h := append([]string{"A2A-Version", "1.0"}, hdr...)
+	r := call(t, "POST", env.URL+"/a2a/"+agentName, body, h...)
+	var rep rpcReply
+	if err := json.Unmarshal(r.body, &rep); err != nil {
+		t.Fatalf("%s: reply is not JSON-RPC: %d %s", method, r.status, r.body)
+	}
+	return r.status, rep
+}
+
+// TestA2ARawJSONRPC: the JSON-RPC binding's envelope and errors as the
+// spec gives them, with raw requests: the card, a blocking SendMessage
+// whose task completes with the answer as an artifact, GetTask with
+// historyLength, the contextId as a durable thread, and each error code
+// (parse, invalid request, method not found, version, task not found,
+// push notifications, terminal task).
+func TestA2ARawJSONRPC(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+
+	r := call(t, "GET", env.URL+"/a2a/assistant/.well-known/agent-card.json", "")
+	var card a2a.AgentCard
+	if err := json.Unmarshal(r.body, &card); err != nil || r.status != http.StatusOK {
+		t.Fatalf("card: %d %s", r.status, r.body)
+	}
+	if card.Name != "assistant" || len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0].URL != env.URL+"/a2a/assistant" ||
+		card.SupportedInterfaces[0].ProtocolBinding != "JSONRPC" || card.SupportedInterfaces[0].ProtocolVersion != "1.0" ||
+		!card.Capabilities.Streaming || card.Capabilities.PushNotifications || len(card.Skills) < 2 {
+		t.Fatalf("card = %s", r.body)
+	}
+	if r := call(t, "GET", env.URL+"/.well-known/agent-card.json", ""); r.status != http.StatusNotFound || !strings.Contains(string(r.body), "/a2a/assistant/.well-known/agent-card.json") {
+		t.Fatalf("root card with two agents: %d %s", r.status, r.body)
+	}
+
+	_, rep := a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello a2a"}]}}`)
+	if rep.Error != nil {
+		t.Fatalf("SendMessage: %+v", rep.Error)
+	}
+	var sent struct {
+		Task a2a.Task `json:"task"`
+	}
+	if err := json.Unmarshal(rep.Result, &sent); err != nil {
+		t.Fatal(err)
+	}
+	task := sent.Task
+	if task.Status.State != a2a.StateCompleted || len(task.Artifacts) != 1 || *task.Artifacts[0].Parts[0].Text != "echo: hello a2a" ||
+		task.ContextID == "" || string(rep.ID) != "7" {
+		t.Fatalf("SendMessage result = %s", rep.Result)
+	}
+	if th := env.Thread(t, "dev", task.ContextID); th.Agent != "assistant" || th.RunID != task.ID {
+		t.Fatalf("thread %+v; want the task's run on the assistant's thread", th)
+	}
+
+	_, rep = a2aCall(t, env, "assistant", "GetTask", `{"id":"`+task.ID+`","historyLength":0}`)
+	var got a2a.Task
+	if rep.Error != nil || json.Unmarshal(rep.Result, &got) != nil || got.Status.State != a2a.StateCompleted || got.History != nil ||
+		*got.Artifacts[0].Parts[0].Text != "echo: hello a2a" {
+		t.Fatalf("GetTask = %s %+v", rep.Result, rep.Error)
+	}
+
+	for _, c := range []struct {
+		name, body string
+		hdr        []string
+		code       int
+	}{
+		{"parse", `{"jsonrpc":`, nil, a2a.CodeParseError},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, nil, a2a.CodeInvalidRequest},
+		{"no method", `{"jsonrpc":"2.0","id":1}`, nil, a2a.CodeInvalidRequest},
+		{"0.3 method", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, nil, a2a.CodeMethodNotFound},
+		{"no version", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, []string{"A2A-Version", ""}, a2a.CodeVersionNotSupported},
+		{"bad params", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":5}}`, nil, a2a.CodeInvalidParams},
+		{"unknown task", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"run_nope"}}`, nil, a2a.CodeTaskNotFound},
+		{"push", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"x","url":"http://x"}}`, nil, a2a.CodePushNotificationNotSupported},
+		{"cancel done", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"` + task.ID + `"}}`, nil, a2a.CodeTaskNotCancelable},
+		{"subscribe done", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + task.ID + `"}}`, nil, a2a.CodeUnsupportedOperation},
+		{"message to done", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m2","role":"ROLE_USER","taskId":"` + task.ID + `","parts":[{"text":"more"}]}}}`, nil, a2a.CodeUnsupportedOperation},
+		{"file", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m3","role":"ROLE_USER","parts":[{"url":"http://x/a.pdf","mediaType":"application/pdf"}]}}}`, nil, a2a.CodeContentTypeNotSupported},
+	} {
+		h := append([]string{"A2A-Version", "1.0"}, c.hdr...)
+		r := call(t, "POST", env.URL+"/a2a/assistant", c.body, h...)
+		var rep rpcReply
+		if err := json.Unmarshal(r.body, &rep); err != nil || rep.Error == nil || rep.Error.Code != c.code || rep.JSONRPC != "2.0" {
+			t.Errorf("%s: %d %s; want error %d", c.name, r.status, r.body, c.code)
+		}
+	}
+}
