@@ -384,7 +384,7 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		tr = a2a.NewTracker(run.ID, threadID, c.s.Now)
 	}
 	if stream {
-		return c.stream(run, tr, true)
+		return c.stream(run, tr, true, false)
 	}
 	if req.Configuration.Immediate() {
 		// The task goes on without this request: read its start, then
@@ -467,8 +467,9 @@ func (c *a2aCall) decide(ctx context.Context, t *a2aTask, m *a2a.Message) (*engi
 // stream writes a task's stream: the task first, then its status and
 // artifact updates as run's events come, until a terminal or interrupted
 // state (or the run's end). A client that goes away abandons the run, as
-// on every wire; follow is false for a passive subscriber.
-func (c *a2aCall) stream(run *engine.Run, tr *a2a.Tracker, client bool) error {
+// on every wire; client is false for a passive subscriber. With only, the
+// stream is the task alone (an interrupted task's subscription).
+func (c *a2aCall) stream(run *engine.Run, tr *a2a.Tracker, client, only bool) error {
 	sw := sse.NewBuffered(c.w)
 	write := func(sr a2a.StreamResponse) error {
 		b, err := json.Marshal(a2a.Result(c.id, sr))
@@ -489,7 +490,7 @@ func (c *a2aCall) stream(run *engine.Run, tr *a2a.Tracker, client bool) error {
 		return nil
 	}
 	_ = sw.Flush()
-	if st := tr.State(); st.Terminal() || st.Interrupted() {
+	if only {
 		return nil
 	}
 	for e := range run.Events() {
@@ -588,10 +589,9 @@ func (c *a2aCall) subscribe(params json.RawMessage) error {
 		return err
 	}
 	if t.tr.State().Interrupted() {
-		run.Abandon()
-		return c.stream(run, t.tr, false)
+		return c.stream(run, t.tr, false, true)
 	}
-	return c.stream(run, t.tr, client)
+	return c.stream(run, t.tr, client, false)
 }
 
 // listTasks is ListTasks: the tasks of a context (a thread's turns), newest
@@ -649,6 +649,16 @@ func (c *a2aCall) listTasks(params json.RawMessage) error {
 				all = append(all, l)
 			}
 		}
+	}
+	switch req.Status {
+	case "TASK_STATE_UNSPECIFIED", "UNRECOGNIZED":
+		// No filter: @a2a-js/sdk 1.3 sends "UNRECOGNIZED" for a status
+		// left unset.
+		req.Status = ""
+	case "", a2a.StateSubmitted, a2a.StateWorking, a2a.StateCompleted, a2a.StateFailed, a2a.StateCanceled,
+		a2a.StateInputRequired, a2a.StateRejected, a2a.StateAuthRequired:
+	default:
+		return a2a.Errorf(a2a.CodeInvalidParams, "Unknown task state %q.", req.Status)
 	}
 	var kept []a2aListed
 	for _, l := range all {
