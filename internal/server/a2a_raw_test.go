@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/wire/a2a"
 )
@@ -82,6 +84,21 @@ func TestA2ARawJSONRPC(t *testing.T) {
 		t.Fatalf("GetTask = %s %+v", rep.Result, rep.Error)
 	}
 
+	// returnImmediately: the task comes back working, and goes on.
+	_, rep = a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"m9","role":"ROLE_USER","parts":[{"text":"later"}]},"configuration":{"returnImmediately":true}}`)
+	var early struct {
+		Task a2a.Task `json:"task"`
+	}
+	if rep.Error != nil || json.Unmarshal(rep.Result, &early) != nil || early.Task.Status.State != a2a.StateWorking {
+		t.Fatalf("SendMessage returnImmediately = %s %+v; want a working task", rep.Result, rep.Error)
+	}
+	stacktest.WaitFor(t, "the immediate task to complete", func() bool {
+		_, rep := a2aCall(t, env, "assistant", "GetTask", `{"id":"`+early.Task.ID+`"}`)
+		var got a2a.Task
+		return rep.Error == nil && json.Unmarshal(rep.Result, &got) == nil && got.Status.State == a2a.StateCompleted &&
+			*got.Artifacts[0].Parts[0].Text == "echo: later"
+	})
+
 	for _, c := range []struct {
 		name, body string
 		hdr        []string
@@ -106,5 +123,25 @@ func TestA2ARawJSONRPC(t *testing.T) {
 		if err := json.Unmarshal(r.body, &rep); err != nil || rep.Error == nil || rep.Error.Code != c.code || rep.JSONRPC != "2.0" {
 			t.Errorf("%s: %d %s; want error %d", c.name, r.status, r.body, c.code)
 		}
+	}
+}
+
+// TestA2ARootCard: the root well-known path serves the one agent's card, or
+// STACKBONE_A2A_DEFAULT_AGENT's among several.
+func TestA2ARootCard(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Configure: func(cfg *config.Config) { cfg.A2ADefaultAgent = "other" }})
+	r := call(t, "GET", env.URL+"/.well-known/agent-card.json", "")
+	var card a2a.AgentCard
+	if err := json.Unmarshal(r.body, &card); err != nil || r.status != http.StatusOK || card.Name != "other" ||
+		card.SupportedInterfaces[0].URL != env.URL+"/a2a/other" {
+		t.Fatalf("root card: %d %s", r.status, r.body)
+	}
+	one := stacktest.New(t, stacktest.Options{Agents: func(env *stacktest.Env) []*agent.Spec {
+		return stacktest.DefaultAgents(env, "openai/test-model")[:1]
+	}})
+	r = call(t, "GET", one.URL+"/.well-known/agent-card.json", "")
+	if err := json.Unmarshal(r.body, &card); err != nil || r.status != http.StatusOK || card.Name != "assistant" || card.SecuritySchemes != nil {
+		t.Fatalf("root card of one agent (dev, no keys): %d %s", r.status, r.body)
 	}
 }
