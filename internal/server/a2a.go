@@ -37,6 +37,9 @@ func (s *Server) a2aRoutes() {
 	s.Handle("GET /.well-known/agent-card.json", WireOpenAI, false, s.a2aRootCard)
 	s.Handle("GET /a2a/{agent}/.well-known/agent-card.json", WireOpenAI, false, s.a2aAgentCard)
 	s.Handle("POST /a2a/{agent}", WireA2A, true, s.a2aRPC)
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		s.Handle(m+" /a2a/{agent}/{rest...}", WireA2A, true, s.a2aREST)
+	}
 }
 
 // writeA2AError writes an error returned before a JSON-RPC request was
@@ -58,7 +61,7 @@ func a2aErrorOf(err error) *a2a.Error {
 		return ae
 	}
 	e := apierror.From(err)
-	out := &a2a.Error{Message: e.Message, Reason: e.Code}
+	out := &a2a.Error{Message: e.Message, Reason: e.Code, HTTPStatus: e.Status}
 	switch e.Kind {
 	case apierror.InvalidRequest, apierror.TooLarge:
 		out.Code = a2a.CodeInvalidParams
@@ -71,7 +74,7 @@ func a2aErrorOf(err error) *a2a.Error {
 	case apierror.NotFound:
 		out.Code = a2a.CodeTaskNotFound
 	case apierror.Conflict:
-		out.Code = a2a.CodeUnsupportedOperation
+		out.Code, out.HTTPStatus = a2a.CodeUnsupportedOperation, http.StatusBadRequest
 	default:
 		out.Code = a2a.CodeInternal
 	}
@@ -105,12 +108,13 @@ func (s *Server) a2aCard(r *http.Request, spec *agent.Spec) a2a.AgentCard {
 	endpoint := s.a2aBase(r) + A2ARoute + url.PathEscape(spec.Name)
 	card := a2a.AgentCard{
 		Name: spec.Name, Description: desc, Version: s.Version,
-		SupportedInterfaces: []a2a.AgentInterface{{URL: endpoint, ProtocolBinding: a2a.BindingJSONRPC, ProtocolVersion: a2a.ProtocolVersion}},
-		Provider:            &a2a.AgentProvider{Organization: "Stackbone", URL: s.a2aBase(r)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true, PushNotifications: false, ExtendedAgentCard: true},
-		DefaultInputModes:   []string{"text/plain", "application/json", "image/*"},
-		DefaultOutputModes:  []string{"text/plain", "application/json"},
-		Skills:              []a2a.AgentSkill{{ID: spec.Name, Name: spec.Name, Description: desc, Tags: []string{"agent"}}},
+		SupportedInterfaces: []a2a.AgentInterface{{URL: endpoint, ProtocolBinding: a2a.BindingJSONRPC, ProtocolVersion: a2a.ProtocolVersion},
+			{URL: endpoint, ProtocolBinding: a2a.BindingHTTPJSON, ProtocolVersion: a2a.ProtocolVersion}},
+		Provider:           &a2a.AgentProvider{Organization: "Stackbone", URL: s.a2aBase(r)},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: false, ExtendedAgentCard: true},
+		DefaultInputModes:  []string{"text/plain", "application/json", "image/*"},
+		DefaultOutputModes: []string{"text/plain", "application/json"},
+		Skills:             []a2a.AgentSkill{{ID: spec.Name, Name: spec.Name, Description: desc, Tags: []string{"agent"}}},
 	}
 	for _, t := range spec.Tools {
 		tags := []string{"tool"}
@@ -186,6 +190,9 @@ type a2aCall struct {
 	spec *agent.Spec
 	p    Principal
 	id   json.RawMessage
+	// rest is the HTTP+JSON binding: results are bare JSON, errors a
+	// google.rpc.Status with the error's HTTP status, stream events bare.
+	rest bool
 }
 
 // a2aRPC is POST /a2a/{agent}: one JSON-RPC 2.0 request of A2A 1.0. Its
@@ -206,18 +213,9 @@ func (s *Server) a2aRPC(w http.ResponseWriter, r *http.Request) error {
 	if perr != nil {
 		return c.fail(perr)
 	}
-	v := r.Header.Get(a2a.VersionHeader)
-	if v == "" {
-		v = r.URL.Query().Get(a2a.VersionHeader)
+	if err := c.version(); err != nil {
+		return c.fail(err)
 	}
-	if !a2a.SupportsVersion(v) {
-		if v == "" {
-			v = "0.3 (no A2A-Version header)"
-		}
-		return c.fail(a2a.Errorf(a2a.CodeVersionNotSupported,
-			"A2A version %s is not supported: this agent speaks A2A %s (send the header A2A-Version: %s).", v, a2a.ProtocolVersion, a2a.ProtocolVersion))
-	}
-	w.Header().Set(a2a.VersionHeader, a2a.ProtocolVersion)
 	var cerr error
 	switch req.Method {
 	case a2a.MethodSendMessage:
@@ -245,8 +243,123 @@ func (s *Server) a2aRPC(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// version checks the client's A2A-Version (header, or query parameter):
+// none means 0.3, which is not spoken.
+func (c *a2aCall) version() error {
+	v := c.r.Header.Get(a2a.VersionHeader)
+	if v == "" {
+		v = c.r.URL.Query().Get(a2a.VersionHeader)
+	}
+	if !a2a.SupportsVersion(v) {
+		if v == "" {
+			v = "0.3 (no A2A-Version header)"
+		}
+		return a2a.Errorf(a2a.CodeVersionNotSupported,
+			"A2A version %s is not supported: this agent speaks A2A %s (send the header A2A-Version: %s).", v, a2a.ProtocolVersion, a2a.ProtocolVersion)
+	}
+	c.w.Header().Set(a2a.VersionHeader, a2a.ProtocolVersion)
+	return nil
+}
+
+// a2aREST is the HTTP+JSON binding under /a2a/{agent}/: POST message:send
+// and message:stream, GET tasks and tasks/{id}, POST tasks/{id}:cancel,
+// GET or POST tasks/{id}:subscribe, the push config paths (refused), GET
+// extendedAgentCard. Each maps onto the JSON-RPC method of the same
+// operation, with its parameters from the path, query and body.
+func (s *Server) a2aREST(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("agent")
+	spec := s.Agents.Get(name)
+	if spec == nil {
+		return apierror.New(apierror.NotFound, "agent_not_found", fmt.Sprintf("The agent `%s` does not exist.", name))
+	}
+	c := &a2aCall{s: s, w: w, r: r, spec: spec, p: PrincipalFrom(r.Context()), rest: true}
+	if err := c.version(); err != nil {
+		return c.fail(err)
+	}
+	if err := c.serveREST(r.PathValue("rest")); err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+func (c *a2aCall) serveREST(rest string) error {
+	r := c.r
+	body := func() (json.RawMessage, error) {
+		b, err := httpjson.ReadBody(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(strings.TrimSpace(string(b))) == 0 {
+			return json.RawMessage("{}"), nil
+		}
+		if !json.Valid(b) {
+			return nil, a2a.Errorf(a2a.CodeParseError, "Invalid JSON payload.")
+		}
+		return b, nil
+	}
+	q := r.URL.Query()
+	intParam := func(m map[string]any, name string) error {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return a2a.Errorf(a2a.CodeInvalidParams, "%s must be an integer, not %q.", name, v)
+			}
+			m[name] = n
+		}
+		return nil
+	}
+	params := func(m map[string]any) json.RawMessage {
+		b, _ := json.Marshal(m)
+		return b
+	}
+	switch {
+	case r.Method == http.MethodPost && (rest == "message:send" || rest == "message:stream"):
+		b, err := body()
+		if err != nil {
+			return err
+		}
+		return c.sendMessage(b, rest == "message:stream")
+	case r.Method == http.MethodGet && rest == "tasks":
+		m := map[string]any{"contextId": q.Get("contextId"), "status": q.Get("status"), "pageToken": q.Get("pageToken"),
+			"includeArtifacts": q.Get("includeArtifacts") == "true"}
+		for _, n := range []string{"pageSize", "historyLength"} {
+			if err := intParam(m, n); err != nil {
+				return err
+			}
+		}
+		return c.listTasks(params(m))
+	case r.Method == http.MethodGet && rest == "extendedAgentCard":
+		return c.result(c.s.a2aCard(r, c.spec))
+	case strings.HasPrefix(rest, "tasks/"):
+		id, action, _ := strings.Cut(strings.TrimPrefix(rest, "tasks/"), "/")
+		if action != "" {
+			if strings.HasPrefix(action, "pushNotificationConfigs") {
+				return a2a.Errorf(a2a.CodePushNotificationNotSupported, "Push notifications are not supported by this agent yet: stream or poll.")
+			}
+			break
+		}
+		id, verb, _ := strings.Cut(id, ":")
+		m := map[string]any{"id": id}
+		switch {
+		case verb == "" && r.Method == http.MethodGet:
+			if err := intParam(m, "historyLength"); err != nil {
+				return err
+			}
+			return c.getTask(params(m))
+		case verb == "cancel" && r.Method == http.MethodPost:
+			return c.cancelTask(params(m))
+		case verb == "subscribe" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
+			return c.subscribe(params(m))
+		}
+	}
+	return &a2a.Error{Code: a2a.CodeMethodNotFound, Message: fmt.Sprintf("No A2A operation at %s %s.", r.Method, r.URL.Path)}
+}
+
 // result writes the call's result.
 func (c *a2aCall) result(v any) error {
+	if c.rest {
+		return httpjson.Write(c.w, http.StatusOK, v)
+	}
 	return httpjson.Write(c.w, http.StatusOK, a2a.Result(c.id, v))
 }
 
@@ -260,6 +373,9 @@ func (c *a2aCall) fail(err error) error {
 	}
 	c.s.Logger.Info("a2a call failed", "request_id", c.r.Context().Value(requestIDKey), "agent", c.spec.Name, "code", e.Code,
 		"reason", e.Reason, "level", level, "err", err)
+	if c.rest {
+		return httpjson.Write(c.w, e.Status(), e.StatusBody())
+	}
 	return httpjson.Write(c.w, http.StatusOK, a2a.ErrorResponse(c.id, e))
 }
 
@@ -472,7 +588,11 @@ func (c *a2aCall) decide(ctx context.Context, t *a2aTask, m *a2a.Message) (*engi
 func (c *a2aCall) stream(run *engine.Run, tr *a2a.Tracker, client, only bool) error {
 	sw := sse.NewBuffered(c.w)
 	write := func(sr a2a.StreamResponse) error {
-		b, err := json.Marshal(a2a.Result(c.id, sr))
+		var v any = a2a.Result(c.id, sr)
+		if c.rest {
+			v = sr
+		}
+		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -510,8 +630,13 @@ func (c *a2aCall) stream(run *engine.Run, tr *a2a.Tracker, client, only bool) er
 	}
 	if st := tr.State(); !st.Terminal() && !st.Interrupted() {
 		e := a2aErrorOf(apierror.IncompleteRun())
-		b, _ := json.Marshal(a2a.ErrorResponse(c.id, e))
-		_ = sw.Data(b)
+		if c.rest {
+			b, _ := json.Marshal(e.StatusBody())
+			_ = sw.Event("error", b)
+		} else {
+			b, _ := json.Marshal(a2a.ErrorResponse(c.id, e))
+			_ = sw.Data(b)
+		}
 	}
 	return sw.Flush()
 }

@@ -80,18 +80,24 @@ func a2aControl(t *testing.T, env *stacktest.Env) *httptest.Server {
 }
 
 // TestA2AOfficialClient runs tests/a2a/a2a.mjs, the official @a2a-js/sdk
-// 1.3 client (A2A 1.0, JSON-RPC), against the stack on SQLite and on
-// PostgreSQL: card discovery, send, stream, get, list, cancel of a turn
+// 1.3 client (A2A 1.0), on each binding (JSON-RPC, HTTP+JSON) against the
+// stack on SQLite and on PostgreSQL: card discovery, send, stream, get, list, cancel of a turn
 // held at the model, subscribe after a dropped stream, approvals answered
 // over A2A (a caller key refused) and with POST /v1/hitl, tenant
 // isolation, the contextId as a thread. The refund tool runs exactly for
 // the approved calls.
 func TestA2AOfficialClient(t *testing.T) {
 	t.Parallel()
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"sqlite":   func(*testing.T) store.Store { return nil },
-		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "a2a") },
+	for _, c := range []struct {
+		name, binding string
+		open          func(t *testing.T) store.Store
+	}{
+		{"sqlite/jsonrpc", "JSONRPC", func(*testing.T) store.Store { return nil }},
+		{"postgres/jsonrpc", "JSONRPC", func(t *testing.T) store.Store { return stacktest.Postgres(t, "a2a") }},
+		{"sqlite/http+json", "HTTP+JSON", func(*testing.T) store.Store { return nil }},
+		{"postgres/http+json", "HTTP+JSON", func(t *testing.T) store.Store { return stacktest.Postgres(t, "a2a_rest") }},
 	} {
+		name, open := c.name, c.open
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: a2aKeys, Store: open(t)})
@@ -104,8 +110,8 @@ func TestA2AOfficialClient(t *testing.T) {
 					Error string `json:"error"`
 				} `json:"results"`
 			}
-			err := runNodeScript(t, node, dir, "a2a.mjs", &out, env.URL, ctl.URL, "a2a-"+name,
-				"sk-a2a-admin", "sk-a2a-caller", "sk-a2a-approver", "sk-a2a-beta")
+			err := runNodeScript(t, node, dir, "a2a.mjs", &out, env.URL, ctl.URL, "a2a-"+strings.ReplaceAll(name, "/", "-"),
+				"sk-a2a-admin", "sk-a2a-caller", "sk-a2a-approver", "sk-a2a-beta", c.binding)
 			if err != nil && len(out.Results) == 0 {
 				t.Fatal(err)
 			}

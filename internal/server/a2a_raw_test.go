@@ -49,8 +49,9 @@ func TestA2ARawJSONRPC(t *testing.T) {
 	if err := json.Unmarshal(r.body, &card); err != nil || r.status != http.StatusOK {
 		t.Fatalf("card: %d %s", r.status, r.body)
 	}
-	if card.Name != "assistant" || len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0].URL != env.URL+"/a2a/assistant" ||
+	if card.Name != "assistant" || len(card.SupportedInterfaces) != 2 || card.SupportedInterfaces[0].URL != env.URL+"/a2a/assistant" ||
 		card.SupportedInterfaces[0].ProtocolBinding != "JSONRPC" || card.SupportedInterfaces[0].ProtocolVersion != "1.0" ||
+		card.SupportedInterfaces[1].ProtocolBinding != "HTTP+JSON" || card.SupportedInterfaces[1].URL != env.URL+"/a2a/assistant" ||
 		!card.Capabilities.Streaming || card.Capabilities.PushNotifications || len(card.Skills) < 2 {
 		t.Fatalf("card = %s", r.body)
 	}
@@ -143,5 +144,54 @@ func TestA2ARootCard(t *testing.T) {
 	r = call(t, "GET", one.URL+"/.well-known/agent-card.json", "")
 	if err := json.Unmarshal(r.body, &card); err != nil || r.status != http.StatusOK || card.Name != "assistant" || card.SecuritySchemes != nil {
 		t.Fatalf("root card of one agent (dev, no keys): %d %s", r.status, r.body)
+	}
+}
+
+// TestA2ARawHTTPJSON: the HTTP+JSON binding's errors are a google.rpc.Status
+// with the spec's HTTP status and an ErrorInfo of the A2A reason.
+func TestA2ARawHTTPJSON(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{})
+	v := []string{"A2A-Version", "1.0"}
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		reason             string
+	}{
+		{"GET", "/a2a/assistant/tasks/run_nope", "", http.StatusNotFound, "TASK_NOT_FOUND"},
+		{"POST", "/a2a/assistant/tasks/run_nope:cancel", "", http.StatusNotFound, "TASK_NOT_FOUND"},
+		{"POST", "/a2a/assistant/tasks/x/pushNotificationConfigs", `{"url":"http://x"}`, http.StatusBadRequest, "PUSH_NOTIFICATION_NOT_SUPPORTED"},
+		{"POST", "/a2a/assistant/message:send", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"AAAA","mediaType":"application/pdf"}]}}`,
+			http.StatusBadRequest, "CONTENT_TYPE_NOT_SUPPORTED"},
+	} {
+		r := call(t, c.method, env.URL+c.path, c.body, v...)
+		var body struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Status  string `json:"status"`
+				Message string `json:"message"`
+				Details []struct {
+					Type   string `json:"@type"`
+					Reason string `json:"reason"`
+					Domain string `json:"domain"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil || r.status != c.status || body.Error.Code != c.status ||
+			len(body.Error.Details) == 0 || body.Error.Details[0].Reason != c.reason || body.Error.Details[0].Domain != "a2a-protocol.org" {
+			t.Errorf("%s %s: %d %s; want %d %s", c.method, c.path, r.status, r.body, c.status, c.reason)
+		}
+	}
+	r := call(t, "POST", env.URL+"/a2a/assistant/message:send", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"rest"}]}}`, v...)
+	var sent struct {
+		Task a2a.Task `json:"task"`
+	}
+	if err := json.Unmarshal(r.body, &sent); err != nil || r.status != http.StatusOK || sent.Task.Status.State != a2a.StateCompleted {
+		t.Fatalf("message:send: %d %s", r.status, r.body)
+	}
+	r = call(t, "GET", env.URL+"/a2a/assistant/tasks/"+sent.Task.ID+"?historyLength=0", "", v...)
+	var got a2a.Task
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK || got.ID != sent.Task.ID || got.History != nil {
+		t.Fatalf("GET tasks/{id}: %d %s", r.status, r.body)
 	}
 }

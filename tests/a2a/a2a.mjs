@@ -9,16 +9,19 @@
 // Prints one JSON document {"results":[{name, ok, error, ...}]} and exits 1
 // when a case failed.
 //
-//   node a2a.mjs http://127.0.0.1:PORT CTL_URL PREFIX ADMIN_KEY CALLER_KEY APPROVER_KEY OTHER_TENANT_KEY
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
+//   node a2a.mjs http://127.0.0.1:PORT CTL_URL PREFIX ADMIN_KEY CALLER_KEY APPROVER_KEY OTHER_TENANT_KEY BINDING
+//
+// BINDING is the transport the client prefers among the card's interfaces:
+// JSONRPC or HTTP+JSON.
+import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
 import { Role, TaskState } from '@a2a-js/sdk';
 
 const [base, ctl, prefix, ...keyArgs] = process.argv.slice(2);
-if (!base || !ctl || !prefix || keyArgs.length !== 4) {
-  console.error('usage: node a2a.mjs BASE_URL CTL_URL PREFIX ADMIN_KEY CALLER_KEY APPROVER_KEY OTHER_TENANT_KEY');
+if (!base || !ctl || !prefix || keyArgs.length !== 5) {
+  console.error('usage: node a2a.mjs BASE_URL CTL_URL PREFIX ADMIN_KEY CALLER_KEY APPROVER_KEY OTHER_TENANT_KEY JSONRPC|HTTP+JSON');
   process.exit(2);
 }
-const [adminKey, callerKey, approverKey, otherKey] = keyArgs;
+const [adminKey, callerKey, approverKey, otherKey, binding] = keyArgs;
 const keys = { admin: adminKey, caller: callerKey, approver: approverKey, other: otherKey };
 
 function expect(cond, what) {
@@ -37,8 +40,9 @@ const authed = (key) => (url, init = {}) => {
 async function client(key) {
   const fetchImpl = authed(key);
   const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl })],
+    transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
     cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+    preferredTransports: [binding],
   }));
   return factory.createFromUrl(`${base}/a2a/assistant/`);
 }
@@ -102,6 +106,7 @@ const shared = {};
 const cases = {
   async card() {
     const card = admin.agentCard;
+    expect(admin.transport.protocolName === binding, `transport ${admin.transport.protocolName}, want ${binding}`);
     expect(card.name === 'assistant', `card name ${card.name}`);
     expect(card.capabilities.streaming === true && !card.capabilities.pushNotifications, 'streaming, no push');
     expect(card.supportedInterfaces[0].protocolVersion === '1.0', 'protocol 1.0');

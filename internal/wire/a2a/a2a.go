@@ -220,7 +220,8 @@ type AgentInterface struct {
 
 // The protocol bindings.
 const (
-	BindingJSONRPC = "JSONRPC"
+	BindingJSONRPC  = "JSONRPC"
+	BindingHTTPJSON = "HTTP+JSON"
 )
 
 // AgentProvider is who serves an agent.

@@ -61,6 +61,9 @@ type Error struct {
 	Metadata map[string]string
 	// Details are further detail objects.
 	Details []any
+	// HTTPStatus, when set, is the HTTP status of the error on the
+	// HTTP+JSON binding (else the code's, as the spec maps it).
+	HTTPStatus int
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("a2a error %d: %s", e.Code, e.Message) }
@@ -86,19 +89,64 @@ type RPCError struct {
 // google.rpc.ErrorInfo detail.
 func (e *Error) Object() *RPCError {
 	o := &RPCError{Code: e.Code, Message: e.Message}
-	reason := e.Reason
+	o.Data = e.details()
+	return o
+}
+
+// details are e's detail objects: its ErrorInfo (domain a2a-protocol.org
+// for A2A's reasons, stackbone for Stackbone's error codes), then Details.
+func (e *Error) details() []any {
+	var out []any
+	reason, domain := e.Reason, "stackbone"
 	if r, ok := reasons[e.Code]; ok && reason == "" {
-		reason = r
+		reason, domain = r, "a2a-protocol.org"
 	}
 	if reason != "" {
-		info := map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org"}
+		info := map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": domain}
 		if len(e.Metadata) > 0 {
 			info["metadata"] = e.Metadata
 		}
-		o.Data = append(o.Data, info)
+		out = append(out, info)
 	}
-	o.Data = append(o.Data, e.Details...)
-	return o
+	return append(out, e.Details...)
+}
+
+// Status is the HTTP status of e on the HTTP+JSON binding (the spec's
+// mapping of each code).
+func (e *Error) Status() int {
+	if e.HTTPStatus != 0 {
+		return e.HTTPStatus
+	}
+	switch e.Code {
+	case CodeTaskNotFound, CodeMethodNotFound:
+		return 404
+	case CodeInvalidAgentResponse, CodeInternal:
+		return 500
+	}
+	return 400
+}
+
+// grpcStatus names HTTP statuses as google.rpc.Status does.
+var grpcStatus = map[int]string{400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+	409: "ABORTED", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+// StatusBody is e as the HTTP+JSON binding's error body: a
+// google.rpc.Status under "error".
+func (e *Error) StatusBody() map[string]any {
+	st := e.Status()
+	name := grpcStatus[st]
+	if name == "" {
+		name = "UNKNOWN"
+	}
+	if e.Code == CodeTaskNotCancelable || e.Code == CodeUnsupportedOperation || e.Code == CodePushNotificationNotSupported ||
+		e.Code == CodeVersionNotSupported || e.Code == CodeExtendedAgentCardNotConfigured || e.Code == CodeExtensionSupportRequired {
+		name = "FAILED_PRECONDITION"
+	}
+	body := map[string]any{"code": st, "status": name, "message": e.Message}
+	if d := e.details(); len(d) > 0 {
+		body["details"] = d
+	}
+	return map[string]any{"error": body}
 }
 
 // Request is a JSON-RPC 2.0 request.
