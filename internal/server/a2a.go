@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -367,12 +368,12 @@ func (c *a2aCall) result(v any) error {
 // server logs every failed request).
 func (c *a2aCall) fail(err error) error {
 	e := a2aErrorOf(err)
-	level := "info"
+	level := slog.LevelInfo
 	if e.Code == a2a.CodeInternal {
-		level = "error"
+		level = slog.LevelError
 	}
-	c.s.Logger.Info("a2a call failed", "request_id", c.r.Context().Value(requestIDKey), "agent", c.spec.Name, "code", e.Code,
-		"reason", e.Reason, "level", level, "err", err)
+	c.s.Logger.Log(c.r.Context(), level, "a2a call failed", "request_id", c.r.Context().Value(requestIDKey), "agent", c.spec.Name,
+		"code", e.Code, "reason", e.Reason, "err", err)
 	if c.rest {
 		return httpjson.Write(c.w, e.Status(), e.StatusBody())
 	}

@@ -49,6 +49,16 @@ type Tracker struct {
 	any   bool
 	// statuses counts the status messages, for their ids.
 	statuses int
+	// at is the Unix millisecond time of the event being applied (0: none).
+	at int64
+}
+
+// stamp is the time of the event being applied, else the clock's.
+func (t *Tracker) stamp() string {
+	if t.at > 0 {
+		return stampOf(time.UnixMilli(t.at))
+	}
+	return stampOf(t.now())
 }
 
 // NewTracker is the tracker of task id in context (thread) contextID,
@@ -94,7 +104,10 @@ func (t *Tracker) Task(historyLength *int, artifacts bool) Task {
 }
 
 // Apply folds e into the task and returns the stream events it yields.
+// A status it changes is stamped with the event's time (the tracker's
+// clock for an event without one).
 func (t *Tracker) Apply(e event.Event) []StreamResponse {
+	t.at = e.Time
 	switch e.Type {
 	case event.RunStarted:
 		if t.task.Status.State != StateWorking {
@@ -158,7 +171,7 @@ func (t *Tracker) addHistory(id, delta string) {
 }
 
 func (t *Tracker) status(s TaskState, msg *Message) []StreamResponse {
-	t.task.Status = TaskStatus{State: s, Message: msg, Timestamp: stampOf(t.now())}
+	t.task.Status = TaskStatus{State: s, Message: msg, Timestamp: t.stamp()}
 	return []StreamResponse{{StatusUpdate: &TaskStatusUpdateEvent{TaskID: t.task.ID, ContextID: t.task.ContextID, Status: t.task.Status}}}
 }
 
