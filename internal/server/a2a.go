@@ -498,7 +498,12 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		if run, err = c.s.Runner.Start(ctx, in); err != nil {
 			return err
 		}
-		tr = a2a.NewTracker(run.ID, threadID, c.s.Now)
+		id, err := c.turnTask(ctx, threadID, run)
+		if err != nil {
+			run.Abandon()
+			return err
+		}
+		tr = a2a.NewTracker(id, threadID, c.s.Now)
 	}
 	if stream {
 		return c.stream(run, tr, true, false)
@@ -524,6 +529,29 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		return apierror.IncompleteRun()
 	}
 	return c.result(a2a.StreamResponse{Task: ptr(tr.Task(historyOf(req.Configuration), true))})
+}
+
+// turnTask is the task id of a run Start returned: its own id for a new
+// turn; for a retry that attached to the thread's last turn (the same
+// messageId again), that turn's task, named by its first run.
+func (c *a2aCall) turnTask(ctx context.Context, threadID string, run *engine.Run) (string, error) {
+	if _, _, err := c.s.Store.RunThread(ctx, c.p.Tenant, run.ID); err == nil || !errors.Is(err, store.ErrNotFound) {
+		return run.ID, err
+	}
+	th, err := c.s.Store.GetThread(ctx, c.p.Tenant, threadID)
+	if err != nil {
+		return "", err
+	}
+	runs, err := c.s.Store.ListRuns(ctx, c.p.Tenant, threadID)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range runs {
+		if r.TurnSeq == th.Turn.Seq {
+			return r.ID, nil
+		}
+	}
+	return th.RunID, nil
 }
 
 func ptr[T any](v T) *T { return &v }

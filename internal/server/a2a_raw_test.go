@@ -78,6 +78,18 @@ func TestA2ARawJSONRPC(t *testing.T) {
 		t.Fatalf("thread %+v; want the task's run on the assistant's thread", th)
 	}
 
+	// The same message again (a client's retry) is the same task, not a
+	// second turn.
+	calls := env.Upstream.Count()
+	_, rep = a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"m1","contextId":"`+task.ContextID+`","role":"ROLE_USER","parts":[{"text":"hello a2a"}]}}`)
+	var again struct {
+		Task a2a.Task `json:"task"`
+	}
+	if rep.Error != nil || json.Unmarshal(rep.Result, &again) != nil || again.Task.ID != task.ID || again.Task.Status.State != a2a.StateCompleted ||
+		env.Upstream.Count() != calls {
+		t.Fatalf("resent message: %s %+v (model calls %d → %d); want task %s again", rep.Result, rep.Error, calls, env.Upstream.Count(), task.ID)
+	}
+
 	_, rep = a2aCall(t, env, "assistant", "GetTask", `{"id":"`+task.ID+`","historyLength":0}`)
 	var got a2a.Task
 	if rep.Error != nil || json.Unmarshal(rep.Result, &got) != nil || got.Status.State != a2a.StateCompleted || got.History != nil ||
