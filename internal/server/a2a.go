@@ -22,9 +22,6 @@ import (
 	"github.com/stackbone/stackbone/internal/wire/sse"
 )
 
-// WireA2A is the envelope of the A2A routes: a JSON-RPC error object.
-const WireA2A Wire = 100
-
 // A2ARoute is the base of an agent's A2A endpoint (JSON-RPC binding).
 const A2ARoute = "/a2a/"
 

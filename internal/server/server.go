@@ -43,6 +43,8 @@ const (
 	WireAnthropic
 	WireAGUI
 	WireResponses
+	// WireA2A is the envelope of the A2A routes: a JSON-RPC error object.
+	WireA2A
 )
 
 // ErrorWriter writes an error response in a wire's envelope.
