@@ -112,6 +112,18 @@ func TestA2ARawJSONRPC(t *testing.T) {
 			*got.Artifacts[0].Parts[0].Text == "echo: later"
 	})
 
+	// Without a contextId: the latest task of each of the agent's threads,
+	// the most recently updated first; another agent's are not listed.
+	if _, rep := a2aCall(t, env, "other", "SendMessage", `{"message":{"messageId":"o1","role":"ROLE_USER","parts":[{"text":"elsewhere"}]}}`); rep.Error != nil {
+		t.Fatalf("SendMessage to other: %+v", rep.Error)
+	}
+	_, rep = a2aCall(t, env, "assistant", "ListTasks", `{}`)
+	var all a2a.ListTasksResponse
+	if rep.Error != nil || json.Unmarshal(rep.Result, &all) != nil || len(all.Tasks) != 2 || all.Tasks[0].ID != early.Task.ID ||
+		all.Tasks[1].ID != task.ID || all.Tasks[0].Artifacts != nil {
+		t.Fatalf("ListTasks without a context = %s %+v; want the immediate task, then the first", rep.Result, rep.Error)
+	}
+
 	for _, c := range []struct {
 		name, body string
 		hdr        []string
