@@ -499,6 +499,7 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	if err != nil {
 		return nil, nil, err
 	}
+	s.Version = Version
 	s.Mount(server.WireAnthropic, anthropic.NewWire(runner.Agents, runner.NewID))
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
 	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.EncodeRun, Now: s.Now, NewID: runner.NewID,

@@ -163,6 +163,11 @@ type Config struct {
 	// of webhook notices (STACKBONE_PUBLIC_URL, --public-url; default
 	// http:// and the listening address).
 	PublicURL string
+	// A2ADefaultAgent names the agent whose Agent Card the server's root
+	// A2A well-known path serves (GET /.well-known/agent-card.json) when
+	// it serves several agents (STACKBONE_A2A_DEFAULT_AGENT); with one
+	// agent that agent's card is served without it.
+	A2ADefaultAgent string
 	// TraceURL links a run's trace id to the operator's tracing UI: a URL
 	// with {traceId} in it (STACKBONE_TRACE_URL), e.g. a Jaeger or Grafana
 	// trace view.
@@ -234,6 +239,7 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	set(&c.WebhookSecret, "STACKBONE_WEBHOOK_SECRET")
 	set(&c.WebhookFormat, "STACKBONE_WEBHOOK_FORMAT")
 	set(&c.PublicURL, "STACKBONE_PUBLIC_URL")
+	set(&c.A2ADefaultAgent, "STACKBONE_A2A_DEFAULT_AGENT")
 	set(&c.TraceURL, "STACKBONE_TRACE_URL")
 	if v := getenv("STACKBONE_TRACE_CONTENT"); v != "" {
 		b, err := strconv.ParseBool(v)

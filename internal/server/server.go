@@ -43,6 +43,8 @@ const (
 	WireAnthropic
 	WireAGUI
 	WireResponses
+	// WireA2A is the envelope of the A2A routes: a JSON-RPC error object.
+	WireA2A
 )
 
 // ErrorWriter writes an error response in a wire's envelope.
@@ -66,6 +68,9 @@ type Server struct {
 	// (Studio's session cookie). ok is false when the request has no such
 	// credential; a non-nil error rejects the request (e.g. a bad CSRF token).
 	CookieAuth func(r *http.Request) (p Principal, ok bool, err error)
+
+	// Version is the build's version, as A2A Agent Cards give it.
+	Version string
 
 	// Scheduler runs schedules at once (POST /v1/schedules/{id}/run); nil
 	// refuses that route.
@@ -170,6 +175,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/usage", WireOpenAI, true, s.usageReport)
 	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
 	s.scheduleRoutes()
+	s.a2aRoutes()
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", s.tracing.Middleware("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })

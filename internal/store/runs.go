@@ -93,6 +93,9 @@ type RunRecord struct {
 	Error     string
 	StartedAt time.Time
 	EndedAt   *time.Time
+	// TurnSeq is the event sequence number of the first event of the
+	// run's turn (0: recorded before runs recorded it); ListRuns fills it.
+	TurnSeq int64
 	// Totals sum the run's steps (ListRuns fills them).
 	Totals RunTotals
 }
@@ -232,6 +235,31 @@ func (db *DB) RunTurn(ctx context.Context, tenant, threadID, runID string) (int6
 	return seq, nil
 }
 
+// RunThread returns the thread run runID of the tenant belongs to and its
+// turn's first event: the latest recorded run of that id that recorded its
+// turn, else the thread whose current run it is (a run is recorded at its
+// first checkpoint); ErrNotFound when neither knows it.
+func (db *DB) RunThread(ctx context.Context, tenant, runID string) (string, int64, error) {
+	if err := CheckText("run thread", "tenant", tenant, "run", runID); err != nil {
+		return "", 0, db.invalid(err)
+	}
+	var thread string
+	var seq int64
+	err := db.d.Read().QueryRow(ctx, `SELECT thread_id, turn_seq FROM runs WHERE tenant = $1 AND id = $2 AND thread_id <> '' AND turn_seq > 0
+		ORDER BY started_at DESC LIMIT 1`, tenant, runID).Scan(&thread, &seq)
+	if errors.Is(err, ErrNoRows) {
+		err = db.d.Read().QueryRow(ctx, `SELECT id, turn_seq FROM threads WHERE tenant = $1 AND run_id = $2 AND turn_seq > 0
+			ORDER BY updated_at DESC LIMIT 1`, tenant, runID).Scan(&thread, &seq)
+	}
+	if errors.Is(err, ErrNoRows) {
+		return "", 0, fmt.Errorf("%s: run %q: %w", db.name, runID, ErrNotFound)
+	}
+	if err != nil {
+		return "", 0, db.read("run thread", err)
+	}
+	return thread, seq, nil
+}
+
 // runUpsert updates a recorded run with its later record: its status, end
 // and error, and its span once it has one (a run's first record may come
 // before its span starts).
@@ -335,7 +363,7 @@ func (db *DB) ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecor
 		return nil, db.invalid(err)
 	}
 	rows, err := db.d.Read().Query(ctx, `SELECT r.tenant, r.thread_id, r.id, r.agent, r.key_label, r.trace_id, r.span_id,
-			r.resumed_from, r.status, r.error, r.started_at, r.ended_at,
+			r.resumed_from, r.status, r.error, r.started_at, r.ended_at, r.turn_seq,
 			COALESCE(SUM(CASE WHEN s.kind = 'model' THEN 1 ELSE 0 END), 0)::bigint,
 			COALESCE(SUM(CASE WHEN s.kind = 'tool' THEN 1 ELSE 0 END), 0)::bigint,
 			COALESCE(SUM(s.input_tokens), 0)::bigint, COALESCE(SUM(s.output_tokens), 0)::bigint,
@@ -345,7 +373,7 @@ func (db *DB) ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecor
 		FROM runs r LEFT JOIN run_steps s ON s.tenant = r.tenant AND s.run_id = r.id AND s.thread_id = r.thread_id
 		WHERE r.tenant = $1 AND r.thread_id = $2
 		GROUP BY r.tenant, r.thread_id, r.id, r.agent, r.key_label, r.trace_id, r.span_id, r.resumed_from, r.status, r.error,
-			r.started_at, r.ended_at
+			r.started_at, r.ended_at, r.turn_seq
 		ORDER BY r.started_at, r.id LIMIT 1000`, tenant, threadID)
 	if err != nil {
 		return nil, db.read("list runs", err)
@@ -359,7 +387,7 @@ func (db *DB) ListRuns(ctx context.Context, tenant, threadID string) ([]RunRecor
 			unpriced                               int64
 		)
 		if err := rows.Scan(&x.Tenant, &x.ThreadID, &x.ID, &x.Agent, &x.Key, &x.TraceID, &x.SpanID, &x.ResumedFrom, &x.Status,
-			&x.Error, ScanTime(&x.StartedAt), ScanTimePtr(&x.EndedAt), &model, &tool, &in, &outT, &cach, &reas, &cst, &unpriced); err != nil {
+			&x.Error, ScanTime(&x.StartedAt), ScanTimePtr(&x.EndedAt), &x.TurnSeq, &model, &tool, &in, &outT, &cach, &reas, &cst, &unpriced); err != nil {
 			return nil, db.read("list runs", err)
 		}
 		x.Totals = RunTotals{ModelCalls: int(model), ToolCalls: int(tool), CostNanos: cst, Unpriced: int(unpriced),

@@ -624,6 +624,12 @@ type Store interface {
 	// an unknown run.
 	RunTurn(ctx context.Context, tenant, threadID, runID string) (int64, error)
 
+	// RunThread returns the thread a run of the tenant belongs to, and the
+	// event sequence number of the first event of the run's turn: a
+	// recorded run's, else the thread's current run's (one not recorded
+	// yet); ErrNotFound for an unknown run (A2A's tasks are named by run).
+	RunThread(ctx context.Context, tenant, runID string) (threadID string, turnSeq int64, err error)
+
 	// BeginRun creates the thread if needed and takes its lease, appending
 	// Input. An existing thread must pass Admit (ErrAgentMismatch,
 	// ErrApprovalPending, ErrRunInProgress), checked in the same transaction.

@@ -162,3 +162,35 @@ func testRunUsage(t *testing.T, s store.Store) {
 		t.Fatalf("unknown grouping: %v; want ErrInvalid", err)
 	}
 }
+
+// testRunThread: a run names its thread and its turn, before its first
+// checkpoint records it (the thread's current run) and after; another
+// tenant's run, and an unknown one, are ErrNotFound; ListRuns carries the
+// same turn.
+func testRunThread(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th := begin(t, s, "t1", "th1", "ag", "run1", at(0))
+	thread, seq, err := s.RunThread(ctx, "t1", "run1")
+	if err != nil || thread != "th1" || seq != th.Turn.Seq || seq <= 0 {
+		t.Fatalf("RunThread before a checkpoint = %q, %d, %v; want th1, %d", thread, seq, err, th.Turn.Seq)
+	}
+	checkpoint(t, s, store.Checkpoint{Tenant: "t1", ThreadID: "th1", RunID: "run1",
+		Run: &store.RunRecord{Status: "running", StartedAt: at(0)}})
+	finish(t, s, "t1", "th1", "run1", store.Idle, at(time.Second))
+	begin(t, s, "t1", "th1", "ag", "run2", at(2*time.Second))
+	if thread, got, err := s.RunThread(ctx, "t1", "run1"); err != nil || thread != "th1" || got != seq {
+		t.Fatalf("RunThread of a recorded run = %q, %d, %v; want th1, %d", thread, got, err, seq)
+	}
+	if thread, got, err := s.RunThread(ctx, "t1", "run2"); err != nil || thread != "th1" || got <= 0 {
+		t.Fatalf("RunThread of the next turn = %q, %d, %v; want th1", thread, got, err)
+	}
+	for _, c := range [][2]string{{"t2", "run1"}, {"t1", "nope"}} {
+		if _, _, err := s.RunThread(ctx, c[0], c[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RunThread(%s, %s): %v; want ErrNotFound", c[0], c[1], err)
+		}
+	}
+	runs, err := s.ListRuns(ctx, "t1", "th1")
+	if err != nil || len(runs) != 1 || runs[0].TurnSeq != seq {
+		t.Fatalf("ListRuns = %+v, %v; want run1 with turn %d", runs, err, seq)
+	}
+}

@@ -149,6 +149,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Concurrent/ClaimDeliveries", testConcurrentDeliveries},
 		{"Runs/StepsWithCheckpoint", testRunSteps},
 		{"Runs/LeaseLostWritesNoStep", testRunStepsLeaseLost},
+		{"Runs/RunThread", testRunThread},
 		{"Runs/StatelessAndUsage", testRunUsage},
 		{"Branches/FromAnEarlierMessage", testBranchFromEarlier},
 		{"Branches/FromTheLastMessageGoesOn", testBranchFromTip},
