@@ -161,6 +161,16 @@ const queuePoll = time.Second
 // the queue before it started ends run with a cancelled RunError.
 func (r *Runner) awaitQueued(ctx context.Context, in Input, id string, run *Run) {
 	th, from, err := r.waitQueued(ctx, in.Tenant, in.ThreadID, id, run.gone)
+	if err == nil {
+		select {
+		case <-run.gone:
+			// Its client left as the turn started: the turn runs
+			// abandoned (watchQueued), and is not followed as this
+			// client's, which would clear that.
+			err = errGone
+		default:
+		}
+	}
 	switch {
 	case err == nil:
 		r.followFrom(in, th, from, run, true)
