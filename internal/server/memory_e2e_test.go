@@ -396,3 +396,36 @@ func TestMemorySweepOnTheFakeClock(t *testing.T) {
 		t.Fatalf("the item without a TTL: %d %s", r.status, r.body)
 	}
 }
+
+// TestLangGraphStoreClient runs tests/langgraph/store.mjs: LangGraph's JS
+// SDK store client puts, gets (refreshTtl), searches (semantic on the
+// mock's embeddings, and filtered), lists namespaces, gets a 400 and
+// deletes, against the /v1/store routes with an API key (x-api-key).
+func TestLangGraphStoreClient(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeFixture(t, "langgraph", filepath.Join("@langchain", "langgraph-sdk", "package.json"))
+	keys := []config.Key{{Tenant: "acme", Secret: "sk-acme-store", Role: config.RoleCaller, Label: "app"}}
+	env := memStack(t, nil, config.Start, keys, nil)
+	var out struct {
+		Results []struct {
+			Name  string `json:"name"`
+			OK    bool   `json:"ok"`
+			Error string `json:"error"`
+		} `json:"results"`
+	}
+	runErr := runNodeScript(t, node, dir, "store.mjs", &out, env.URL, "sk-acme-store")
+	if len(out.Results) != 5 {
+		t.Fatalf("want 5 cases, got %+v (%v)", out.Results, runErr)
+	}
+	for _, r := range out.Results {
+		if !r.OK {
+			t.Errorf("%s: %s", r.Name, r.Error)
+		}
+	}
+	if runErr != nil && !t.Failed() {
+		t.Fatal(runErr)
+	}
+	if got, err := env.Runner.Memory.Get(t.Context(), "acme", []string{"users", "u1"}, "tea", false); err != nil || !strings.Contains(string(got.Value), "genmaicha") {
+		t.Fatalf("the SDK's item in acme's store: %+v %v", got, err)
+	}
+}
