@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 	"github.com/stackbone/stackbone/internal/app"
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/memory"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/testwait"
+	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // memScript drives the memory agent: "remember …" calls remember, "which
@@ -427,5 +430,59 @@ func TestLangGraphStoreClient(t *testing.T) {
 	}
 	if got, err := env.Runner.Memory.Get(t.Context(), "acme", []string{"users", "u1"}, "tea", false); err != nil || !strings.Contains(string(got.Value), "genmaicha") {
 		t.Fatalf("the SDK's item in acme's store: %+v %v", got, err)
+	}
+}
+
+// TestMemoryUserSurvivesApproval: a durable turn's end user
+// (x-stackbone-user) is kept with the run, so the tool that runs after an
+// approval, in the resumed run, writes the memory of the same user; the
+// built-in recall of a later turn of that user finds it.
+func TestMemoryUserSurvivesApproval(t *testing.T) {
+	t.Parallel()
+	script := `[
+ {"when": {"lastTool": "pin"}, "reply": {"text": "Pinned."}},
+ {"when": {"lastTool": "recall"}, "reply": {"text": "Recalled: {{lastTool}}"}},
+ {"when": {"lastUser": "pin"}, "reply": {"toolCalls": [{"name": "pin", "arguments": {"fact": "pinned by the approved call"}}]}},
+ {"when": {"lastUser": "recall"}, "reply": {"toolCalls": [{"name": "recall", "arguments": {"query": "pinned"}}]}},
+ {"reply": {"text": "echo: {{lastUser}}"}}
+]`
+	var (
+		mu    sync.Mutex
+		users []string
+	)
+	env := stacktest.New(t, stacktest.Options{Script: script, Agents: func(env *stacktest.Env) []*agent.Spec {
+		pin := &tool.Tool{Name: "pin", Description: "Pin a fact for the user", Approval: &tool.Approval{},
+			Parameters: json.RawMessage(`{"type":"object","properties":{"fact":{"type":"string"}},"required":["fact"]}`),
+			Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				mu.Lock()
+				users = append(users, c.User)
+				mu.Unlock()
+				var a struct{ Fact string }
+				_ = json.Unmarshal(c.Args, &a)
+				v, _ := json.Marshal(map[string]string{"fact": a.Fact})
+				if _, err := c.Store.Put(ctx, memory.Namespace(memory.DefaultNamespace, c.User), "pinned", v, tool.MemoryPut{}); err != nil {
+					return tool.Result{}, err
+				}
+				return tool.Result{Content: `{"ok":true}`}, nil
+			}}
+		return []*agent.Spec{{Name: "mem", Model: "openai/test-model", Instructions: "You pin.", Tools: []*tool.Tool{pin}, Memory: &agent.Memory{}}}
+	}})
+	memTurn(t, env, "pin-thread", "u9", "pin this")
+	it := pendingOf(t, env, "pin-thread")
+	if r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", ""); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	waitIdle(t, env, "pin-thread")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(users) != 1 || users[0] != "u9" {
+		t.Fatalf("the resumed run's tool saw users %q", users)
+	}
+	if _, err := env.Runner.Memory.Get(t.Context(), "dev", []string{"users", "u9"}, "pinned", false); err != nil {
+		t.Fatalf("u9's pinned fact: %v", err)
+	}
+	memTurn(t, env, "recall-thread", "u9", "recall it")
+	if res := lastToolResult(t, env); !strings.Contains(res, "pinned by the approved call") {
+		t.Fatalf("recall: %s", res)
 	}
 }
