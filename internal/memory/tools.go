@@ -20,7 +20,7 @@ const (
 )
 
 // UserPlaceholder in a namespace label is replaced by the turn's end user
-// (tool.Call.User), or AnonymousUser when the turn has none.
+// (tool.Call.UserID), or AnonymousUser when the turn has none.
 const UserPlaceholder = "{userId}"
 
 // AnonymousUser stands for the user of a turn that names none.
@@ -54,7 +54,7 @@ func Tools(template []string) []*tool.Tool {
 	if template == nil {
 		template = DefaultNamespace
 	}
-	ns := func(c tool.Call) []string { return Namespace(template, c.User) }
+	ns := func(c tool.Call) []string { return Namespace(template, c.UserID) }
 	return []*tool.Tool{
 		{
 			Name: Remember,

@@ -455,12 +455,12 @@ func TestMemoryUserSurvivesApproval(t *testing.T) {
 			Parameters: json.RawMessage(`{"type":"object","properties":{"fact":{"type":"string"}},"required":["fact"]}`),
 			Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 				mu.Lock()
-				users = append(users, c.User)
+				users = append(users, c.UserID)
 				mu.Unlock()
 				var a struct{ Fact string }
 				_ = json.Unmarshal(c.Args, &a)
 				v, _ := json.Marshal(map[string]string{"fact": a.Fact})
-				if _, err := c.Store.Put(ctx, memory.Namespace(memory.DefaultNamespace, c.User), "pinned", v, tool.MemoryPut{}); err != nil {
+				if _, err := c.Store.Put(ctx, memory.Namespace(memory.DefaultNamespace, c.UserID), "pinned", v, tool.MemoryPut{}); err != nil {
 					return tool.Result{}, err
 				}
 				return tool.Result{Content: `{"ok":true}`}, nil

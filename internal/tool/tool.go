@@ -105,9 +105,9 @@ type Call struct {
 	// API. It is nil where no human can be asked (a turn without a
 	// session). The wait is bounded by ctx (the tool's time limit).
 	Ask func(ctx context.Context, q Question) (Answer, error)
-	// User is the end user the turn is for (the request's
-	// x-stackbone-user header; "" when unknown).
-	User string
+	// UserID is the end user the turn is for, as the request's
+	// x-stackbone-user header names them ("" when unknown).
+	UserID string
 	// Store is the tenant's long-term memory store (ctx.store in a
 	// TypeScript tool); nil where the server has none.
 	Store Memory
