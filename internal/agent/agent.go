@@ -111,6 +111,17 @@ type Spec struct {
 	// Schedules are the agent file's schedules: turns the server runs on
 	// its own time (package schedule).
 	Schedules []Schedule
+	// Memory, when set, gives the agent the built-in memory tools
+	// (remember, recall, forget) on the tenant's memory store (the agent
+	// file's memory).
+	Memory *Memory
+}
+
+// Memory is an agent's built-in memory (defineDeepAgent({ memory })): its
+// facts are items of Namespace, where the label {userId} stands for the
+// turn's end user (nil: memory.DefaultNamespace, ["users", "{userId}"]).
+type Memory struct {
+	Namespace []string `json:"namespace,omitempty"`
 }
 
 // Schedule is one of an agent's schedules (defineDeepAgent({ schedules })):

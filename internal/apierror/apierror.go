@@ -17,9 +17,14 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/memory"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
 )
+
+// CodeEmbeddingsFailed is the code of a memory request whose embedding
+// call failed (502): nothing was written.
+const CodeEmbeddingsFailed = "embeddings_failed"
 
 // Kind classifies an error independently of any wire.
 type Kind string
@@ -370,6 +375,22 @@ func mapError(err error) *Error {
 		e := New(Conflict, "already_decided", "This decision was already made.")
 		e.NoRetry = true
 		return e
+	case errors.As(err, new(*store.MemoryError)):
+		// A memory request the store refuses (a bad namespace, key,
+		// value or TTL): nothing was written.
+		var mr *store.MemoryError
+		errors.As(err, &mr)
+		e := Invalid(mr.Field, "Invalid %s: %s.", mr.Field, mr.Reason)
+		e.NoRetry, e.Err = true, err
+		return e
+	case errors.As(err, new(*memory.EmbedError)):
+		var ee *memory.EmbedError
+		errors.As(err, &ee)
+		msg := "The embedding model could not be reached."
+		if ee.Status != 0 {
+			msg = fmt.Sprintf("The embedding model returned an error (status %d).", ee.Status)
+		}
+		return &Error{Status: http.StatusBadGateway, Kind: Upstream, Code: CodeEmbeddingsFailed, Message: msg, Err: err}
 	case errors.Is(err, store.ErrInvalid):
 		// The store refuses a value every driver refuses alike (a NUL byte
 		// or invalid UTF-8 in an id, a filter or a JSON value): the

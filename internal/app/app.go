@@ -25,6 +25,7 @@ import (
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/memory"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/notify"
@@ -411,7 +412,8 @@ const drainAfterRuns = 2 * time.Second
 // RecoverLoop periodically, until ctx ends, expires pending approvals past
 // their expiry, takes over runs whose lease expired (another replica died)
 // and queued resumes nobody claimed, and deletes expired journal entries of
-// stateless turns and expired retry keys of the Responses wire. It ticks every half lease, or every half approval TTL
+// stateless turns, expired retry keys of the Responses wire and expired
+// items of the memory store. It ticks every half lease, or every half approval TTL
 // when that is shorter (at least every 50ms).
 func RecoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config, logger *slog.Logger) {
 	every := cfg.Lease / 2
@@ -435,6 +437,11 @@ func RecoverLoop(ctx context.Context, runner *engine.Runner, cfg *config.Config,
 			}
 			if _, err := runner.Store.SweepResponseKeys(ctx, now); err != nil {
 				logger.Warn("sweep the Responses wire's retry keys", "err", err)
+			}
+			if runner.Memory != nil {
+				if _, err := runner.Memory.Sweep(ctx, now); err != nil {
+					logger.Warn("sweep the memory store's expired items", "err", err)
+				}
 			}
 		}
 	}
@@ -467,8 +474,30 @@ func printBanner(out io.Writer, cfg *config.Config, addr string, specs []*agent.
 `, base, cfg.DB, strings.Join(names, ", "))
 }
 
-// NewRunner builds the engine from the configuration; hooks observe its
-// runs (the server's metrics).
+// Embedder is the embedding model of stackbone.json's "embeddings" (nil
+// when it names none), reached through models' provider settings.
+func Embedder(cfg *config.Config, models model.Resolver) (memory.Embedder, error) {
+	ref, err := memory.EmbeddingsRef(cfg.Dir)
+	if err != nil || ref == "" {
+		return nil, err
+	}
+	r, ok := models.(interface {
+		EmbeddingsEndpoint(ref string) (providers.Endpoint, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("stackbone.json: embeddings %q: the model resolver has no embeddings endpoints", ref)
+	}
+	e, err := r.EmbeddingsEndpoint(ref)
+	if err != nil {
+		return nil, fmt.Errorf("stackbone.json: %w", err)
+	}
+	return memory.NewOpenAI(memory.OpenAIConfig{BaseURL: e.BaseURL, APIKey: e.APIKey, Model: e.Model,
+		AzureAPIVersion: e.AzureAPIVersion, HTTPClient: e.HTTPClient}), nil
+}
+
+// NewRunner builds the engine from the configuration, with the memory
+// store (and its embedding model, Embedder); hooks observe its runs (the
+// server's metrics).
 func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models model.Resolver, logger *slog.Logger, hooks engine.Hooks) (*engine.Runner, error) {
 	journalTTL := cfg.RetryWindow
 	if journalTTL == 0 {
@@ -478,7 +507,12 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 	if err != nil {
 		return nil, err
 	}
-	return engine.New(engine.Config{Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
+	emb, err := Embedder(cfg, models)
+	if err != nil {
+		return nil, err
+	}
+	mem := memory.New(memory.Config{Store: st, Embedder: emb, Logger: logger, Clock: cfg.Clock})
+	return engine.New(engine.Config{Memory: mem, Store: st, Agents: reg, Models: models, Logger: logger, Clock: cfg.Clock,
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
 		RefuseStateless:    cfg.StatelessApproval == config.StatelessRefuse,
 		CancelOnDisconnect: cfg.OnDisconnect == config.OnDisconnectCancel, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,

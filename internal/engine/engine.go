@@ -25,6 +25,7 @@ import (
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/memory"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
@@ -104,6 +105,9 @@ type Config struct {
 	// Budgets limit what turns may spend (checked before each turn and
 	// between a run's steps).
 	Budgets []usage.Budget
+	// Memory is the long-term memory store tools get (tool.Call.Store)
+	// and the built-in memory tools use; nil: none.
+	Memory *memory.Service
 }
 
 // Runner runs turns. Build it with New; its exported fields are read-only
@@ -151,6 +155,8 @@ type Runner struct {
 	Redact       func(string) string
 	Prices       *usage.Prices
 	Budgets      []usage.Budget
+	// Memory is Config.Memory.
+	Memory *memory.Service
 
 	// clock is Config.Clock or the real one.
 	clock clock.Clock
@@ -210,6 +216,7 @@ func New(cfg Config) (*Runner, error) {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	r.Tracer, r.TraceContent, r.KeepContent, r.Redact, r.Prices, r.Budgets = cfg.Tracer, cfg.TraceContent, cfg.KeepContent, cfg.Redact, cfg.Prices, cfg.Budgets
+	r.Memory = cfg.Memory
 	if r.Tracer == nil {
 		r.Tracer = otel.GetTracerProvider()
 	}

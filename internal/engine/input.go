@@ -19,6 +19,10 @@ type Input struct {
 	// Key is the label of the caller's API key: usage and budgets count
 	// the turn's calls under it.
 	Key string
+	// UserID is the end user the turn is for (the x-stackbone-user header,
+	// until sign-in exists): tools see it (tool.Call.UserID) and the
+	// built-in memory tools fill {userId} with it. Empty: unknown.
+	UserID string
 	// ThreadID makes the turn durable; empty means stateless.
 	ThreadID string
 	// RunID is used when set (AG-UI sends one); otherwise generated.
@@ -127,6 +131,8 @@ type runOptions struct {
 	ResponseFormat *model.ResponseFormat `json:"responseFormat,omitempty"`
 	// Key is the caller's key label, so a resumed run counts under it.
 	Key string `json:"key,omitempty"`
+	// UserID is the turn's end user, so a resumed run's tools see it too.
+	UserID string `json:"userId,omitempty"`
 }
 
 type toolSpec struct {
@@ -138,7 +144,7 @@ type toolSpec struct {
 // optionsOf encodes a turn's options for the store.
 func optionsOf(in Input) json.RawMessage {
 	o := runOptions{System: clientSystem(in.Messages), ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
-		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key}
+		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key, UserID: in.UserID}
 	for _, t := range in.ClientTools {
 		o.ClientTools = append(o.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -163,7 +169,7 @@ func (x *execution) restore(raw json.RawMessage) {
 	x.system = systemPrompt(x.spec.Instructions, o.System)
 	x.in.ToolChoice, x.in.MaxTokens, x.in.StopSequences, x.in.Temperature = o.ToolChoice, o.MaxTokens, o.StopSequences, o.Temperature
 	x.in.ResponseFormat = o.ResponseFormat
-	x.in.Key = o.Key
+	x.in.Key, x.in.UserID = o.Key, o.UserID
 	x.in.ClientTools = nil
 	for _, t := range o.ClientTools {
 		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})

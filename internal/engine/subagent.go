@@ -10,6 +10,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/memory"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -62,6 +63,9 @@ func (r *Runner) makeBuiltins(spec *agent.Spec) []*tool.Tool {
 	}
 	if spec.Parent == "" {
 		out = append(out, r.taskTool(spec))
+	}
+	if spec.Memory != nil {
+		out = append(out, memory.Tools(spec.Memory.Namespace)...)
 	}
 	return out
 }
@@ -159,6 +163,7 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 		root = x.root
 	}
 	child.durable, child.runID, child.run, child.root = x.durable, x.runID, x.run, root
+	child.in.UserID = x.in.UserID
 	child.scope, child.subName, child.subRunID = c.ToolCallID, sub.Name, x.r.NewID("sub")
 	child.system = spec.Instructions
 	child.state = withoutKey(c.State, "todos") // its todos are its own

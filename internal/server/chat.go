@@ -12,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/wire"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 	"github.com/stackbone/stackbone/internal/wire/sse"
@@ -23,6 +24,12 @@ const SessionHeader = wire.SessionHeader
 // MultitaskHeader chooses what a request does when it meets a turn still
 // running on its thread (engine.Input.Multitask), on every wire.
 const MultitaskHeader = "x-stackbone-multitask"
+
+// UserHeader names the end user a turn is for (engine.Input.UserID): the
+// built-in memory tools keep that user's facts ({userId}). It is trusted as
+// sent, by any key of the tenant: until end-user sign-in exists, the
+// application in front of Stackbone sets it.
+const UserHeader = "x-stackbone-user"
 
 // IdempotencyKeyHeader names a turn for its retries (wire.IdempotencyKeyHeader).
 const IdempotencyKeyHeader = wire.IdempotencyKeyHeader
@@ -173,6 +180,13 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 	in.Tenant, in.DecidedBy, in.Key = p.Tenant, p.Name, p.Name
 	if v := r.Header.Get(MultitaskHeader); v != "" {
 		in.Multitask = v // the header wins over a body's choice
+	}
+	if v := r.Header.Get(UserHeader); v != "" {
+		if err := store.CheckNamespace(UserHeader, []string{v}, false); err != nil {
+			return nil, apierror.Invalid(UserHeader, "`%s` must be a user id of at most %d bytes of UTF-8 without '.' or control characters: it is a label of the memory store's namespaces.",
+				UserHeader, store.MaxMemoryLabelBytes)
+		}
+		in.UserID = v
 	}
 	if tw.SessionHeader() {
 		in.ThreadID = r.Header.Get(SessionHeader)

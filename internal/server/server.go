@@ -176,6 +176,7 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
 	s.scheduleRoutes()
 	s.a2aRoutes()
+	s.memoryRoutes()
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", s.tracing.Middleware("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
@@ -219,6 +220,10 @@ const (
 	// ActAdmin changes what the tenant's server does on its own (creating,
 	// changing, deleting and running schedules): admin keys only.
 	ActAdmin
+	// ActMemory writes the memory store (PUT and DELETE /v1/store/items):
+	// admin and caller keys, as turns, whose tools write it too; approver
+	// keys only read it.
+	ActMemory
 )
 
 // Allow is the one check of key roles: nil when p's role may take act,
@@ -230,6 +235,9 @@ func (p Principal) Allow(act Action, param string) error {
 	case act == ActTurn && !p.Role.CanTurn():
 		e = apierror.New(apierror.Permission, CodeForbiddenRole,
 			fmt.Sprintf("This API key has role %q, which cannot start turns: use a key with role caller or admin.", p.Role))
+	case act == ActMemory && !p.Role.CanTurn():
+		e = apierror.New(apierror.Permission, CodeForbiddenRole,
+			fmt.Sprintf("This API key has role %q, which cannot write the memory store: use a key with role caller or admin.", p.Role))
 	case act == ActAdmin && p.Role != "" && p.Role != config.RoleAdmin:
 		e = apierror.New(apierror.Permission, CodeForbiddenRole,
 			fmt.Sprintf("This API key has role %q, which cannot change schedules: use a key with role admin.", p.Role))

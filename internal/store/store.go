@@ -760,6 +760,9 @@ type Store interface {
 	// ScheduleStore: schedules and the firings schedulers claimed.
 	ScheduleStore
 
+	// MemoryStore: the long-term memory store (ctx.store, /v1/store).
+	MemoryStore
+
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
 	Outbox

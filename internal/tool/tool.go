@@ -7,8 +7,10 @@ package tool
 import (
 	"context"
 	"encoding/json"
-	"github.com/stackbone/stackbone/internal/message"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/store"
 )
 
 // Decision names a kind of human decision on a paused call.
@@ -103,6 +105,61 @@ type Call struct {
 	// API. It is nil where no human can be asked (a turn without a
 	// session). The wait is bounded by ctx (the tool's time limit).
 	Ask func(ctx context.Context, q Question) (Answer, error)
+	// UserID is the end user the turn is for, as the request's
+	// x-stackbone-user header names them ("" when unknown).
+	UserID string
+	// Store is the tenant's long-term memory store (ctx.store in a
+	// TypeScript tool); nil where the server has none.
+	Store Memory
+}
+
+// Memory is the long-term memory store as a tool sees it: the items of the
+// calling turn's tenant (ctx.store). Values are JSON objects; namespaces
+// are paths of labels such as ["users", "u1"].
+type Memory interface {
+	// Put creates or replaces an item, embedding it for semantic search
+	// when the server has an embedding model (see MemoryPut).
+	Put(ctx context.Context, namespace []string, key string, value json.RawMessage, opts MemoryPut) (*store.MemoryItem, error)
+	// Get returns an item, or nil when there is none (or it expired).
+	Get(ctx context.Context, namespace []string, key string, refresh bool) (*store.MemoryItem, error)
+	// Delete deletes an item (a missing one is not an error).
+	Delete(ctx context.Context, namespace []string, key string) error
+	// Search lists the items under a namespace prefix (see MemorySearch).
+	Search(ctx context.Context, prefix []string, opts MemorySearch) ([]store.MemoryItem, error)
+	// ListNamespaces lists the namespaces under a prefix, sorted.
+	ListNamespaces(ctx context.Context, prefix []string, opts MemoryNamespaces) ([][]string, error)
+}
+
+// MemoryPut are the options of Memory.Put.
+type MemoryPut struct {
+	// TTL makes the item expire (0: never).
+	TTL time.Duration
+	// Index names the top-level fields whose text is embedded (nil: the
+	// whole value); NoIndex stores no embedding (index: false).
+	Index   []string
+	NoIndex bool
+}
+
+// MemorySearch are the options of Memory.Search.
+type MemorySearch struct {
+	// Query orders the items by similarity to it when the server has an
+	// embedding model, else keeps those whose value contains it
+	// (case-insensitive), latest first.
+	Query string
+	// Filter keeps the items whose value has each top-level key with an
+	// equal JSON value.
+	Filter map[string]json.RawMessage
+	// Limit (default 10) and Offset page the result.
+	Limit, Offset int
+	// Refresh renews the TTL of the items returned.
+	Refresh bool
+}
+
+// MemoryNamespaces are the options of Memory.ListNamespaces.
+type MemoryNamespaces struct {
+	Suffix        []string
+	MaxDepth      int
+	Limit, Offset int
 }
 
 // Question is what a tool asks a human during its call.

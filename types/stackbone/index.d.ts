@@ -140,6 +140,53 @@ export interface ToolContext<State extends Record<string, any> = Record<string, 
    */
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly signal: CallSignal;
+  /**
+   * The long-term memory store: JSON objects by namespace and key that
+   * outlive the thread, scoped to the caller's tenant (see README "Memory").
+   */
+  readonly store: MemoryStore;
+}
+
+/** A namespace: a path of labels (non-empty, no "."), e.g. `['users', 'u1']`. */
+export type Namespace = string[];
+
+/** One item of the memory store. */
+export interface MemoryItem<V extends Record<string, any> = Record<string, any>> {
+  namespace: Namespace;
+  key: string;
+  value: V;
+  /** RFC 3339 times. */
+  createdAt: string;
+  updatedAt: string;
+  /** When the item expires (absent: never). */
+  expiresAt?: string;
+  /** Cosine similarity to the search query (semantic search only). */
+  score?: number;
+}
+
+/** `ctx.store`: the tenant's long-term memory store. */
+export interface MemoryStore {
+  /**
+   * Creates or replaces an item (a JSON object of at most 64 KiB). `ttl` is in
+   * minutes, as LangGraph's store has it (default: never expires). With an
+   * embedding model configured (stackbone.json `embeddings`) the text of the
+   * `index` fields (dotted paths; default the whole value) is embedded for
+   * semantic search; `index: false` stores no embedding.
+   */
+  put(namespace: Namespace, key: string, value: Record<string, any>, options?: { ttl?: number; index?: string[] | false }): Promise<void>;
+  /** The item, or null. `refreshTtl` renews its TTL from now (refreshOnRead). */
+  get(namespace: Namespace, key: string, options?: { refreshTtl?: boolean }): Promise<MemoryItem | null>;
+  /** Deletes an item (a missing one is not an error). */
+  delete(namespace: Namespace, key: string): Promise<void>;
+  /**
+   * The items under a namespace prefix: with `query`, by similarity when an
+   * embedding model is configured (else those whose value contains it,
+   * case-insensitively), otherwise latest first. `filter` keeps items whose
+   * top-level fields equal its values. `limit` defaults to 10.
+   */
+  search(namespacePrefix: Namespace, options?: { query?: string; filter?: Record<string, unknown>; limit?: number; offset?: number; refreshTtl?: boolean }): Promise<MemoryItem[]>;
+  /** The namespaces under a prefix, sorted; `maxDepth` cuts them to their first labels. */
+  listNamespaces(prefix?: Namespace, options?: { suffix?: Namespace; maxDepth?: number; limit?: number; offset?: number }): Promise<Namespace[]>;
 }
 
 /** A tool definition: pass it to tool() or put it straight into `tools`. */
@@ -275,6 +322,13 @@ export interface DeepAgentConfig {
    * once on start (`catchUp: 'one'`, the default) or is skipped (`'none'`).
    */
   schedules?: Schedule[];
+  /**
+   * Built-in memory tools: `remember` (key?, fact), `recall` (query) and
+   * `forget` (key), which keep facts across threads in the memory store, under
+   * `namespace` (default `['users', '{userId}']`; `{userId}` is the caller's
+   * `x-stackbone-user` header, `anonymous` without one). Off by default.
+   */
+  memory?: boolean | { namespace?: string[] };
   /**
    * Caps every tool result the model gets, in bytes (default 100000, and never
    * more than a quarter of a known context window): a longer result is cut,

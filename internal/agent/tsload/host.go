@@ -63,6 +63,7 @@ func (r *jsRuntime) hostObject() *goja.Object {
 	})
 	set("parseURL", r.hostParseURL)
 	set("fetch", r.hostFetch)
+	set("store", r.hostStore)
 	set("aborted", func(goja.FunctionCall) goja.Value {
 		return r.vm.ToValue(r.cur != nil && r.cur.ctx.Err() != nil)
 	})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // maxCallStack bounds JS recursion so runaway recursion is an error, not a
@@ -62,6 +64,8 @@ type callState struct {
 	done     chan struct{}
 	inflight int
 	timers   map[int64]*jsTimer
+	// mem is the memory store of the tool call (ctx.store; nil: none).
+	mem tool.Memory
 }
 
 // pending readies cs for a host operation that completes later (a timer,

@@ -16,6 +16,7 @@ import (
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/redact"
+	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -67,6 +68,8 @@ type description struct {
 	ModelFallbacks []string `json:"modelFallbacks"`
 	// Schedules are schedules, defaults filled in.
 	Schedules []agent.Schedule `json:"schedules"`
+	// Memory is memory (null: off; a null namespace: the default).
+	Memory *agent.Memory `json:"memory"`
 }
 
 // approvalDescription is a needsApproval value as prelude.js describes it.
@@ -151,6 +154,7 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 		Multitask:          d.Multitask,
 		ApprovalMode:       d.ApprovalMode,
 		Schedules:          d.Schedules,
+		Memory:             d.Memory,
 		MaxToolResultBytes: d.MaxToolResultBytes,
 		ModelTimeouts: model.Timeouts{Call: time.Duration(d.ModelTimeoutMs) * time.Millisecond,
 			Idle: time.Duration(d.ModelIdleTimeoutMs) * time.Millisecond},
@@ -173,6 +177,12 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	}
 	if spec.EditableState == nil {
 		spec.EditableState = map[string]json.RawMessage{}
+	}
+	if d.Memory != nil && d.Memory.Namespace != nil {
+		if err := store.CheckNamespace("memory.namespace", d.Memory.Namespace, false); err != nil {
+			a.pool.close()
+			return nil, nil, d.locErr(b.rel, "agent "+d.Name+": "+err.Error())
+		}
 	}
 	for _, td := range d.Tools {
 		spec.Tools = append(spec.Tools, a.tool(td))
@@ -424,6 +434,7 @@ func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (to
 	)
 	err := a.run(ctx, t.Name, t.TimeLimit(), func(r *jsRuntime) (goja.Value, error) {
 		rt = r
+		r.cur.mem = call.Store
 		if r.env == nil {
 			r.env = r.vm.NewObject()
 			for k, v := range a.env {

@@ -9,6 +9,9 @@
 //
 // Handler gives the same mock as a plain http.Handler, for serving it from a
 // separate process (crash tests).
+//
+// Every mock also answers OpenAI's POST /v1/embeddings with deterministic
+// embeddings (Embed: a hashed bag of words), recorded apart (Embeddings).
 package modeltest
 
 import (
@@ -79,6 +82,7 @@ type Mock struct {
 	mu         sync.Mutex
 	script     *script.Script
 	reqs       []RecordedRequest
+	embeds     []RecordedRequest
 	failN      int
 	failStatus int
 	failHeader http.Header
@@ -226,6 +230,10 @@ func (m *Mock) Last() (r RecordedRequest, ok bool) {
 
 // ServeHTTP answers one request.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/embeddings") {
+		m.serveEmbeddings(w, r)
+		return
+	}
 	if !m.routes(r.URL.Path) {
 		m.writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
 		return

@@ -150,3 +150,54 @@ func OllamaBaseURL(host string) string {
 	}
 	return strings.TrimRight(host, "/") + "/v1"
 }
+
+// Endpoint is where an OpenAI-compatible API other than Chat Completions
+// (embeddings) is reached for a "provider/model" reference.
+type Endpoint struct {
+	// Name is the provider's name.
+	Name string
+	// BaseURL includes the version path ("…/v1").
+	BaseURL string
+	APIKey  string
+	// Model is the model name to send (Azure: the deployment).
+	Model string
+	// AzureAPIVersion is set for an azure-openai provider.
+	AzureAPIVersion string
+	// HTTPClient is Config.HTTPClient (nil: the caller's own).
+	HTTPClient *http.Client
+}
+
+// EmbeddingsEndpoint returns the endpoint of an embeddings model ref
+// ("openai/text-embedding-3-small", "ollama/nomic-embed-text", or
+// NAME/MODEL of a stackbone.json provider). Anthropic and scripted models
+// have no embeddings API: an error wrapping model.ErrUnknownProvider.
+func (r *Resolver) EmbeddingsEndpoint(ref string) (Endpoint, error) {
+	kind, name, ok := strings.Cut(ref, "/")
+	if !ok || kind == "" || name == "" {
+		return Endpoint{}, fmt.Errorf("embeddings model %q: want \"provider/model\": %w", ref, model.ErrUnknownProvider)
+	}
+	c := r.cfg
+	e := Endpoint{Name: kind, Model: name, HTTPClient: c.HTTPClient}
+	switch kind {
+	case "openai":
+		e.BaseURL, e.APIKey = c.OpenAIBaseURL, c.OpenAIKey
+		if e.BaseURL == "" {
+			e.BaseURL = "https://api.openai.com/v1"
+		}
+	case "ollama":
+		e.BaseURL = OllamaBaseURL(c.OllamaHost)
+	case "anthropic", "scripted":
+		return Endpoint{}, fmt.Errorf("embeddings model %q: %s has no embeddings API (use openai/…, ollama/… or a provider of %s): %w",
+			ref, kind, ProjectFile, model.ErrUnknownProvider)
+	default:
+		cu, ok := c.Custom[kind]
+		if !ok {
+			return Endpoint{}, fmt.Errorf("embeddings model %q: %w %q", ref, model.ErrUnknownProvider, kind)
+		}
+		if cu.unset != nil {
+			return Endpoint{}, cu.unset
+		}
+		e.BaseURL, e.APIKey, e.AzureAPIVersion = cu.BaseURL, cu.APIKey, cu.APIVersion
+	}
+	return e, nil
+}

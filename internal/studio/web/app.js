@@ -1778,6 +1778,93 @@ function schedulesView() {
   return { name: 'schedules', refresh, close() { clearInterval(timer); } };
 }
 
+// ---------- Memory ----------
+
+// memoryView browses the long-term memory store: its namespaces, and the
+// items under the one chosen (params ns: its labels joined with '.'),
+// latest first or by a search; keys that may write it can delete an item.
+function memoryView(params) {
+  const ns = params.get('ns') ? params.get('ns').split('.') : [];
+  const nsList = h('ul', { class: 'namespaces', id: 'memory-namespaces' });
+  const tbody = h('tbody', {});
+  const empty = h('p', { class: 'empty', hidden: true });
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const query = h('input', { type: 'search', id: 'memory-query', placeholder: 'Search the values', 'aria-label': 'Search the values' });
+  const form = h('form', { class: 'filters', id: 'memory-search' }, query, h('button', { type: 'submit', class: 'secondary' }, 'Search'));
+  const canWrite = (app.session?.role || 'admin') !== 'approver';
+  const title = ns.length ? `Memory: ${ns.join(' / ')}` : 'Memory';
+  main.replaceChildren(h('section', { 'aria-labelledby': 'memory-h' },
+    h('div', { class: 'titlebar' }, h('h1', { id: 'memory-h', tabindex: '-1' }, title)),
+    error,
+    h('nav', { 'aria-label': 'Namespaces' }, h('h2', {}, 'Namespaces'), nsList),
+    form,
+    h('table', { class: 'threads memory', id: 'memory-items' },
+      h('caption', { class: 'sr-only' }, 'Items of the memory store'),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col' }, 'Key'), h('th', { scope: 'col' }, 'Namespace'), h('th', { scope: 'col' }, 'Value'),
+        h('th', { scope: 'col' }, 'Updated'), h('th', { scope: 'col' }, 'Expires'),
+        h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
+      tbody),
+    empty));
+
+  const fail = (what, e) => {
+    if (e.status === 401) return;
+    error.textContent = `Could not ${what}: ${e.message}`;
+    error.hidden = false;
+  };
+
+  async function remove(it, btn) {
+    if (!window.confirm(`Delete ${it.key} from ${it.namespace.join(' / ')}?`)) return;
+    btn.disabled = true;
+    try {
+      await api('DELETE', '/v1/store/items', { namespace: it.namespace, key: it.key });
+      error.hidden = true;
+    } catch (e) {
+      fail(`delete ${it.key}`, e);
+    }
+    refresh();
+  }
+
+  let seq = 0;
+  async function refresh() {
+    const mine = ++seq;
+    try {
+      const [nsPage, itemPage] = await Promise.all([
+        api('POST', '/v1/store/namespaces', { limit: 1000 }),
+        api('POST', '/v1/store/items/search', { namespace_prefix: ns, query: query.value || null, limit: 100 }),
+      ]);
+      if (mine !== seq) return;
+      error.hidden = true;
+      nsList.replaceChildren(
+        h('li', {}, h('a', { href: '#/memory', 'aria-current': ns.length ? null : 'true' }, 'All')),
+        ...nsPage.namespaces.map((n) => {
+          const joined = n.join('.');
+          return h('li', { 'data-namespace': joined },
+            h('a', { href: `#/memory?ns=${encodeURIComponent(joined)}`, 'aria-current': joined === ns.join('.') ? 'true' : null }, n.join(' / ')));
+        }));
+      tbody.replaceChildren(...itemPage.items.map((it) => {
+        const btn = h('button', { type: 'button', class: 'secondary danger', 'data-delete': it.key }, 'Delete');
+        btn.addEventListener('click', () => remove(it, btn));
+        return h('tr', { 'data-item': `${it.namespace.join('.')}/${it.key}` },
+          h('th', { scope: 'row' }, it.key),
+          h('td', { class: 'namespace' }, it.namespace.join(' / ')),
+          h('td', { class: 'value' }, h('pre', {}, JSON.stringify(it.value, null, 2))),
+          h('td', {}, timeEl(it.updated_at)),
+          h('td', { class: 'expires' }, it.expires_at ? timeEl(it.expires_at) : 'never'),
+          h('td', {}, canWrite ? btn : ''));
+      }));
+      empty.textContent = query.value ? 'No item matches the search.'
+        : 'No items. Tools write them with ctx.store.put, agents with memory: true through remember, clients with PUT /v1/store/items.';
+      empty.hidden = itemPage.items.length > 0;
+    } catch (e) {
+      fail('load the memory store', e);
+    }
+  }
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); refresh(); });
+  refresh();
+  return { name: 'memory', refresh, close() {} };
+}
+
 // ---------- Usage ----------
 
 // resetsIn says when a budget's period starts again ("resets in 5 h").
@@ -2034,6 +2121,9 @@ function route() {
   } else if (path === '/schedules') {
     name = 'schedules';
     app.view = schedulesView();
+  } else if (path === '/memory') {
+    name = 'memory';
+    app.view = memoryView(params);
   } else if (path === '/webhooks') {
     name = 'webhooks';
     app.view = webhooksView();

@@ -8,8 +8,9 @@
 
   const BUILTIN_TOOLS = ['write_todos', 'ls', 'read_file', 'write_file', 'edit_file', 'task'];
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
+  const MEMORY_TOOLS = ['remember', 'recall', 'forget'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode', 'schedules'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode', 'schedules', 'memory'];
   const SCHEDULE_KEYS = ['name', 'cron', 'timezone', 'input', 'thread', 'catchUp', 'key'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
@@ -327,6 +328,7 @@
     }
     if (cfg.modelSettings !== undefined) checkModelSettings(cfg.modelSettings, what, loc);
     if (cfg.schedules !== undefined) checkSchedules(cfg.schedules, what, loc);
+    if (cfg.memory !== undefined) checkMemory(cfg.memory, what, loc);
     if (cfg.output !== undefined && !isPlain(cfg.output)) {
       fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
     }
@@ -347,6 +349,9 @@
       }
       if (BUILTIN_TOOLS.includes(name)) {
         fail(`${what}: tool ${str(name)} clashes with a built-in tool (${BUILTIN_TOOLS.join(', ')})`, locs.get(t) || loc);
+      }
+      if (cfg.memory !== undefined && cfg.memory !== false && MEMORY_TOOLS.includes(name)) {
+        fail(`${what}: tool ${str(name)} clashes with a built-in memory tool (${MEMORY_TOOLS.join(', ')}; memory is on)`, locs.get(t) || loc);
       }
       checkTool(name, t, loc);
     }
@@ -380,6 +385,23 @@
               fail(`${sw} (${s.name}): unknown tool ${str(tn)} (the agent has: ${usable.join(', ') || 'none'})`, loc);
             }
           }
+        }
+      });
+    }
+  }
+
+  // checkMemory checks memory: true | false | { namespace: string[] }; the
+  // labels are checked again in Go (no '.', at most 16).
+  function checkMemory(m, what, loc) {
+    if (typeof m === 'boolean') return;
+    const want = `${what}: memory must be true, false or { namespace: ['users', '{userId}'] }`;
+    if (!isPlain(m)) fail(want, loc);
+    unknownKeys(m, ['namespace'], `${what}: memory`, loc);
+    if (m.namespace !== undefined) {
+      if (!Array.isArray(m.namespace) || m.namespace.length === 0) fail(`${what}: memory.namespace must be a non-empty array of labels`, loc);
+      m.namespace.forEach((l, i) => {
+        if (typeof l !== 'string' || l === '' || l.includes('.')) {
+          fail(`${what}: memory.namespace[${i}] must be a non-empty string without '.', got ${str(l)}`, loc);
         }
       });
     }
@@ -503,6 +525,8 @@
         thread: sc.thread || 'new', catchUp: sc.catchUp || 'one', key: sc.key || '',
       })),
       env: (cfg.env || []).slice(),
+      memory: cfg.memory === undefined || cfg.memory === false ? null
+        : { namespace: isPlain(cfg.memory) && cfg.memory.namespace ? cfg.memory.namespace.slice() : null },
       loc,
     };
     const ms = cfg.modelSettings || {};
@@ -639,6 +663,29 @@
 
   const UNTOUCHED = Symbol('untouched state');
 
+  // ctx.store: the tenant's long-term memory store. Each operation runs in
+  // Go (host.store) and settles with its JSON result.
+  function storeOp(op, args) {
+    return host.store(op, JSON.stringify(args)).then((raw) => (raw === '' ? undefined : parseJSON(raw)));
+  }
+  const memoryStore = Object.freeze({
+    put(namespace, key, value, options) {
+      return storeOp('put', { namespace, key, value, options: options || {} }).then(() => undefined);
+    },
+    get(namespace, key, options) {
+      return storeOp('get', { namespace, key, options: options || {} });
+    },
+    delete(namespace, key) {
+      return storeOp('delete', { namespace, key }).then(() => undefined);
+    },
+    search(namespacePrefix, options) {
+      return storeOp('search', { namespace: namespacePrefix, options: options || {} });
+    },
+    listNamespaces(prefix, options) {
+      return storeOp('listNamespaces', { namespace: prefix || [], options: options || {} });
+    },
+  });
+
   // envFor returns ctx.env for the host's env object: only the names the
   // agent lists, frozen; a null prototype keeps 'toString' and the like
   // undefined too. The host passes the same object on every call of a
@@ -686,6 +733,7 @@
       agent,
       env: envFor(env),
       signal,
+      store: memoryStore,
     };
     rec.ctx = ctx;
     current = rec;

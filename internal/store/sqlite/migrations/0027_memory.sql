@@ -1,0 +1,23 @@
+-- The long-term memory store (ctx.store, /v1/store/items): JSON values by
+-- tenant, namespace and key. namespace is the namespace's labels joined with
+-- '.' (a label holds no '.'), so the items under a prefix P are namespace = P
+-- or the range ['P.', 'P/'), which the primary key's index serves.
+-- embedding is the value's unit-length embedding as little-endian float32s
+-- (NULL: not indexed), dims its length. expires_at is when the item expires
+-- (NULL: never); ttl_seconds the TTL it was put with, which a read with
+-- refresh renews.
+CREATE TABLE memory_items (
+	tenant      TEXT    NOT NULL,
+	namespace   TEXT    NOT NULL,
+	key         TEXT    NOT NULL,
+	value       TEXT    NOT NULL,
+	embedding   BLOB,
+	dims        INTEGER NOT NULL DEFAULT 0,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	expires_at  INTEGER,
+	ttl_seconds INTEGER,
+	PRIMARY KEY (tenant, namespace, key)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX memory_items_expiry ON memory_items (expires_at) WHERE expires_at IS NOT NULL;
