@@ -24,6 +24,9 @@ type DB struct {
 	now    func() time.Time
 	// webhooks are the endpoints notices are written for (SetWebhooks).
 	webhooks []string
+	// vector indexes the memory store's embeddings (EnableVectorIndex);
+	// nil: exact scans.
+	vector *VectorIndex
 }
 
 var _ Store = (*DB)(nil)

@@ -53,15 +53,26 @@ func (db *DB) MemoryPut(ctx context.Context, p MemoryPut) (*MemoryItem, error) {
 			ttl = int64(1)
 		}
 	}
+	args := []any{p.Tenant, now, JoinNamespace(p.Namespace), p.Key, string(it.Value), emb, dims, now, expires, ttl}
+	// With a vector index the embedding is also in the index's column.
+	vecCol, vecVal, vecSet := "", "", ""
+	if db.vector != nil {
+		var lit any
+		if p.Embedding != nil {
+			lit = vectorLiteral(Normalize(p.Embedding))
+			db.ensureVectorIndex(ctx, dims)
+		}
+		args = append(args, lit)
+		vecCol, vecVal, vecSet = ", embedding_vec", ", $11::"+db.vector.Type, ", embedding_vec = excluded.embedding_vec"
+	}
 	err := db.d.Write(ctx, "memory put", func(tx Tx) error {
 		// An expired item is replaced as a new one: its CreatedAt goes.
-		return tx.QueryRowLast(ctx, `INSERT INTO memory_items (tenant, namespace, key, value, embedding, dims, created_at, updated_at, expires_at, ttl_seconds)
-			VALUES ($1, $3, $4, $5, $6, $7, $8, $8, $9, $10)
+		return tx.QueryRowLast(ctx, `INSERT INTO memory_items (tenant, namespace, key, value, embedding, dims, created_at, updated_at, expires_at, ttl_seconds`+vecCol+`)
+			VALUES ($1, $3, $4, $5, $6, $7, $8, $8, $9, $10`+vecVal+`)
 			ON CONFLICT (tenant, namespace, key) DO UPDATE SET value = excluded.value, embedding = excluded.embedding, dims = excluded.dims,
-				updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_seconds = excluded.ttl_seconds,
+				updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_seconds = excluded.ttl_seconds`+vecSet+`,
 				created_at = CASE WHEN memory_items.expires_at IS NOT NULL AND memory_items.expires_at <= $2 THEN excluded.created_at ELSE memory_items.created_at END
-			RETURNING created_at`,
-			p.Tenant, now, JoinNamespace(p.Namespace), p.Key, string(it.Value), emb, dims, now, expires, ttl).Scan(ScanTime(&it.CreatedAt))
+			RETURNING created_at`, args...).Scan(ScanTime(&it.CreatedAt))
 	})
 	if err != nil {
 		return nil, err
@@ -348,13 +359,25 @@ func (h *worstFirst) Pop() any {
 // once, scored against q (unit length, as the stored embeddings are), and
 // only the best offset+limit are kept.
 func (db *DB) vectorScan(ctx context.Context, where string, args []any, q []float32, filter memoryFilter, limit, offset int) ([]MemoryItem, error) {
-	rows, err := db.d.Read().Query(ctx, `SELECT `+memoryCols+`, embedding FROM memory_items WHERE `+where, args...)
-	if err != nil {
-		return nil, db.read("memory search", err)
-	}
 	keep := limit + offset
+	var rows ClosingRows
+	if db.vector != nil && filter == nil {
+		var ok bool
+		var err error
+		if rows, ok, err = db.indexedCandidates(ctx, where, args, q, keep); err != nil {
+			return nil, err
+		} else if !ok {
+			rows = nil
+		}
+	}
+	if rows == nil {
+		var err error
+		if rows, err = db.d.Read().Query(ctx, `SELECT `+memoryCols+`, embedding FROM memory_items WHERE `+where, args...); err != nil {
+			return nil, db.read("memory search", err)
+		}
+	}
 	h := make(worstFirst, 0, keep+1)
-	err = func() error {
+	err := func() error {
 		defer rows.Close()
 		var emb []byte
 		for rows.Next() {

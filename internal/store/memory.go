@@ -289,6 +289,15 @@ func EncodeVector(v []float32) []byte {
 	return b
 }
 
+// DecodeVector is the vector EncodeVector made b from.
+func DecodeVector(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
 // DotBytes is the dot product of q and the little-endian float32 vector b
 // of the same length (the caller checks the lengths).
 func DotBytes(q []float32, b []byte) float64 {

@@ -131,6 +131,10 @@ func open(ctx context.Context, url, schema string, logger *slog.Logger) (*Store,
 		pool.Close()
 		return nil, err
 	}
+	if err := s.detectVector(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	logger.Debug("postgres store open", "host", cc.Host, "database", cc.Database, "schema", s.schema)
 	return s, nil
 }
@@ -270,4 +274,22 @@ func invalidData(err error) bool {
 func (s *Store) SetClock(c clock.Clock) {
 	s.now = clock.Or(c).Now
 	s.DB.SetClock(c)
+}
+
+// detectVector makes the memory store search through pgvector when the
+// extension is installed in the database (CREATE EXTENSION vector, by the
+// operator: Stackbone does not install it).
+func (s *Store) detectVector(ctx context.Context) error {
+	var ns string
+	err := s.pool.QueryRow(ctx, `SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+		WHERE e.extname = 'vector'`).Scan(&ns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return mapErr("open", err)
+	}
+	q := pgx.Identifier{ns}.Sanitize()
+	return s.EnableVectorIndex(ctx, &store.VectorIndex{Type: q + ".vector", Ops: q + ".vector_cosine_ops",
+		Distance: "OPERATOR(" + q + ".<=>)"})
 }
