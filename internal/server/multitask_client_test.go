@@ -211,6 +211,12 @@ func checkMultitaskCase(t *testing.T, envs []*stacktest.Env, r multitaskResult) 
 		if questions != 1 || answer != full {
 			t.Errorf("%s: the queued turn's model saw %q; want the first question once and its answer %q", r.Name, p, full)
 		}
+		// The queued turn began once the first had ended, as the runs
+		// record them.
+		runs, err := envs[0].Store.ListRuns(t.Context(), "dev", r.Session)
+		if err != nil || len(runs) != 2 || runs[0].EndedAt == nil || runs[1].StartedAt.Before(*runs[0].EndedAt) {
+			t.Errorf("%s: runs %+v (%v); want the queued run started after the first ended", r.Name, runs, err)
+		}
 	case "interrupt":
 		if questions != 1 || answer == "" || answer == full || !strings.HasPrefix(full, answer) || !strings.HasSuffix(r.Partial, answer) {
 			t.Errorf("%s: the model saw %q after the interrupt; want the first question once and the partial answer (the client saw %q)", r.Name, p, r.Partial)

@@ -71,13 +71,12 @@ const getJSON = async (url) => {
 // A stream being read: text so far, when its first text came, how it
 // ended (error: what the SDK threw or surfaced), when.
 function reader(iterate) {
-  const s = { text: '', firstTextAt: 0, lastTextAt: 0, endedAt: 0, error: null, events: [] };
+  const s = { text: '', firstTextAt: 0, endedAt: 0, error: null, events: [] };
   s.done = (async () => {
     try {
       await iterate((delta) => {
         if (!delta) return;
-        s.lastTextAt = performance.now();
-        if (!s.firstTextAt) s.firstTextAt = s.lastTextAt;
+        if (!s.firstTextAt) s.firstTextAt = performance.now();
         s.text += delta;
       }, (ev) => s.events.push(ev));
     } catch (e) {
@@ -238,10 +237,10 @@ async function run(name, c, strategy, { model, named = true } = {}) {
     expect(s1.text.includes('a light wind from the west.'), `the first answer ${JSON.stringify(s1.text)}`);
     expect(s2.text === `echo: ${second}`, `the queued answer ${JSON.stringify(s2.text)}`);
     await wantRuns(session, ['idle', 'idle']);
-    // The first turn's last text reaches the client before the queued
-    // turn's first (the client may still be closing the first stream:
-    // the AI SDK finishes its parts after the server's end).
-    expect(s2.firstTextAt >= s1.lastTextAt, `the queued stream started ${Math.round(s1.lastTextAt - s2.firstTextAt)} ms before the first turn's last text`);
+    // That the queued turn began after the first ended is checked on the
+    // server's run records (the Go test): the two streams travel on two
+    // connections, and an SDK's stream pipeline may surface the first's
+    // last text after the second's first.
     return { ...out, first: s1.text, second: s2.text, queuedFor: Math.round(s2.firstTextAt - s1.endedAt) };
   }
 
