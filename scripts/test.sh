@@ -34,7 +34,7 @@ log "Go modules"
 go mod download
 
 log "Node packages for the TypeScript, AG-UI client and other client tests"
-for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients tests/mcp; do
+for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients tests/mcp tests/oidc; do
   if [ -f "$d/package-lock.json" ]; then
     (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   fi

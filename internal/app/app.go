@@ -328,11 +328,12 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	if sched, ok := srv.Scheduler.(*schedule.Scheduler); ok {
 		go sched.Run(ctx)
 	}
+	public := cfg.PublicURL
+	if public == "" {
+		public = "http://" + addr
+	}
+	srv.SetPublicURL(public) // the resource OAuth clients ask tokens for
 	if hooks != nil {
-		public := cfg.PublicURL
-		if public == "" {
-			public = "http://" + addr
-		}
 		hooks.SetPublicURL(public)
 		// Deliveries go on through the graceful shutdown (runs finishing
 		// then report run.completed) and stop when Serve returns; what is
