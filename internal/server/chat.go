@@ -171,6 +171,7 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 	}
 	in := t.Input()
 	in.Tenant, in.DecidedBy, in.Key = p.Tenant, p.Name, p.Name
+	in.User, in.AnyOwner = p.ToolUser(), p.AnyOwner()
 	if v := r.Header.Get(MultitaskHeader); v != "" {
 		in.Multitask = v // the header wins over a body's choice
 	}

@@ -291,4 +291,3 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.tok)
 	return b.next.RoundTrip(r)
 }
-

@@ -107,9 +107,14 @@ func (o *OIDC) Token(t testing.TB, issuer, client, resource string) string {
 	if !ok {
 		t.Fatalf("no OIDC client %q", client)
 	}
-	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {c.ID}, "client_secret": {c.Secret},
-		"resource": {resource}, "scope": {"mcp"}}
-	resp, err := http.PostForm(issuer+"/token", form)
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {resource}, "scope": {"mcp"}}
+	req, err := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret)) // RFC 6749 §2.3.1
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ function configuration() {
       grant_types: ['client_credentials'],
       redirect_uris: [],
       response_types: [],
-      token_endpoint_auth_method: 'client_secret_post',
+      token_endpoint_auth_method: 'client_secret_basic',
       tenant: c.tenant,
       role: c.role,
       email: c.email,
