@@ -90,6 +90,7 @@ type TokenError struct {
 	Err error
 }
 
+// Error says why the token was refused, with the underlying error.
 func (e *TokenError) Error() string {
 	if e.Err != nil {
 		return "invalid token: " + e.Reason + ": " + e.Err.Error()

@@ -237,6 +237,7 @@ func TestJWTOnEveryWire(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatalf("mcp tools/list: %v", err)
 	}
+	closeMCP(t, cs)
 	// The static key still works, unchanged.
 	kc := openai.NewClient(option.WithBaseURL(env.URL+"/v1"), option.WithAPIKey("sk-acme-admin-1"), option.WithMaxRetries(0))
 	if _, err := kc.Chat.Completions.New(ctx, params(user("hi"))); err != nil {
@@ -268,7 +269,21 @@ func TestJWTOnEveryWire(t *testing.T) {
 	s.refusedOnEveryWire(t, "expired", rotated, "expired")
 }
 
-// mcpConnect opens a Go SDK client session on /mcp with a bearer token.
+// closeMCP ends an MCP client session while its token is still valid,
+// within a bound.
+func closeMCP(t *testing.T, cs *sdk.ClientSession) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cs.Close() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("closing the MCP session hangs")
+	}
+}
+
+// mcpConnect opens a Go SDK client session on /mcp with a bearer token
+// (the caller closes it: closeMCP).
 func mcpConnect(t *testing.T, env *stacktest.Env, tok string) *sdk.ClientSession {
 	t.Helper()
 	hc := &http.Client{Transport: bearerTransport{tok: tok, next: http.DefaultTransport}}
@@ -277,7 +292,6 @@ func mcpConnect(t *testing.T, env *stacktest.Env, tok string) *sdk.ClientSession
 	if err != nil {
 		t.Fatalf("mcp connect: %v", err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
 

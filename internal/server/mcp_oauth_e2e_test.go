@@ -68,6 +68,7 @@ func TestMCPOAuthResourceServer(t *testing.T) {
 	if _, err := sess.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	closeMCP(t, sess)
 
 	// The TypeScript SDK signs in from the 401 alone.
 	node, dir := stacktest.NodeFixture(t, "mcp", "@modelcontextprotocol/sdk/package.json")

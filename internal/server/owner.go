@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -79,4 +80,18 @@ func (s *Server) seesDecision(r *http.Request, it *store.Interrupt, notFound err
 		return err
 	}
 	return nil
+}
+
+// tenantWide is h behind the rule of the routes that show the whole
+// tenant's doings across threads (webhook deliveries, usage by key): an
+// end user's token reads them only with the admin role (403
+// forbidden_role); keys read them as before.
+func tenantWide(h HandlerFunc) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if p := PrincipalFrom(r.Context()); p.User.ID != "" && !p.AnyOwner() {
+			return apierror.New(apierror.Permission, CodeForbiddenRole,
+				fmt.Sprintf("This access token has role %q: the tenant's usage and webhook deliveries span every user's threads, so only an admin token reads them.", p.Role))
+		}
+		return h(w, r)
+	}
 }

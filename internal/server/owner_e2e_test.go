@@ -225,6 +225,16 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 		t.Fatal(err)
 	}
 	notFound("alice", "bob's thread", call(t, "GET", env.URL+"/v1/threads/t-bob", "", "Authorization", "Bearer "+alice))
+	// The tenant-wide reads are for admins among end users.
+	for _, path := range []string{"/v1/usage", "/v1/webhooks/deliveries"} {
+		forbiddenRole(t, "alice "+path, call(t, "GET", env.URL+path, "", "Authorization", "Bearer "+alice))
+		if r := call(t, "GET", env.URL+path, "", "Authorization", "Bearer "+carol); r.status != 200 {
+			t.Fatalf("carol GET %s: %d %s", path, r.status, r.body)
+		}
+		if r := call(t, "GET", env.URL+path, "", "Authorization", "Bearer sk-acme-caller-1"); r.status != 200 {
+			t.Fatalf("a caller key GET %s: %d %s", path, r.status, r.body)
+		}
+	}
 	// Another tenant's user sees none of it, as before.
 	erin := s.token(t, "erin")
 	notFound("erin", "alice's thread", call(t, "GET", env.URL+"/v1/threads/t-alice", "", "Authorization", "Bearer "+erin))
