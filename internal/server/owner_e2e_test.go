@@ -12,6 +12,7 @@ import (
 	antopt "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
@@ -86,6 +87,13 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 		t.Fatalf("a key's thread has owner %q", th.Owner)
 	}
 
+	// And a stored response (a thread of her own too).
+	resp, err := chat(alice).Responses.New(ctx, responses.ResponseNewParams{Model: "assistant",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("remember this")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	notFound := func(who, what string, r apiResp) {
 		t.Helper()
 		var body struct {
@@ -107,6 +115,7 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 		{"POST", "/v1/threads/t-alice/fork", `{"threadId":"t-stolen"}`},
 		{"POST", "/v1/threads/t-alice/head", `{"branch":0}`},
 		{"POST", "/v1/threads/t-alice/cancel", ""},
+		{"DELETE", "/v1/threads/t-alice/queue/run_x", ""},
 		{"GET", "/v1/runs/" + runID, ""},
 		{"GET", "/v1/hitl/" + it.ID, ""},
 	}
@@ -134,8 +143,18 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 		agui := call(t, "POST", env.URL+"/v1/agents/assistant/agui",
 			`{"threadId":"t-alice","runId":"r-x","messages":[{"id":"mx","role":"user","content":"hi"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}`,
 			"Authorization", "Bearer "+tok, "Accept", "text/event-stream")
-		if agui.status == 200 && !strings.Contains(string(agui.body), `"RUN_ERROR"`) || strings.Contains(string(agui.body), "refund") {
+		if !strings.Contains(string(agui.body), `"type":"RUN_ERROR"`) || !strings.Contains(string(agui.body), `"code":"not_found"`) ||
+			strings.Contains(string(agui.body), "refund") {
 			t.Fatalf("%s: agui on alice's thread: %d %s", who, agui.status, agui.body)
+		}
+		// Her stored response, and going on from it.
+		notFound(who, "GET her response", call(t, "GET", env.URL+"/v1/responses/"+resp.ID, "", "Authorization", "Bearer "+tok))
+		notFound(who, "GET her conversation", call(t, "GET", env.URL+"/v1/conversations/"+resp.Conversation.ID, "", "Authorization", "Bearer "+tok))
+		notFound(who, "GET her conversation's items", call(t, "GET", env.URL+"/v1/conversations/"+resp.Conversation.ID+"/items", "", "Authorization", "Bearer "+tok))
+		_, err = chat(tok).Responses.New(ctx, responses.ResponseNewParams{Model: "assistant", PreviousResponseID: openai.String(resp.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and then?")}})
+		if !errors.As(err, &oe) || oe.StatusCode != 404 {
+			t.Fatalf("%s: previous_response_id of alice's: want 404, got %v", who, err)
 		}
 		// Listing: alice's thread and decision are not there; the key's are.
 		var threads struct{ Data []store.Thread }
@@ -162,7 +181,8 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 	}
 
 	// Alice herself sees it all.
-	for _, path := range []string{"/v1/threads/t-alice", "/v1/threads/t-alice/branches", "/v1/hitl/" + it.ID, "/v1/runs/" + runID} {
+	for _, path := range []string{"/v1/threads/t-alice", "/v1/threads/t-alice/branches", "/v1/hitl/" + it.ID, "/v1/runs/" + runID,
+		"/v1/responses/" + resp.ID, "/v1/conversations/" + resp.Conversation.ID} {
 		if r := call(t, "GET", env.URL+path, "", "Authorization", "Bearer "+alice); r.status != 200 {
 			t.Fatalf("alice GET %s: %d %s", path, r.status, r.body)
 		}
@@ -170,8 +190,8 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 	var threads struct{ Data []store.Thread }
 	r := call(t, "GET", env.URL+"/v1/threads", "", "Authorization", "Bearer "+alice)
 	_ = json.Unmarshal(r.body, &threads)
-	if len(threads.Data) != 2 {
-		t.Fatalf("alice lists %d threads, want hers and the key's: %s", len(threads.Data), r.body)
+	if len(threads.Data) != 3 {
+		t.Fatalf("alice lists %d threads, want her two and the key's: %s", len(threads.Data), r.body)
 	}
 	// She is a caller: she may not decide (403 once she sees it).
 	forbiddenRole(t, "alice approve", call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "", "Authorization", "Bearer "+alice))
@@ -208,7 +228,7 @@ func testPerUserThreads(t *testing.T, st store.Store) {
 	r = call(t, "GET", env.URL+"/v1/threads", "", "Authorization", "Bearer "+carol)
 	threads.Data = nil
 	_ = json.Unmarshal(r.body, &threads)
-	if len(threads.Data) != 2 {
+	if len(threads.Data) != 3 {
 		t.Fatalf("carol lists %d threads: %s", len(threads.Data), r.body)
 	}
 	if r := call(t, "POST", env.URL+"/v1/threads/t-alice/fork", `{"threadId":"t-carol"}`, "Authorization", "Bearer "+carol); r.status != 200 && r.status != 201 {
