@@ -86,6 +86,9 @@ type Identity struct {
 // never holds the token).
 type TokenError struct {
 	Reason string
+	// Unavailable says the token could not be checked: the issuer's keys
+	// could not be read (the provider is down), not the token's fault.
+	Unavailable bool
 	// Err is the underlying error, for logs.
 	Err error
 }
@@ -318,10 +321,15 @@ func (v *Verifier) key(ctx context.Context, kid string, alg string) (jose.JSONWe
 		return k, nil
 	}
 	// One fetch at a time; a caller that waited finds what it got.
+	unavailable := func(err error) *TokenError {
+		e := refuse("the issuer's keys could not be read", err)
+		e.Unavailable = true
+		return e
+	}
 	select {
 	case v.fetching <- struct{}{}:
 	case <-ctx.Done():
-		return jose.JSONWebKey{}, refuse("the issuer's keys could not be read", ctx.Err())
+		return jose.JSONWebKey{}, unavailable(ctx.Err())
 	}
 	defer func() { <-v.fetching }()
 	if k, ok := v.lookup(kid, alg); ok {
@@ -329,13 +337,17 @@ func (v *Verifier) key(ctx context.Context, kid string, alg string) (jose.JSONWe
 	}
 	v.mu.Lock()
 	due := v.fetched.IsZero() || !v.cfg.Now().Before(v.fetched.Add(v.cfg.RefreshEvery))
+	none := v.keys == nil // no fetch has succeeded yet
 	v.mu.Unlock()
+	if !due && none {
+		return jose.JSONWebKey{}, unavailable(errors.New("the last fetch failed"))
+	}
 	if !due {
 		return jose.JSONWebKey{}, refuse(fmt.Sprintf("its key %q is not one of the issuer's", kid), nil)
 	}
 	if err := v.fetch(ctx); err != nil {
 		v.log.Warn("jwt: fetch the issuer's keys", "issuer", v.cfg.Issuer, "err", err)
-		return jose.JSONWebKey{}, refuse("the issuer's keys could not be read", err)
+		return jose.JSONWebKey{}, unavailable(err)
 	}
 	if k, ok := v.lookup(kid, alg); ok {
 		return k, nil

@@ -32,6 +32,7 @@ type issuer struct {
 	mu      sync.Mutex
 	keys    []jose.JSONWebKey // private
 	fetches atomic.Int32
+	down    atomic.Bool // every request fails with 502
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -50,7 +51,13 @@ func newIssuer(t *testing.T) *issuer {
 		}
 		_ = json.NewEncoder(w).Encode(set)
 	})
-	is.srv = httptest.NewServer(mux)
+	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if is.down.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(is.srv.Close)
 	is.addKey(t, "k1")
 	return is
@@ -266,5 +273,31 @@ func TestVerifyRotation(t *testing.T) {
 	// The old key still verifies (it is still in the set).
 	if _, err := v.Verify(ctx, is.sign(t, "k1", future), aud); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A provider that cannot be reached is not the token's fault: the error
+// says Unavailable, without a fetch storm, and past RefreshEvery the keys
+// are fetched again.
+func TestVerifyIssuerDown(t *testing.T) {
+	is := newIssuer(t)
+	now := t0
+	v := newVerifier(t, is, &now)
+	tok := is.sign(t, "k1", is.claims(nil))
+	is.down.Store(true)
+	for range 2 { // the second, within RefreshEvery, does not fetch
+		_, err := v.Verify(context.Background(), tok, aud)
+		var te *auth.TokenError
+		if !errors.As(err, &te) || !te.Unavailable {
+			t.Fatalf("issuer down: %v, want Unavailable", err)
+		}
+	}
+	if n := is.fetches.Load(); n != 0 {
+		t.Fatalf("%d key set fetches while discovery fails", n)
+	}
+	is.down.Store(false)
+	now = now.Add(auth.DefaultRefreshEvery)
+	if _, err := v.Verify(context.Background(), tok, aud); err != nil {
+		t.Fatalf("the provider is back: %v", err)
 	}
 }

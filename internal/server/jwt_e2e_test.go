@@ -305,3 +305,27 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.tok)
 	return b.next.RoundTrip(r)
 }
+
+// TestJWTKeysUnreachable: when the issuer's keys cannot be read, a token
+// is not refused as invalid (401 would send its client to sign in again)
+// but answered 503 auth_unavailable with retry-after.
+func TestJWTKeysUnreachable(t *testing.T) {
+	t.Parallel()
+	s := newJWTStack(t, stacktest.Options{Configure: func(cfg *config.Config) {
+		cfg.JWT.JWKSURL = "http://127.0.0.1:1/jwks" // nothing listens there
+	}})
+	r := call(t, "GET", s.env.URL+"/v1/threads", "", "Authorization", "Bearer "+s.token(t, "alice"))
+	var body struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if r.status != 503 || json.Unmarshal(r.body, &body) != nil || body.Error.Code != "auth_unavailable" || r.header.Get("retry-after") == "" {
+		t.Fatalf("keys unreachable: %d %v %s", r.status, r.header, r.body)
+	}
+	if ch := r.header.Get("WWW-Authenticate"); ch != "" {
+		t.Fatalf("a 503 asks for no credentials: %q", ch)
+	}
+	// Keys are not affected.
+	if r := call(t, "GET", s.env.URL+"/v1/threads", "", "Authorization", "Bearer sk-acme-admin-1"); r.status != 200 {
+		t.Fatalf("a key: %d %s", r.status, r.body)
+	}
+}

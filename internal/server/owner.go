@@ -82,15 +82,15 @@ func (s *Server) seesDecision(r *http.Request, it *store.Interrupt, notFound err
 	return nil
 }
 
-// tenantWide is h behind the rule of the routes that show the whole
-// tenant's doings across threads (webhook deliveries, usage by key): an
-// end user's token reads them only with the admin role (403
-// forbidden_role); keys read them as before.
-func tenantWide(h HandlerFunc) HandlerFunc {
+// TenantWide is h behind the rule of the routes that show the whole
+// tenant's doings across threads (webhook deliveries, usage by key,
+// Studio's live changes): an end user's token reads them only with the
+// admin role (403 forbidden_role); keys read them as before.
+func TenantWide(h HandlerFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if p := PrincipalFrom(r.Context()); p.User.ID != "" && !p.AnyOwner() {
 			return apierror.New(apierror.Permission, CodeForbiddenRole,
-				fmt.Sprintf("This access token has role %q: the tenant's usage and webhook deliveries span every user's threads, so only an admin token reads them.", p.Role))
+				fmt.Sprintf("This access token has role %q: what this route shows spans every user's threads, so only an admin token reads it.", p.Role))
 		}
 		return h(w, r)
 	}

@@ -185,8 +185,8 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("GET /v1/threads/{id}/runs", WireOpenAI, true, s.owned(s.listRuns))
 	s.Handle("GET /v1/threads/{id}/runs/{run}/stream", WireOpenAI, true, s.owned(s.streamRun))
 	s.Handle("GET /v1/runs/{id}", WireOpenAI, true, s.getRun)
-	s.Handle("GET /v1/usage", WireOpenAI, true, tenantWide(s.usageReport))
-	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, tenantWide(s.listDeliveries))
+	s.Handle("GET /v1/usage", WireOpenAI, true, TenantWide(s.usageReport))
+	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, TenantWide(s.listDeliveries))
 	s.scheduleRoutes()
 	s.oauthRoutes()
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
@@ -339,6 +339,13 @@ func (s *Server) tokenPrincipal(r *http.Request, token string) (Principal, error
 		reason := "it is not valid"
 		if te := (*auth.TokenError)(nil); errors.As(err, &te) {
 			reason = te.Reason
+			if te.Unavailable {
+				// The provider is down: not the token's fault.
+				e := apierror.New(apierror.Unavailable, "auth_unavailable",
+					"The access token cannot be checked now: the identity provider's keys could not be read. Retry shortly.")
+				e.RetryAfter, e.Err = 5*time.Second, err
+				return Principal{}, e
+			}
 		}
 		e := apierror.New(apierror.Authentication, CodeInvalidToken, "Invalid access token: "+reason+".")
 		e.Err = err
@@ -525,7 +532,9 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 				if err != nil {
 					// RFC 9110: a 401 names the scheme to use (MCP
 					// clients look for it).
-					sw.Header().Set("WWW-Authenticate", s.challenge(route, err))
+					if apierror.From(err).Kind != apierror.Unavailable { // not the credential's fault
+						sw.Header().Set("WWW-Authenticate", s.challenge(route, err))
+					}
 					if r.ContentLength != 0 {
 						// Answer without reading (or waiting for) the
 						// body, and close the connection.
