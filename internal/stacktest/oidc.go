@@ -79,24 +79,15 @@ func StartOIDC(t testing.TB, clients ...OIDCClient) *OIDC {
 	if err != nil {
 		t.Fatalf("the OIDC provider did not start: %v\n%s", err, cmd.Stderr.(*lockedWriter).String())
 	}
-	o := &OIDC{clients: map[string]OIDCClient{}}
-	if err := json.Unmarshal([]byte(line), o); err != nil {
+	var first struct{ Issuer, OtherIssuer string }
+	if err := json.Unmarshal([]byte(line), &first); err != nil {
 		t.Fatalf("the OIDC provider said %q: %v", line, err)
 	}
+	o := &OIDC{Issuer: first.Issuer, OtherIssuer: first.OtherIssuer, clients: map[string]OIDCClient{}}
 	for _, c := range clients {
 		o.clients[c.ID] = c
 	}
 	return o
-}
-
-// UnmarshalJSON reads the provider's first line.
-func (o *OIDC) UnmarshalJSON(b []byte) error {
-	var v struct{ Issuer, OtherIssuer string }
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	o.Issuer, o.OtherIssuer = v.Issuer, v.OtherIssuer
-	return nil
 }
 
 // Token gets an access token for client from issuer (Issuer or
