@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -327,5 +328,30 @@ func TestJWTKeysUnreachable(t *testing.T) {
 	// Keys are not affected.
 	if r := call(t, "GET", s.env.URL+"/v1/threads", "", "Authorization", "Bearer sk-acme-admin-1"); r.status != 200 {
 		t.Fatalf("a key: %d %s", r.status, r.body)
+	}
+}
+
+// TestJWTOpenAINodeSDK: the official openai Node SDK (v7 and v6) with an
+// end user's token as its API key, and with an expired one.
+func TestJWTOpenAINodeSDK(t *testing.T) {
+	t.Parallel()
+	s := newJWTStack(t, stacktest.Options{})
+	node, dir := nodeFixture(t, "clients", filepath.Join("openai", "package.json"), filepath.Join("openai6", "package.json"))
+	good := s.token(t, "bob")
+	bad := s.forged(t, good)["tampered"]
+	var out struct {
+		Results []struct {
+			Name, Error string
+			OK          bool
+		}
+	}
+	err := runNodeScript(t, node, dir, "jwt.mjs", &out, s.env.URL, "assistant", good, bad)
+	for _, r := range out.Results {
+		if !r.OK {
+			t.Errorf("%s: %s", r.Name, r.Error)
+		}
+	}
+	if err != nil || len(out.Results) != 6 {
+		t.Fatalf("jwt.mjs: %v, %d results", err, len(out.Results))
 	}
 }

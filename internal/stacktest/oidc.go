@@ -75,9 +75,24 @@ func StartOIDC(t testing.TB, clients ...OIDCClient) *OIDC {
 		}
 		cancel()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the OIDC provider did not start: %v\n%s", err, cmd.Stderr.(*lockedWriter).String())
+	type read struct {
+		line string
+		err  error
+	}
+	started := make(chan read, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		started <- read{line, err}
+	}()
+	var line string
+	select {
+	case r := <-started:
+		if r.err != nil {
+			t.Fatalf("the OIDC provider did not start: %v\n%s", r.err, cmd.Stderr.(*lockedWriter).String())
+		}
+		line = r.line
+	case <-time.After(time.Minute):
+		t.Fatalf("the OIDC provider did not start within a minute\n%s", cmd.Stderr.(*lockedWriter).String())
 	}
 	var first struct{ Issuer, OtherIssuer string }
 	if err := json.Unmarshal([]byte(line), &first); err != nil {
@@ -105,7 +120,7 @@ func (o *OIDC) Token(t testing.TB, issuer, client, resource string) string {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret)) // RFC 6749 §2.3.1
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := oidcClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +139,7 @@ func (o *OIDC) Token(t testing.TB, issuer, client, resource string) string {
 // old keys stay published) and returns its kid.
 func (o *OIDC) Rotate(t testing.TB, alg string) string {
 	t.Helper()
-	resp, err := http.Post(o.Issuer+"/_test/rotate?alg="+url.QueryEscape(alg), "", nil)
+	resp, err := oidcClient.Post(o.Issuer+"/_test/rotate?alg="+url.QueryEscape(alg), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +152,10 @@ func (o *OIDC) Rotate(t testing.TB, alg string) string {
 	}
 	return v.Kid
 }
+
+// oidcClient bounds each request to the provider, so a stuck provider
+// fails the test instead of hanging it.
+var oidcClient = &http.Client{Timeout: 30 * time.Second}
 
 // lockedWriter is a strings.Builder safe to write from the process's
 // output copier while a test reads it.
