@@ -329,11 +329,12 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	if sched, ok := srv.Scheduler.(*schedule.Scheduler); ok {
 		go sched.Run(ctx)
 	}
+	public := cfg.PublicURL
+	if public == "" {
+		public = "http://" + addr
+	}
+	srv.SetPublicURL(public) // the resource OAuth clients ask tokens for
 	if hooks != nil {
-		public := cfg.PublicURL
-		if public == "" {
-			public = "http://" + addr
-		}
 		hooks.SetPublicURL(public)
 		// Deliveries go on through the graceful shutdown (runs finishing
 		// then report run.completed) and stop when Serve returns; what is
@@ -538,7 +539,8 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	s.Mount(server.WireAGUI, agui.NewWire(runner.Agents, s.Now)) // the config's clock, as every timestamp
 	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.EncodeRun, Now: s.Now, NewID: runner.NewID,
 		RetryWindow: max(runner.JournalTTL, 0),
-		Tenant:      func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant }})
+		Tenant:      func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant },
+		Sees:        func(ctx context.Context, owner string) bool { return server.PrincipalFrom(ctx).Sees(owner) }})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -546,7 +548,7 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	mh, err := mcpwire.New(mcpwire.Config{Runner: runner, Store: st, Agents: reg, Logger: logger, Version: Version,
 		MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: s.KeepAlive, Caller: func(ctx context.Context) mcpwire.Caller {
 			p := server.PrincipalFrom(ctx)
-			return mcpwire.Caller{Tenant: p.Tenant, Name: p.Name,
+			return mcpwire.Caller{Tenant: p.Tenant, Name: p.Name, User: p.ToolUser(), AnyOwner: p.AnyOwner(),
 				CannotTurn: p.Allow(server.ActTurn, ""), CannotDecide: p.Allow(server.ActDecide, "")}
 		}})
 	if err != nil {

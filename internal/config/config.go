@@ -91,6 +91,9 @@ type Config struct {
 	DB string
 	// Keys are the accepted API keys (STACKBONE_API_KEYS="tenant:secret,…").
 	Keys []Key
+	// JWT accepts end users' bearer tokens next to the keys (set by
+	// STACKBONE_JWT_ISSUER).
+	JWT JWT
 	// MaxBodyBytes bounds request bodies (STACKBONE_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// LogLevel is debug, info, warn or error (STACKBONE_LOG_LEVEL).
@@ -202,6 +205,24 @@ type Config struct {
 	OllamaHost       string
 }
 
+// JWT is how end users' tokens are accepted: JWTs their OpenID provider
+// signed. Empty Issuer turns them off.
+type JWT struct {
+	// Issuer is the tokens' exact iss (STACKBONE_JWT_ISSUER).
+	Issuer string
+	// Audiences are the aud values that name this server
+	// (STACKBONE_JWT_AUDIENCE, comma-separated); a token must carry one of
+	// them or the resource of the MCP route (the public URL and /mcp).
+	Audiences []string
+	// JWKSURL is where the signing keys are (STACKBONE_JWT_JWKS_URL);
+	// empty: the issuer's OpenID discovery document names them.
+	JWKSURL string
+	// TenantClaim and RoleClaim name the claims that carry the tenant and
+	// the role (STACKBONE_JWT_TENANT_CLAIM, default tenant;
+	// STACKBONE_JWT_ROLE_CLAIM, default role).
+	TenantClaim, RoleClaim string
+}
+
 // Defaults returns the configuration of a mode before env and flags.
 func Defaults(mode Mode) Config {
 	c := Config{Mode: mode, Dir: ".", MaxBodyBytes: 4 << 20, LogLevel: "info", LogFormat: "text", Lease: 15 * time.Second,
@@ -290,6 +311,13 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 		}
 		c.RetryWindow = d
 	}
+	set(&c.JWT.Issuer, "STACKBONE_JWT_ISSUER")
+	set(&c.JWT.JWKSURL, "STACKBONE_JWT_JWKS_URL")
+	set(&c.JWT.TenantClaim, "STACKBONE_JWT_TENANT_CLAIM")
+	set(&c.JWT.RoleClaim, "STACKBONE_JWT_ROLE_CLAIM")
+	if v := getenv("STACKBONE_JWT_AUDIENCE"); v != "" {
+		c.JWT.Audiences = SplitList(v)
+	}
 	if v := getenv("STACKBONE_API_KEYS"); v != "" {
 		keys, err := ParseKeys(v)
 		if err != nil {
@@ -375,6 +403,30 @@ func WebhookKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
+// finishJWT checks the end users' token settings.
+func (c *Config) finishJWT() []error {
+	j := &c.JWT
+	if j.Issuer == "" {
+		if j.JWKSURL != "" || len(j.Audiences) > 0 || j.TenantClaim != "" || j.RoleClaim != "" {
+			return []error{errors.New("STACKBONE_JWT_AUDIENCE, _JWKS_URL, _TENANT_CLAIM and _ROLE_CLAIM need STACKBONE_JWT_ISSUER")}
+		}
+		return nil
+	}
+	var errs []error
+	for _, u := range [][2]string{{"STACKBONE_JWT_ISSUER", j.Issuer}, {"STACKBONE_JWT_JWKS_URL", j.JWKSURL}} {
+		if u[1] == "" {
+			continue
+		}
+		if p, err := url.Parse(u[1]); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q must be an absolute https:// URL", u[0], u[1]))
+		}
+	}
+	if len(j.Audiences) == 0 && c.PublicURL == "" {
+		errs = append(errs, errors.New("STACKBONE_JWT_ISSUER needs the audience tokens are for: set STACKBONE_JWT_AUDIENCE, or STACKBONE_PUBLIC_URL (tokens for its /mcp resource)"))
+	}
+	return errs
+}
+
 // Redact is a URL with its query and user info replaced by "…", for logs
 // and listings (a webhook URL may carry a token).
 func Redact(u string) string {
@@ -407,6 +459,9 @@ func Redact(u string) string {
 // and decisions are then separated, and a turn without a session refuses
 // calls that need approval unless StatelessApproval is set to run.
 func (c *Config) HasRoles() bool {
+	if c.JWT.Issuer != "" {
+		return true // end users are callers unless their token says otherwise
+	}
 	for _, k := range c.Keys {
 		if k.Role == RoleCaller || k.Role == RoleApprover {
 			return true
@@ -507,9 +562,10 @@ func (c *Config) Finish() error {
 		}
 		seen[k.Secret] = k.Tenant
 	}
-	if c.Mode == Start && len(c.Keys) == 0 {
-		errs = append(errs, errors.New("start needs API keys: set STACKBONE_API_KEYS=\"tenant:secret,…\""))
+	if c.Mode == Start && len(c.Keys) == 0 && c.JWT.Issuer == "" {
+		errs = append(errs, errors.New("start needs API keys or end users' tokens: set STACKBONE_API_KEYS=\"tenant:secret,…\" or STACKBONE_JWT_ISSUER"))
 	}
+	errs = append(errs, c.finishJWT()...)
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("max body size %d is too small (at least 1024 bytes)", c.MaxBodyBytes))
 	}

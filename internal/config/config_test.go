@@ -291,3 +291,46 @@ func TestRedactHidesTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestJWTSettings(t *testing.T) {
+	c := Defaults(Start)
+	env := map[string]string{"STACKBONE_JWT_ISSUER": "https://idp.example/", "STACKBONE_JWT_AUDIENCE": "https://api.example, stackbone",
+		"STACKBONE_JWT_JWKS_URL": "https://idp.example/keys", "STACKBONE_JWT_TENANT_CLAIM": "org_id", "STACKBONE_JWT_ROLE_CLAIM": "roles"}
+	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = project(t)
+	// start takes end users' tokens without any key.
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want := JWT{Issuer: "https://idp.example/", Audiences: []string{"https://api.example", "stackbone"},
+		JWKSURL: "https://idp.example/keys", TenantClaim: "org_id", RoleClaim: "roles"}
+	if c.JWT.Issuer != want.Issuer || strings.Join(c.JWT.Audiences, "|") != "https://api.example|stackbone" || c.JWT.JWKSURL != want.JWKSURL ||
+		c.JWT.TenantClaim != want.TenantClaim || c.JWT.RoleClaim != want.RoleClaim {
+		t.Fatalf("JWT %+v", c.JWT)
+	}
+	// End users are callers: turns without a session refuse approvals.
+	if c.StatelessApproval != StatelessRefuse {
+		t.Fatalf("stateless approval %q with end users", c.StatelessApproval)
+	}
+
+	for name, env := range map[string]map[string]string{
+		"no audience":      {"STACKBONE_JWT_ISSUER": "https://idp.example"},
+		"issuer not a URL": {"STACKBONE_JWT_ISSUER": "idp.example", "STACKBONE_JWT_AUDIENCE": "x"},
+		"no issuer":        {"STACKBONE_JWT_AUDIENCE": "x", "STACKBONE_API_KEYS": "acme:secret-123456"},
+	} {
+		c := Defaults(Start)
+		_ = c.FromEnv(func(k string) string { return env[k] })
+		c.Dir = project(t)
+		if err := c.Finish(); err == nil || !strings.Contains(err.Error(), "STACKBONE_JWT") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// The public URL is an audience too.
+	c = Defaults(Start)
+	c.JWT.Issuer, c.PublicURL, c.Dir = "https://idp.example", "https://agents.example", project(t)
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

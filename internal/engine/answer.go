@@ -84,6 +84,9 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 	if err != nil {
 		return err
 	}
+	if !in.sees(th) {
+		return notTheirs(th)
+	}
 	if th.Agent != spec.Name {
 		return store.ErrAgentMismatch
 	}

@@ -717,6 +717,10 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 		turn = in.queued.Turn // as the request that queued it sent it
 	}
 	th, stored, err := r.load(ctx, in.Tenant, in.ThreadID, spec.Name)
+	if th != nil && !in.sees(th) {
+		// Another user's thread is not found, whatever it holds.
+		return nil, notTheirs(th)
+	}
 	if in.Reports && th != nil && th.WaitingSeq > 0 && th.Agent == spec.Name {
 		// Before anything else (a resume the decision queued may still
 		// run): the caller asks for the decisions still pending, or
@@ -879,7 +883,7 @@ func (r *Runner) start(ctx context.Context, in Input, tries int) (*Run, error) {
 	startedEvs := []event.Event{{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: x.runID, Time: now.UnixMilli()}}
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{
 		Tenant: in.Tenant, ThreadID: in.ThreadID, Agent: spec.Name, RunID: x.runID, Owner: r.Owner,
-		Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
+		User: in.userID(), AnyOwner: in.AnyOwner, Now: now, LeaseUntil: now.Add(r.Lease), Input: newMsgs, Events: startedEvs, Options: optionsOf(in),
 		Known: len(head), From: from, Turn: turn, New: th == nil, Expect: expect(th), Head: headOf(th),
 		Dequeue: queuedID(in),
 	})

@@ -1506,7 +1506,7 @@ func (x *execution) execTool(ctx context.Context, t *tool.Tool, c message.ToolCa
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	x.markWorked()
-	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, IdempotencyKey: x.idempotencyKey(c), Agent: x.spec.Name, Args: args, State: x.state,
+	out, err := t.Execute(context.WithValue(cctx, execKey{}, x), tool.Call{ThreadID: x.threadID, ToolCallID: c.ID, IdempotencyKey: x.idempotencyKey(c), Agent: x.spec.Name, User: x.in.User, Args: args, State: x.state,
 		Ask: x.asker(t, c, args), UserID: x.in.UserID, Store: x.r.Memory.For(x.tenant)})
 	var paused *subagentPaused
 	if errors.As(err, &paused) {

@@ -19,12 +19,19 @@ type Input struct {
 	// Key is the label of the caller's API key: usage and budgets count
 	// the turn's calls under it.
 	Key string
-	// UserID is the end user the turn is for (the x-stackbone-user header,
-	// until sign-in exists): tools see it (tool.Call.UserID) and the
-	// built-in memory tools fill {userId} with it. Empty: unknown.
+	// UserID is the end user the turn is for: the signed-in user's id
+	// (User), else the x-stackbone-user header a key's caller sends.
+	// Tools see it (tool.Call.UserID) and the built-in memory tools fill
+	// {userId} with it. Empty: unknown.
 	UserID string
 	// ThreadID makes the turn durable; empty means stateless.
 	ThreadID string
+	// User is the end user starting the turn (nil for a key): a thread the
+	// turn creates is theirs (store.Thread.Owner), their tools see them
+	// (tool.Call.User), and a thread another user owns is not found unless
+	// AnyOwner (an admin; store.Sees).
+	User     *tool.User
+	AnyOwner bool
 	// RunID is used when set (AG-UI sends one); otherwise generated.
 	RunID string
 	// IdempotencyKey, sent by the client, names a turn for its retries: a
@@ -133,6 +140,9 @@ type runOptions struct {
 	Key string `json:"key,omitempty"`
 	// UserID is the turn's end user, so a resumed run's tools see it too.
 	UserID string `json:"userId,omitempty"`
+	// User is the end user of the turn, so a resumed run's tools still
+	// see them.
+	User *tool.User `json:"user,omitempty"`
 }
 
 type toolSpec struct {
@@ -144,7 +154,7 @@ type toolSpec struct {
 // optionsOf encodes a turn's options for the store.
 func optionsOf(in Input) json.RawMessage {
 	o := runOptions{System: clientSystem(in.Messages), ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
-		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key, UserID: in.UserID}
+		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key, UserID: in.UserID, User: in.User}
 	for _, t := range in.ClientTools {
 		o.ClientTools = append(o.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -169,7 +179,7 @@ func (x *execution) restore(raw json.RawMessage) {
 	x.system = systemPrompt(x.spec.Instructions, o.System)
 	x.in.ToolChoice, x.in.MaxTokens, x.in.StopSequences, x.in.Temperature = o.ToolChoice, o.MaxTokens, o.StopSequences, o.Temperature
 	x.in.ResponseFormat = o.ResponseFormat
-	x.in.Key, x.in.UserID = o.Key, o.UserID
+	x.in.Key, x.in.UserID, x.in.User = o.Key, o.UserID, o.User
 	x.in.ClientTools = nil
 	for _, t := range o.ClientTools {
 		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
@@ -201,4 +211,22 @@ func builtinOff(name string) string {
 		return " (or turn the built-in file tools off in the agent with `files: false`)"
 	}
 	return ""
+}
+
+// userID is the id of the turn's end user ("" for a key).
+func (in *Input) userID() string {
+	if in.User == nil {
+		return ""
+	}
+	return in.User.ID
+}
+
+// sees reports whether the turn's caller sees th (store.Sees).
+func (in *Input) sees(th *store.Thread) bool {
+	return store.Sees(th.Owner, in.userID(), in.AnyOwner)
+}
+
+// notTheirs is the error of a turn on another user's thread: not found.
+func notTheirs(th *store.Thread) error {
+	return fmt.Errorf("thread %q belongs to another user: %w", th.ID, store.ErrNotFound)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
 )
 
 // A follow-up sent with the multitask strategy enqueue, while its thread
@@ -45,6 +46,9 @@ type queuedInput struct {
 	Resync          bool                       `json:"resync,omitempty"`
 	DecidedBy       string                     `json:"decidedBy,omitempty"`
 	Collected       bool                       `json:"collected,omitempty"`
+	User            *tool.User                 `json:"user,omitempty"`
+	UserID          string                     `json:"userId,omitempty"`
+	AnyOwner        bool                       `json:"anyOwner,omitempty"`
 }
 
 // encodeQueued is the record of in for the queue.
@@ -52,7 +56,8 @@ func encodeQueued(in Input) (json.RawMessage, error) {
 	q := queuedInput{Agent: in.Agent, Key: in.Key, IdempotencyKey: in.IdempotencyKey, Continues: in.Continues,
 		History: in.History, Messages: in.Messages, ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
 		StopSequences: in.StopSequences, Temperature: in.Temperature, ReasoningEffort: in.ReasoningEffort,
-		ResponseFormat: in.ResponseFormat, State: in.State, Resync: in.Resync, DecidedBy: in.DecidedBy, Collected: in.Collected}
+		ResponseFormat: in.ResponseFormat, State: in.State, Resync: in.Resync, DecidedBy: in.DecidedBy, Collected: in.Collected,
+		User: in.User, UserID: in.UserID, AnyOwner: in.AnyOwner}
 	for _, t := range in.ClientTools {
 		q.ClientTools = append(q.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -69,7 +74,7 @@ func decodeQueued(q store.QueuedTurn) (Input, error) {
 		IdempotencyKey: r.IdempotencyKey, Continues: r.Continues, History: r.History, Messages: r.Messages,
 		ToolChoice: r.ToolChoice, MaxTokens: r.MaxTokens, StopSequences: r.StopSequences, Temperature: r.Temperature,
 		ReasoningEffort: r.ReasoningEffort, ResponseFormat: r.ResponseFormat, State: r.State, Resync: r.Resync,
-		DecidedBy: r.DecidedBy, Collected: r.Collected, queued: &q}
+		DecidedBy: r.DecidedBy, Collected: r.Collected, User: r.User, UserID: r.UserID, AnyOwner: r.AnyOwner, queued: &q}
 	for _, t := range r.ClientTools {
 		in.ClientTools = append(in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}

@@ -96,7 +96,7 @@ func (r *Runner) beginContinued(ctx context.Context, x *execution, th *store.Thr
 	evs := []event.Event{{Type: event.RunStarted, ThreadID: th.ID, RunID: x.runID, Time: now.UnixMilli()}}
 	begun, err := r.Store.BeginRun(ctx, store.BeginRun{Tenant: th.Tenant, ThreadID: th.ID, Agent: x.spec.Name, RunID: x.runID,
 		Owner: r.Owner, Now: now, LeaseUntil: now.Add(r.Lease), Events: evs, Options: options,
-		Known: len(stored), Expect: th.RunID, Head: th.HeadBranch, Continue: true})
+		Known: len(stored), Expect: th.RunID, Head: th.HeadBranch, Continue: true, AnyOwner: true})
 	if err != nil {
 		return nil, err
 	}

@@ -166,6 +166,7 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 	child.in.UserID = x.in.UserID
 	child.scope, child.subName, child.subRunID = c.ToolCallID, sub.Name, x.r.NewID("sub")
 	child.system = spec.Instructions
+	child.in.User = x.in.User                  // its tools see the turn's end user too
 	child.state = withoutKey(c.State, "todos") // its todos are its own
 	for _, m := range x.msgs {
 		if m.TaskCallID == c.ToolCallID {

@@ -20,7 +20,8 @@ const (
 )
 
 // UserPlaceholder in a namespace label is replaced by the turn's end user
-// (tool.Call.UserID), or AnonymousUser when the turn has none.
+// (tool.Call.UserID: the signed-in user, else the x-stackbone-user header),
+// or AnonymousUser when the turn has none.
 const UserPlaceholder = "{userId}"
 
 // AnonymousUser stands for the user of a turn that names none.
@@ -37,6 +38,9 @@ func Namespace(template []string, user string) []string {
 	if user == "" {
 		user = AnonymousUser
 	}
+	// A label holds no '.' (the namespace separator): a signed-in user's
+	// id may (a token's sub), so it is escaped, as is the escape.
+	user = strings.NewReplacer("%", "%25", ".", "%2E").Replace(user)
 	out := make([]string, len(template))
 	for i, l := range template {
 		out[i] = strings.ReplaceAll(l, UserPlaceholder, user)

@@ -261,7 +261,8 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	th, err := s.Store.Fork(ctx, store.Fork{Tenant: tenant, ThreadID: id, NewID: newID, At: at, Now: s.Now()})
+	th, err := s.Store.Fork(ctx, store.Fork{Tenant: tenant, ThreadID: id, NewID: newID, At: at, Now: s.Now(),
+		User: PrincipalFrom(ctx).User.ID})
 	if errors.Is(err, store.ErrThreadExists) {
 		e := apierror.From(err)
 		e.Param = "threadId"

@@ -178,10 +178,15 @@ func (s *Server) startTurn(r *http.Request, tw wire.Wire, t wire.Turn) (*engine.
 	}
 	in := t.Input()
 	in.Tenant, in.DecidedBy, in.Key = p.Tenant, p.Name, p.Name
+	in.User, in.AnyOwner = p.ToolUser(), p.AnyOwner()
 	if v := r.Header.Get(MultitaskHeader); v != "" {
 		in.Multitask = v // the header wins over a body's choice
 	}
-	if v := r.Header.Get(UserHeader); v != "" {
+	if in.User != nil {
+		// A signed-in end user is the turn's user: the header, which any
+		// caller can set, does not name someone else.
+		in.UserID = in.User.ID
+	} else if v := r.Header.Get(UserHeader); v != "" {
 		if err := store.CheckNamespace(UserHeader, []string{v}, false); err != nil {
 			return nil, apierror.Invalid(UserHeader, "`%s` must be a user id of at most %d bytes of UTF-8 without '.' or control characters: it is a label of the memory store's namespaces.",
 				UserHeader, store.MaxMemoryLabelBytes)

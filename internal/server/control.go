@@ -223,8 +223,10 @@ func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return apierror.Invalid("status", "status must be pending, approved or rejected.")
 	}
-	items, err := s.Store.ListInterrupts(r.Context(), PrincipalFrom(r.Context()).Tenant,
-		store.InterruptFilter{ThreadID: q.Get("thread"), Agent: q.Get("agent"), Status: st, Limit: limit})
+	p := PrincipalFrom(r.Context())
+	items, err := s.Store.ListInterrupts(r.Context(), p.Tenant,
+		store.InterruptFilter{ThreadID: q.Get("thread"), Agent: q.Get("agent"), Status: st, Limit: limit,
+			Scoped: !p.SeesAllDecisions(), User: p.User.ID})
 	if err != nil {
 		return err
 	}
@@ -235,14 +237,29 @@ func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getDecision(w http.ResponseWriter, r *http.Request) error {
-	it, err := s.Store.GetInterrupt(r.Context(), PrincipalFrom(r.Context()).Tenant, r.PathValue("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No decision has the id %q.", r.PathValue("id")))
-	}
+	it, err := s.visibleDecision(r)
 	if err != nil {
 		return err
 	}
 	return httpjson.Write(w, http.StatusOK, it)
+}
+
+// visibleDecision is the decision {id} of the caller's tenant, when the
+// caller sees it (seesDecision), else a 404 as for an unknown id.
+func (s *Server) visibleDecision(r *http.Request) (*store.Interrupt, error) {
+	id := r.PathValue("id")
+	notFound := apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No decision has the id %q.", id))
+	it, err := s.Store.GetInterrupt(r.Context(), PrincipalFrom(r.Context()).Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.seesDecision(r, it, notFound); err != nil {
+		return nil, err
+	}
+	return it, nil
 }
 
 // ClientHeader is the header in which a client names itself ("cli",
@@ -285,10 +302,15 @@ func decodeOptional(r *http.Request, v any) error {
 }
 
 // deciding is the role check of the decision routes: a key whose role
-// cannot decide gets 403 forbidden_role before its body is read.
+// cannot decide gets 403 forbidden_role before its body is read (whatever
+// the id: the answer tells nothing of the decision); then a decision the
+// caller does not see (another user's thread) is 404.
 func (s *Server) deciding(h HandlerFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := PrincipalFrom(r.Context()).Allow(ActDecide, ""); err != nil {
+			return err
+		}
+		if _, err := s.visibleDecision(r); err != nil {
 			return err
 		}
 		return h(w, r)
@@ -371,8 +393,9 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return apierror.Invalid("status", "status must be idle, running, waiting, queued or failed.")
 	}
-	items, err := s.Store.ListThreads(r.Context(), PrincipalFrom(r.Context()).Tenant,
-		store.ThreadFilter{Agent: q.Get("agent"), Status: st, Limit: limit})
+	p := PrincipalFrom(r.Context())
+	items, err := s.Store.ListThreads(r.Context(), p.Tenant,
+		store.ThreadFilter{Agent: q.Get("agent"), Status: st, Limit: limit, Scoped: !p.AnyOwner(), User: p.User.ID})
 	if err != nil {
 		return err
 	}

@@ -195,6 +195,12 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.seesThread(r, d.ThreadID); err != nil {
+		if apierror.From(err).Kind == apierror.NotFound {
+			return apierror.New(apierror.NotFound, "not_found", fmt.Sprintf("No run has the id %q.", id))
+		}
+		return err
+	}
 	steps := d.Steps
 	if steps == nil {
 		steps = []store.Step{}

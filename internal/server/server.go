@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/auth"
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/decision"
@@ -76,6 +78,13 @@ type Server struct {
 	// refuses that route.
 	Scheduler Scheduler
 
+	// jwt checks end users' bearer tokens (nil: none are accepted).
+	jwt *auth.Verifier
+	// public is the base URL clients reach the server at, once known
+	// (SetPublicURL; config.PublicURL wins).
+	publicMu sync.Mutex
+	public   string
+
 	mux     *http.ServeMux
 	tracing *telemetry.HTTPServer // nil when tracing is off
 	writers map[Wire]ErrorWriter
@@ -127,6 +136,14 @@ func New(cfg Config) (*Server, error) {
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics(prometheus.NewRegistry(), cfg.Runner.Store)
 	}
+	if j := cfg.Settings.JWT; j.Issuer != "" {
+		v, err := auth.NewVerifier(auth.Config{Issuer: j.Issuer, JWKSURL: j.JWKSURL, TenantClaim: j.TenantClaim,
+			RoleClaim: j.RoleClaim, Now: s.Now, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		s.jwt = v
+	}
 	s.routes(s.Metrics.reg)
 	return s, nil
 }
@@ -160,23 +177,25 @@ func (s *Server) routes(reg *prometheus.Registry) {
 	s.Handle("POST /v1/hitl/{id}/retry", WireOpenAI, true, s.deciding(s.retry))
 	s.Handle("POST /v1/hitl/{id}/skip", WireOpenAI, true, s.deciding(s.skip))
 	s.Handle("GET /v1/threads", WireOpenAI, true, s.listThreads)
-	s.Handle("GET /v1/threads/{id}", WireOpenAI, true, s.getThread)
-	s.Handle("GET /v1/threads/{id}/branches", WireOpenAI, true, s.listBranches)
-	s.Handle("GET /v1/threads/{id}/state", WireOpenAI, true, s.threadState)
-	s.Handle("POST /v1/threads/{id}/head", WireOpenAI, true, turnAction(s.setHead))
-	s.Handle("POST /v1/threads/{id}/fork", WireOpenAI, true, turnAction(s.fork))
-	s.Handle("POST /v1/threads/{id}/cancel", WireOpenAI, true, turnAction(s.cancelThread))
-	s.Handle("GET /v1/threads/{id}/queue", WireOpenAI, true, s.listQueue)
-	s.Handle("DELETE /v1/threads/{id}/queue/{run}", WireOpenAI, true, turnAction(s.unqueue))
-	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.threadEvents)
-	s.Handle("GET /v1/threads/{id}/runs", WireOpenAI, true, s.listRuns)
-	s.Handle("GET /v1/threads/{id}/runs/{run}/stream", WireOpenAI, true, s.streamRun)
+	// Every route of one thread: another user's thread is not found.
+	s.Handle("GET /v1/threads/{id}", WireOpenAI, true, s.owned(s.getThread))
+	s.Handle("GET /v1/threads/{id}/branches", WireOpenAI, true, s.owned(s.listBranches))
+	s.Handle("GET /v1/threads/{id}/state", WireOpenAI, true, s.owned(s.threadState))
+	s.Handle("POST /v1/threads/{id}/head", WireOpenAI, true, turnAction(s.owned(s.setHead)))
+	s.Handle("POST /v1/threads/{id}/fork", WireOpenAI, true, turnAction(s.owned(s.fork)))
+	s.Handle("POST /v1/threads/{id}/cancel", WireOpenAI, true, turnAction(s.owned(s.cancelThread)))
+	s.Handle("GET /v1/threads/{id}/queue", WireOpenAI, true, s.owned(s.listQueue))
+	s.Handle("DELETE /v1/threads/{id}/queue/{run}", WireOpenAI, true, turnAction(s.owned(s.unqueue)))
+	s.Handle("GET /v1/threads/{id}/events", WireOpenAI, true, s.owned(s.threadEvents))
+	s.Handle("GET /v1/threads/{id}/runs", WireOpenAI, true, s.owned(s.listRuns))
+	s.Handle("GET /v1/threads/{id}/runs/{run}/stream", WireOpenAI, true, s.owned(s.streamRun))
 	s.Handle("GET /v1/runs/{id}", WireOpenAI, true, s.getRun)
-	s.Handle("GET /v1/usage", WireOpenAI, true, s.usageReport)
-	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, s.listDeliveries)
+	s.Handle("GET /v1/usage", WireOpenAI, true, TenantWide(s.usageReport))
+	s.Handle("GET /v1/webhooks/deliveries", WireOpenAI, true, TenantWide(s.listDeliveries))
 	s.scheduleRoutes()
 	s.a2aRoutes()
 	s.memoryRoutes()
+	s.oauthRoutes()
 	s.Handle("GET /healthz", WireOpenAI, false, s.healthz)
 	s.mux.Handle("GET /metrics", s.tracing.Middleware("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	s.Handle("HEAD /{$}", WireOpenAI, false, func(w http.ResponseWriter, r *http.Request) error { return nil })
@@ -202,6 +221,9 @@ type Principal struct {
 	Via string
 	// Role is what the caller's key may do (admin when empty).
 	Role config.Role
+	// User is the end user an access token names (zero for a key): Name
+	// is then the user's ID.
+	User auth.User
 }
 
 // CodeForbiddenRole is the error code of a request the caller's key role
@@ -300,6 +322,11 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 				return KeyPrincipal(k), nil
 			}
 		}
+		if s.jwt != nil && auth.LooksLikeJWT(key) {
+			// A token that fails is refused, whatever the mode: the
+			// caller meant to be someone.
+			return s.tokenPrincipal(r, key)
+		}
 	}
 	if s.Config.Open() {
 		if err := localOnly(r); err != nil {
@@ -313,6 +340,85 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	}
 	e := apierror.New(apierror.Authentication, "invalid_api_key", msg)
 	return Principal{}, e
+}
+
+// CodeInvalidToken is the error code of a 401 to an access token that is
+// not valid here (expired, for another audience or issuer, badly signed).
+const CodeInvalidToken = "invalid_token"
+
+// tokenPrincipal is the caller an end user's access token names.
+func (s *Server) tokenPrincipal(r *http.Request, token string) (Principal, error) {
+	id, err := s.jwt.Verify(r.Context(), token, s.audiences())
+	if err != nil {
+		reason := "it is not valid"
+		if te := (*auth.TokenError)(nil); errors.As(err, &te) {
+			reason = te.Reason
+			if te.Unavailable {
+				// The provider is down: not the token's fault.
+				e := apierror.New(apierror.Unavailable, "auth_unavailable",
+					"The access token cannot be checked now: the identity provider's keys could not be read. Retry shortly.")
+				e.RetryAfter, e.Err = 5*time.Second, err
+				return Principal{}, e
+			}
+		}
+		e := apierror.New(apierror.Authentication, CodeInvalidToken, "Invalid access token: "+reason+".")
+		e.Err = err
+		return Principal{}, e
+	}
+	return Principal{Tenant: id.Tenant, Name: id.User.ID, Role: id.Role, User: id.User}, nil
+}
+
+// audiences are the aud values a token for this server may carry: the
+// configured ones, the MCP route's resource and the server's own URL (the
+// resource of the root metadata document).
+func (s *Server) audiences() []string {
+	out := append([]string{}, s.Config.JWT.Audiences...)
+	if pub := s.PublicURL(); pub != "" {
+		out = append(out, pub+MCPRoute, pub)
+	}
+	return out
+}
+
+// challenge is the WWW-Authenticate of a 401 on route: Bearer, with the
+// error of a token refused (RFC 6750 §3.1) and, when end users' tokens are
+// accepted, where the protected resource's metadata is (RFC 9728 §5.1):
+// the MCP route's own document there, the server's elsewhere.
+func (s *Server) challenge(route string, err error) string {
+	c := `Bearer realm="stackbone"`
+	if apierror.From(err).Code == CodeInvalidToken {
+		c += `, error="invalid_token"`
+	}
+	if s.jwt != nil && s.PublicURL() != "" {
+		doc := s.PublicURL() + ResourceMetadataPath
+		if _, path, _ := strings.Cut(route, " "); path == MCPRoute {
+			doc += MCPRoute
+		}
+		c += `, resource_metadata="` + doc + `"`
+	}
+	return c
+}
+
+// MCPRoute is the path of the MCP wire, the protected resource OAuth
+// clients ask tokens for.
+const MCPRoute = "/mcp"
+
+// SetPublicURL sets the base URL clients reach the server at, once its
+// address is known, unless the configuration names one (PublicURL).
+func (s *Server) SetPublicURL(u string) {
+	s.publicMu.Lock()
+	defer s.publicMu.Unlock()
+	s.public = strings.TrimRight(u, "/")
+}
+
+// PublicURL is the base URL clients reach the server at: the configured
+// one, else what SetPublicURL was told ("" before).
+func (s *Server) PublicURL() string {
+	if s.Config.PublicURL != "" {
+		return s.Config.PublicURL
+	}
+	s.publicMu.Lock()
+	defer s.publicMu.Unlock()
+	return s.public
 }
 
 // localOnly guards the keyless dev server against pages on other sites: a
@@ -440,7 +546,9 @@ func (s *Server) wrap(route string, wire Wire, auth bool, h HandlerFunc) http.Ha
 				if err != nil {
 					// RFC 9110: a 401 names the scheme to use (MCP
 					// clients look for it).
-					sw.Header().Set("WWW-Authenticate", `Bearer realm="stackbone"`)
+					if apierror.From(err).Kind != apierror.Unavailable { // not the credential's fault
+						sw.Header().Set("WWW-Authenticate", s.challenge(route, err))
+					}
 					if r.ContentLength != 0 {
 						// Answer without reading (or waiting for) the
 						// body, and close the connection.

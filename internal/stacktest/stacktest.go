@@ -257,6 +257,7 @@ func New(t testing.TB, opts Options) *Env {
 	hs.Listener = server.LimitConns(hs.Listener, cfg.MaxConnsPerIP, logger)
 	hs.Start()
 	env.URL = hs.URL
+	srv.SetPublicURL(hs.URL)
 	t.Cleanup(func() {
 		srv.CloseStreams()
 		hs.Close()

@@ -540,12 +540,12 @@ func (f FinishRun) Encode() (evs []string, err error) {
 
 // Validate checks the filter's text and the tenant's (CheckText).
 func (f ThreadFilter) Validate(tenant string) error {
-	return CheckText("ListThreads", "tenant", tenant, "Agent", f.Agent, "Status", string(f.Status))
+	return CheckText("ListThreads", "tenant", tenant, "Agent", f.Agent, "Status", string(f.Status), "User", f.User)
 }
 
 // Validate checks the filter's text and the tenant's (CheckText).
 func (f InterruptFilter) Validate(tenant string) error {
-	return CheckText("ListInterrupts", "tenant", tenant, "ThreadID", f.ThreadID, "Agent", f.Agent, "Status", string(f.Status))
+	return CheckText("ListInterrupts", "tenant", tenant, "ThreadID", f.ThreadID, "Agent", f.Agent, "Status", string(f.Status), "User", f.User)
 }
 
 // CheckCallInterrupts checks the text of CallInterrupts' arguments

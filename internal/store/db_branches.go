@@ -60,6 +60,8 @@ type SetHead struct {
 	// At, when set, is the sequence number of the message to rewind to.
 	At  int64
 	Now time.Time
+	// User is the end user forking ("" for a key): the fork is theirs.
+	User string
 }
 
 // Fork copies a thread's path up to a message into a new thread.
@@ -72,6 +74,8 @@ type Fork struct {
 	// whole path).
 	At  int64
 	Now time.Time
+	// User is the end user forking ("" for a key): the fork is theirs.
+	User string
 }
 
 // branchesSQL lists a thread's branches (the first line as branch 0, from
@@ -390,9 +394,9 @@ func headTarget(ctx context.Context, tx Tx, h SetHead, cur *Thread) (int64, *Bra
 }
 
 // forkThreadSQL creates fork $3 of thread $2 (idle, its agent, state $5
-// holding $6 messages); no row when the id is taken.
-const forkThreadSQL = `INSERT INTO threads (tenant, id, agent, status, v, state, created_at, updated_at, message_seq)
-	SELECT t.tenant, $3::text, t.agent, 'idle', $4::integer, $5::json, $7::timestamptz, $7::timestamptz, $6::bigint
+// holding $6 messages, owned by $8); no row when the id is taken.
+const forkThreadSQL = `INSERT INTO threads (tenant, id, agent, status, v, state, created_at, updated_at, message_seq, owner)
+	SELECT t.tenant, $3::text, t.agent, 'idle', $4::integer, $5::json, $7::timestamptz, $7::timestamptz, $6::bigint, $8::text
 	FROM threads t WHERE t.tenant = $1 AND t.id = $2
 	ON CONFLICT (tenant, id) DO NOTHING
 	RETURNING ` + threadCols
@@ -431,7 +435,7 @@ func (db *DB) Fork(ctx context.Context, f Fork) (*Thread, error) {
 		if err := tx.QueryRow(ctx, forkCountSQL, f.Tenant, f.ThreadID, branch, upto).Scan(&n); err != nil {
 			return err
 		}
-		th, err = scanThread(tx.QueryRow(ctx, forkThreadSQL, f.Tenant, f.ThreadID, f.NewID, FormatVersion, string(state), n, f.Now))
+		th, err = scanThread(tx.QueryRow(ctx, forkThreadSQL, f.Tenant, f.ThreadID, f.NewID, FormatVersion, string(state), n, f.Now, f.User))
 		if errors.Is(err, ErrNoRows) {
 			return fmt.Errorf("fork of %q as %q: %w", f.ThreadID, f.NewID, ErrThreadExists)
 		}

@@ -95,6 +95,11 @@ func (db *DB) ListInterrupts(ctx context.Context, tenant string, f InterruptFilt
 		args = append(args, f.Agent)
 		q.WriteString(` AND agent = $` + strconv.Itoa(len(args)))
 	}
+	if f.Scoped {
+		args = append(args, f.User)
+		q.WriteString(` AND (thread_id = '' OR EXISTS (SELECT 1 FROM threads t WHERE t.tenant = $1 AND t.id = interrupts.thread_id
+			AND t.owner IN ('', $` + strconv.Itoa(len(args)) + `)))`)
+	}
 	args = append(args, Limit(f.Limit, DefaultLimit))
 	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)))
 	return db.queryInterrupts(ctx, "list interrupts", q.String(), args...)

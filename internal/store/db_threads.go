@@ -12,7 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/message"
 )
 
-const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest, head_branch, branch_seq, turn_msg_seq`
+const threadCols = `tenant, id, agent, status, run_id, v, state, last_error, lease_owner, lease_until, created_at, updated_at, options, turn_seq, turn_key, turn_digest, head_branch, branch_seq, turn_msg_seq, owner`
 
 // linearSQL reads the messages of a thread that never branched after the
 // first $3 (its sequence numbers are then its conversation's positions).
@@ -66,7 +66,7 @@ func scanThread(row Row, extra ...any) (*Thread, error) {
 	)
 	dest := append([]any{&t.Tenant, &t.ID, &t.Agent, &status, &t.RunID, &v, &state,
 		&t.LastError, &t.LeaseOwner, ScanTime(&t.LeaseUntil), ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt),
-		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest, &t.HeadBranch, &t.BranchSeq, &t.Turn.FirstMessage}, extra...)
+		&options, &t.Turn.Seq, &t.Turn.Key, &t.Turn.Digest, &t.HeadBranch, &t.BranchSeq, &t.Turn.FirstMessage, &t.Owner}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -120,6 +120,10 @@ func (db *DB) ListThreads(ctx context.Context, tenant string, f ThreadFilter) ([
 	if f.Status != "" {
 		args = append(args, string(f.Status))
 		q.WriteString(` AND status = $` + strconv.Itoa(len(args)))
+	}
+	if f.Scoped {
+		args = append(args, f.User)
+		q.WriteString(` AND owner IN ('', $` + strconv.Itoa(len(args)) + `)`)
 	}
 	args = append(args, Limit(f.Limit, DefaultLimit))
 	q.WriteString(` ORDER BY updated_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)))
@@ -231,8 +235,8 @@ func readMessages(ctx context.Context, q Querier, query string, args ...any) ([]
 // commit first).
 const beginInsertSQL = `INSERT INTO threads
 		(tenant, id, agent, status, run_id, v, state, lease_owner, lease_until, created_at, updated_at, message_seq, event_seq, options,
-		 turn_seq, turn_key, turn_digest, turn_msg_seq)
-	VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14, 1)
+		 turn_seq, turn_key, turn_digest, turn_msg_seq, owner)
+	VALUES ($1, $2, $3, 'running', $4, $5, coalesce($6::json, '{}'), $7, $8, $9, $9, $10, $11, $12::json, 1, $13, $14, 1, $15)
 	ON CONFLICT (tenant, id) DO NOTHING`
 
 // beginInsertReturningSQL is beginInsertSQL returning the thread it made.
@@ -254,7 +258,7 @@ func (db *DB) beginNew(ctx context.Context, b BeginRun, state any, msgs, evs []s
 	err := db.d.Write(ctx, "begin run", func(tx Tx) error {
 		tx.Queue(beginInsertSQL,
 			b.Tenant, b.ThreadID, b.Agent, b.RunID, FormatVersion, state, b.Owner, TimeArg(b.LeaseUntil), b.Now,
-			len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest)
+			len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest, b.User)
 		cond := []any{b.Tenant, b.ThreadID, b.RunID, b.Now}
 		appendWhere(tx, "messages", "message_seq", newHeld, cond, -len(msgs), msgs)
 		appendWhere(tx, "events", "event_seq", newHeld, cond, -len(evs), evs)
@@ -329,7 +333,7 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			var err error
 			th, err = scanThread(tx.QueryRow(ctx, beginInsertReturningSQL,
 				b.Tenant, b.ThreadID, b.Agent, b.RunID, FormatVersion, state, b.Owner, TimeArg(b.LeaseUntil), b.Now,
-				len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest), &msgSeq, &evSeq)
+				len(msgs), len(evs), OptionsArg(b.Options), b.Turn.Key, b.Turn.Digest, b.User), &msgSeq, &evSeq)
 			if errors.Is(err, ErrNoRows) {
 				return false, nil
 			}
@@ -343,8 +347,8 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		retake := func() (bool, error) {
 			cur := Thread{ID: b.ThreadID}
 			var status string
-			err := tx.QueryRow(ctx, `SELECT agent, status, lease_until, run_id, head_branch FROM threads
-				WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, ScanTime(&cur.LeaseUntil), &cur.RunID, &cur.HeadBranch)
+			err := tx.QueryRow(ctx, `SELECT agent, status, lease_until, run_id, head_branch, owner FROM threads
+				WHERE tenant = $1 AND id = $2 FOR UPDATE`, b.Tenant, b.ThreadID).Scan(&cur.Agent, &status, ScanTime(&cur.LeaseUntil), &cur.RunID, &cur.HeadBranch, &cur.Owner)
 			if errors.Is(err, ErrNoRows) {
 				return false, nil
 			}

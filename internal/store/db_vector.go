@@ -26,7 +26,7 @@ type VectorIndex struct {
 	// and its cosine operator class; Distance its cosine distance
 	// operator, as OPERATOR(schema.<=>).
 	Type, Ops, Distance string
-	made      sync.Map // dims → the index is made
+	made                sync.Map // dims → the index is made
 }
 
 // MaxIndexedDims is the longest embedding pgvector's HNSW index takes.

@@ -134,6 +134,18 @@ type Thread struct {
 	// BranchSeq the last branch id given (0: the thread never branched).
 	HeadBranch int64 `json:"headBranch"`
 	BranchSeq  int64 `json:"-"`
+	// Owner is the end user the thread belongs to (the sub of the access
+	// token that created it); "" for a thread of the tenant (a key's, a
+	// schedule's). See Sees.
+	Owner string `json:"owner,omitempty"`
+}
+
+// Sees is the one rule of per-user threads: a caller sees (reads, goes on
+// with, forks, decides on) a thread of its tenant when the thread has no
+// owner, when the caller is its owner (user, an end user's id), or when
+// anyOwner (an admin).
+func Sees(owner, user string, anyOwner bool) bool {
+	return owner == "" || anyOwner || owner == user
 }
 
 // Turn identifies a thread's last turn (the last BeginRun), so a client's
@@ -302,7 +314,13 @@ type BeginRun struct {
 	ThreadID string
 	Agent    string
 	RunID    string
-	Owner    string
+	// Owner is the lease owner (the runner).
+	Owner string
+	// User is the end user starting the turn ("" for a key): a thread
+	// BeginRun creates belongs to them (Thread.Owner), and an existing
+	// thread another user owns is ErrNotFound unless AnyOwner (Sees).
+	User     string
+	AnyOwner bool
 	Now      time.Time
 	// LeaseUntil is when the run's lease expires unless renewed.
 	LeaseUntil time.Time
@@ -360,6 +378,9 @@ const ExpectNoThread = "\x00no thread"
 // Admit is the admission rule of BeginRun on an existing thread, as it is
 // inside the transaction: Admit, then Expect.
 func (b BeginRun) Admit(cur *Thread) error {
+	if !Sees(cur.Owner, b.User, b.AnyOwner) {
+		return fmt.Errorf("thread %q belongs to another user: %w", cur.ID, ErrNotFound)
+	}
 	if err := Admit(cur, b.Agent, b.Now); err != nil {
 		return err
 	}
@@ -467,6 +488,10 @@ type ThreadFilter struct {
 	Agent  string
 	Status ThreadStatus
 	Limit  int
+	// Scoped lists only the threads User sees (Sees without anyOwner):
+	// those without an owner and User's own.
+	Scoped bool
+	User   string
 }
 
 // InterruptFilter narrows ListInterrupts. An empty Status means Pending.
@@ -475,6 +500,10 @@ type InterruptFilter struct {
 	Agent    string
 	Status   InterruptStatus
 	Limit    int
+	// Scoped lists only the interrupts of threads User sees (Sees without
+	// anyOwner), and those of no thread (stateless turns).
+	Scoped bool
+	User   string
 }
 
 // JournalEntry is what a stateless turn has done so far, kept for a short

@@ -109,7 +109,7 @@ func (st *Studio) Register() {
 	s.Handle("POST /studio/api/login", server.WireOpenAI, false, st.login)
 	s.Handle("POST /studio/api/logout", server.WireOpenAI, false, st.logout)
 	s.Handle("GET /studio/api/agents", server.WireOpenAI, true, st.agents)
-	s.Handle("GET /studio/api/live", server.WireOpenAI, true, st.live)
+	s.Handle("GET /studio/api/live", server.WireOpenAI, true, server.TenantWide(st.live))
 	s.CookieAuth = st.CookieAuth
 }
 

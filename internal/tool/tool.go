@@ -96,7 +96,10 @@ type Call struct {
 	IdempotencyKey string
 	// Agent is the name of the agent (or subagent) calling the tool.
 	Agent string
-	Args  json.RawMessage
+	// User is the end user whose turn calls the tool (ctx.user): the one
+	// an access token named; nil for a turn a key started.
+	User *User
+	Args json.RawMessage
 	// State is the thread's shared state (a JSON object) before the call.
 	State json.RawMessage
 	// Ask, when set, asks a human a question during the call (an MCP
@@ -160,6 +163,14 @@ type MemoryNamespaces struct {
 	Suffix        []string
 	MaxDepth      int
 	Limit, Offset int
+}
+
+// User is an end user, as tools see them (ctx.user).
+type User struct {
+	// ID is the user's stable id (the token's sub).
+	ID string `json:"id"`
+	// Label is how people know the user (the token's email or name).
+	Label string `json:"label"`
 }
 
 // Question is what a tool asks a human during its call.

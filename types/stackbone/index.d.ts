@@ -134,6 +134,12 @@ export interface ToolContext<State extends Record<string, any> = Record<string, 
   /** The name of the agent (or subagent) calling the tool. */
   readonly agent: string;
   /**
+   * The end user whose turn calls the tool, from their access token (`sub` as
+   * `id`; `email`, else `name`, else `sub` as `label`); null when an API key
+   * started the turn.
+   */
+  readonly user: ToolUser | null;
+  /**
    * The variables the agent lists in `env`, from the process environment, then
    * DIR/.env. Anything not listed (or set nowhere) is undefined. Values are
    * secrets: they are redacted from results, state, errors and logs.
@@ -187,6 +193,14 @@ export interface MemoryStore {
   search(namespacePrefix: Namespace, options?: { query?: string; filter?: Record<string, unknown>; limit?: number; offset?: number; refreshTtl?: boolean }): Promise<MemoryItem[]>;
   /** The namespaces under a prefix, sorted; `maxDepth` cuts them to their first labels. */
   listNamespaces(prefix?: Namespace, options?: { suffix?: Namespace; maxDepth?: number; limit?: number; offset?: number }): Promise<Namespace[]>;
+}
+
+/** An end user, as tools see them (`ctx.user`). */
+export interface ToolUser {
+  /** The user's stable id: the access token's `sub`. */
+  readonly id: string;
+  /** How people know the user: the token's `email`, else `name`, else `sub`. */
+  readonly label: string;
 }
 
 /** A tool definition: pass it to tool() or put it straight into `tools`. */

@@ -367,7 +367,7 @@ export default defineDeepAgent({ name: 'cs', model: 'openai/x', tools: {
 		return mustTool(t, s, name).Execute(context.Background(), tool.Call{Args: json.RawMessage(`{}`), State: json.RawMessage(`{"n":1,"m":{"k":[1]}}`)})
 	}
 	for name, want := range map[string]string{
-		"keys":        `fetch,state,threadId,toolCallId,idempotencyKey,agent,env,signal,store|n,m;`,
+		"keys":        `fetch,state,threadId,toolCallId,idempotencyKey,agent,user,env,signal,store|n,m;`,
 		"same":        `true;`,
 		"later":       `;{"n":5,"m":{"k":[1]}}`,
 		"setThenRead": `;{"a":1,"b":2}`,

@@ -442,8 +442,12 @@ func (a *jsAgent) execute(ctx context.Context, t *tool.Tool, call tool.Call) (to
 			}
 		}
 		vm := r.vm
+		user := goja.Null()
+		if call.User != nil {
+			user = vm.ToValue(call.User.ID + "\x00" + call.User.Label)
+		}
 		v, err := r.call(goja.Undefined(), vm.ToValue(t.Name), vm.ToValue(string(call.Args)), vm.ToValue(string(call.State)),
-			vm.ToValue(call.ThreadID), vm.ToValue(call.ToolCallID), vm.ToValue(call.IdempotencyKey), vm.ToValue(call.Agent), r.env)
+			vm.ToValue(call.ThreadID), vm.ToValue(call.ToolCallID), vm.ToValue(call.IdempotencyKey), vm.ToValue(call.Agent), r.env, user)
 		return v, r.jsError(err)
 	}, func(v goja.Value) error {
 		v, err := rt.finishCall(goja.Undefined(), v)

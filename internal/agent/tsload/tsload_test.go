@@ -53,7 +53,7 @@ export default defineDeepAgent({
       async execute({ orderId, amount }: { orderId: string; amount: number }, ctx) {
         const pretty = new Ledger('USD').add({ amount });
         return { refunded: amount, pretty, orderId, level: amount > 100 ? Level.High : Level.Low,
-                 thread: ctx.threadId, call: ctx.toolCallId, key: ctx.idempotencyKey, agent: ctx.agent, aborted: ctx.signal.aborted };
+                 thread: ctx.threadId, call: ctx.toolCallId, key: ctx.idempotencyKey, agent: ctx.agent, aborted: ctx.signal.aborted, user: ctx.user };
       },
     }),
     echo: tool({
@@ -126,10 +126,18 @@ func TestLoadValidAgentWithRelativeImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	jsonEqual(t, res.Content, `{"refunded":19.99,"pretty":"$19.99","orderId":"o1","level":1,
-		"thread":"th_1","call":"call_1","key":"sbk_1","agent":"refunds","aborted":false}`)
+		"thread":"th_1","call":"call_1","key":"sbk_1","agent":"refunds","aborted":false,"user":null}`)
 	if res.State != nil {
 		t.Fatalf("state changed: %s", res.State)
 	}
+	// An end user's turn: ctx.user is who their token names.
+	res, err = refund.Execute(context.Background(), tool.Call{ThreadID: "th_2", ToolCallID: "call_2", IdempotencyKey: "sbk_2", Agent: s.Name,
+		User: &tool.User{ID: "auth0|42", Label: "ann@example.com"}, Args: json.RawMessage(`{"orderId":"o2","amount":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, res.Content, `{"refunded":1,"pretty":"$1.00","orderId":"o2","level":1,
+		"thread":"th_2","call":"call_2","key":"sbk_2","agent":"refunds","aborted":false,"user":{"id":"auth0|42","label":"ann@example.com"}}`)
 	if res, err := run(t, s, "echo", `{"text":"hi \"there\""}`); err != nil || res.Content != `hi "there"` {
 		t.Fatalf("echo = %q, %v (a string result stays a plain string)", res.Content, err)
 	}

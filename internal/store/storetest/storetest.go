@@ -166,6 +166,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests = append(tests, queueTests...)
 	tests = append(tests, scheduleTests...)
 	tests = append(tests, memoryTests...)
+	tests = append(tests, ownerTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

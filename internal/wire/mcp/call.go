@@ -230,7 +230,7 @@ func (t *call) finish(res *sdk.CallToolResult, text string, earlier *string) *sd
 // end, through pauses. err is the engine's refusal to start the turn.
 func (t *call) turn(ctx context.Context) (*sdk.CallToolResult, string, error) {
 	in := engine.Input{Tenant: t.caller.Tenant, Agent: t.agent, ThreadID: t.args.Session, DecidedBy: t.caller.Name, Key: t.caller.Name, Reports: t.args.Session != "",
-		Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
+		User: t.caller.User, AnyOwner: t.caller.AnyOwner, Messages: []message.Message{{Role: message.User, Content: t.args.Message}}}
 	if t.canRelay() {
 		in.Ask = t.relay
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/wire/httpjson"
 )
 
@@ -81,6 +82,11 @@ type Caller struct {
 	Tenant string
 	// Name is how decisions record the caller (decidedBy).
 	Name string
+	// User is the end user an access token names (nil for a key), and
+	// AnyOwner says the caller sees every thread of the tenant (an admin):
+	// a session another user owns is not found (engine.Input).
+	User     *tool.User
+	AnyOwner bool
 	// CannotTurn, when set, is why the caller's key may not call tools
 	// (its role): every tools/call is refused with it.
 	CannotTurn error

@@ -120,6 +120,8 @@ func (wr *Wire) conversation(ctx context.Context, id string) (*conversation, err
 	}
 	th, err := wr.c.Store.GetThread(ctx, tenant, id)
 	switch {
+	case err == nil && wr.c.Sees != nil && !wr.c.Sees(ctx, th.Owner):
+		return nil, conversationNotFound(id) // another user's
 	case err == nil:
 		c.thread = th
 	case !errors.Is(err, store.ErrNotFound):

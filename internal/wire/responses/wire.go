@@ -65,6 +65,10 @@ type Config struct {
 	Runner Runner
 	// Tenant is the caller's tenant (the server authenticated it).
 	Tenant func(ctx context.Context) string
+	// Sees, when set, reports whether the caller sees a thread of its
+	// tenant owned by owner (per-user threads, store.Sees): a response or
+	// conversation of a thread it does not see is a 404. Nil sees all.
+	Sees func(ctx context.Context, owner string) bool
 	// Encode writes a run's events with an encoder, with the server's
 	// keepalives: the same loop as every turn's (Server.EncodeRun).
 	Encode func(enc wire.Encoder, run *engine.Run) error
@@ -482,6 +486,12 @@ func (wr *Wire) load(r *http.Request) (*store.Response, record, error) {
 	}
 	if err != nil {
 		return nil, record{}, err
+	}
+	if wr.c.Sees != nil {
+		th, err := wr.c.Store.GetThread(r.Context(), sr.Tenant, sr.ThreadID)
+		if err == nil && !wr.c.Sees(r.Context(), th.Owner) {
+			return nil, record{}, notFound(r.PathValue("id"))
+		}
 	}
 	rec, err := recordOf(sr)
 	return sr, rec, err

@@ -706,7 +706,7 @@
   // runtime never overlap; current is the one in progress.
   let current = null;
 
-  function call(name, argsJSON, stateJSON, threadId, toolCallId, idempotencyKey, agent, env) {
+  function call(name, argsJSON, stateJSON, threadId, toolCallId, idempotencyKey, agent, env, user) {
     const entry = lookup(name);
     const args = parseArgs(entry, argsJSON, true);
     // ctx.state is decoded when first used: many tools never touch it, and a
@@ -731,6 +731,9 @@
       toolCallId,
       idempotencyKey,
       agent,
+      // The end user whose turn calls the tool ("id\0label" from the
+      // host), null for a turn an API key started.
+      user: userOf(user),
       env: envFor(env),
       signal,
       store: memoryStore,
@@ -741,6 +744,12 @@
     const out = entry.def.execute(args, ctx);
     // Any thenable is awaited, as await would.
     return out && isFn(out.then) ? Promise.resolve(out) : out;
+  }
+
+  function userOf(s) {
+    if (typeof s !== 'string') return null;
+    const i = s.indexOf('\0');
+    return Object.freeze({ id: s.slice(0, i), label: s.slice(i + 1) });
   }
 
   function finishCall(out) {

@@ -1,0 +1,177 @@
+package stacktest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// OIDCClient is a client of the test OpenID provider: each stands for an
+// end user, whose tokens (client_credentials grant) carry its claims.
+type OIDCClient struct {
+	ID     string `json:"client_id"`
+	Secret string `json:"client_secret"`
+	Tenant string `json:"tenant,omitempty"`
+	Role   string `json:"role,omitempty"`
+	Email  string `json:"email,omitempty"`
+	Name   string `json:"name,omitempty"`
+	// Alg is the tokens' signature algorithm: RS256, ES256 (default) or
+	// EdDSA.
+	Alg string `json:"alg,omitempty"`
+	// TTL is the tokens' lifetime in seconds (300 when 0).
+	TTL int `json:"ttl,omitempty"`
+}
+
+// OIDC is a real OpenID provider (the oidc-provider package, tests/oidc)
+// running for a test: Issuer signs the tokens, OtherIssuer is another
+// issuer signing with the same keys.
+type OIDC struct {
+	Issuer, OtherIssuer string
+	clients             map[string]OIDCClient
+}
+
+// StartOIDC starts the provider with clients; it stops with the test.
+func StartOIDC(t testing.TB, clients ...OIDCClient) *OIDC {
+	t.Helper()
+	node, dir := NodeFixture(t, "oidc", "oidc-provider/package.json")
+	arg, err := json.Marshal(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "provider.mjs"), string(arg))
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // the provider exits when its input closes
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cancel()
+			<-done
+		}
+		cancel()
+	})
+	type read struct {
+		line string
+		err  error
+	}
+	started := make(chan read, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		started <- read{line, err}
+	}()
+	var line string
+	select {
+	case r := <-started:
+		if r.err != nil {
+			t.Fatalf("the OIDC provider did not start: %v\n%s", r.err, cmd.Stderr.(*lockedWriter).String())
+		}
+		line = r.line
+	case <-time.After(time.Minute):
+		t.Fatalf("the OIDC provider did not start within a minute\n%s", cmd.Stderr.(*lockedWriter).String())
+	}
+	var first struct{ Issuer, OtherIssuer string }
+	if err := json.Unmarshal([]byte(line), &first); err != nil {
+		t.Fatalf("the OIDC provider said %q: %v", line, err)
+	}
+	o := &OIDC{Issuer: first.Issuer, OtherIssuer: first.OtherIssuer, clients: map[string]OIDCClient{}}
+	for _, c := range clients {
+		o.clients[c.ID] = c
+	}
+	return o
+}
+
+// Token gets an access token for client from issuer (Issuer or
+// OtherIssuer) for resource, the audience of the token (RFC 8707).
+func (o *OIDC) Token(t testing.TB, issuer, client, resource string) string {
+	t.Helper()
+	c, ok := o.clients[client]
+	if !ok {
+		t.Fatalf("no OIDC client %q", client)
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {resource}, "scope": {"mcp"}}
+	req, err := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret)) // RFC 6749 §2.3.1
+	resp, err := oidcClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
+		t.Fatalf("token for %s: %s %s", client, resp.Status, body)
+	}
+	return tok.AccessToken
+}
+
+// Rotate makes the provider sign with a new key of alg from now on (the
+// old keys stay published) and returns its kid.
+func (o *OIDC) Rotate(t testing.TB, alg string) string {
+	t.Helper()
+	resp, err := oidcClient.Post(o.Issuer+"/_test/rotate?alg="+url.QueryEscape(alg), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Kid string `json:"kid"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.Kid == "" {
+		t.Fatalf("rotate: %s %v", resp.Status, err)
+	}
+	return v.Kid
+}
+
+// oidcClient bounds each request to the provider, so a stuck provider
+// fails the test instead of hanging it.
+var oidcClient = &http.Client{Timeout: 30 * time.Second}
+
+// lockedWriter is a strings.Builder safe to write from the process's
+// output copier while a test reads it.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
