@@ -486,3 +486,47 @@ func TestMemoryUserSurvivesApproval(t *testing.T) {
 		t.Fatalf("recall: %s", res)
 	}
 }
+
+// TestMemoryOfSignedInUsers: with end users' tokens the memory tools keep
+// each signed-in user's facts under their own id (the token's sub), and the
+// x-stackbone-user header cannot name someone else: alice remembers while
+// sending bob's name in the header, the fact is alice's, bob's recall finds
+// nothing and alice's, in another thread, finds it.
+func TestMemoryOfSignedInUsers(t *testing.T) {
+	t.Parallel()
+	s := newJWTStack(t, stacktest.Options{Script: memScript,
+		Configure: func(cfg *config.Config) {
+			if err := os.WriteFile(filepath.Join(cfg.Dir, "stackbone.json"), []byte(`{"embeddings": "openai/text-embedding-3-small"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			file := filepath.Join(env.Config.Dir, "agents", "mem.ts")
+			if err := os.WriteFile(file, []byte(memAgent), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			spec, err := tsload.LoadFile(context.Background(), env.Config.Dir, file, tsload.Options{})
+			if err != nil {
+				t.Fatalf("load the agent file: %v", err)
+			}
+			return []*agent.Spec{spec}
+		}})
+	env := s.env
+	alice, bob := "Bearer "+s.token(t, "alice"), "Bearer "+s.token(t, "bob")
+	if got := memTurn(t, env, "alice-1", "bob", "Please remember: my favourite tea is genmaicha", "Authorization", alice); got != "Noted." {
+		t.Fatalf("alice's first turn: %q", got)
+	}
+	if _, err := env.Runner.Memory.Get(t.Context(), "acme", []string{"users", "alice"}, "tea", false); err != nil {
+		t.Fatalf("alice's fact: %v", err)
+	}
+	if _, err := env.Runner.Memory.Get(t.Context(), "acme", []string{"users", "bob"}, "tea", false); err == nil {
+		t.Fatal("the header put alice's fact under bob's name")
+	}
+	memTurn(t, env, "bob-1", "", "Which tea do I like?", "Authorization", bob)
+	if res := lastToolResult(t, env); res != `{"memories":[]}` {
+		t.Fatalf("bob's recall: %s", res)
+	}
+	if got := memTurn(t, env, "alice-2", "", "Which tea do I like?", "Authorization", alice); !strings.Contains(got, "genmaicha") {
+		t.Fatalf("alice's recall in another thread: %q", got)
+	}
+}
