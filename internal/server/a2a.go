@@ -403,8 +403,8 @@ func (c *a2aCall) task(ctx context.Context, id string) (*a2aTask, error) {
 		return nil, err
 	}
 	th, err := c.s.Store.GetThread(ctx, tenant, threadID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Agent != c.spec.Name) {
-		return nil, a2a.TaskNotFound(id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (th.Agent != c.spec.Name || !c.p.Sees(th.Owner))) {
+		return nil, a2a.TaskNotFound(id) // another user's thread is as unknown
 	}
 	if err != nil {
 		return nil, err
@@ -487,7 +487,10 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 			return err
 		}
 		in := engine.Input{Tenant: c.p.Tenant, Agent: c.spec.Name, Key: c.p.Name, DecidedBy: c.p.Name, ThreadID: threadID,
-			Messages: []message.Message{um}, Multitask: c.r.Header.Get(MultitaskHeader)}
+			Messages: []message.Message{um}, Multitask: c.r.Header.Get(MultitaskHeader), User: c.p.ToolUser(), AnyOwner: c.p.AnyOwner()}
+		if in.User != nil {
+			in.UserID = in.User.ID
+		}
 		if id := req.Message.MessageID; id != "" && len(id) <= 200 {
 			in.IdempotencyKey = "a2a:" + id // a client's resend of a message attaches to its task
 		}
@@ -602,7 +605,8 @@ func (c *a2aCall) decide(ctx context.Context, t *a2aTask, m *a2a.Message) (*engi
 			return nil, a2a.Errorf(a2a.CodeInvalidParams, "Task %q has no pending decision %q to answer.", m.TaskID, d.ID)
 		}
 	}
-	in := engine.Input{Tenant: c.p.Tenant, Agent: c.spec.Name, Key: c.p.Name, DecidedBy: c.p.Name, ThreadID: t.th.ID}
+	in := engine.Input{Tenant: c.p.Tenant, Agent: c.spec.Name, Key: c.p.Name, DecidedBy: c.p.Name, ThreadID: t.th.ID,
+		User: c.p.ToolUser(), AnyOwner: c.p.AnyOwner()}
 	return c.s.Runner.ResumeDecisions(ctx, in, A2AVia, answers)
 }
 
@@ -777,7 +781,7 @@ func (c *a2aCall) listTasks(params json.RawMessage) error {
 	var all []a2aListed
 	if req.ContextID != "" {
 		th, err := c.s.Store.GetThread(ctx, c.p.Tenant, req.ContextID)
-		if err == nil && th.Agent == c.spec.Name {
+		if err == nil && th.Agent == c.spec.Name && c.p.Sees(th.Owner) {
 			if all, err = c.threadTasks(ctx, th); err != nil {
 				return err
 			}
@@ -785,7 +789,8 @@ func (c *a2aCall) listTasks(params json.RawMessage) error {
 			return err
 		}
 	} else {
-		ths, err := c.s.Store.ListThreads(ctx, c.p.Tenant, store.ThreadFilter{Agent: c.spec.Name, Limit: 100})
+		ths, err := c.s.Store.ListThreads(ctx, c.p.Tenant, store.ThreadFilter{Agent: c.spec.Name, Limit: 100,
+			Scoped: !c.p.AnyOwner(), User: c.p.User.ID})
 		if err != nil {
 			return err
 		}

@@ -219,3 +219,47 @@ func TestA2ARawHTTPJSON(t *testing.T) {
 		t.Fatalf("GET tasks/{id}: %d %s", r.status, r.body)
 	}
 }
+
+// TestA2APerUserTasks: with end users' tokens, a task alice starts over
+// A2A is on her thread: bob (a caller of the same tenant) gets
+// TaskNotFound for it, does not list it, and cannot go on in its
+// contextId; an admin key sees it.
+func TestA2APerUserTasks(t *testing.T) {
+	t.Parallel()
+	s := newJWTStack(t, stacktest.Options{})
+	env := s.env
+	alice, bob := "Bearer "+s.token(t, "alice"), "Bearer "+s.token(t, "bob")
+	_, rep := a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello from alice"}]}}`,
+		"Authorization", alice)
+	var sent struct {
+		Task a2a.Task `json:"task"`
+	}
+	if rep.Error != nil || json.Unmarshal(rep.Result, &sent) != nil || sent.Task.Status.State != a2a.StateCompleted {
+		t.Fatalf("alice's SendMessage: %+v %s", rep.Error, rep.Result)
+	}
+	task := sent.Task
+	if th := env.Thread(t, "acme", task.ContextID); th.Owner != "alice" {
+		t.Fatalf("the task's thread is owned by %q, want alice", th.Owner)
+	}
+	if _, rep := a2aCall(t, env, "assistant", "GetTask", `{"id":"`+task.ID+`"}`, "Authorization", bob); rep.Error == nil || rep.Error.Code != a2a.CodeTaskNotFound {
+		t.Fatalf("bob's GetTask of alice's task: %+v %s", rep.Error, rep.Result)
+	}
+	for _, params := range []string{`{}`, `{"contextId":"` + task.ContextID + `"}`} {
+		_, rep := a2aCall(t, env, "assistant", "ListTasks", params, "Authorization", bob)
+		if rep.Error != nil || strings.Contains(string(rep.Result), task.ID) {
+			t.Fatalf("bob's ListTasks %s: %+v %s", params, rep.Error, rep.Result)
+		}
+	}
+	calls := env.Upstream.Count()
+	_, rep = a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"m2","role":"ROLE_USER","contextId":"`+task.ContextID+`","parts":[{"text":"bob was here"}]}}`,
+		"Authorization", bob)
+	if rep.Error == nil || env.Upstream.Count() != calls {
+		t.Fatalf("bob going on in alice's context: %+v %s (%d model calls)", rep.Error, rep.Result, env.Upstream.Count()-calls)
+	}
+	if _, rep := a2aCall(t, env, "assistant", "GetTask", `{"id":"`+task.ID+`"}`, "Authorization", "Bearer sk-acme-admin-1"); rep.Error != nil {
+		t.Fatalf("the admin's GetTask: %+v", rep.Error)
+	}
+	if _, rep := a2aCall(t, env, "assistant", "GetTask", `{"id":"`+task.ID+`"}`, "Authorization", alice); rep.Error != nil {
+		t.Fatalf("alice's GetTask: %+v", rep.Error)
+	}
+}
