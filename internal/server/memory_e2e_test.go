@@ -70,9 +70,21 @@ export default defineDeepAgent({
 // (stackbone.json "embeddings"), on st (nil: SQLite).
 func memStack(t *testing.T, st store.Store, mode config.Mode, keys []config.Key, clk clock.Clock) *stacktest.Env {
 	t.Helper()
-	return stacktest.New(t, stacktest.Options{Script: memScript, Store: st, Mode: mode, Keys: keys,
+	opts := memOptions(t, clk)
+	opts.Store, opts.Mode, opts.Keys = st, mode, keys
+	return stacktest.New(t, opts)
+}
+
+// memOptions are the options of a stack serving the memory agent (mem.ts,
+// memory: true) with the mock's embeddings; clk, when not nil, is its
+// clock.
+func memOptions(t *testing.T, clk clock.Clock) stacktest.Options {
+	t.Helper()
+	return stacktest.Options{Script: memScript,
 		Configure: func(cfg *config.Config) {
-			cfg.Clock = clk
+			if clk != nil {
+				cfg.Clock = clk
+			}
 			if err := os.WriteFile(filepath.Join(cfg.Dir, "stackbone.json"), []byte(`{"embeddings": "openai/text-embedding-3-small"}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +99,7 @@ func memStack(t *testing.T, st store.Store, mode config.Mode, keys []config.Key,
 				t.Fatalf("load the agent file: %v", err)
 			}
 			return []*agent.Spec{spec}
-		}})
+		}}
 }
 
 // onBothStores runs fn on SQLite and on PostgreSQL (bothStores).
@@ -494,23 +506,7 @@ func TestMemoryUserSurvivesApproval(t *testing.T) {
 // nothing and alice's, in another thread, finds it.
 func TestMemoryOfSignedInUsers(t *testing.T) {
 	t.Parallel()
-	s := newJWTStack(t, stacktest.Options{Script: memScript,
-		Configure: func(cfg *config.Config) {
-			if err := os.WriteFile(filepath.Join(cfg.Dir, "stackbone.json"), []byte(`{"embeddings": "openai/text-embedding-3-small"}`), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		},
-		Agents: func(env *stacktest.Env) []*agent.Spec {
-			file := filepath.Join(env.Config.Dir, "agents", "mem.ts")
-			if err := os.WriteFile(file, []byte(memAgent), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			spec, err := tsload.LoadFile(context.Background(), env.Config.Dir, file, tsload.Options{})
-			if err != nil {
-				t.Fatalf("load the agent file: %v", err)
-			}
-			return []*agent.Spec{spec}
-		}})
+	s := newJWTStack(t, memOptions(t, nil))
 	env := s.env
 	alice, bob := "Bearer "+s.token(t, "alice"), "Bearer "+s.token(t, "bob")
 	if got := memTurn(t, env, "alice-1", "bob", "Please remember: my favourite tea is genmaicha", "Authorization", alice); got != "Noted." {
