@@ -129,6 +129,14 @@ func (s *Server) a2aCard(r *http.Request, spec *agent.Spec) a2a.AgentCard {
 		card.SecuritySchemes = map[string]a2a.SecurityScheme{"bearer": {HTTPAuthSecurityScheme: &a2a.HTTPAuthSecurityScheme{
 			Scheme: "Bearer", Description: "A Stackbone API key (Authorization: Bearer <key>, or x-api-key)."}}}
 		card.SecurityRequirements = []a2a.SecurityRequirement{{Schemes: map[string]a2a.StringList{"bearer": {List: []string{}}}}}
+		if s.jwt != nil {
+			// End users' tokens from the configured provider: either
+			// requirement will do.
+			card.SecuritySchemes["oidc"] = a2a.SecurityScheme{OpenIDConnectSecurityScheme: &a2a.OpenIDConnectSecurityScheme{
+				Description:      "An end user's access token from the OpenID provider (Authorization: Bearer <token>).",
+				OpenIDConnectURL: strings.TrimSuffix(s.jwt.Issuer(), "/") + "/.well-known/openid-configuration"}}
+			card.SecurityRequirements = append(card.SecurityRequirements, a2a.SecurityRequirement{Schemes: map[string]a2a.StringList{"oidc": {List: []string{}}}})
+		}
 	}
 	return card
 }

@@ -229,6 +229,14 @@ func TestA2APerUserTasks(t *testing.T) {
 	s := newJWTStack(t, stacktest.Options{})
 	env := s.env
 	alice, bob := "Bearer "+s.token(t, "alice"), "Bearer "+s.token(t, "bob")
+	// The card names the provider next to the keys.
+	var card a2a.AgentCard
+	if r := call(t, "GET", env.URL+"/a2a/assistant/.well-known/agent-card.json", ""); r.status != 200 || json.Unmarshal(r.body, &card) != nil ||
+		card.SecuritySchemes["oidc"].OpenIDConnectSecurityScheme == nil ||
+		card.SecuritySchemes["oidc"].OpenIDConnectSecurityScheme.OpenIDConnectURL != strings.TrimSuffix(s.oidc.Issuer, "/")+"/.well-known/openid-configuration" ||
+		card.SecuritySchemes["bearer"].HTTPAuthSecurityScheme == nil || len(card.SecurityRequirements) != 2 {
+		t.Fatalf("the card's security: %d %s", r.status, r.body)
+	}
 	_, rep := a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello from alice"}]}}`,
 		"Authorization", alice)
 	var sent struct {

@@ -237,9 +237,18 @@ type AgentCapabilities struct {
 	ExtendedAgentCard bool `json:"extendedAgentCard"`
 }
 
-// SecurityScheme is one way to authenticate (only HTTP auth is used).
+// SecurityScheme is one way to authenticate: HTTP auth (keys), or
+// OpenID Connect (end users' tokens).
 type SecurityScheme struct {
-	HTTPAuthSecurityScheme *HTTPAuthSecurityScheme `json:"httpAuthSecurityScheme,omitempty"`
+	HTTPAuthSecurityScheme      *HTTPAuthSecurityScheme      `json:"httpAuthSecurityScheme,omitempty"`
+	OpenIDConnectSecurityScheme *OpenIDConnectSecurityScheme `json:"openIdConnectSecurityScheme,omitempty"`
+}
+
+// OpenIDConnectSecurityScheme names the OpenID provider whose access
+// tokens the agent takes, by its discovery URL.
+type OpenIDConnectSecurityScheme struct {
+	Description      string `json:"description,omitempty"`
+	OpenIDConnectURL string `json:"openIdConnectUrl"`
 }
 
 // HTTPAuthSecurityScheme is an Authorization header scheme (bearer).
