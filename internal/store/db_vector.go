@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,13 @@ type VectorIndex struct {
 	// and its cosine operator class; Distance its cosine distance
 	// operator, as OPERATOR(schema.<=>).
 	Type, Ops, Distance string
-	made                sync.Map // dims → the index is made
+	// PlanFresh, when not nil, is put before the nearest-neighbour
+	// query's arguments so the driver plans it with its values each time
+	// (pgx.QueryExecModeExec): a prepared statement's generic plan sorts
+	// the prefix's rows instead of walking the index (measured 2-3x
+	// slower; BENCHMARKS.md).
+	PlanFresh any
+	made      sync.Map // dims → the index is made
 }
 
 // MaxIndexedDims is the longest embedding pgvector's HNSW index takes.
@@ -127,8 +134,12 @@ func (db *DB) indexedCandidates(ctx context.Context, where string, args []any, q
 		return nil, false, nil
 	}
 	typ := fmt.Sprintf("%s(%d)", v.Type, d)
+	qargs := append(slices.Clone(args), vectorLiteral(q))
+	if v.PlanFresh != nil {
+		qargs = append([]any{v.PlanFresh}, qargs...)
+	}
 	rows, err := db.d.Read().Query(ctx, `SELECT `+memoryCols+`, embedding FROM memory_items WHERE `+cond+
-		` ORDER BY embedding_vec::`+typ+` `+v.Distance+` $`+p+`::`+typ+fmt.Sprintf(` LIMIT %d`, keep), append(args, vectorLiteral(q))...)
+		` ORDER BY embedding_vec::`+typ+` `+v.Distance+` $`+p+`::`+typ+fmt.Sprintf(` LIMIT %d`, keep), qargs...)
 	if err != nil {
 		return nil, false, db.read("memory search", err)
 	}

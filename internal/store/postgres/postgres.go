@@ -291,5 +291,5 @@ func (s *Store) detectVector(ctx context.Context) error {
 	}
 	q := pgx.Identifier{ns}.Sanitize()
 	return s.EnableVectorIndex(ctx, &store.VectorIndex{Type: q + ".vector", Ops: q + ".vector_cosine_ops",
-		Distance: "OPERATOR(" + q + ".<=>)"})
+		Distance: "OPERATOR(" + q + ".<=>)", PlanFresh: pgx.QueryExecModeExec})
 }
