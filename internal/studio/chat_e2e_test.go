@@ -745,8 +745,13 @@ func TestChatInDoubt(t *testing.T) {
 	c := `#chat-log article.chat-decision[data-tool="slow_lookup"]`
 	p.waitJS("the in-doubt card", `!!document.querySelector('`+c+` button[data-action="skip"]') && !!document.querySelector('`+c+` button[data-action="retry"]')`)
 	p.waitText(c+" h3", "In doubt")
+	// The stopped run has ended on the page (its note shown, Stop gone), so
+	// nothing moves the focus while the skip is written.
+	p.waitJS("the stop to settle", `!!document.querySelector('#chat-log .chat-note[data-kind="cancelled"]') && document.querySelector('#chat-stop').hidden &&
+		document.querySelector('#chat-log').getAttribute('aria-busy') === 'false'`)
 	p.click(c + ` button[data-action="skip"]`)
-	p.do(chromedp.SendKeys(chromedp.CSS(c+" textarea[name=message]"), "it did not run"))
+	p.waitJS("the skip form", `!document.querySelector('`+c+` form.reject-form').hidden`)
+	setValue(p, c+" textarea[name=message]", "it did not run")
 	p.click(c + ` button[data-action="confirm-skip"]`)
 	waitAnswer(p, "Lookup said:")
 	if n := env.Calls.Get("slow_lookup"); n != 1 {
