@@ -941,6 +941,7 @@ export function chatView(ctx, agentName, params) {
   // the next send waits for the cancel to be answered.
   async function stop() {
     if (!running) return;
+    const from = document.activeElement;
     stopBtn.disabled = true;
     stopped = true;
     agent.abortRun();
@@ -955,7 +956,10 @@ export function chatView(ctx, agentName, params) {
     // (it may have run): the stored thread shows it.
     await queue;
     await loadThread(false);
-    input.focus();
+    // Back to the composer, unless the user has moved on meanwhile (into
+    // the in-doubt card the stop left, say): their typing stays where it is.
+    const now = document.activeElement;
+    if (!now || now === from || now === document.body || !now.isConnected) input.focus();
   }
   stopBtn.addEventListener('click', stop);
 
