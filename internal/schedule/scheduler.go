@@ -244,11 +244,11 @@ func (s *Scheduler) outcome(ctx context.Context, f store.Firing) (status, msg st
 		return store.FiringFailed, "the run left no record", nil
 	}
 	switch last.Status {
-	case "idle":
+	case string(store.Idle):
 		return store.FiringCompleted, "", nil
-	case "waiting":
+	case string(store.Waiting):
 		return store.FiringWaiting, "", nil
-	case "failed", "cancelled":
+	case string(store.Failed), engine.CodeCancelled: // a stopped run records the cancel's code
 		if last.Error == "" {
 			return store.FiringFailed, "the run " + last.Status, nil
 		}
