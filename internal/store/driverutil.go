@@ -128,18 +128,27 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 }
 
 // PendingMigrations returns the migrations of ms (in version order, as
-// LoadMigrations returns them) newer than current, the database's schema
-// version. A database newer than the last of ms (written by a later
+// LoadMigrations returns them) whose versions are not among applied, the
+// versions the database's schema_version records. Every missing version is
+// pending, also one below the newest applied (a database that ran a build
+// where a later migration landed first), so no migration is ever skipped. A
+// database holding a version newer than the last of ms (written by a later
 // release) is an error.
-func PendingMigrations(ms []Migration, current int) ([]Migration, error) {
+func PendingMigrations(ms []Migration, applied []int) ([]Migration, error) {
+	done := make(map[int]bool, len(applied))
+	newest := 0
+	for _, v := range applied {
+		done[v] = true
+		newest = max(newest, v)
+	}
 	if len(ms) > 0 {
-		if latest := ms[len(ms)-1].Version; current > latest {
-			return nil, fmt.Errorf("migrate: the database schema is version %d, newer than this build's %d", current, latest)
+		if latest := ms[len(ms)-1].Version; newest > latest {
+			return nil, fmt.Errorf("migrate: the database schema is version %d, newer than this build's %d", newest, latest)
 		}
 	}
 	var out []Migration
 	for _, m := range ms {
-		if m.Version > current {
+		if !done[m.Version] {
 			out = append(out, m)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stackbone/stackbone/internal/store"
@@ -23,7 +24,7 @@ func loadMigrations() ([]store.Migration, error) {
 // migrations of one schema (the second is a hash of the schema's name).
 const migrateLockKey = 0x5b0e
 
-// migrate applies the migrations newer than the schema's schema_version, in
+// migrate applies the migrations the schema's schema_version lacks, in
 // one transaction holding an advisory lock, so replicas opening at once
 // apply them once.
 func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
@@ -47,11 +48,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	var current int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&current); err != nil {
+	applied, err := appliedVersions(ctx, tx)
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	pending, err := store.PendingMigrations(ms, current)
+	pending, err := store.PendingMigrations(ms, applied)
 	if err != nil {
 		return err
 	}
@@ -65,4 +66,13 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		logger.Info("postgres migration applied", "migration", m.Name)
 	}
 	return tx.Commit(ctx)
+}
+
+// appliedVersions reads the versions schema_version records.
+func appliedVersions(ctx context.Context, tx pgx.Tx) ([]int, error) {
+	rows, err := tx.Query(ctx, `SELECT version FROM schema_version`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
 }

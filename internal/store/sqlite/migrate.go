@@ -19,7 +19,7 @@ func loadMigrations() ([]store.Migration, error) {
 	return store.LoadMigrations(migrationFiles, "migrations")
 }
 
-// migrate applies the migrations newer than the database's schema_version,
+// migrate applies the migrations the database's schema_version lacks,
 // all in one immediate transaction so concurrent openers apply them once.
 func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	ms, err := loadMigrations()
@@ -39,11 +39,11 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	) STRICT`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&current); err != nil {
+	applied, err := appliedVersions(ctx, tx)
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	pending, err := store.PendingMigrations(ms, current)
+	pending, err := store.PendingMigrations(ms, applied)
 	if err != nil {
 		return err
 	}
@@ -61,4 +61,22 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 		logger.Info("sqlite migration applied", "migration", m.Name)
 	}
 	return tx.Commit()
+}
+
+// appliedVersions reads the versions schema_version records.
+func appliedVersions(ctx context.Context, tx *sql.Tx) ([]int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_version`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -370,3 +370,32 @@ func BenchmarkMessages(b *testing.B) {
 		})
 	}
 }
+
+// A database that applied a later migration before an earlier one landed
+// (two branches merged in the other order) gets the missing one on the next
+// open: the runner applies every version schema_version lacks, not only
+// those above its newest.
+func TestOpenAppliesAMissingEarlierMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stackbone.db")
+	s, err := Open(t.Context(), path, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := rawDB(t, path)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `DROP INDEX schedule_firings_status`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM schema_version WHERE version = 29`); err != nil {
+		t.Fatal(err)
+	}
+	openFile(t, path)
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'schedule_firings_status'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("index of migration 0029 after reopening: %d %v, want it made again", n, err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_version WHERE version = 29`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("schema_version 29 after reopening: %d %v", n, err)
+	}
+}
