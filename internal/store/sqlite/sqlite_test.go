@@ -384,18 +384,18 @@ func TestOpenAppliesAMissingEarlierMigration(t *testing.T) {
 	s.Close()
 	db := rawDB(t, path)
 	ctx := t.Context()
-	if _, err := db.ExecContext(ctx, `DROP INDEX schedule_firings_status`); err != nil {
+	if _, err := db.ExecContext(ctx, `ALTER TABLE threads DROP COLUMN owner`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM schema_version WHERE version = 29`); err != nil {
+	if _, err := db.ExecContext(ctx, `DELETE FROM schema_version WHERE version = 28`); err != nil {
 		t.Fatal(err)
 	}
 	openFile(t, path)
 	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'schedule_firings_status'`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("index of migration 0029 after reopening: %d %v, want it made again", n, err)
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('threads') WHERE name = 'owner'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("column of migration 0028 after reopening: %d %v, want it added again", n, err)
 	}
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_version WHERE version = 29`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("schema_version 29 after reopening: %d %v", n, err)
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_version WHERE version = 28`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("schema_version 28 after reopening: %d %v", n, err)
 	}
 }
