@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -375,11 +376,19 @@ func (db *DB) StaleFirings(ctx context.Context, before time.Time, limit int) ([]
 	return out, nil
 }
 
-// OpenFirings lists the started or waiting firings claimed at or before before.
+// OpenFirings lists the started or waiting firings claimed at or before
+// before whose outcome may have changed: not those whose thread still runs
+// (or queues) a turn, nor the waiting ones whose thread still waits on its
+// decision. Leaving those out in the query (not after the limit) keeps
+// firings that wait for days from holding the limit against the rest.
 func (db *DB) OpenFirings(ctx context.Context, before time.Time, limit int) ([]Firing, error) {
-	rows, err := db.d.Read().Query(ctx, `SELECT `+firingCols+` FROM schedule_firings
-		WHERE status IN ($1, $2) AND claimed_at <= $3 ORDER BY claimed_at, tenant, schedule_id LIMIT $4`,
-		FiringStarted, FiringWaiting, before, Limit(limit, DefaultLimit))
+	rows, err := db.d.Read().Query(ctx, `SELECT `+prefixed("f.", firingCols)+` FROM schedule_firings f
+		LEFT JOIN threads t ON t.tenant = f.tenant AND t.id = f.thread_id
+		WHERE f.status IN ($1, $2) AND f.claimed_at <= $3
+		AND coalesce(t.status, '') NOT IN ($5, $6)
+		AND NOT (f.status = $2 AND coalesce(t.status, '') = $7)
+		ORDER BY f.claimed_at, f.tenant, f.schedule_id LIMIT $4`,
+		FiringStarted, FiringWaiting, before, Limit(limit, DefaultLimit), string(Running), string(Queued), string(Waiting))
 	if err != nil {
 		return nil, db.read("open firings", err)
 	}
@@ -388,6 +397,15 @@ func (db *DB) OpenFirings(ctx context.Context, before time.Time, limit int) ([]F
 		return nil, db.read("open firings", err)
 	}
 	return out, nil
+}
+
+// prefixed qualifies each of the comma-separated columns cols with p.
+func prefixed(p, cols string) string {
+	parts := strings.Split(cols, ", ")
+	for i := range parts {
+		parts[i] = p + parts[i]
+	}
+	return strings.Join(parts, ", ")
 }
 
 // RetakeFiring gives a stale firing to f.Owner: exactly one of concurrent

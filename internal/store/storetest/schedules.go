@@ -118,6 +118,37 @@ func testOpenFirings(t *testing.T, s store.Store) {
 	if got, _ := s.OpenFirings(ctx, at(4*time.Hour+30*time.Minute), 1); len(got) != 1 || got[0].RunID != "r2" {
 		t.Fatalf("open firings, limit 1: %+v", got)
 	}
+
+	endRun := func(tenant, thread, run string, status store.ThreadStatus, now time.Time) {
+		t.Helper()
+		if err := s.FinishRun(ctx, store.FinishRun{Tenant: tenant, ThreadID: thread, RunID: run, Status: status, Now: now}); err != nil {
+			t.Fatalf("FinishRun %s: %v", run, err)
+		}
+	}
+	// A firing whose thread still runs its turn, or a waiting one whose
+	// thread still waits on the decision, has nothing to settle: it is
+	// left out before the limit, so firings waiting for days do not hide
+	// the rest. A started firing whose thread waits now is listed (its
+	// outcome moved to waiting), as is one whose thread went idle.
+	waiting(t, s, "b", "th-r2", "bot", "r2", at(time.Hour), interrupt("int_r2", "c1", at(time.Hour)))
+	begin(t, s, "a", "th-r1", "bot", "r1", at(time.Hour), userMsg("m1", "hi"))
+	waiting(t, s, "a", "th-r3", "bot", "r3", at(time.Hour), interrupt("int_r3", "c1", at(time.Hour)))
+	open, err = s.OpenFirings(ctx, at(4*time.Hour+30*time.Minute), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].RunID != "r3" {
+		t.Fatalf("open firings with r2 still waiting and r1 running, limit 1: %+v; want r3 (started, its thread now waits)", open)
+	}
+	endRun("a", "th-r1", "r1", store.Idle, at(3*time.Hour))
+	open, _ = s.OpenFirings(ctx, at(4*time.Hour+30*time.Minute), 10)
+	runs = runs[:0]
+	for _, f := range open {
+		runs = append(runs, f.RunID)
+	}
+	if !slices.Equal(runs, []string{"r1", "r3"}) {
+		t.Fatalf("open firings after r1's thread went idle: %q; want r1, r3", runs)
+	}
 }
 
 // testConcurrentRetake: of many concurrent retakes of one stale firing
