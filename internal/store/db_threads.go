@@ -397,6 +397,10 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			}
 		}
 		appendRows(tx, b.Tenant, b.ThreadID, th.HeadBranch, msgs, msgSeq, evs, evSeq)
+		if b.Continue {
+			// A run that goes on with the thread's turn: its task works again.
+			db.queuePush(ctx, tx, b.Tenant, b.ThreadID, b.Events, b.Now)
+		}
 		switch {
 		case created:
 			convo = numbered(b.Input)
@@ -600,6 +604,7 @@ func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
 		}
 		insertInterrupts(tx, c.RunID, ins)
 		queueRun(tx, c.Tenant, c.ThreadID, c.RunID, c.Run, c.Steps)
+		db.queuePush(ctx, tx, c.Tenant, c.ThreadID, c.Events, now)
 		update := []any{StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID}
 		var agent string
 		query := tx.QueryRowLast
@@ -690,6 +695,7 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		lockHeld(tx, f.Tenant, f.ThreadID, f.RunID)
 		appendHeld(tx, "events", "event_seq", f.Tenant, f.ThreadID, f.RunID, 0, evs)
 		queueRun(tx, f.Tenant, f.ThreadID, f.RunID, f.Run, f.Steps)
+		db.queuePush(ctx, tx, f.Tenant, f.ThreadID, f.Events, f.Now)
 		query := tx.QueryRowLast
 		if notice {
 			query = tx.QueryRow
