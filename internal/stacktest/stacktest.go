@@ -26,8 +26,8 @@ import (
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/model/script"
-	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/notify"
+	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/ssrf"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
@@ -254,7 +254,7 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.Deliver {
 		d, err := notify.New(notify.Config{Store: env.Store, Endpoints: cfg.WebhookURLs, Secret: cfg.WebhookSecret,
 			Format: cfg.WebhookFormat, Logger: logger, Version: app.Version, Push: env.Store, Poll: 100 * time.Millisecond,
-			Schedule: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond},
+			Schedule:   []time.Duration{50 * time.Millisecond, 200 * time.Millisecond},
 			PushClient: ssrf.Client(notify.DefaultTimeout, cfg.A2APushAllowPrivate)})
 		if err != nil {
 			t.Fatalf("webhook dispatcher: %v", err)
