@@ -109,7 +109,7 @@ func (s *Server) a2aCard(r *http.Request, spec *agent.Spec) a2a.AgentCard {
 		SupportedInterfaces: []a2a.AgentInterface{{URL: endpoint, ProtocolBinding: a2a.BindingJSONRPC, ProtocolVersion: a2a.ProtocolVersion},
 			{URL: endpoint, ProtocolBinding: a2a.BindingHTTPJSON, ProtocolVersion: a2a.ProtocolVersion}},
 		Provider:           &a2a.AgentProvider{Organization: "Stackbone", URL: s.a2aBase(r)},
-		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: false, ExtendedAgentCard: true},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: true, ExtendedAgentCard: true},
 		DefaultInputModes:  []string{"text/plain", "application/json", "image/*"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills:             []a2a.AgentSkill{{ID: spec.Name, Name: spec.Name, Description: desc, Tags: []string{"agent"}}},
@@ -236,8 +236,14 @@ func (s *Server) a2aRPC(w http.ResponseWriter, r *http.Request) error {
 		cerr = c.cancelTask(req.Params)
 	case a2a.MethodSubscribeToTask:
 		cerr = c.subscribe(req.Params)
-	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
-		cerr = a2a.Errorf(a2a.CodePushNotificationNotSupported, "Push notifications are not supported by this agent yet: stream (SendStreamingMessage, SubscribeToTask) or poll (GetTask).")
+	case a2a.MethodCreatePushConfig:
+		cerr = c.createPushConfig(req.Params)
+	case a2a.MethodGetPushConfig:
+		cerr = c.getPushConfig(req.Params)
+	case a2a.MethodListPushConfigs:
+		cerr = c.listPushConfigs(req.Params)
+	case a2a.MethodDeletePushConfig:
+		cerr = c.deletePushConfig(req.Params)
 	case a2a.MethodGetExtendedAgentCard:
 		cerr = c.result(s.a2aCard(r, spec))
 	default:
@@ -339,8 +345,8 @@ func (c *a2aCall) serveREST(rest string) error {
 	case strings.HasPrefix(rest, "tasks/"):
 		id, action, _ := strings.Cut(strings.TrimPrefix(rest, "tasks/"), "/")
 		if action != "" {
-			if strings.HasPrefix(action, "pushNotificationConfigs") {
-				return a2a.Errorf(a2a.CodePushNotificationNotSupported, "Push notifications are not supported by this agent yet: stream or poll.")
+			if kind, cid, _ := strings.Cut(action, "/"); kind == "pushNotificationConfigs" {
+				return c.servePushREST(id, cid, body, intParam, params)
 			}
 			break
 		}
@@ -357,6 +363,38 @@ func (c *a2aCall) serveREST(rest string) error {
 		case verb == "subscribe" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
 			return c.subscribe(params(m))
 		}
+	}
+	return &a2a.Error{Code: a2a.CodeMethodNotFound, Message: fmt.Sprintf("No A2A operation at %s %s.", r.Method, r.URL.Path)}
+}
+
+// servePushREST serves the push config paths of task id: POST and GET
+// tasks/{id}/pushNotificationConfigs (create, list), GET and DELETE
+// tasks/{id}/pushNotificationConfigs/{cid}.
+func (c *a2aCall) servePushREST(id, cid string, body func() (json.RawMessage, error), intParam func(map[string]any, string) error,
+	params func(map[string]any) json.RawMessage) error {
+	r := c.r
+	switch {
+	case cid == "" && r.Method == http.MethodPost:
+		b, err := body()
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil || m == nil {
+			return a2a.Errorf(a2a.CodeInvalidParams, "The body is a TaskPushNotificationConfig object.")
+		}
+		m["taskId"] = id
+		return c.createPushConfig(params(m))
+	case cid == "" && r.Method == http.MethodGet:
+		m := map[string]any{"taskId": id, "pageToken": r.URL.Query().Get("pageToken")}
+		if err := intParam(m, "pageSize"); err != nil {
+			return err
+		}
+		return c.listPushConfigs(params(m))
+	case cid != "" && r.Method == http.MethodGet:
+		return c.getPushConfig(params(map[string]any{"taskId": id, "id": cid}))
+	case cid != "" && r.Method == http.MethodDelete:
+		return c.deletePushConfig(params(map[string]any{"taskId": id, "id": cid}))
 	}
 	return &a2a.Error{Code: a2a.CodeMethodNotFound, Message: fmt.Sprintf("No A2A operation at %s %s.", r.Method, r.URL.Path)}
 }
@@ -466,6 +504,15 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		return a2a.Errorf(a2a.CodeInvalidParams, "The request needs a message.")
 	}
 	ctx := c.r.Context()
+	var push *store.PushConfig
+	if in := req.Configuration.Push(); in != nil {
+		// Checked before anything starts: a bad config changes nothing.
+		pc, err := c.pushConfigOf(ctx, in, "configuration.taskPushNotificationConfig.")
+		if err != nil {
+			return err
+		}
+		push = &pc
+	}
 	var run *engine.Run
 	var tr *a2a.Tracker
 	if req.Message.TaskID != "" {
@@ -512,6 +559,12 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 			return err
 		}
 		tr = a2a.NewTracker(id, threadID, c.s.Now)
+	}
+	if push != nil {
+		if err := c.inlinePush(ctx, tr.Task(nil, false).ID, *push); err != nil {
+			run.Abandon()
+			return err
+		}
 	}
 	if stream {
 		return c.stream(run, tr, true, false)

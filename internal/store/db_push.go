@@ -68,18 +68,23 @@ func (db *DB) CreatePushConfig(ctx context.Context, c PushConfig) error {
 		c.CreatedAt = db.now()
 	}
 	return db.d.Write(ctx, "create push config", func(tx Tx) error {
-		tx.Queue(`DELETE FROM a2a_push_configs WHERE tenant = $1 AND id = $2`, c.Tenant, c.ID)
+		tx.Queue(`DELETE FROM a2a_push_configs WHERE tenant = $1 AND id = $2 AND task_id = $3`, c.Tenant, c.ID, c.TaskID)
 		n, err := tx.Exec(ctx, `INSERT INTO a2a_push_configs (`+pushCols+`)
 			SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::text, $10::timestamptz
-			WHERE (SELECT count(*) FROM a2a_push_configs WHERE tenant = $1 AND task_id = $3) < $11::bigint`,
+			WHERE (SELECT count(*) FROM a2a_push_configs WHERE tenant = $1 AND task_id = $3) < $11::bigint
+			ON CONFLICT DO NOTHING`,
 			c.Tenant, c.ID, c.TaskID, c.ThreadID, c.TurnSeq, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.CreatedAt, MaxPushConfigs)
-		if err != nil {
+		if err != nil || n > 0 {
 			return err
 		}
-		if n == 0 {
-			return fmt.Errorf("task %q: %w", c.TaskID, ErrPushConfigLimit)
+		var taken int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM a2a_push_configs WHERE tenant = $1 AND id = $2`, c.Tenant, c.ID).Scan(&taken); err != nil {
+			return err
 		}
-		return nil
+		if taken > 0 {
+			return fmt.Errorf("push config %q: %w", c.ID, ErrPushConfigTaken)
+		}
+		return fmt.Errorf("task %q: %w", c.TaskID, ErrPushConfigLimit)
 	})
 }
 
@@ -126,6 +131,28 @@ func (db *DB) DeletePushConfig(ctx context.Context, tenant, taskID, id string) e
 	return db.d.Write(ctx, "delete push config", func(tx Tx) error {
 		tx.Queue(`DELETE FROM webhook_outbox WHERE endpoint = $1 AND tenant = $2 AND status = 'pending'`, PushEndpoint(id), tenant)
 		_, err := tx.Exec(ctx, `DELETE FROM a2a_push_configs WHERE tenant = $1 AND id = $2 AND task_id = $3`, tenant, id, taskID)
+		return err
+	})
+}
+
+// QueuePush queues one push notification to the tenant's config id, with
+// the given body (a StreamResponse; PushTaskID, if there, becomes the
+// config's task id): a status the task reached before its config was
+// stored. A config that is not there queues nothing.
+func (db *DB) QueuePush(ctx context.Context, tenant, id string, body []byte) error {
+	if err := CheckText("queue push", "tenant", tenant, "id", id); err != nil {
+		return db.invalid(err)
+	}
+	if !validPushBody(body) {
+		return db.invalid(fmt.Errorf("queue push: the body is not a JSON object: %w", ErrInvalid))
+	}
+	now := db.now()
+	return db.d.Write(ctx, "queue push", func(tx Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_outbox (id, endpoint, tenant, type, data, created_at, next_at, traceparent)
+			SELECT $1::text, '`+PushEndpointPrefix+`' || p.id, p.tenant, $2::text, replace($3::text, '`+PushTaskID+`', p.task_id)::json,
+				$4::timestamptz, $4::timestamptz, $5::text
+			FROM a2a_push_configs p WHERE p.tenant = $6 AND p.id = $7`,
+			ids.New("msg"), NoticeA2APush, string(body), now, traceParent(ctx), tenant, id)
 		return err
 	})
 }

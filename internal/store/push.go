@@ -13,6 +13,10 @@ import (
 // configs already.
 var ErrPushConfigLimit = errors.New("too many push notification configs for the task")
 
+// ErrPushConfigTaken: the tenant has a push notification config of that
+// id for another task.
+var ErrPushConfigTaken = errors.New("the push notification config id is taken by another task")
+
 // MaxPushConfigs is how many push notification configs one task holds at
 // most.
 const MaxPushConfigs = 10
@@ -68,13 +72,17 @@ type PushStore interface {
 	SetPushEncoder(enc PushEncoder)
 	// CreatePushConfig stores c (CreatedAt now when zero):
 	// ErrPushConfigLimit when its task has MaxPushConfigs already. A
-	// config of the same tenant and id is replaced (the client updates it).
+	// config of the same tenant, task and id is replaced (the client
+	// updates it); ErrPushConfigTaken when the id is another task's.
 	CreatePushConfig(ctx context.Context, c PushConfig) error
 	// GetPushConfig returns the config id of the tenant's task taskID
 	// (ErrNotFound when there is none; taskID "" matches any task).
 	GetPushConfig(ctx context.Context, tenant, taskID, id string) (*PushConfig, error)
 	// ListPushConfigs lists the configs of the tenant's task, oldest first.
 	ListPushConfigs(ctx context.Context, tenant, taskID string) ([]PushConfig, error)
+	// QueuePush queues one push notification to config id of the tenant
+	// (nothing when there is none), body as an encoded one.
+	QueuePush(ctx context.Context, tenant, id string, body []byte) error
 	// DeletePushConfig deletes the config and its pending deliveries;
 	// deleting one that is not there is no error (idempotent).
 	DeletePushConfig(ctx context.Context, tenant, taskID, id string) error
