@@ -150,7 +150,7 @@ type SendMessageConfiguration struct {
 	// (1.0.1); false waits for a terminal or interrupted state.
 	ReturnImmediately bool `json:"returnImmediately,omitempty"`
 	// Blocking is the pre-1.0.1 spelling (false: return immediately).
-	Blocking                   *bool           `json:"blocking,omitempty"`
+	Blocking                   *bool                       `json:"blocking,omitempty"`
 	TaskPushNotificationConfig *TaskPushNotificationConfig `json:"taskPushNotificationConfig,omitempty"`
 	// PushNotificationConfig is the spelling of the specification's
 	// examples (and of 0.3).
