@@ -146,6 +146,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Outbox/OffWritesNothing", testOutboxOff},
 		{"Outbox/Notices", testOutboxNotices},
 		{"Outbox/Delivery", testOutboxDelivery},
+		{"Push/Configs", testPushConfigs},
+		{"Push/Deliveries", testPushDeliveries},
 		{"Concurrent/ClaimDeliveries", testConcurrentDeliveries},
 		{"Runs/StepsWithCheckpoint", testRunSteps},
 		{"Runs/LeaseLostWritesNoStep", testRunStepsLeaseLost},
