@@ -551,6 +551,9 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		}
 		var err error
 		if run, err = c.s.Runner.Start(ctx, in); err != nil {
+			if e := apierror.From(err); e.Code == apierror.CodeBudgetExceeded {
+				return c.rejected(threadID, e, stream)
+			}
 			return err
 		}
 		id, err := c.turnTask(ctx, threadID, run)
@@ -590,6 +593,37 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		return apierror.IncompleteRun()
 	}
 	return c.result(a2a.StreamResponse{Task: ptr(tr.Task(historyOf(req.Configuration), true))})
+}
+
+// rejected answers a message whose turn was refused before it started (a
+// spent budget) with a task in TASK_STATE_REJECTED: its status message
+// says why, its metadata holds the error's code, and the retry headers say
+// when a turn may run again. Nothing was stored: the task is not found
+// afterwards, and a new context stays unknown.
+func (c *a2aCall) rejected(contextID string, e *apierror.Error, stream bool) error {
+	apierror.SetRetryHeaders(c.w.Header(), e)
+	id := c.s.Runner.NewID("run")
+	task := a2a.Task{ID: id, ContextID: contextID, Status: a2a.TaskStatus{State: a2a.StateRejected,
+		Timestamp: c.s.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		Message: &a2a.Message{MessageID: id + "-status-1", ContextID: contextID, TaskID: id, Role: a2a.RoleAgent,
+			Parts: []a2a.Part{a2a.TextPart(e.Message)}}},
+		Metadata: map[string]any{"stackbone": map[string]any{"code": e.Code}}}
+	if !stream {
+		return c.result(a2a.StreamResponse{Task: &task})
+	}
+	sw := sse.NewBuffered(c.w)
+	var v any = a2a.Result(c.id, a2a.StreamResponse{Task: &task})
+	if c.rest {
+		v = a2a.StreamResponse{Task: &task}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := sw.Data(b); err != nil {
+		return nil
+	}
+	return sw.Flush()
 }
 
 // turnTask is the task id of a run Start returned: its own id for a new
