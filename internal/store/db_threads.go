@@ -397,8 +397,15 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 			}
 		}
 		appendRows(tx, b.Tenant, b.ThreadID, th.HeadBranch, msgs, msgSeq, evs, evSeq)
-		if b.Continue {
+		switch {
+		case b.Continue:
 			// A run that goes on with the thread's turn: its task works again.
+			db.queuePush(ctx, tx, b.Tenant, b.ThreadID, b.Events, b.Now)
+		case b.Dequeue != "":
+			// A queued turn starts: the push configs registered for it
+			// while it waited (turn 0) take its turn, and hear it works.
+			tx.Queue(`UPDATE a2a_push_configs SET turn_seq = $1 WHERE tenant = $2 AND thread_id = $3 AND task_id = $4 AND turn_seq = 0`,
+				th.Turn.Seq, b.Tenant, b.ThreadID, b.RunID)
 			db.queuePush(ctx, tx, b.Tenant, b.ThreadID, b.Events, b.Now)
 		}
 		switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/event"
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -189,4 +190,38 @@ func testPushDeliveries(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	sameStrings(t, "queued push deliveries", pushRows(t, s, far), []string{"a2a:p1 queued r1 t"})
+}
+
+// testPushQueuedTurn: a config registered for a queued turn (turn 0, its
+// task id the run it will start as) takes the turn when it starts, whose
+// start and end it hears, resume included.
+func testPushQueuedTurn(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	s.SetPushEncoder(pushEncoder)
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m1", "hi"))
+	enqueue(t, s, "a", "t", "q1", "d1")
+	if err := s.CreatePushConfig(ctx, pushConfig("a", "pq", "q1", "t", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Idle, Now: at(time.Second),
+		Events: []event.Event{{Type: event.RunFinished}}}); err != nil {
+		t.Fatal(err)
+	}
+	far := time.Now().Add(24 * time.Hour)
+	sameStrings(t, "push deliveries of the turn before", pushRows(t, s, far), []string{})
+	if _, err := s.BeginRun(ctx, store.BeginRun{Tenant: "a", ThreadID: "t", Agent: "x", RunID: "q1", Owner: "o", Now: at(2 * time.Second),
+		LeaseUntil: at(time.Minute), Input: []message.Message{userMsg("", "second")}, Dequeue: "q1",
+		Events: []event.Event{{Type: event.RunStarted}}}); err != nil {
+		t.Fatal(err)
+	}
+	th := getThread(t, s, "a", "t")
+	if c, err := s.GetPushConfig(ctx, "a", "q1", "pq"); err != nil || c.TurnSeq != th.Turn.Seq || c.TurnSeq == 0 {
+		t.Fatalf("the config after its turn started: %+v %v (turn %d)", c, err, th.Turn.Seq)
+	}
+	if err := s.FinishRun(ctx, store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "q1", Status: store.Idle, Now: at(3 * time.Second),
+		Events: []event.Event{{Type: event.RunFinished}}}); err != nil {
+		t.Fatal(err)
+	}
+	sameStrings(t, "push deliveries of the queued turn", pushRows(t, s, far),
+		[]string{"a2a:pq " + string(event.RunFinished) + " q1 t", "a2a:pq " + string(event.RunStarted) + " q1 t"})
 }

@@ -148,6 +148,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Outbox/Delivery", testOutboxDelivery},
 		{"Push/Configs", testPushConfigs},
 		{"Push/Deliveries", testPushDeliveries},
+		{"Push/QueuedTurn", testPushQueuedTurn},
 		{"Concurrent/ClaimDeliveries", testConcurrentDeliveries},
 		{"Runs/StepsWithCheckpoint", testRunSteps},
 		{"Runs/LeaseLostWritesNoStep", testRunStepsLeaseLost},
