@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -432,6 +433,9 @@ type a2aTask struct {
 	lastSeq int64
 	tr      *a2a.Tracker
 	current bool
+	// queued: the task is a turn waiting in its thread's queue
+	// (TASK_STATE_SUBMITTED); its id is the run it will start as.
+	queued bool
 }
 
 // task reads task id of the caller's tenant on the call's agent: a task
@@ -443,7 +447,7 @@ func (c *a2aCall) task(ctx context.Context, id string) (*a2aTask, error) {
 	tenant := c.p.Tenant
 	threadID, seq, err := c.s.Store.RunThread(ctx, tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, a2a.TaskNotFound(id)
+		return c.queuedTask(ctx, id)
 	}
 	if err != nil {
 		return nil, err
@@ -489,6 +493,30 @@ func (c *a2aCall) task(ctx context.Context, id string) (*a2aTask, error) {
 		}
 	}
 	return t, nil
+}
+
+// queuedTask reads task id as a turn waiting in its thread's queue (an
+// enqueue follow-up): SUBMITTED until it starts. None is TaskNotFound.
+func (c *a2aCall) queuedTask(ctx context.Context, id string) (*a2aTask, error) {
+	q, err := c.s.Store.QueuedTurn(ctx, c.p.Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// It may have started since the run was looked for.
+		if threadID, _, rerr := c.s.Store.RunThread(ctx, c.p.Tenant, id); rerr == nil && threadID != "" {
+			return c.task(ctx, id)
+		}
+		return nil, a2a.TaskNotFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	th, err := c.s.Store.GetThread(ctx, c.p.Tenant, q.ThreadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (th.Agent != c.spec.Name || !c.p.Sees(th.Owner))) {
+		return nil, a2a.TaskNotFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a2aTask{th: th, queued: true, tr: a2a.NewTracker(id, th.ID, func() time.Time { return q.CreatedAt })}, nil
 }
 
 // sendMessage is SendMessage and SendStreamingMessage: a message without a
@@ -573,6 +601,10 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		return c.stream(run, tr, true, false)
 	}
 	if req.Configuration.Immediate() {
+		if tr.State() == a2a.StateSubmitted && c.isQueued(ctx, tr) {
+			// A queued follow-up: SUBMITTED until the turn before ends.
+			return c.result(a2a.StreamResponse{Task: ptr(tr.Task(historyOf(req.Configuration), true))})
+		}
 		// The task goes on without this request: read its start, then
 		// leave it (a durable run goes on and is stored).
 		for e := range run.Events() {
@@ -611,6 +643,14 @@ func (c *a2aCall) rejected(contextID string, e *apierror.Error, stream bool) err
 	if !stream {
 		return c.result(a2a.StreamResponse{Task: &task})
 	}
+	return c.writeTaskStream(task)
+}
+
+// streamTask is a stream of tr's task alone.
+func (c *a2aCall) streamTask(tr *a2a.Tracker) error { return c.writeTaskStream(tr.Task(nil, true)) }
+
+// writeTaskStream writes a stream of one event, the task, and ends it.
+func (c *a2aCall) writeTaskStream(task a2a.Task) error {
 	sw := sse.NewBuffered(c.w)
 	var v any = a2a.Result(c.id, a2a.StreamResponse{Task: &task})
 	if c.rest {
@@ -626,12 +666,27 @@ func (c *a2aCall) rejected(contextID string, e *apierror.Error, stream bool) err
 	return sw.Flush()
 }
 
+// isQueued reports whether tr's task is a turn still in its thread's
+// queue.
+func (c *a2aCall) isQueued(ctx context.Context, tr *a2a.Tracker) bool {
+	_, err := c.s.Store.QueuedTurn(ctx, c.p.Tenant, tr.Task(nil, false).ID)
+	return err == nil
+}
+
 // turnTask is the task id of a run Start returned: its own id for a new
 // turn; for a retry that attached to the thread's last turn (the same
 // messageId again), that turn's task, named by its first run.
 func (c *a2aCall) turnTask(ctx context.Context, threadID string, run *engine.Run) (string, error) {
 	if _, _, err := c.s.Store.RunThread(ctx, c.p.Tenant, run.ID); err == nil || !errors.Is(err, store.ErrNotFound) {
 		return run.ID, err
+	}
+	if q, err := c.s.Store.QueuedTurn(ctx, c.p.Tenant, run.ID); err == nil && q.ThreadID == threadID {
+		return run.ID, nil // a queued follow-up: the run it will start as
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	if _, _, err := c.s.Store.RunThread(ctx, c.p.Tenant, run.ID); err == nil {
+		return run.ID, nil // it started meanwhile
 	}
 	th, err := c.s.Store.GetThread(ctx, c.p.Tenant, threadID)
 	if err != nil {
@@ -796,6 +851,20 @@ func (c *a2aCall) cancelTask(params json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	if t.queued {
+		// A queued turn leaves the queue before it starts: CANCELED.
+		removed, err := c.s.Runner.Unqueue(ctx, c.p.Tenant, t.th.ID, req.ID)
+		if err != nil {
+			return err
+		}
+		if removed {
+			t.tr.SetState(a2a.StateCanceled)
+			return c.result(t.tr.Task(nil, true))
+		}
+		if t, err = c.task(ctx, req.ID); err != nil { // it started meanwhile
+			return err
+		}
+	}
 	if !t.current || t.th.Status != store.Running {
 		return a2a.Errorf(a2a.CodeTaskNotCancelable, "Task %q is %s: only a working task can be canceled.", req.ID, t.tr.State())
 	}
@@ -828,6 +897,11 @@ func (c *a2aCall) subscribe(params json.RawMessage) error {
 	}
 	if st := t.tr.State(); st.Terminal() {
 		return a2a.Errorf(a2a.CodeUnsupportedOperation, "Task %q is %s: there is nothing more to subscribe to (GetTask reads it).", req.ID, st)
+	}
+	if t.queued {
+		// Not started: the task as it is, and the stream ends (subscribe
+		// again once it works, or poll GetTask).
+		return c.streamTask(t.tr)
 	}
 	from := t.turnSeq
 	if t.lastSeq >= from {
@@ -946,6 +1020,10 @@ func (c *a2aCall) listTasks(params json.RawMessage) error {
 	return c.result(out.ListTasksResponse)
 }
 
+// queuedOrder places queued turns after every turn that began in a
+// listing (a turn's order is its first event's sequence number).
+const queuedOrder = int64(1) << 50
+
 // a2aListed is a task of a listing and its place (higher: newer).
 type a2aListed struct {
 	task  a2a.Task
@@ -1002,6 +1080,17 @@ func (c *a2aCall) threadTasks(ctx context.Context, th *store.Thread) ([]a2aListe
 		last.SetState(a2a.StateWorking)
 	}
 	out := make([]a2aListed, 0, len(turns))
+	// Follow-ups waiting in the thread's queue come first: SUBMITTED, the
+	// last queued newest, ordered after every turn that began.
+	queue, err := c.s.Store.Queue(ctx, th.Tenant, th.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(queue) - 1; i >= 0; i-- {
+		q := queue[i]
+		tr := a2a.NewTracker(q.ID, th.ID, func() time.Time { return q.CreatedAt })
+		out = append(out, a2aListed{task: tr.Task(nil, true), order: queuedOrder + q.Seq})
+	}
 	for i := len(turns) - 1; i >= 0; i-- {
 		out = append(out, a2aListed{task: trs[i].Task(nil, true), order: turns[i].seq})
 	}
