@@ -865,6 +865,10 @@ func (c *a2aCall) cancelTask(params json.RawMessage) error {
 			return err
 		}
 	}
+	if t.tr.State().Interrupted() && t.current {
+		return a2a.Errorf(a2a.CodeTaskNotCancelable,
+			`Task %q is %s: it runs nothing to cancel; answer its decisions with {"decision": "reject"} (the calls do not run) to end it.`, req.ID, t.tr.State())
+	}
 	if !t.current || t.th.Status != store.Running {
 		return a2a.Errorf(a2a.CodeTaskNotCancelable, "Task %q is %s: only a working task can be canceled.", req.ID, t.tr.State())
 	}
