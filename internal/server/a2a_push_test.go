@@ -299,3 +299,31 @@ func TestA2APushSurvivesRestart(t *testing.T) {
 		t.Fatalf("the receiver refused: %v", problems)
 	}
 }
+
+// TestA2APushPerUser: a task in an end user's thread is theirs: alice
+// registers, gets and lists push configs for her task; bob, a user of the
+// same tenant, gets TaskNotFound for each operation; an admin token sees
+// them.
+func TestA2APushPerUser(t *testing.T) {
+	t.Parallel()
+	s := newJWTStack(t, stacktest.Options{})
+	env := s.env
+	alice, bob, carol := bearer(s.token(t, "alice")), bearer(s.token(t, "bob")), bearer(s.token(t, "carol"))
+	var sent struct{ Task a2a.Task }
+	a2aResult(t, env, "SendMessage", `{"message":{"messageId":"u1","role":"ROLE_USER","parts":[{"text":"hello mine"}]}}`, &sent, alice...)
+	var pc a2a.TaskPushNotificationConfig
+	a2aResult(t, env, "CreateTaskPushNotificationConfig", `{"taskId":"`+sent.Task.ID+`","url":"https://93.184.216.34/alice","token":"tok-a"}`, &pc, alice...)
+	for _, c := range [][2]string{{"CreateTaskPushNotificationConfig", `{"taskId":"` + sent.Task.ID + `","url":"https://93.184.216.34/bob"}`},
+		{"GetTaskPushNotificationConfig", `{"taskId":"` + sent.Task.ID + `","id":"` + pc.ID + `"}`},
+		{"ListTaskPushNotificationConfigs", `{"taskId":"` + sent.Task.ID + `"}`},
+		{"DeleteTaskPushNotificationConfig", `{"taskId":"` + sent.Task.ID + `","id":"` + pc.ID + `"}`}} {
+		if _, rep := a2aCall(t, env, "assistant", c[0], c[1], bob...); rep.Error == nil || rep.Error.Code != a2a.CodeTaskNotFound {
+			t.Errorf("%s by another user: %+v", c[0], rep.Error)
+		}
+	}
+	var list a2a.ListTaskPushNotificationConfigsResponse
+	a2aResult(t, env, "ListTaskPushNotificationConfigs", `{"taskId":"`+sent.Task.ID+`"}`, &list, carol...)
+	if len(list.Configs) != 1 || list.Configs[0].ID != pc.ID {
+		t.Fatalf("the admin's list: %+v", list)
+	}
+}
