@@ -4,8 +4,8 @@
 // them, and a webhook receiver in this script checks each notification as
 // a client must (POST, application/a2a+json, the config's token in
 // X-A2A-Notification-Token, its authentication as Authorization, the
-// Standard Webhooks signature with the server's secret, the task id one of
-// ours) and records the states. Another tenant's client gets
+// Standard Webhooks signature with the server's secret) and records the
+// states; every notification must be of a task this client created. Another tenant's client gets
 // TaskNotFoundError. The Go test (internal/server/a2a_client_test.go,
 // TestA2AOfficialClientPush) starts the stack with its dispatcher and
 // STACKBONE_A2A_PUSH_ALLOW_PRIVATE (the receiver listens on 127.0.0.1).
@@ -68,7 +68,9 @@ const receiver = http.createServer((req, res) => {
     let sr;
     try { sr = JSON.parse(body); } catch { return refuse('body'); }
     const up = sr.statusUpdate;
-    if (!up || !tasks.has(up.taskId)) return refuse(`not one of our tasks: ${body}`);
+    if (!up || !up.taskId) return refuse(`not a status update: ${body}`);
+    // Which task it is for is checked at the end: a notification may come
+    // before the request that created the task has its answer.
     got.push({ path: req.url, taskId: up.taskId, state: up.status.state });
     res.writeHead(200).end();
   });
@@ -152,6 +154,8 @@ const cases = {
     const after = await caller.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' });
     expect(after.configs.length === 0, `list after the delete ${JSON.stringify(after)}`);
     expect(problems.length === 0, `the receiver refused: ${JSON.stringify(problems)}`);
+    const strangers = got.filter((g) => !tasks.has(g.taskId));
+    expect(strangers.length === 0, `notifications of tasks we did not create: ${JSON.stringify(strangers)}`);
     return { notifications: got.length };
   },
 };
