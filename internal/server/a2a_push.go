@@ -52,7 +52,7 @@ func (c *a2aCall) pushConfigOf(ctx context.Context, in *a2a.TaskPushNotification
 		return out, bad("token", "The push notification token is at most %d bytes, on one line.", maxPushTokenBytes)
 	}
 	if a := in.Authentication; a != nil {
-		out.AuthScheme, out.AuthCredentials = strings.TrimSpace(a.Scheme), a.Credentials
+		out.AuthScheme, out.AuthCredentials = strings.TrimSpace(a.SchemeName()), a.Credentials
 		if out.AuthScheme == "" || len(out.AuthScheme) > maxPushSchemeBytes || strings.ContainsAny(out.AuthScheme, " \t\r\n\x00\",;") {
 			return out, bad("authentication.scheme", "authentication.scheme is an HTTP authentication scheme such as Bearer or Basic (at most %d bytes).", maxPushSchemeBytes)
 		}

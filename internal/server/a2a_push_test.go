@@ -301,7 +301,8 @@ func TestA2APushSurvivesRestart(t *testing.T) {
 }
 
 // TestA2APushPerUser: a task in an end user's thread is theirs: alice
-// registers, gets and lists push configs for her task; bob, a user of the
+// registers (authentication in the 0.3 spelling, its credentials not sent
+// back), gets and lists push configs for her task; bob, a user of the
 // same tenant, gets TaskNotFound for each operation; an admin token sees
 // them.
 func TestA2APushPerUser(t *testing.T) {
@@ -312,7 +313,12 @@ func TestA2APushPerUser(t *testing.T) {
 	var sent struct{ Task a2a.Task }
 	a2aResult(t, env, "SendMessage", `{"message":{"messageId":"u1","role":"ROLE_USER","parts":[{"text":"hello mine"}]}}`, &sent, alice...)
 	var pc a2a.TaskPushNotificationConfig
-	a2aResult(t, env, "CreateTaskPushNotificationConfig", `{"taskId":"`+sent.Task.ID+`","url":"https://93.184.216.34/alice","token":"tok-a"}`, &pc, alice...)
+	// The authentication in the 0.3 spelling (the 1.0 specification's example).
+	a2aResult(t, env, "CreateTaskPushNotificationConfig", `{"taskId":"`+sent.Task.ID+`","url":"https://93.184.216.34/alice","token":"tok-a",
+		"authentication":{"schemes":["Basic"],"credentials":"YTpi"}}`, &pc, alice...)
+	if pc.Authentication == nil || pc.Authentication.Scheme != "Basic" || pc.Authentication.Credentials != "" {
+		t.Fatalf("the created config: %+v", pc)
+	}
 	for _, c := range [][2]string{{"CreateTaskPushNotificationConfig", `{"taskId":"` + sent.Task.ID + `","url":"https://93.184.216.34/bob"}`},
 		{"GetTaskPushNotificationConfig", `{"taskId":"` + sent.Task.ID + `","id":"` + pc.ID + `"}`},
 		{"ListTaskPushNotificationConfigs", `{"taskId":"` + sent.Task.ID + `"}`},

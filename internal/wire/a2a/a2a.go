@@ -297,6 +297,17 @@ type AgentSkill struct {
 type AuthenticationInfo struct {
 	Scheme      string `json:"scheme"`
 	Credentials string `json:"credentials,omitempty"`
+	// Schemes is the 0.3 spelling (and the 1.0 specification's example):
+	// its first scheme is taken when Scheme is empty.
+	Schemes []string `json:"schemes,omitempty"`
+}
+
+// SchemeName is the scheme to authenticate with.
+func (a *AuthenticationInfo) SchemeName() string {
+	if a.Scheme == "" && len(a.Schemes) > 0 {
+		return a.Schemes[0]
+	}
+	return a.Scheme
 }
 
 // TaskPushNotificationConfig is where to POST a task's updates
