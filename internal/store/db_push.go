@@ -68,6 +68,11 @@ func (db *DB) CreatePushConfig(ctx context.Context, c PushConfig) error {
 		c.CreatedAt = db.now()
 	}
 	return db.d.Write(ctx, "create push config", func(tx Tx) error {
+		// The thread's row lock orders the config with the transactions
+		// that write the turn's events (each locks it first): one that
+		// commits after this one queues its notification for the config;
+		// one that committed before is read by the caller after this one.
+		tx.Queue(`SELECT 1 FROM threads WHERE tenant = $1 AND id = $2 FOR UPDATE`, c.Tenant, c.ThreadID)
 		tx.Queue(`DELETE FROM a2a_push_configs WHERE tenant = $1 AND id = $2 AND task_id = $3`, c.Tenant, c.ID, c.TaskID)
 		n, err := tx.Exec(ctx, `INSERT INTO a2a_push_configs (`+pushCols+`)
 			SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::text, $10::timestamptz

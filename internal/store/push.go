@@ -73,7 +73,10 @@ type PushStore interface {
 	// CreatePushConfig stores c (CreatedAt now when zero):
 	// ErrPushConfigLimit when its task has MaxPushConfigs already. A
 	// config of the same tenant, task and id is replaced (the client
-	// updates it); ErrPushConfigTaken when the id is another task's.
+	// updates it); ErrPushConfigTaken when the id is another task's. It
+	// takes the thread's row lock: a transaction writing the turn's events
+	// either committed before it (its status is read after) or queues a
+	// delivery for the config.
 	CreatePushConfig(ctx context.Context, c PushConfig) error
 	// GetPushConfig returns the config id of the tenant's task taskID
 	// (ErrNotFound when there is none; taskID "" matches any task).

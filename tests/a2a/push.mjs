@@ -80,7 +80,7 @@ const hook = `http://127.0.0.1:${receiver.address().port}`;
 
 const states = (path, taskId) => got.filter((g) => g.path === path && g.taskId === taskId).map((g) => g.state);
 async function waitFor(what, cond) {
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 1200; i++) { // 30 s: a loaded machine
     if (cond()) return;
     await new Promise((r) => setTimeout(r, 25));
   }
