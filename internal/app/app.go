@@ -25,6 +25,7 @@ import (
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
+	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/memory"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/providers"
@@ -32,6 +33,7 @@ import (
 	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/schedule"
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/ssrf"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/postgres"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
@@ -39,6 +41,7 @@ import (
 	"github.com/stackbone/stackbone/internal/telemetry"
 	"github.com/stackbone/stackbone/internal/tool"
 	"github.com/stackbone/stackbone/internal/tool/mcp"
+	"github.com/stackbone/stackbone/internal/wire/a2a"
 	"github.com/stackbone/stackbone/internal/wire/agui"
 	"github.com/stackbone/stackbone/internal/wire/anthropic"
 	mcpwire "github.com/stackbone/stackbone/internal/wire/mcp"
@@ -104,7 +107,23 @@ func OpenStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 	}
 	s.SetClock(cfg.Clock)
 	s.SetWebhooks(store.WebhookRefs(cfg.WebhookURLs)) // rows never hold a URL's token
+	s.SetPushEncoder(PushEncoder)
 	return s, nil
+}
+
+// PushEncoder encodes the A2A push notifications the store queues: a
+// task's status updates (a2a.PushBody), the task id filled in per config.
+func PushEncoder(contextID string, e event.Event) ([]byte, bool) {
+	return a2a.PushBody(store.PushTaskID, contextID, e)
+}
+
+// NewDispatcher is the outbox's dispatcher over st: the configured
+// webhooks' notices and the A2A push notifications, sent with the SSRF
+// rules unless STACKBONE_A2A_PUSH_ALLOW_PRIVATE.
+func NewDispatcher(cfg *config.Config, st store.Store, logger *slog.Logger) (*notify.Dispatcher, error) {
+	return notify.New(notify.Config{Store: st, Endpoints: cfg.WebhookURLs, Secret: cfg.WebhookSecret,
+		Format: cfg.WebhookFormat, Logger: logger, Clock: cfg.Clock, Version: Version, Tracer: cfg.Tracer,
+		Push: st, PushClient: ssrf.Client(notify.DefaultTimeout, cfg.A2APushAllowPrivate)})
 }
 
 // LoadAgents loads DIR/agents/*.ts (agents' env and ${VAR} references read
@@ -266,14 +285,13 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 	if cfg.WrapStore != nil {
 		used = cfg.WrapStore(st)
 	}
-	var hooks *notify.Dispatcher
-	if len(cfg.WebhookURLs) > 0 {
-		if hooks, err = notify.New(notify.Config{Store: st, Endpoints: cfg.WebhookURLs, Secret: cfg.WebhookSecret,
-			Format: cfg.WebhookFormat, Logger: logger, Clock: cfg.Clock, Version: Version, Tracer: cfg.Tracer}); err != nil {
-			return err
-		}
-		used = hooks.Waking(used)
+	// The outbox's dispatcher: the configured webhooks' notices, and the
+	// A2A push notifications clients register for.
+	hooks, err := NewDispatcher(cfg, st, logger)
+	if err != nil {
+		return err
 	}
+	used = hooks.Waking(used)
 	models, err := Models(cfg, logger)
 	if err != nil {
 		return err
@@ -334,7 +352,7 @@ func Serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, out io.
 		public = "http://" + addr
 	}
 	srv.SetPublicURL(public) // the resource OAuth clients ask tokens for
-	if hooks != nil {
+	{
 		hooks.SetPublicURL(public)
 		// Deliveries go on through the graceful shutdown (runs finishing
 		// then report run.completed) and stop when Serve returns; what is

@@ -171,6 +171,11 @@ type Config struct {
 	// it serves several agents (STACKBONE_A2A_DEFAULT_AGENT); with one
 	// agent that agent's card is served without it.
 	A2ADefaultAgent string
+	// A2APushAllowPrivate lets A2A push notification URLs name loopback,
+	// private, link-local, unspecified and multicast addresses, refused
+	// otherwise at registration and at dial time
+	// (STACKBONE_A2A_PUSH_ALLOW_PRIVATE=true: a private network, tests).
+	A2APushAllowPrivate bool
 	// TraceURL links a run's trace id to the operator's tracing UI: a URL
 	// with {traceId} in it (STACKBONE_TRACE_URL), e.g. a Jaeger or Grafana
 	// trace view.
@@ -268,6 +273,13 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 			errs = append(errs, fmt.Errorf("STACKBONE_TRACE_CONTENT=%q: want true or false", v))
 		}
 		c.TraceContent, c.KeepContent = b, b
+	}
+	if v := getenv("STACKBONE_A2A_PUSH_ALLOW_PRIVATE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_A2A_PUSH_ALLOW_PRIVATE=%q: want true or false", v))
+		}
+		c.A2APushAllowPrivate = b
 	}
 	if v := getenv("STACKBONE_WEBHOOK_URL"); v != "" {
 		c.WebhookURLs = SplitList(v)

@@ -42,6 +42,7 @@ import (
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/ids"
+	"github.com/stackbone/stackbone/internal/ssrf"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/telemetry"
 )
@@ -90,6 +91,14 @@ type Config struct {
 	Poll time.Duration
 	// Version goes in the User-Agent.
 	Version string
+	// Push, when set, delivers the A2A push notifications the store
+	// queued (outbox endpoints store.PushEndpoint), to the URL, token and
+	// authentication of each config it holds.
+	Push PushConfigs
+	// PushClient sends the push notifications: requests to URLs clients
+	// named, so with the SSRF rules (ssrf.Client; one with
+	// DefaultTimeout and the rules when nil).
+	PushClient *http.Client
 	// Tracer, when set, makes a CLIENT span of each delivery attempt,
 	// whose trace context the request carries (traceparent): nil or the
 	// no-op provider make none.
@@ -126,9 +135,13 @@ func New(cfg Config) (*Dispatcher, error) {
 			return nil, err
 		}
 		d.key = key
-	} else if cfg.Format != config.WebhookSlack {
+	} else if cfg.Format != config.WebhookSlack && len(cfg.Endpoints) > 0 {
 		return nil, errors.New("notify: a signing secret is required")
 	}
+	if d.cfg.PushClient == nil {
+		d.cfg.PushClient = ssrf.Client(DefaultTimeout, false)
+	}
+	d.cfg.PushClient = telemetry.Client(d.cfg.PushClient)
 	if d.cfg.Logger == nil {
 		d.cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -240,11 +253,18 @@ func (d *Dispatcher) dispatch(ctx context.Context) {
 			}()
 		}
 	}
+	if d.cfg.Push != nil {
+		d.dispatchPush(ctx)
+	}
 }
 
 // attempt posts one delivery and records the outcome.
 func (d *Dispatcher) attempt(ctx context.Context, dl store.Delivery) {
-	status, err := d.post(ctx, dl)
+	post := d.post
+	if strings.HasPrefix(dl.Endpoint, store.PushEndpointPrefix) {
+		post = d.postPush
+	}
+	status, err := post(ctx, dl)
 	if ctx.Err() != nil {
 		return // stopping: the lease lapses and the delivery is attempted again
 	}
@@ -259,10 +279,10 @@ func (d *Dispatcher) attempt(ctx context.Context, dl store.Delivery) {
 		} else {
 			a.Error = strconv.Itoa(status) + " " + http.StatusText(status)
 		}
-		if dl.Attempts < len(d.cfg.Schedule) {
+		if dl.Attempts < len(d.cfg.Schedule) && !errors.Is(err, errGone) {
 			a.NextAt = now.Add(d.cfg.Schedule[dl.Attempts])
 		}
-		d.cfg.Logger.Warn("webhook delivery failed", "id", dl.ID, "type", dl.Type, "endpoint", config.Redact(d.urls[dl.Endpoint]),
+		d.cfg.Logger.Warn("webhook delivery failed", "id", dl.ID, "type", dl.Type, "endpoint", d.endpointName(dl.Endpoint),
 			"attempt", dl.Attempts+1, "err", a.Error, "next", a.NextAt)
 	}
 	if err := d.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), a); err != nil {

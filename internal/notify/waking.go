@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 
+	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -18,10 +19,27 @@ type waking struct {
 
 func (w waking) Checkpoint(ctx context.Context, c store.Checkpoint) error {
 	err := w.Store.Checkpoint(ctx, c)
-	if err == nil && len(c.Interrupts) > 0 {
-		w.d.Wake()
+	if err == nil && (len(c.Interrupts) > 0 || startsRun(c.Events)) {
+		w.d.Wake() // decisions' notices, or a resumed task's push notification
 	}
 	return err
+}
+
+func (w waking) BeginRun(ctx context.Context, b store.BeginRun) (*store.Begun, error) {
+	begun, err := w.Store.BeginRun(ctx, b)
+	if err == nil && b.Continue {
+		w.d.Wake() // a recovered task's push notification
+	}
+	return begun, err
+}
+
+func startsRun(evs []event.Event) bool {
+	for _, e := range evs {
+		if e.Type == event.RunStarted {
+			return true
+		}
+	}
+	return false
 }
 
 func (w waking) Decide(ctx context.Context, tenant, id string, dec store.Decision) (store.DecideResult, error) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/apierror"
@@ -109,7 +110,7 @@ func (s *Server) a2aCard(r *http.Request, spec *agent.Spec) a2a.AgentCard {
 		SupportedInterfaces: []a2a.AgentInterface{{URL: endpoint, ProtocolBinding: a2a.BindingJSONRPC, ProtocolVersion: a2a.ProtocolVersion},
 			{URL: endpoint, ProtocolBinding: a2a.BindingHTTPJSON, ProtocolVersion: a2a.ProtocolVersion}},
 		Provider:           &a2a.AgentProvider{Organization: "Stackbone", URL: s.a2aBase(r)},
-		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: false, ExtendedAgentCard: true},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: true, ExtendedAgentCard: true},
 		DefaultInputModes:  []string{"text/plain", "application/json", "image/*"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills:             []a2a.AgentSkill{{ID: spec.Name, Name: spec.Name, Description: desc, Tags: []string{"agent"}}},
@@ -236,8 +237,14 @@ func (s *Server) a2aRPC(w http.ResponseWriter, r *http.Request) error {
 		cerr = c.cancelTask(req.Params)
 	case a2a.MethodSubscribeToTask:
 		cerr = c.subscribe(req.Params)
-	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
-		cerr = a2a.Errorf(a2a.CodePushNotificationNotSupported, "Push notifications are not supported by this agent yet: stream (SendStreamingMessage, SubscribeToTask) or poll (GetTask).")
+	case a2a.MethodCreatePushConfig:
+		cerr = c.createPushConfig(req.Params)
+	case a2a.MethodGetPushConfig:
+		cerr = c.getPushConfig(req.Params)
+	case a2a.MethodListPushConfigs:
+		cerr = c.listPushConfigs(req.Params)
+	case a2a.MethodDeletePushConfig:
+		cerr = c.deletePushConfig(req.Params)
 	case a2a.MethodGetExtendedAgentCard:
 		cerr = c.result(s.a2aCard(r, spec))
 	default:
@@ -339,8 +346,8 @@ func (c *a2aCall) serveREST(rest string) error {
 	case strings.HasPrefix(rest, "tasks/"):
 		id, action, _ := strings.Cut(strings.TrimPrefix(rest, "tasks/"), "/")
 		if action != "" {
-			if strings.HasPrefix(action, "pushNotificationConfigs") {
-				return a2a.Errorf(a2a.CodePushNotificationNotSupported, "Push notifications are not supported by this agent yet: stream or poll.")
+			if kind, cid, _ := strings.Cut(action, "/"); kind == "pushNotificationConfigs" {
+				return c.servePushREST(id, cid, body, intParam, params)
 			}
 			break
 		}
@@ -357,6 +364,38 @@ func (c *a2aCall) serveREST(rest string) error {
 		case verb == "subscribe" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
 			return c.subscribe(params(m))
 		}
+	}
+	return &a2a.Error{Code: a2a.CodeMethodNotFound, Message: fmt.Sprintf("No A2A operation at %s %s.", r.Method, r.URL.Path)}
+}
+
+// servePushREST serves the push config paths of task id: POST and GET
+// tasks/{id}/pushNotificationConfigs (create, list), GET and DELETE
+// tasks/{id}/pushNotificationConfigs/{cid}.
+func (c *a2aCall) servePushREST(id, cid string, body func() (json.RawMessage, error), intParam func(map[string]any, string) error,
+	params func(map[string]any) json.RawMessage) error {
+	r := c.r
+	switch {
+	case cid == "" && r.Method == http.MethodPost:
+		b, err := body()
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil || m == nil {
+			return a2a.Errorf(a2a.CodeInvalidParams, "The body is a TaskPushNotificationConfig object.")
+		}
+		m["taskId"] = id
+		return c.createPushConfig(params(m))
+	case cid == "" && r.Method == http.MethodGet:
+		m := map[string]any{"taskId": id, "pageToken": r.URL.Query().Get("pageToken")}
+		if err := intParam(m, "pageSize"); err != nil {
+			return err
+		}
+		return c.listPushConfigs(params(m))
+	case cid != "" && r.Method == http.MethodGet:
+		return c.getPushConfig(params(map[string]any{"taskId": id, "id": cid}))
+	case cid != "" && r.Method == http.MethodDelete:
+		return c.deletePushConfig(params(map[string]any{"taskId": id, "id": cid}))
 	}
 	return &a2a.Error{Code: a2a.CodeMethodNotFound, Message: fmt.Sprintf("No A2A operation at %s %s.", r.Method, r.URL.Path)}
 }
@@ -394,6 +433,9 @@ type a2aTask struct {
 	lastSeq int64
 	tr      *a2a.Tracker
 	current bool
+	// queued: the task is a turn waiting in its thread's queue
+	// (TASK_STATE_SUBMITTED); its id is the run it will start as.
+	queued bool
 }
 
 // task reads task id of the caller's tenant on the call's agent: a task
@@ -405,7 +447,7 @@ func (c *a2aCall) task(ctx context.Context, id string) (*a2aTask, error) {
 	tenant := c.p.Tenant
 	threadID, seq, err := c.s.Store.RunThread(ctx, tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, a2a.TaskNotFound(id)
+		return c.queuedTask(ctx, id)
 	}
 	if err != nil {
 		return nil, err
@@ -453,6 +495,30 @@ func (c *a2aCall) task(ctx context.Context, id string) (*a2aTask, error) {
 	return t, nil
 }
 
+// queuedTask reads task id as a turn waiting in its thread's queue (an
+// enqueue follow-up): SUBMITTED until it starts. None is TaskNotFound.
+func (c *a2aCall) queuedTask(ctx context.Context, id string) (*a2aTask, error) {
+	q, err := c.s.Store.QueuedTurn(ctx, c.p.Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// It may have started since the run was looked for.
+		if threadID, _, rerr := c.s.Store.RunThread(ctx, c.p.Tenant, id); rerr == nil && threadID != "" {
+			return c.task(ctx, id)
+		}
+		return nil, a2a.TaskNotFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	th, err := c.s.Store.GetThread(ctx, c.p.Tenant, q.ThreadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (th.Agent != c.spec.Name || !c.p.Sees(th.Owner))) {
+		return nil, a2a.TaskNotFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a2aTask{th: th, queued: true, tr: a2a.NewTracker(id, th.ID, func() time.Time { return q.CreatedAt })}, nil
+}
+
 // sendMessage is SendMessage and SendStreamingMessage: a message without a
 // taskId starts a task (a turn) in its contextId's thread (a new thread
 // when it has none); one naming an INPUT_REQUIRED task answers its
@@ -466,6 +532,15 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		return a2a.Errorf(a2a.CodeInvalidParams, "The request needs a message.")
 	}
 	ctx := c.r.Context()
+	var push *store.PushConfig
+	if in := req.Configuration.Push(); in != nil {
+		// Checked before anything starts: a bad config changes nothing.
+		pc, err := c.pushConfigOf(ctx, in, "configuration.taskPushNotificationConfig.")
+		if err != nil {
+			return err
+		}
+		push = &pc
+	}
 	var run *engine.Run
 	var tr *a2a.Tracker
 	if req.Message.TaskID != "" {
@@ -504,6 +579,9 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		}
 		var err error
 		if run, err = c.s.Runner.Start(ctx, in); err != nil {
+			if e := apierror.From(err); e.Code == apierror.CodeBudgetExceeded {
+				return c.rejected(threadID, e, stream)
+			}
 			return err
 		}
 		id, err := c.turnTask(ctx, threadID, run)
@@ -513,10 +591,20 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 		}
 		tr = a2a.NewTracker(id, threadID, c.s.Now)
 	}
+	if push != nil {
+		if err := c.inlinePush(ctx, tr.Task(nil, false).ID, *push); err != nil {
+			run.Abandon()
+			return err
+		}
+	}
 	if stream {
 		return c.stream(run, tr, true, false)
 	}
 	if req.Configuration.Immediate() {
+		if tr.State() == a2a.StateSubmitted && c.isQueued(ctx, tr) {
+			// A queued follow-up: SUBMITTED until the turn before ends.
+			return c.result(a2a.StreamResponse{Task: ptr(tr.Task(historyOf(req.Configuration), true))})
+		}
 		// The task goes on without this request: read its start, then
 		// leave it (a durable run goes on and is stored).
 		for e := range run.Events() {
@@ -539,12 +627,66 @@ func (c *a2aCall) sendMessage(params json.RawMessage, stream bool) error {
 	return c.result(a2a.StreamResponse{Task: ptr(tr.Task(historyOf(req.Configuration), true))})
 }
 
+// rejected answers a message whose turn was refused before it started (a
+// spent budget) with a task in TASK_STATE_REJECTED: its status message
+// says why, its metadata holds the error's code, and the retry headers say
+// when a turn may run again. Nothing was stored: the task is not found
+// afterwards, and a new context stays unknown.
+func (c *a2aCall) rejected(contextID string, e *apierror.Error, stream bool) error {
+	apierror.SetRetryHeaders(c.w.Header(), e)
+	id := c.s.Runner.NewID("run")
+	task := a2a.Task{ID: id, ContextID: contextID, Status: a2a.TaskStatus{State: a2a.StateRejected,
+		Timestamp: c.s.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		Message: &a2a.Message{MessageID: id + "-status-1", ContextID: contextID, TaskID: id, Role: a2a.RoleAgent,
+			Parts: []a2a.Part{a2a.TextPart(e.Message)}}},
+		Metadata: map[string]any{"stackbone": map[string]any{"code": e.Code}}}
+	if !stream {
+		return c.result(a2a.StreamResponse{Task: &task})
+	}
+	return c.writeTaskStream(task)
+}
+
+// streamTask is a stream of tr's task alone.
+func (c *a2aCall) streamTask(tr *a2a.Tracker) error { return c.writeTaskStream(tr.Task(nil, true)) }
+
+// writeTaskStream writes a stream of one event, the task, and ends it.
+func (c *a2aCall) writeTaskStream(task a2a.Task) error {
+	sw := sse.NewBuffered(c.w)
+	var v any = a2a.Result(c.id, a2a.StreamResponse{Task: &task})
+	if c.rest {
+		v = a2a.StreamResponse{Task: &task}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := sw.Data(b); err != nil {
+		return nil
+	}
+	return sw.Flush()
+}
+
+// isQueued reports whether tr's task is a turn still in its thread's
+// queue.
+func (c *a2aCall) isQueued(ctx context.Context, tr *a2a.Tracker) bool {
+	_, err := c.s.Store.QueuedTurn(ctx, c.p.Tenant, tr.Task(nil, false).ID)
+	return err == nil
+}
+
 // turnTask is the task id of a run Start returned: its own id for a new
 // turn; for a retry that attached to the thread's last turn (the same
 // messageId again), that turn's task, named by its first run.
 func (c *a2aCall) turnTask(ctx context.Context, threadID string, run *engine.Run) (string, error) {
 	if _, _, err := c.s.Store.RunThread(ctx, c.p.Tenant, run.ID); err == nil || !errors.Is(err, store.ErrNotFound) {
 		return run.ID, err
+	}
+	if q, err := c.s.Store.QueuedTurn(ctx, c.p.Tenant, run.ID); err == nil && q.ThreadID == threadID {
+		return run.ID, nil // a queued follow-up: the run it will start as
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	if _, _, err := c.s.Store.RunThread(ctx, c.p.Tenant, run.ID); err == nil {
+		return run.ID, nil // it started meanwhile
 	}
 	th, err := c.s.Store.GetThread(ctx, c.p.Tenant, threadID)
 	if err != nil {
@@ -709,6 +851,24 @@ func (c *a2aCall) cancelTask(params json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	if t.queued {
+		// A queued turn leaves the queue before it starts: CANCELED.
+		removed, err := c.s.Runner.Unqueue(ctx, c.p.Tenant, t.th.ID, req.ID)
+		if err != nil {
+			return err
+		}
+		if removed {
+			t.tr.SetState(a2a.StateCanceled)
+			return c.result(t.tr.Task(nil, true))
+		}
+		if t, err = c.task(ctx, req.ID); err != nil { // it started meanwhile
+			return err
+		}
+	}
+	if t.tr.State().Interrupted() && t.current {
+		return a2a.Errorf(a2a.CodeTaskNotCancelable,
+			`Task %q is %s: it runs nothing to cancel; answer its decisions with {"decision": "reject"} (the calls do not run) to end it.`, req.ID, t.tr.State())
+	}
 	if !t.current || t.th.Status != store.Running {
 		return a2a.Errorf(a2a.CodeTaskNotCancelable, "Task %q is %s: only a working task can be canceled.", req.ID, t.tr.State())
 	}
@@ -741,6 +901,11 @@ func (c *a2aCall) subscribe(params json.RawMessage) error {
 	}
 	if st := t.tr.State(); st.Terminal() {
 		return a2a.Errorf(a2a.CodeUnsupportedOperation, "Task %q is %s: there is nothing more to subscribe to (GetTask reads it).", req.ID, st)
+	}
+	if t.queued {
+		// Not started: the task as it is, and the stream ends (subscribe
+		// again once it works, or poll GetTask).
+		return c.streamTask(t.tr)
 	}
 	from := t.turnSeq
 	if t.lastSeq >= from {
@@ -859,6 +1024,10 @@ func (c *a2aCall) listTasks(params json.RawMessage) error {
 	return c.result(out.ListTasksResponse)
 }
 
+// queuedOrder places queued turns after every turn that began in a
+// listing (a turn's order is its first event's sequence number).
+const queuedOrder = int64(1) << 50
+
 // a2aListed is a task of a listing and its place (higher: newer).
 type a2aListed struct {
 	task  a2a.Task
@@ -915,6 +1084,17 @@ func (c *a2aCall) threadTasks(ctx context.Context, th *store.Thread) ([]a2aListe
 		last.SetState(a2a.StateWorking)
 	}
 	out := make([]a2aListed, 0, len(turns))
+	// Follow-ups waiting in the thread's queue come first: SUBMITTED, the
+	// last queued newest, ordered after every turn that began.
+	queue, err := c.s.Store.Queue(ctx, th.Tenant, th.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(queue) - 1; i >= 0; i-- {
+		q := queue[i]
+		tr := a2a.NewTracker(q.ID, th.ID, func() time.Time { return q.CreatedAt })
+		out = append(out, a2aListed{task: tr.Task(nil, true), order: queuedOrder + q.Seq})
+	}
 	for i := len(turns) - 1; i >= 0; i-- {
 		out = append(out, a2aListed{task: trs[i].Task(nil, true), order: turns[i].seq})
 	}

@@ -133,3 +133,50 @@ func TestA2AOfficialClient(t *testing.T) {
 		})
 	}
 }
+
+// TestA2AOfficialClientPush runs tests/a2a/push.mjs, the official
+// @a2a-js/sdk client, on each binding and store: push configs registered
+// inline and with createTaskPushNotificationConfig, got, listed and
+// deleted; a receiver in the script verifying every notification (token,
+// Authorization, signature, task id) sees COMPLETED, and WORKING then
+// COMPLETED after an approval; another tenant gets TaskNotFoundError.
+func TestA2AOfficialClientPush(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, binding string
+		open          func(t *testing.T) store.Store
+	}{
+		{"sqlite/jsonrpc", "JSONRPC", func(*testing.T) store.Store { return nil }},
+		{"postgres/http+json", "HTTP+JSON", func(t *testing.T) store.Store { return stacktest.Postgres(t, "a2a_push_rest") }},
+		{"sqlite/http+json", "HTTP+JSON", func(*testing.T) store.Store { return nil }},
+		{"postgres/jsonrpc", "JSONRPC", func(t *testing.T) store.Store { return stacktest.Postgres(t, "a2a_push") }},
+	} {
+		name, open := c.name, c.open
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Mode: config.Start, Keys: a2aKeys, Store: open(t), Deliver: true,
+				Configure: func(c *config.Config) { c.A2APushAllowPrivate, c.WebhookSecret = true, pushSecret }})
+			node, dir := nodeFixture(t, "a2a", filepath.Join("@a2a-js", "sdk", "package.json"))
+			var out struct {
+				Results []struct {
+					Name  string `json:"name"`
+					OK    bool   `json:"ok"`
+					Error string `json:"error"`
+				} `json:"results"`
+			}
+			err := runNodeScript(t, node, dir, "push.mjs", &out, env.URL, "push-"+strings.ReplaceAll(name, "/", "-"),
+				"sk-a2a-caller", "sk-a2a-approver", "sk-a2a-beta", pushSecret, c.binding)
+			if err != nil && len(out.Results) == 0 {
+				t.Fatal(err)
+			}
+			for _, r := range out.Results {
+				if !r.OK {
+					t.Errorf("%s: %s", r.Name, r.Error)
+				}
+			}
+			if len(out.Results) != 3 {
+				t.Fatalf("ran %d cases; want 3", len(out.Results))
+			}
+		})
+	}
+}

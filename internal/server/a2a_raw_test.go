@@ -39,7 +39,7 @@ func a2aCall(t *testing.T, env *stacktest.Env, agentName, method, params string,
 // whose task completes with the answer as an artifact, GetTask with
 // historyLength, the contextId as a durable thread, and each error code
 // (parse, invalid request, method not found, version, task not found,
-// push notifications, terminal task).
+// push notifications of an unknown task or to loopback, terminal task).
 func TestA2ARawJSONRPC(t *testing.T) {
 	t.Parallel()
 	env := stacktest.New(t, stacktest.Options{})
@@ -52,7 +52,7 @@ func TestA2ARawJSONRPC(t *testing.T) {
 	if card.Name != "assistant" || len(card.SupportedInterfaces) != 2 || card.SupportedInterfaces[0].URL != env.URL+"/a2a/assistant" ||
 		card.SupportedInterfaces[0].ProtocolBinding != "JSONRPC" || card.SupportedInterfaces[0].ProtocolVersion != "1.0" ||
 		card.SupportedInterfaces[1].ProtocolBinding != "HTTP+JSON" || card.SupportedInterfaces[1].URL != env.URL+"/a2a/assistant" ||
-		!card.Capabilities.Streaming || card.Capabilities.PushNotifications || len(card.Skills) < 2 {
+		!card.Capabilities.Streaming || !card.Capabilities.PushNotifications || len(card.Skills) < 2 {
 		t.Fatalf("card = %s", r.body)
 	}
 	if r := call(t, "GET", env.URL+"/.well-known/agent-card.json", ""); r.status != http.StatusNotFound || !strings.Contains(string(r.body), "/a2a/assistant/.well-known/agent-card.json") {
@@ -136,7 +136,8 @@ func TestA2ARawJSONRPC(t *testing.T) {
 		{"no version", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`, []string{"A2A-Version", ""}, a2a.CodeVersionNotSupported},
 		{"bad params", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":5}}`, nil, a2a.CodeInvalidParams},
 		{"unknown task", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"run_nope"}}`, nil, a2a.CodeTaskNotFound},
-		{"push", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"x","url":"http://x"}}`, nil, a2a.CodePushNotificationNotSupported},
+		{"push of an unknown task", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"x","url":"https://x.example"}}`, nil, a2a.CodeTaskNotFound},
+		{"push to loopback", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"` + task.ID + `","url":"http://127.0.0.1:9/hook"}}`, nil, a2a.CodeInvalidParams},
 		{"cancel done", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"` + task.ID + `"}}`, nil, a2a.CodeTaskNotCancelable},
 		{"subscribe done", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + task.ID + `"}}`, nil, a2a.CodeUnsupportedOperation},
 		{"message to done", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m2","role":"ROLE_USER","taskId":"` + task.ID + `","parts":[{"text":"more"}]}}}`, nil, a2a.CodeUnsupportedOperation},
@@ -184,7 +185,7 @@ func TestA2ARawHTTPJSON(t *testing.T) {
 	}{
 		{"GET", "/a2a/assistant/tasks/run_nope", "", http.StatusNotFound, "TASK_NOT_FOUND"},
 		{"POST", "/a2a/assistant/tasks/run_nope:cancel", "", http.StatusNotFound, "TASK_NOT_FOUND"},
-		{"POST", "/a2a/assistant/tasks/x/pushNotificationConfigs", `{"url":"http://x"}`, http.StatusBadRequest, "PUSH_NOTIFICATION_NOT_SUPPORTED"},
+		{"POST", "/a2a/assistant/tasks/x/pushNotificationConfigs", `{"url":"https://x.example"}`, http.StatusNotFound, "TASK_NOT_FOUND"},
 		{"POST", "/a2a/assistant/message:send", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"AAAA","mediaType":"application/pdf"}]}}`,
 			http.StatusBadRequest, "CONTENT_TYPE_NOT_SUPPORTED"},
 	} {

@@ -26,7 +26,9 @@ import (
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/providers"
 	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/notify"
 	"github.com/stackbone/stackbone/internal/server"
+	"github.com/stackbone/stackbone/internal/ssrf"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/store/sqlite"
 	"github.com/stackbone/stackbone/internal/testwait"
@@ -54,6 +56,10 @@ type Options struct {
 	// Configure, when set, adjusts the configuration before it is checked
 	// (e.g. short slow-client timeouts).
 	Configure func(cfg *config.Config)
+	// Deliver runs the outbox's dispatcher with the stack, as the server
+	// does: webhook notices and A2A push notifications are sent (retried
+	// after 50 ms, then 200 ms, in tests).
+	Deliver bool
 	// KeepAliveInterval, when set, is how often idle streams get a
 	// keepalive (server.DefaultKeepAliveInterval otherwise).
 	KeepAliveInterval time.Duration
@@ -243,7 +249,23 @@ func New(t testing.TB, opts Options) *Env {
 		AnthropicBaseURL: up.URL, AnthropicKey: cfg.AnthropicKey,
 		Retry: model.RetryPolicy{Attempts: 3, Base: time.Millisecond, Max: 5 * time.Millisecond},
 	})
-	runner, srv, err := app.NewStack(&cfg, env.Store, agent.NewRegistry(specs...), models, logger)
+	used := env.Store
+	stopDeliver := func() {}
+	if opts.Deliver {
+		d, err := notify.New(notify.Config{Store: env.Store, Endpoints: cfg.WebhookURLs, Secret: cfg.WebhookSecret,
+			Format: cfg.WebhookFormat, Logger: logger, Version: app.Version, Push: env.Store, Poll: 100 * time.Millisecond,
+			Schedule:   []time.Duration{50 * time.Millisecond, 200 * time.Millisecond},
+			PushClient: ssrf.Client(notify.DefaultTimeout, cfg.A2APushAllowPrivate)})
+		if err != nil {
+			t.Fatalf("webhook dispatcher: %v", err)
+		}
+		used = d.Waking(env.Store)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); d.Run(ctx) }()
+		stopDeliver = func() { cancel(); <-done }
+	}
+	runner, srv, err := app.NewStack(&cfg, used, agent.NewRegistry(specs...), models, logger)
 	if err != nil {
 		t.Fatalf("build the stack: %v", err)
 	}
@@ -262,6 +284,7 @@ func New(t testing.TB, opts Options) *Env {
 		srv.CloseStreams()
 		hs.Close()
 		env.Runner.Wait()
+		stopDeliver()
 		_ = env.Store.Close()
 		if t.Failed() {
 			t.Logf("server log:\n%s", env.Logs.String())
@@ -342,6 +365,7 @@ func (env *Env) open(t testing.TB, cfg *config.Config, opts Options, modelRef st
 	if len(cfg.WebhookURLs) > 0 {
 		st.SetWebhooks(store.WebhookRefs(cfg.WebhookURLs))
 	}
+	st.SetPushEncoder(app.PushEncoder) // as app.OpenStore does
 	specs := DefaultAgents(env, modelRef)
 	if opts.Agents != nil {
 		specs = opts.Agents(env)

@@ -24,6 +24,8 @@ type DB struct {
 	now    func() time.Time
 	// webhooks are the endpoints notices are written for (SetWebhooks).
 	webhooks []string
+	// push encodes A2A push notifications (SetPushEncoder); nil: none.
+	push PushEncoder
 	// vector indexes the memory store's embeddings (EnableVectorIndex);
 	// nil: exact scans.
 	vector *VectorIndex

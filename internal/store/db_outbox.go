@@ -98,16 +98,20 @@ func collectDeliveries(rows ClosingRows) ([]Delivery, error) {
 // ClaimDeliveries leases due pending deliveries to c.Endpoints; rows
 // another replica is claiming are skipped, not waited for (SKIP LOCKED).
 func (db *DB) ClaimDeliveries(ctx context.Context, c ClaimDeliveries) ([]Delivery, error) {
-	if len(c.Endpoints) == 0 {
+	if len(c.Endpoints) == 0 && !c.Push {
 		return nil, nil
 	}
 	args := append([]any{c.Owner, c.LeaseUntil, c.Now, Limit(c.Limit, DefaultLimit)}, anys(c.Endpoints)...)
+	which := `endpoint IN (` + Params(5, len(c.Endpoints)) + `)`
+	if c.Push {
+		args, which = args[:4], `endpoint LIKE '`+PushEndpointPrefix+`%'`
+	}
 	var out []Delivery
 	err := db.d.Write(ctx, "claim deliveries", func(tx Tx) error {
 		rows, err := tx.Query(ctx, `UPDATE webhook_outbox SET lease_owner = $1, lease_until = $2
 			WHERE (id, endpoint) IN (SELECT id, endpoint FROM webhook_outbox
 				WHERE status = 'pending' AND next_at <= $3 AND (lease_until IS NULL OR lease_until < $3)
-					AND endpoint IN (`+Params(5, len(c.Endpoints))+`)
+					AND `+which+`
 				ORDER BY next_at, created_at LIMIT $4
 				FOR UPDATE SKIP LOCKED)
 			RETURNING `+deliveryCols, args...)

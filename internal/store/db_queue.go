@@ -47,6 +47,9 @@ type QueueStore interface {
 	// Queue lists a thread's queued turns in order (none for an unknown
 	// thread).
 	Queue(ctx context.Context, tenant, threadID string) ([]QueuedTurn, error)
+	// QueuedTurn returns the tenant's queued turn of the given id (its
+	// thread's queue is found by it): ErrNotFound when none is queued.
+	QueuedTurn(ctx context.Context, tenant, id string) (*QueuedTurn, error)
 	// Unqueue removes a queued turn by its id and reports whether it was
 	// queued.
 	Unqueue(ctx context.Context, tenant, threadID, id string) (bool, error)
@@ -159,6 +162,26 @@ func (db *DB) Queue(ctx context.Context, tenant, threadID string) ([]QueuedTurn,
 		return nil, db.read("queue", err)
 	}
 	return found, nil
+}
+
+// QueuedTurn returns a queued turn by its id (QueueStore.QueuedTurn).
+func (db *DB) QueuedTurn(ctx context.Context, tenant, id string) (*QueuedTurn, error) {
+	if err := CheckText("queued turn", "tenant", tenant, "id", id); err != nil {
+		return nil, db.invalid(err)
+	}
+	rows, err := db.d.Read().Query(ctx, `SELECT `+queuedCols+` FROM turn_queue WHERE tenant = $1 AND id = $2 ORDER BY seq LIMIT 1`, tenant, id)
+	if err != nil {
+		return nil, db.read("queued turn", err)
+	}
+	defer rows.Close()
+	found, err := CollectRows(rows, scanQueued)
+	if err != nil {
+		return nil, db.read("queued turn", err)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("queued turn %q: %w", id, ErrNotFound)
+	}
+	return &found[0], nil
 }
 
 // Unqueue removes a queued turn (QueueStore.Unqueue).

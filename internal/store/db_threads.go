@@ -398,6 +398,17 @@ func (db *DB) BeginRun(ctx context.Context, b BeginRun) (*Begun, error) {
 		}
 		appendRows(tx, b.Tenant, b.ThreadID, th.HeadBranch, msgs, msgSeq, evs, evSeq)
 		switch {
+		case b.Continue:
+			// A run that goes on with the thread's turn: its task works again.
+			db.queuePush(ctx, tx, b.Tenant, b.ThreadID, b.Events, b.Now)
+		case b.Dequeue != "":
+			// A queued turn starts: the push configs registered for it
+			// while it waited (turn 0) take its turn, and hear it works.
+			tx.Queue(`UPDATE a2a_push_configs SET turn_seq = $1 WHERE tenant = $2 AND thread_id = $3 AND task_id = $4 AND turn_seq = 0`,
+				th.Turn.Seq, b.Tenant, b.ThreadID, b.RunID)
+			db.queuePush(ctx, tx, b.Tenant, b.ThreadID, b.Events, b.Now)
+		}
+		switch {
 		case created:
 			convo = numbered(b.Input)
 			return nil
@@ -600,6 +611,7 @@ func (db *DB) Checkpoint(ctx context.Context, c Checkpoint) error {
 		}
 		insertInterrupts(tx, c.RunID, ins)
 		queueRun(tx, c.Tenant, c.ThreadID, c.RunID, c.Run, c.Steps)
+		db.queuePush(ctx, tx, c.Tenant, c.ThreadID, c.Events, now)
 		update := []any{StateArg(c.State), TimeArg(c.LeaseUntil), len(msgs), len(evs), c.Tenant, c.ThreadID, c.RunID}
 		var agent string
 		query := tx.QueryRowLast
@@ -690,6 +702,7 @@ func (db *DB) FinishRun(ctx context.Context, f FinishRun) error {
 		lockHeld(tx, f.Tenant, f.ThreadID, f.RunID)
 		appendHeld(tx, "events", "event_seq", f.Tenant, f.ThreadID, f.RunID, 0, evs)
 		queueRun(tx, f.Tenant, f.ThreadID, f.RunID, f.Run, f.Steps)
+		db.queuePush(ctx, tx, f.Tenant, f.ThreadID, f.Events, f.Now)
 		query := tx.QueryRowLast
 		if notice {
 			query = tx.QueryRow

@@ -201,6 +201,9 @@ type ClaimDeliveries struct {
 	Now        time.Time
 	LeaseUntil time.Time
 	Limit      int
+	// Push claims the A2A push deliveries (endpoints PushEndpoint of any
+	// config) instead of Endpoints'.
+	Push bool
 }
 
 // DeliveryAttempt is the outcome of one attempt of a leased delivery.

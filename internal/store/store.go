@@ -795,6 +795,9 @@ type Store interface {
 	// Outbox: the webhook notices the transactions above write (Checkpoint
 	// with Interrupts, Decide, FinishRun) and their deliveries.
 	Outbox
+	// PushStore: A2A push notification configs, whose deliveries the
+	// transactions above queue in the outbox.
+	PushStore
 
 	// Ping checks the database answers.
 	Ping(ctx context.Context) error

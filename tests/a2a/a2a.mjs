@@ -108,7 +108,7 @@ const cases = {
     const card = admin.agentCard;
     expect(admin.transport.protocolName === binding, `transport ${admin.transport.protocolName}, want ${binding}`);
     expect(card.name === 'assistant', `card name ${card.name}`);
-    expect(card.capabilities.streaming === true && !card.capabilities.pushNotifications, 'streaming, no push');
+    expect(card.capabilities.streaming === true && card.capabilities.pushNotifications === true, 'streaming and push');
     expect(card.supportedInterfaces[0].protocolVersion === '1.0', 'protocol 1.0');
     expect(card.skills.some((s) => s.name === 'refund' && s.tags.includes('approval')), 'the refund tool as a skill');
     expect(card.securitySchemes.bearer !== undefined, 'a bearer scheme');

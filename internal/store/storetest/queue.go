@@ -25,6 +25,7 @@ var queueTests = []struct {
 	{"Queue/Bounded", testQueueBounded},
 	{"Queue/TenantIsolation", testQueueTenants},
 	{"Queue/Invalid", testQueueInvalid},
+	{"Queue/QueuedTurnByID", testQueuedTurnByID},
 }
 
 func enqueue(t *testing.T, s store.Store, tenant, thread, id, digest string) (*store.QueuedTurn, bool) {
@@ -300,5 +301,29 @@ func testQueueInvalid(t *testing.T, s store.Store) {
 	}
 	if got := queueIDs(t, s, "acme", "t1"); len(got) != 0 {
 		t.Errorf("invalid Enqueues queued %v", got)
+	}
+}
+
+// testQueuedTurnByID: QueuedTurn finds a queued turn by its id in its
+// tenant only, and not once it started.
+func testQueuedTurnByID(t *testing.T, s store.Store) {
+	begin(t, s, "acme", "t1", "bot", "r1", at(0), userMsg("m1", "hi"))
+	enqueue(t, s, "acme", "t1", "q1", "d1")
+	q, err := s.QueuedTurn(t.Context(), "acme", "q1")
+	if err != nil || q.ThreadID != "t1" || q.ID != "q1" {
+		t.Fatalf("QueuedTurn: %+v %v", q, err)
+	}
+	for _, c := range [][2]string{{"beta", "q1"}, {"acme", "r1"}, {"acme", "nope"}} {
+		if _, err := s.QueuedTurn(t.Context(), c[0], c[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("QueuedTurn %v: %v, want ErrNotFound", c, err)
+		}
+	}
+	finish(t, s, "acme", "t1", "r1", store.Idle, at(time.Second))
+	if _, err := s.BeginRun(t.Context(), store.BeginRun{Tenant: "acme", ThreadID: "t1", Agent: "bot", RunID: "q1",
+		Owner: "o", Now: at(2 * time.Second), LeaseUntil: at(time.Minute), Input: []message.Message{userMsg("", "second")}, Dequeue: "q1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.QueuedTurn(t.Context(), "acme", "q1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("QueuedTurn of a started turn: %v, want ErrNotFound", err)
 	}
 }

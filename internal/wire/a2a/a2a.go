@@ -150,8 +150,23 @@ type SendMessageConfiguration struct {
 	// (1.0.1); false waits for a terminal or interrupted state.
 	ReturnImmediately bool `json:"returnImmediately,omitempty"`
 	// Blocking is the pre-1.0.1 spelling (false: return immediately).
-	Blocking                   *bool           `json:"blocking,omitempty"`
-	TaskPushNotificationConfig json.RawMessage `json:"taskPushNotificationConfig,omitempty"`
+	Blocking                   *bool                       `json:"blocking,omitempty"`
+	TaskPushNotificationConfig *TaskPushNotificationConfig `json:"taskPushNotificationConfig,omitempty"`
+	// PushNotificationConfig is the spelling of the specification's
+	// examples (and of 0.3).
+	PushNotificationConfig *TaskPushNotificationConfig `json:"pushNotificationConfig,omitempty"`
+}
+
+// Push is the push notification config the client sent with its message
+// (nil: none).
+func (c *SendMessageConfiguration) Push() *TaskPushNotificationConfig {
+	if c == nil {
+		return nil
+	}
+	if c.TaskPushNotificationConfig != nil {
+		return c.TaskPushNotificationConfig
+	}
+	return c.PushNotificationConfig
 }
 
 // Immediate reports whether the client asked for an answer before the
@@ -275,4 +290,52 @@ type AgentSkill struct {
 	Description string   `json:"description"`
 	Tags        []string `json:"tags"`
 	Examples    []string `json:"examples,omitempty"`
+}
+
+// AuthenticationInfo is how a push notification authenticates: an HTTP
+// Authorization scheme and its credentials.
+type AuthenticationInfo struct {
+	Scheme      string `json:"scheme"`
+	Credentials string `json:"credentials,omitempty"`
+	// Schemes is the 0.3 spelling (and the 1.0 specification's example):
+	// its first scheme is taken when Scheme is empty.
+	Schemes []string `json:"schemes,omitempty"`
+}
+
+// SchemeName is the scheme to authenticate with.
+func (a *AuthenticationInfo) SchemeName() string {
+	if a.Scheme == "" && len(a.Schemes) > 0 {
+		return a.Schemes[0]
+	}
+	return a.Scheme
+}
+
+// TaskPushNotificationConfig is where to POST a task's updates
+// (CreateTaskPushNotificationConfig's params and result, SendMessage's
+// configuration.taskPushNotificationConfig).
+type TaskPushNotificationConfig struct {
+	Tenant         string              `json:"tenant,omitempty"`
+	ID             string              `json:"id,omitempty"`
+	TaskID         string              `json:"taskId,omitempty"`
+	URL            string              `json:"url"`
+	Token          string              `json:"token,omitempty"`
+	Authentication *AuthenticationInfo `json:"authentication,omitempty"`
+}
+
+// PushConfigRequest is the params of GetTaskPushNotificationConfig and
+// DeleteTaskPushNotificationConfig (and, with PageSize and PageToken, of
+// ListTaskPushNotificationConfigs).
+type PushConfigRequest struct {
+	Tenant    string `json:"tenant,omitempty"`
+	TaskID    string `json:"taskId"`
+	ID        string `json:"id,omitempty"`
+	PageSize  *int   `json:"pageSize,omitempty"`
+	PageToken string `json:"pageToken,omitempty"`
+}
+
+// ListTaskPushNotificationConfigsResponse is
+// ListTaskPushNotificationConfigs' answer.
+type ListTaskPushNotificationConfigsResponse struct {
+	Configs       []TaskPushNotificationConfig `json:"configs"`
+	NextPageToken string                       `json:"nextPageToken"`
 }
