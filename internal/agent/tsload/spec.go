@@ -59,6 +59,7 @@ type description struct {
 	Tools           []toolDescription          `json:"tools"`
 	Subagents       []agent.Subagent           `json:"subagents"`
 	MCPServers      []mcpServerDescription     `json:"mcpServers"`
+	A2AAgents       []a2aAgentDescription      `json:"a2aAgents"`
 	// Output is the JSON Schema of the agent's final answer (null: none).
 	Output json.RawMessage `json:"output"`
 	// Env lists the environment variables tools may read as ctx.env.
@@ -105,6 +106,13 @@ type mcpServerDescription struct {
 		// Tools is the object form; a null value means no approval.
 		Tools map[string]*approvalDescription `json:"tools"`
 	} `json:"approval"`
+}
+
+type a2aAgentDescription struct {
+	Name        string            `json:"name"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers"`
+	Description string            `json:"description"`
 }
 
 type toolDescription struct {
@@ -212,6 +220,19 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 			expanded = append(expanded, v)
 		}
 		for _, v := range srv.Env {
+			expanded = append(expanded, v)
+		}
+	}
+	for _, ad := range d.A2AAgents {
+		headers, err := expandAll(ad.Headers, "a2aAgents."+ad.Name+".headers", lookup)
+		if err != nil {
+			a.pool.close()
+			return nil, nil, d.locErr(b.rel, err.Error())
+		}
+		spec.A2AAgents = append(spec.A2AAgents, agent.A2AAgent{Name: ad.Name, URL: ad.URL, Headers: headers, Description: ad.Description})
+		// As for MCP: header values and the URL's credentials are secrets.
+		expanded = append(expanded, redact.URLSecrets(ad.URL)...)
+		for _, v := range headers {
 			expanded = append(expanded, v)
 		}
 	}
