@@ -187,6 +187,7 @@ func (rr *remoteRun) run(ctx context.Context, text string) (tool.Result, error) 
 	taskID, contextID := rr.known()
 	var updates iter.Seq2[a2aclient.Update, error]
 	var resend *a2aclient.Message // an answer to send again if the remote did not take it
+	var answered *a2aclient.Message
 	last := rr.last()
 	switch {
 	case last == nil:
@@ -226,6 +227,7 @@ func (rr *remoteRun) run(ctx context.Context, text string) (tool.Result, error) 
 			return tool.Result{}, err
 		}
 		updates = x.r.Remote.Send(ctx, rr.a, m)
+		answered = &m
 	default:
 		// The remote task was known to run (or had our answer sent): follow
 		// it without sending anything.
@@ -235,17 +237,27 @@ func (rr *remoteRun) run(ctx context.Context, text string) (tool.Result, error) 
 		x.r.Logger.Info("A2A delegation re-attaches to its remote task", "a2aAgent", rr.a.Name, "thread", x.threadID, "task", taskID)
 		updates = x.r.Remote.Reattach(ctx, rr.a, taskID, time.Second)
 	}
-	return rr.follow(ctx, updates, taskID, contextID, resend)
+	return rr.follow(ctx, updates, taskID, contextID, resend, answered)
 }
 
 // follow reads a remote task's updates to its end or its next input.
-func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Update, error], taskID, contextID string, resend *a2aclient.Message) (tool.Result, error) {
+//
+// answered is the answer just sent, if any: a stream answering it starts
+// with the task as it was (still waiting on those decisions), which is
+// not its next input.
+func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Update, error], taskID, contextID string, resend, answered *a2aclient.Message) (tool.Result, error) {
 	x := rr.x
 	reattached := false
 	for {
 		var final *a2aclient.Update
 		var failure error
+		first := true
 		for u, err := range updates {
+			stale := first && answered != nil && u.State == a2aclient.StateInputRequired && (len(u.Asks) == 0 || sameAsks(answered, u.Asks))
+			first = false
+			if stale {
+				continue
+			}
 			if err != nil {
 				failure = err
 				break
@@ -282,7 +294,7 @@ func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Upd
 			// Re-attached after our answer: the remote still waits on the
 			// same decisions, so it never took the answer. Send it (once).
 			m := *resend
-			resend = nil
+			resend, answered = nil, &m
 			updates = x.r.Remote.Send(ctx, rr.a, m)
 			continue
 		}

@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/agent/tsload"
+	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/stacktest"
+	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/tool"
+)
+
+// researchKey is stack B's API key: stack A sends it from its agent file's
+// a2aAgents headers (${RESEARCH_KEY}); it must show nowhere on A.
+const researchKey = "rk-Secret-9f8e7d6c5b4a"
+
+// researchScript drives stack B's research agent: "delete …" calls the
+// approval-gated delete_record, anything else is echoed.
+const researchScript = `[
+ {"when": {"lastTool": "delete_record"}, "reply": {"text": "Deleted: {{lastTool}}"}},
+ {"when": {"lastUser": "delete"}, "reply": {"toolCalls": [{"name": "delete_record", "arguments": {"id": "r1"}}]}},
+ {"reply": {"text": "research echo: {{lastUser}}"}}
+]`
+
+// bossScript drives stack A's agent: "first" and "second" hand work to the
+// remote research agent through task.
+const bossScript = `[
+ {"when": {"lastTool": "task"}, "reply": {"text": "Research said: {{lastTool}}"}},
+ {"when": {"lastUser": "first"}, "reply": {"toolCalls": [{"name": "task", "arguments": {"description": "please delete r1", "subagent_type": "research"}}]}},
+ {"when": {"lastUser": "second"}, "reply": {"toolCalls": [{"name": "task", "arguments": {"description": "what did you do", "subagent_type": "research"}}]}},
+ {"when": {"lastUser": "nowhere"}, "reply": {"toolCalls": [{"name": "task", "arguments": {"description": "hello", "subagent_type": "ghost"}}]}},
+ {"reply": {"text": "echo: {{lastUser}}"}}
+]`
+
+// researchStack is stack B: a research agent whose delete_record needs
+// approval, behind an API key.
+func researchStack(t *testing.T, st store.Store) *stacktest.Env {
+	t.Helper()
+	return stacktest.New(t, stacktest.Options{Script: researchScript, Mode: config.Start, Store: st,
+		Keys: []config.Key{{Tenant: "t1", Secret: researchKey}},
+		Agents: func(env *stacktest.Env) []*agent.Spec {
+			del := &tool.Tool{Name: "delete_record", Description: "Delete a record",
+				Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+				Approval: &tool.Approval{AllowedDecisions: []tool.Decision{tool.Approve, tool.Reject, tool.Edit},
+					Description: func(_ context.Context, args json.RawMessage) (string, error) {
+						var a struct{ ID string }
+						_ = json.Unmarshal(args, &a)
+						return "Delete record " + a.ID, nil
+					}},
+				Execute: func(_ context.Context, c tool.Call) (tool.Result, error) {
+					env.Calls.Add("delete_record", c.Args)
+					return tool.Result{Content: fmt.Sprintf(`{"deleted":%s}`, c.Args)}, nil
+				}}
+			return []*agent.Spec{{Name: "research", Model: "openai/test-model", Instructions: "You research.",
+				Description: "Finds and deletes records.", Tools: []*tool.Tool{del}}}
+		}})
+}
+
+// bossStack is stack A: an agent file listing B's research agent under
+// a2aAgents, its key from ${RESEARCH_KEY}.
+func bossStack(t *testing.T, remoteURL string, st store.Store) *stacktest.Env {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `import { defineDeepAgent } from 'stackbone';
+export default defineDeepAgent({
+  name: 'assistant',
+  model: 'openai/test-model',
+  instructions: 'Delegate research.',
+  a2aAgents: {
+    research: { url: '` + remoteURL + `', headers: { Authorization: 'Bearer ${RESEARCH_KEY}' } },
+  },
+});
+`
+	file := filepath.Join(dir, "agents", "assistant.ts")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(k string) (string, bool) {
+		if k == "RESEARCH_KEY" {
+			return researchKey, true
+		}
+		return "", false
+	}
+	return stacktest.New(t, stacktest.Options{Script: bossScript, Store: st, Agents: func(*stacktest.Env) []*agent.Spec {
+		spec, err := tsload.LoadFile(context.Background(), dir, file, tsload.Options{LookupEnv: lookup})
+		if err != nil {
+			t.Fatalf("load the agent file: %v", err)
+		}
+		return []*agent.Spec{spec}
+	}})
+}
+
+// threadText is a thread's GET /v1/threads/{id} body.
+func threadText(t *testing.T, env *stacktest.Env, id string, hdr ...string) string {
+	t.Helper()
+	r := call(t, "GET", env.URL+"/v1/threads/"+id, "", hdr...)
+	if r.status != 200 {
+		t.Fatalf("GET thread %s: %d %s", id, r.status, r.body)
+	}
+	return string(r.body)
+}
+
+// TestA2ADelegationApproval: stack A's agent hands work to stack B's agent
+// over A2A (task → research). B's tool needs approval: the approval shows
+// on A's thread (GET /v1/hitl, 409 approval_pending on A's chat wire),
+// nothing runs on B until it is approved on A; then B's tool runs once and
+// its answer is the task's result. A second delegation in the same A
+// thread continues the same remote conversation (one B thread holding both
+// turns). A rejection on A reaches B's model with its message, and B's tool
+// does not run. The key in A's agent file shows nowhere on A.
+func TestA2ADelegationApproval(t *testing.T) {
+	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			var stA, stB store.Store
+			if driver == "postgres" {
+				stA, stB = stacktest.Postgres(t, "a2a_deleg_a"), stacktest.Postgres(t, "a2a_deleg_b")
+			}
+			b := researchStack(t, stB)
+			a := bossStack(t, b.URL+"/a2a/research", stA)
+			keyB := []string{"Authorization", "Bearer " + researchKey}
+
+			// The agent as A shows it: the remote agent, its header by name only.
+			info := call(t, "GET", a.URL+"/v1/agents/assistant", "")
+			if info.status != 200 || !strings.Contains(string(info.body), `"a2aAgents":[{"name":"research"`) ||
+				!strings.Contains(string(info.body), `"headers":["Authorization"]`) {
+				t.Fatalf("GET /v1/agents/assistant: %d %s", info.status, info.body)
+			}
+			// The task tool describes research from its card.
+			if !strings.Contains(string(info.body), "research: Finds and deletes records.") {
+				t.Fatalf("task tool does not describe research from its card: %s", info.body)
+			}
+
+			// 1. The remote approval pauses A's turn.
+			res := askMCP(t, a, "boss-1", "first job")
+			if ch := res.Choices[0]; ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "task" {
+				t.Fatalf("want a paused task call, got %+v", ch)
+			}
+			it := pendingOf(t, a, "boss-1")
+			if it.Subagent != "research" || it.Tool != "research/delete_record" || !strings.Contains(it.Description, "Delete record r1") ||
+				!strings.Contains(string(it.Args), `"r1"`) {
+				t.Fatalf("pending decision on A %+v", it)
+			}
+			if n := b.Calls.Get("delete_record"); n != 0 {
+				t.Fatalf("delete_record ran %d times on B before approval", n)
+			}
+			raw := call(t, "POST", a.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"hello?"}]}`, "x-stackbone-session", "boss-1")
+			if raw.status != 409 || !strings.Contains(string(raw.body), `"code":"approval_pending"`) {
+				t.Fatalf("A's next turn while the remote waits: %d %s", raw.status, raw.body)
+			}
+			if r := call(t, "POST", a.URL+"/v1/hitl/"+it.ID+"/approve", ""); r.status != 200 {
+				t.Fatalf("approve on A: %d %s", r.status, r.body)
+			}
+			waitIdle(t, a, "boss-1")
+			if n := b.Calls.Get("delete_record"); n != 1 {
+				t.Fatalf("delete_record ran %d times on B; want 1", n)
+			}
+			if view := threadText(t, a, "boss-1"); !strings.Contains(view, `Research said: Deleted: {\"deleted\":{\"id\":\"r1\"}}`) {
+				t.Fatalf("A's thread lacks the remote answer: %s", view)
+			}
+
+			// 2. A second delegation in the same thread: the same remote
+			// conversation.
+			if got := askMCP(t, a, "boss-1", "second job").Choices[0].Message.Content; got != "Research said: research echo: what did you do" {
+				t.Fatalf("second delegation %q", got)
+			}
+			threads := call(t, "GET", b.URL+"/v1/threads", "", keyB...)
+			var page struct {
+				Data []store.Thread `json:"data"`
+			}
+			if err := json.Unmarshal(threads.body, &page); err != nil || len(page.Data) != 1 {
+				t.Fatalf("B's threads: want one (one remote contextId), got %d %s", threads.status, threads.body)
+			}
+			bt := threadText(t, b, page.Data[0].ID, keyB...)
+			if !strings.Contains(bt, "please delete r1") || !strings.Contains(bt, "what did you do") {
+				t.Fatalf("B's thread %s lacks both turns: %s", page.Data[0].ID, bt)
+			}
+			if !strings.Contains(threadText(t, a, "boss-1"), `"contextId":"`+page.Data[0].ID+`"`) {
+				t.Fatalf("A's thread does not record the remote contextId %s", page.Data[0].ID)
+			}
+
+			// 3. Rejected on A: B's tool does not run, B's model hears why.
+			askMCP(t, a, "boss-2", "first job")
+			it = pendingOf(t, a, "boss-2")
+			if r := call(t, "POST", a.URL+"/v1/hitl/"+it.ID+"/reject", `{"message":"not this one"}`); r.status != 200 {
+				t.Fatalf("reject on A: %d %s", r.status, r.body)
+			}
+			waitIdle(t, a, "boss-2")
+			if n := b.Calls.Get("delete_record"); n != 1 {
+				t.Fatalf("delete_record ran %d times on B after a rejection; want still 1", n)
+			}
+			if view := threadText(t, a, "boss-2"); !strings.Contains(view, "Research said: Deleted: The user rejected this tool call. Reviewer's message: not this one") {
+				t.Fatalf("A's thread lacks the rejection's outcome: %s", view)
+			}
+
+			// 4. An unknown subagent is a tool error naming the remote one too.
+			if got := askMCP(t, a, "boss-3", "nowhere").Choices[0].Message.Content; !strings.Contains(got, "research") {
+				t.Fatalf("unknown subagent %q", got)
+			}
+
+			// The key shows nowhere on A.
+			for what, s := range map[string]string{"agent info": string(call(t, "GET", a.URL+"/v1/agents/assistant", "").body),
+				"thread": threadText(t, a, "boss-1"), "logs": a.Logs.String()} {
+				if strings.Contains(s, researchKey) {
+					t.Errorf("A's %s shows the remote key:\n%s", what, s)
+				}
+			}
+		})
+	}
+}
