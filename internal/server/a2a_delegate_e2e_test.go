@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,6 +70,13 @@ func researchStack(t *testing.T, st store.Store) *stacktest.Env {
 // a2aAgents, its key from ${RESEARCH_KEY}.
 func bossStack(t *testing.T, remoteURL string, st store.Store) *stacktest.Env {
 	t.Helper()
+	return delegatingStack(t, `research: { url: '`+remoteURL+`', headers: { Authorization: 'Bearer ${RESEARCH_KEY}' } }`, bossScript, st)
+}
+
+// delegatingStack is a stack whose agent file (agent "assistant") lists
+// a2aAgents, ${RESEARCH_KEY} being researchKey.
+func delegatingStack(t *testing.T, a2aAgents, script string, st store.Store) *stacktest.Env {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		t.Fatal(err)
@@ -77,7 +87,7 @@ export default defineDeepAgent({
   model: 'openai/test-model',
   instructions: 'Delegate research.',
   a2aAgents: {
-    research: { url: '` + remoteURL + `', headers: { Authorization: 'Bearer ${RESEARCH_KEY}' } },
+    ` + a2aAgents + `,
   },
 });
 `
@@ -91,7 +101,7 @@ export default defineDeepAgent({
 		}
 		return "", false
 	}
-	return stacktest.New(t, stacktest.Options{Script: bossScript, Store: st, Agents: func(*stacktest.Env) []*agent.Spec {
+	return stacktest.New(t, stacktest.Options{Script: script, Store: st, Agents: func(*stacktest.Env) []*agent.Spec {
 		spec, err := tsload.LoadFile(context.Background(), dir, file, tsload.Options{LookupEnv: lookup})
 		if err != nil {
 			t.Fatalf("load the agent file: %v", err)
@@ -217,5 +227,123 @@ func TestA2ADelegationApproval(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// paymentsScript drives an agent delegating to tests/a2a/remote-server.mjs.
+const paymentsScript = `[
+ {"when": {"lastTool": "task"}, "reply": {"text": "Payments said: {{lastTool}}"}},
+ {"when": {"lastUser": "wire"}, "reply": {"toolCalls": [{"name": "task", "arguments": {"description": "wire 100 EUR to ACME", "subagent_type": "payments"}}]}},
+ {"when": {"lastUser": "hello"}, "reply": {"toolCalls": [{"name": "task", "arguments": {"description": "hello", "subagent_type": "payments"}}]}},
+ {"reply": {"text": "echo: {{lastUser}}"}}
+]`
+
+// startRemoteA2A runs tests/a2a/remote-server.mjs (an agent on the
+// official @a2a-js/sdk server) until the test ends; it returns its base URL
+// and the file its side effects are written to.
+func startRemoteA2A(t *testing.T, key string) (url, calls string) {
+	t.Helper()
+	node, dir := nodeFixture(t, "a2a", "@a2a-js/sdk/package.json")
+	calls = filepath.Join(t.TempDir(), "calls.jsonl")
+	cmd := exec.Command(node, filepath.Join(dir, "remote-server.mjs"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "A2A_CALLS_FILE="+calls, "A2A_REQUIRE_KEY="+key)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	var got struct{ Port int }
+	if err != nil || json.Unmarshal([]byte(line), &got) != nil || got.Port == 0 {
+		t.Fatalf("the A2A fixture did not start: %v %q", err, line)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", got.Port), calls
+}
+
+// sideEffects counts the lines of a fixture's calls file.
+func sideEffects(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestA2ADelegationToSDKServer: the remote is not Stackbone but an agent on
+// the official @a2a-js/sdk server, found by A2A discovery under its base
+// URL. Its plain-text INPUT_REQUIRED question is a pending decision on our
+// thread; approved here, the remote's wire runs once and its answer is the
+// task's result; rejected, it does not run and hears the reviewer's
+// message. Later delegations in the thread continue the remote's context
+// (its turn counter goes on), and its streamed artifact chunks arrive whole.
+func TestA2ADelegationToSDKServer(t *testing.T) {
+	t.Parallel()
+	remote, calls := startRemoteA2A(t, researchKey)
+	env := delegatingStack(t, `payments: { url: '`+remote+`', headers: { Authorization: 'Bearer ${RESEARCH_KEY}' } }`, paymentsScript, nil)
+
+	if info := string(call(t, "GET", env.URL+"/v1/agents/assistant", "").body); !strings.Contains(info,
+		"payments: Moves money between accounts. Skills: Wire transfers (Sends money after a human approves.).") {
+		t.Fatalf("the task tool does not describe payments from its card: %s", info)
+	}
+	res := askMCP(t, env, "pay-1", "wire it")
+	if res.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("want a paused task call, got %+v", res.Choices[0])
+	}
+	it := pendingOf(t, env, "pay-1")
+	if it.Tool != "payments" || it.Subagent != "payments" || !strings.Contains(it.Description, "Wire 100 EUR to ACME? Answer approve or reject.") {
+		t.Fatalf("pending decision %+v", it)
+	}
+	if n := sideEffects(t, calls); n != 0 {
+		t.Fatalf("the remote wired %d times before approval", n)
+	}
+	if r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", ""); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	waitIdle(t, env, "pay-1")
+	if n := sideEffects(t, calls); n != 1 {
+		t.Fatalf("the remote wired %d times; want 1", n)
+	}
+	if view := threadText(t, env, "pay-1"); !strings.Contains(view, "Payments said: Wired 100 EUR.") {
+		t.Fatalf("thread lacks the remote's answer: %s", view)
+	}
+	var ctxID string
+	for i, want := range []string{"1", "2"} {
+		got := askMCP(t, env, "pay-1", "hello "+want).Choices[0].Message.Content
+		if !strings.HasPrefix(got, "Payments said: payments turn "+want+" of context ") {
+			t.Fatalf("delegation %d: %q\n%s", i+1, got, threadText(t, env, "pay-1"))
+		}
+		c := strings.TrimPrefix(got, "Payments said: payments turn "+want+" of context ")
+		if ctxID != "" && c != ctxID {
+			t.Fatalf("the second delegation used context %s, the first %s", c, ctxID)
+		}
+		ctxID = c
+	}
+	if !strings.Contains(threadText(t, env, "pay-1"), `"contextId":"`+ctxID+`"`) {
+		t.Fatalf("the wire's task ran in another context than %s", ctxID)
+	}
+
+	askMCP(t, env, "pay-2", "wire it")
+	it = pendingOf(t, env, "pay-2")
+	if r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/reject", `{"message":"not today"}`); r.status != 200 {
+		t.Fatalf("reject: %d %s", r.status, r.body)
+	}
+	waitIdle(t, env, "pay-2")
+	if n := sideEffects(t, calls); n != 1 {
+		t.Fatalf("the remote wired %d times after a rejection; want still 1", n)
+	}
+	if view := threadText(t, env, "pay-2"); !strings.Contains(view, "Payments said: Not wired: not today") {
+		t.Fatalf("thread lacks the rejection's outcome: %s", view)
 	}
 }
