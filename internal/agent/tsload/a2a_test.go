@@ -37,6 +37,11 @@ export default defineDeepAgent({ name: 'boss', model: 'openai/x',
 		t.Fatalf("card.one %+v", c)
 	}
 	secrets := strings.Join(s.Secrets, "\n")
+	for _, name := range []string{"research", "a2a"} {
+		if strings.Contains("\n"+secrets+"\n", "\n"+name+"\n") {
+			t.Fatalf("the URL path segment %q (an agent's name) must stay readable: %q", name, s.Secrets)
+		}
+	}
 	if !strings.Contains(secrets, "Bearer "+key) || !strings.Contains(secrets, "qtok_9z8y7x6w") {
 		t.Fatalf("the header value and the URL's token must be secrets: %q", s.Secrets)
 	}

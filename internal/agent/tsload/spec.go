@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dop251/goja"
@@ -230,8 +232,9 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 			return nil, nil, d.locErr(b.rel, err.Error())
 		}
 		spec.A2AAgents = append(spec.A2AAgents, agent.A2AAgent{Name: ad.Name, URL: ad.URL, Headers: headers, Description: ad.Description})
-		// As for MCP: header values and the URL's credentials are secrets.
-		expanded = append(expanded, redact.URLSecrets(ad.URL)...)
+		// As for MCP: header values and the URL's credentials are secrets
+		// (but not the path segments that name the agent, /a2a/{agent}).
+		expanded = append(expanded, a2aURLSecrets(ad.URL)...)
 		for _, v := range headers {
 			expanded = append(expanded, v)
 		}
@@ -241,6 +244,31 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 	opts.Logger.Debug("loaded agent", "agent", d.Name, "file", b.rel, "bundle_bytes", b.size,
 		"tools", len(spec.Tools), "took", time.Since(start))
 	return spec, &d, nil
+}
+
+// a2aTokenLen is how long a path segment of an A2A agent's URL must be to
+// be taken for a credential: A2A URLs name agents in their paths
+// (/a2a/research), which must stay readable in logs and errors.
+const a2aTokenLen = 24
+
+// a2aURLSecrets is redact.URLSecrets for an A2A agent's URL: user info and
+// query values, and only the path segments long enough to be tokens.
+func a2aURLSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	path := map[string]bool{}
+	for _, seg := range strings.Split(u.Path, "/") {
+		path[seg] = true
+	}
+	for _, v := range redact.URLSecrets(raw) {
+		if !path[v] || len(v) >= a2aTokenLen {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // jsAgent runs one agent's JS through its runtime pool.

@@ -561,7 +561,22 @@ func (c *Client) Reattach(ctx context.Context, a agent.A2AAgent, taskID string, 
 		}
 		params, _ := json.Marshal(a2a.GetTaskRequest{ID: taskID})
 		if card.Capabilities.Streaming {
-			c.call(ctx, a, endpoint, a2a.MethodSubscribeToTask, params, true, yield)
+			// A task that already ended cannot be subscribed to
+			// (UnsupportedOperation): then it is read.
+			ended := false
+			c.call(ctx, a, endpoint, a2a.MethodSubscribeToTask, params, true, func(u Update, err error) bool {
+				var re *RPCError
+				if errors.As(err, &re) && re.Code == a2a.CodeUnsupportedOperation {
+					ended = true
+					return false
+				}
+				return yield(u, err)
+			})
+			if !ended {
+				return
+			}
+			u, err := c.Get(ctx, a, taskID)
+			yield(u, err)
 			return
 		}
 		for {
