@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +28,8 @@ type a2aPair struct {
 	a, b             *proc
 	releaseB         func()
 	upA, upB, sideUp *httptest.Server
+	// proxy, when started (holdFirstSend), stands between A and B.
+	proxy *httptest.Server
 }
 
 const a2aKillScriptA = `[
@@ -42,7 +45,66 @@ const a2aKillScriptB = `[
  {"reply": {"text": "research echo: {{lastUser}}"}}
 ]`
 
-func newA2APair(t *testing.T) *a2aPair {
+// holdingProxy is a proxy to B that serves B's card as its own (so A
+// sends its messages through it) and, while hold is set, takes the first
+// message A sends without forwarding it, holding the request until A goes
+// away: a message that may or may not have arrived.
+func holdingProxy(t *testing.T, bURL string, hold *atomic.Bool, held chan<- struct{}) *httptest.Server {
+	t.Helper()
+	var self string
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && hold.CompareAndSwap(true, false) {
+			_, _ = io.Copy(io.Discard, r.Body) // read whole, so the server notices the caller going away
+			held <- struct{}{}
+			select {
+			case <-r.Context().Done():
+			case <-done:
+			}
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, bURL+r.URL.RequestURI(), r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			if k != "Content-Length" {
+				w.Header()[k] = v
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		if strings.HasSuffix(r.URL.Path, "agent-card.json") {
+			b, _ := io.ReadAll(resp.Body)
+			_, _ = w.Write([]byte(strings.ReplaceAll(string(b), bURL, self)))
+			return
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	self = srv.URL
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(done) })
+	return srv
+}
+
+func newA2APair(t *testing.T) *a2aPair { return newA2APairVia(t, nil, nil) }
+
+// newA2APairVia is newA2APair with A speaking to B through holdingProxy
+// when hold is set.
+func newA2APairVia(t *testing.T, hold *atomic.Bool, held chan<- struct{}) *a2aPair {
 	t.Helper()
 	p := &a2aPair{}
 	p.sideUp = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,12 +140,17 @@ export default defineDeepAgent({
 	p.envB = []string{"OPENAI_BASE_URL=" + p.upB.URL + "/v1", "OPENAI_API_KEY=sk-test"}
 	p.envA = []string{"OPENAI_BASE_URL=" + p.upA.URL + "/v1", "OPENAI_API_KEY=sk-test", "RESEARCH_KEY=rk-kill-secret"}
 	p.b = startServer(t, p.envB, "dev", "--dir", p.dirB, "--addr", "127.0.0.1:0")
+	remote := p.b.url()
+	if hold != nil {
+		p.proxy = holdingProxy(t, p.b.url(), hold, held)
+		remote = p.proxy.URL
+	}
 	p.dirA = t.TempDir()
 	writeAgent(t, p.dirA, "shop.ts", `import { defineDeepAgent } from 'stackbone';
 export default defineDeepAgent({
   name: 'shop',
   model: 'openai/test-model',
-  a2aAgents: { research: { url: '`+p.b.url()+`/a2a/research', headers: { Authorization: 'Bearer ${RESEARCH_KEY}' } } },
+  a2aAgents: { research: { url: '`+remote+`/a2a/research', headers: { Authorization: 'Bearer ${RESEARCH_KEY}' } } },
 });
 `)
 	p.a = startServer(t, p.envA, "dev", "--dir", p.dirA, "--addr", "127.0.0.1:0")
@@ -230,5 +297,67 @@ func TestA2AKillRemoteMidTask(t *testing.T) {
 	}
 	if code, body := post(t, p.a.url(), "", "k2", "anything else"); code != 200 || !strings.Contains(body, "echo: anything else") {
 		t.Fatalf("A's thread after the failed delegation: %d %s", code, body)
+	}
+}
+
+// TestA2AKillBeforeTheRemoteAnswers: A is killed -9 after it recorded a
+// message to B and sent it, before B named a task for it (a proxy took the
+// message and held it). On restart the delegation is in doubt (an in_doubt
+// decision on the task call, nothing sent again on its own); retry sends
+// the message again, with the same messageId, and B runs it once.
+func TestA2AKillBeforeTheRemoteAnswers(t *testing.T) {
+	t.Parallel()
+	var hold atomic.Bool
+	hold.Store(true)
+	held := make(chan struct{}, 1)
+	p := newA2APairVia(t, &hold, held)
+
+	go func() {
+		req, _ := http.NewRequest("POST", p.a.url()+"/v1/chat/completions",
+			strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"second job"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-stackbone-session", "k3")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's message never reached the proxy")
+	}
+	p.a.kill(t)
+
+	a2 := startServer(t, p.envA, "dev", "--dir", p.dirA, "--addr", "127.0.0.1:0")
+	it := pendingOn(t, a2.url(), "k3")
+	if it.Reason != store.ReasonInDoubt || it.Tool != "task" || !strings.Contains(it.Description, "may or may not have arrived") {
+		t.Fatalf("pending decision after the restart %+v", it)
+	}
+	var threads struct {
+		Data []store.Thread `json:"data"`
+	}
+	getJSON(t, p.b.url()+"/v1/threads", &threads)
+	if len(threads.Data) != 0 {
+		t.Fatalf("B has %d threads before the retry; want none", len(threads.Data))
+	}
+	if r := run(t, nil, "hitl", "retry", it.ID, "--yes", "--url", a2.url()); r.code != 0 {
+		t.Fatalf("retry: %s", r.stderr)
+	}
+	var th a2aThreadView
+	waitUntil(t, "A's turn to finish after the retry", 30*time.Second, func() bool {
+		getJSON(t, a2.url()+"/v1/threads/k3", &th)
+		return th.Status == "idle"
+	})
+	if got := th.last(); got != "Research said: research echo: summarize" {
+		t.Fatalf("A's last message %q", got)
+	}
+	getJSON(t, p.b.url()+"/v1/threads", &threads)
+	if len(threads.Data) != 1 {
+		t.Fatalf("B has %d threads; want 1", len(threads.Data))
+	}
+	var bt a2aThreadView
+	getJSON(t, p.b.url()+"/v1/threads/"+threads.Data[0].ID, &bt)
+	if len(bt.Messages) != 2 || bt.Messages[0].Content != "summarize" {
+		t.Fatalf("B's thread %+v; want the one message and its answer", bt.Messages)
 	}
 }
