@@ -214,7 +214,32 @@ func TestA2ADelegationApproval(t *testing.T) {
 				t.Fatalf("A's thread lacks the rejection's outcome: %s", view)
 			}
 
-			// 4. An unknown subagent is a tool error naming the remote one too.
+			// 4. Over AG-UI: the remote's decision is the run's interrupt
+			// (the remote agent's step bracketed), and a resume with edited
+			// arguments runs B's tool with them.
+			paused, pit := aguiInterrupt(t, a, "boss-4", "first job")
+			meta, _ := pit["metadata"].(map[string]any)["stackbone"].(map[string]any)
+			if meta["subagent"] != "research" || meta["tool"] != "research/delete_record" || paused.first("STEP_STARTED")["stepName"] != "research" {
+				t.Fatalf("AG-UI interrupt %v; events %v", pit, paused.types())
+			}
+			resume := fmt.Sprintf(`"resume":[{"interruptId":%q,"status":"resolved","payload":{"approved":true,"editedArgs":{"id":"r9"}}}]`, pit["id"])
+			resumed := aguiPost(t, a, "assistant", `{"threadId":"boss-4","runId":"run-2","state":{},"messages":[],"tools":[],"context":[],"forwardedProps":{},`+resume+`}`)
+			checkTerminal(t, resumed)
+			if got := resumed.text(); !strings.Contains(got, `Research said: Deleted: {"deleted":{"id":"r9"}}`) {
+				t.Fatalf("AG-UI resumed run %q (%v)", got, resumed.types())
+			}
+			streamed := false // the remote's answer streams into the research step
+			for _, e := range resumed.all("TEXT_MESSAGE_CONTENT") {
+				streamed = streamed || (e["subagentRunId"] != nil && strings.HasPrefix(e["delta"].(string), "Deleted: "))
+			}
+			if !streamed {
+				t.Fatalf("the remote's text did not stream into its step: %v", resumed.all("TEXT_MESSAGE_CONTENT"))
+			}
+			if args := b.Calls.Args("delete_record"); len(args) != 2 || string(args[1]) != `{"id":"r9"}` {
+				t.Fatalf("B's delete_record calls %s; want a second one with the edited arguments", args)
+			}
+
+			// 5. An unknown subagent is a tool error naming the remote one too.
 			if got := askMCP(t, a, "boss-3", "nowhere").Choices[0].Message.Content; !strings.Contains(got, "research") {
 				t.Fatalf("unknown subagent %q", got)
 			}
