@@ -284,6 +284,9 @@ func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Upd
 				updates = x.r.Remote.Reattach(ctx, rr.a, taskID, time.Second)
 				continue
 			}
+			if taskID == "" && ctx.Err() == nil && !errors.As(failure, new(*a2aclient.RPCError)) {
+				return tool.Result{}, fmt.Errorf("%w (the message may or may not have reached the remote agent: it named no task)", failure)
+			}
 			return tool.Result{}, failure
 		}
 		if final == nil {

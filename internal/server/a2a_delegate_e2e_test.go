@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -370,5 +372,26 @@ func TestA2ADelegationToSDKServer(t *testing.T) {
 	}
 	if view := threadText(t, env, "pay-2"); !strings.Contains(view, "Payments said: Not wired: not today") {
 		t.Fatalf("thread lacks the rejection's outcome: %s", view)
+	}
+}
+
+// TestA2ADelegationCardUnavailable: a remote agent whose card cannot be
+// read is described as such to the model, and a delegation to it is a tool
+// error the model sees (naming the card's URL), not a failed turn.
+func TestA2ADelegationCardUnavailable(t *testing.T) {
+	t.Parallel()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL
+	dead.Close()
+	a := delegatingStack(t, `ghost: { url: '`+url+`/a2a/ghost' }`, bossScript, nil)
+	if info := string(call(t, "GET", a.URL+"/v1/agents/assistant", "").body); !strings.Contains(info, "ghost: A remote A2A agent (its agent card could not be read just now).") {
+		t.Fatalf("task tool description: %s", info)
+	}
+	got := askMCP(t, a, "ghost-1", "nowhere").Choices[0].Message.Content
+	if !strings.HasPrefix(got, "Research said: Error: A2A agent ghost: cannot read its agent card at "+url+"/a2a/ghost/.well-known/agent-card.json") {
+		t.Fatalf("delegation to an unreachable agent: %q", got)
+	}
+	if th := waitIdle(t, a, "ghost-1"); th.Status != store.Idle {
+		t.Fatalf("thread %+v", th)
 	}
 }
