@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stackbone/stackbone/internal/redact"
-	"github.com/stackbone/stackbone/internal/tool/a2aclient"
 	"github.com/stackbone/stackbone/internal/usage"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -44,8 +43,8 @@ type Hooks struct {
 // Config is what New builds a Runner from. Store, Agents and Models are
 // required; every other field has a default.
 type Config struct {
-	// Remote talks to the agents' remote A2A agents (an a2aclient.Client
-	// on the default HTTP transport when nil).
+	// Remote talks to the agents' remote A2A agents (app gives it an
+	// a2aclient.Client); nil: a delegation to one is a tool error.
 	Remote RemoteAgents
 	Store  store.Store
 	Agents *agent.Registry
@@ -224,9 +223,6 @@ func New(cfg Config) (*Runner, error) {
 	r.Tracer, r.TraceContent, r.KeepContent, r.Redact, r.Prices, r.Budgets = cfg.Tracer, cfg.TraceContent, cfg.KeepContent, cfg.Redact, cfg.Prices, cfg.Budgets
 	r.Memory = cfg.Memory
 	r.Remote = cfg.Remote
-	if r.Remote == nil {
-		r.Remote = a2aclient.New(a2aclient.Options{Logger: r.Logger, Now: r.Now})
-	}
 	if r.Tracer == nil {
 		r.Tracer = otel.GetTracerProvider()
 	}

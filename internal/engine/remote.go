@@ -15,25 +15,23 @@ import (
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/redact"
+	"github.com/stackbone/stackbone/internal/remote"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
-	"github.com/stackbone/stackbone/internal/tool/a2aclient"
 )
 
 // RemoteAgents is how the engine talks to remote A2A agents (an agent's
-// a2aAgents): *a2aclient.Client.
+// a2aAgents): *a2aclient.Client, which app wires in.
 type RemoteAgents interface {
 	// Describe is what the model is told of a remote agent (its card's
 	// summary); an error means its card could not be read.
 	Describe(ctx context.Context, a agent.A2AAgent) (string, error)
 	// Send sends a message and yields the remote task's updates until it
 	// ends or waits on input.
-	Send(ctx context.Context, a agent.A2AAgent, m a2aclient.Message) iter.Seq2[a2aclient.Update, error]
+	Send(ctx context.Context, a agent.A2AAgent, m remote.Message) iter.Seq2[remote.Update, error]
 	// Reattach follows a task Send started, without sending anything.
-	Reattach(ctx context.Context, a agent.A2AAgent, taskID string, poll time.Duration) iter.Seq2[a2aclient.Update, error]
+	Reattach(ctx context.Context, a agent.A2AAgent, taskID string, poll time.Duration) iter.Seq2[remote.Update, error]
 }
-
-var _ RemoteAgents = (*a2aclient.Client)(nil)
 
 // describeTimeout bounds reading a remote agent's card to describe it to
 // the model (the card is cached; a slow remote gets a placeholder).
@@ -46,6 +44,9 @@ func (r *Runner) remoteDescription(a agent.A2AAgent) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), describeTimeout)
 	defer cancel()
+	if r.Remote == nil {
+		return "A remote A2A agent (this server has no A2A client)."
+	}
 	d, err := r.Remote.Describe(ctx, a)
 	if err != nil {
 		return "A remote A2A agent (its agent card could not be read just now)."
@@ -101,6 +102,9 @@ type remoteRun struct {
 // remote task it started instead of sending again, and a send that may or
 // may not have arrived is in doubt (retry resends the same messageId).
 func (x *execution) runRemote(ctx context.Context, c tool.Call, a agent.A2AAgent, text string) (tool.Result, error) {
+	if x.r.Remote == nil {
+		return tool.Result{}, fmt.Errorf("A2A agent %s: this server has no A2A client (engine.Config.Remote)", a.Name)
+	}
 	rr := &remoteRun{x: x, c: c, a: a, subRun: x.r.NewID("sub"), red: redact.New(x.spec.Secrets...)}
 	for _, m := range x.msgs {
 		if m.TaskCallID == c.ToolCallID && m.Remote != nil {
@@ -185,15 +189,15 @@ func (rr *remoteRun) sends() int {
 func (rr *remoteRun) run(ctx context.Context, text string) (tool.Result, error) {
 	x := rr.x
 	taskID, contextID := rr.known()
-	var updates iter.Seq2[a2aclient.Update, error]
-	var resend *a2aclient.Message // an answer to send again if the remote did not take it
-	var answered *a2aclient.Message
+	var updates iter.Seq2[remote.Update, error]
+	var resend *remote.Message // an answer to send again if the remote did not take it
+	var answered *remote.Message
 	last := rr.last()
 	switch {
 	case last == nil:
 		// A new delegation: recorded before it is sent.
 		contextID = x.remoteContext(rr.a.Name)
-		m := a2aclient.Message{MessageID: rr.messageID(1), ContextID: contextID, Text: text}
+		m := remote.Message{MessageID: rr.messageID(1), ContextID: contextID, Text: text}
 		if err := rr.record(ctx, message.Message{Role: message.User, Content: text,
 			Remote: rr.ref(message.Remote{ContextID: contextID, MessageID: m.MessageID})}); err != nil {
 			return tool.Result{}, err
@@ -204,7 +208,7 @@ func (rr *remoteRun) run(ctx context.Context, text string) (tool.Result, error) 
 		// The same messageId again (a Stackbone agent attaches to the task
 		// it started for it, if it got it).
 		first := rr.recs[0]
-		m := a2aclient.Message{MessageID: first.Remote.MessageID, ContextID: first.Remote.ContextID, Text: first.Content}
+		m := remote.Message{MessageID: first.Remote.MessageID, ContextID: first.Remote.ContextID, Text: first.Content}
 		if err := rr.record(ctx, message.Message{Role: message.User, Content: first.Content,
 			Remote: rr.ref(message.Remote{ContextID: m.ContextID, MessageID: m.MessageID})}); err != nil {
 			return tool.Result{}, err
@@ -245,15 +249,15 @@ func (rr *remoteRun) run(ctx context.Context, text string) (tool.Result, error) 
 // answered is the answer just sent, if any: a stream answering it starts
 // with the task as it was (still waiting on those decisions), which is
 // not its next input.
-func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Update, error], taskID, contextID string, resend, answered *a2aclient.Message) (tool.Result, error) {
+func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[remote.Update, error], taskID, contextID string, resend, answered *remote.Message) (tool.Result, error) {
 	x := rr.x
 	reattached := false
 	for {
-		var final *a2aclient.Update
+		var final *remote.Update
 		var failure error
 		first := true
 		for u, err := range updates {
-			stale := first && answered != nil && u.State == a2aclient.StateInputRequired && (len(u.Asks) == 0 || sameAsks(answered, u.Asks))
+			stale := first && answered != nil && u.State == remote.StateInputRequired && (len(u.Asks) == 0 || sameAsks(answered, u.Asks))
 			first = false
 			if stale {
 				continue
@@ -270,13 +274,13 @@ func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Upd
 				}
 			}
 			rr.delta(u.Delta)
-			if a2aclient.Terminal(u.State) || u.State == a2aclient.StateInputRequired || u.State == a2aclient.StateAuthRequired {
+			if remote.Terminal(u.State) || u.State == remote.StateInputRequired || u.State == remote.StateAuthRequired {
 				final = &u
 				break
 			}
 		}
 		if failure != nil {
-			var broken *a2aclient.BrokenError
+			var broken *remote.BrokenError
 			if errors.As(failure, &broken) && taskID != "" && !reattached && ctx.Err() == nil {
 				// The stream broke with the task going on: follow it.
 				reattached = true
@@ -284,7 +288,7 @@ func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Upd
 				updates = x.r.Remote.Reattach(ctx, rr.a, taskID, time.Second)
 				continue
 			}
-			if taskID == "" && ctx.Err() == nil && !errors.As(failure, new(*a2aclient.RPCError)) {
+			if taskID == "" && ctx.Err() == nil && !errors.As(failure, new(*remote.RPCError)) {
 				return tool.Result{}, fmt.Errorf("%w (the message may or may not have reached the remote agent: it named no task)", failure)
 			}
 			return tool.Result{}, failure
@@ -293,7 +297,7 @@ func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Upd
 			return tool.Result{}, fmt.Errorf("A2A agent %s: the remote task ended without a final state", rr.a.Name)
 		}
 		u := *final
-		if u.State == a2aclient.StateInputRequired && resend != nil && sameAsks(resend, u.Asks) {
+		if u.State == remote.StateInputRequired && resend != nil && sameAsks(resend, u.Asks) {
 			// Re-attached after our answer: the remote still waits on the
 			// same decisions, so it never took the answer. Send it (once).
 			m := *resend
@@ -305,7 +309,7 @@ func (rr *remoteRun) follow(ctx context.Context, updates iter.Seq2[a2aclient.Upd
 	}
 }
 
-func sameAsks(m *a2aclient.Message, asks []a2aclient.Ask) bool {
+func sameAsks(m *remote.Message, asks []remote.Ask) bool {
 	if len(asks) == 0 || len(m.Decisions) != len(asks) {
 		return false
 	}
@@ -317,22 +321,22 @@ func sameAsks(m *a2aclient.Message, asks []a2aclient.Ask) bool {
 	return true
 }
 
-func (rr *remoteRun) finish(ctx context.Context, u a2aclient.Update, taskID, contextID string) (tool.Result, error) {
+func (rr *remoteRun) finish(ctx context.Context, u remote.Update, taskID, contextID string) (tool.Result, error) {
 	x := rr.x
 	switch u.State {
-	case a2aclient.StateCompleted:
+	case remote.StateCompleted:
 		if err := rr.record(ctx, message.Message{Role: message.Assistant, Content: u.Answer,
 			Remote: rr.ref(message.Remote{ContextID: contextID, TaskID: taskID, State: u.State})}); err != nil {
 			return tool.Result{}, err
 		}
 		return tool.Result{Content: u.Answer}, nil
-	case a2aclient.StateInputRequired:
+	case remote.StateInputRequired:
 		if !x.durable {
 			return tool.Result{}, fmt.Errorf("A2A agent %s waits on a human decision (%s), but this conversation has no session, so no one can be asked",
 				rr.a.Name, strings.TrimSpace(u.Note))
 		}
 		return tool.Result{}, rr.ask(ctx, u, taskID, contextID)
-	case a2aclient.StateAuthRequired:
+	case remote.StateAuthRequired:
 		return tool.Result{}, fmt.Errorf("A2A agent %s needs authentication for this task (TASK_STATE_AUTH_REQUIRED), which Stackbone cannot give it: %s",
 			rr.a.Name, strings.TrimSpace(u.Note))
 	}
@@ -351,11 +355,11 @@ func (rr *remoteRun) finish(ctx context.Context, u a2aclient.Update, taskID, con
 // ask turns the remote's INPUT_REQUIRED into pending decisions of this
 // thread (one per remote decision, or one for a plain question) and pauses
 // the call on them.
-func (rr *remoteRun) ask(ctx context.Context, u a2aclient.Update, taskID, contextID string) error {
+func (rr *remoteRun) ask(ctx context.Context, u remote.Update, taskID, contextID string) error {
 	x := rr.x
 	asks := u.Asks
 	if len(asks) == 0 {
-		asks = []a2aclient.Ask{{Description: strings.TrimSpace(u.Note), Allowed: []string{"approve", "reject"}}}
+		asks = []remote.Ask{{Description: strings.TrimSpace(u.Note), Allowed: []string{"approve", "reject"}}}
 	}
 	now := x.r.Now()
 	var its []store.Interrupt
@@ -439,9 +443,9 @@ func (rr *remoteRun) inDoubt(ctx context.Context) error {
 
 // answers reads the decisions on the remote's asks: the message answering
 // them when all are decided, else the pause again on those still pending.
-func (rr *remoteRun) answers(ctx context.Context, rec *message.Message, taskID, contextID string) (a2aclient.Message, []event.InterruptInfo, error) {
+func (rr *remoteRun) answers(ctx context.Context, rec *message.Message, taskID, contextID string) (remote.Message, []event.InterruptInfo, error) {
 	x := rr.x
-	m := a2aclient.Message{MessageID: rr.messageID(rr.sends() + 1), TaskID: taskID, ContextID: contextID}
+	m := remote.Message{MessageID: rr.messageID(rr.sends() + 1), TaskID: taskID, ContextID: contextID}
 	var pending []event.InterruptInfo
 	var replies []string
 	for _, p := range rec.Remote.Asks {
@@ -453,7 +457,7 @@ func (rr *remoteRun) answers(ctx context.Context, rec *message.Message, taskID, 
 			pending = append(pending, interruptInfo(*it))
 			continue
 		}
-		d := a2aclient.Decision{ID: p.RemoteID}
+		d := remote.Decision{ID: p.RemoteID}
 		approved := it.Status == store.Approved
 		msg := ""
 		if it.Decision != nil {
@@ -493,7 +497,7 @@ func (rr *remoteRun) answers(ctx context.Context, rec *message.Message, taskID, 
 
 // answerOf rebuilds the answer a recorded message sent (to send again when
 // the remote never took it).
-func (rr *remoteRun) answerOf(rec *message.Message, taskID, contextID string) *a2aclient.Message {
+func (rr *remoteRun) answerOf(rec *message.Message, taskID, contextID string) *remote.Message {
 	for i := len(rr.recs) - 1; i >= 0; i-- {
 		if len(rr.recs[i].Remote.Asks) > 0 {
 			m, pending, err := rr.answers(context.Background(), &rr.recs[i], taskID, contextID)
@@ -507,7 +511,7 @@ func (rr *remoteRun) answerOf(rec *message.Message, taskID, contextID string) *a
 	return nil
 }
 
-func answerText(m a2aclient.Message) string {
+func answerText(m remote.Message) string {
 	var out []string
 	for _, d := range m.Decisions {
 		s := d.Decision

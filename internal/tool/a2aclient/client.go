@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/remote"
 	"github.com/stackbone/stackbone/internal/wire/a2a"
 )
 
@@ -53,20 +54,6 @@ const MaxEventBytes = 8 << 20
 // WellKnownPath is where A2A discovery finds an agent's card under its
 // base URL.
 const WellKnownPath = "/.well-known/agent-card.json"
-
-// The states an Update reports (A2A's TASK_STATE_* names).
-const (
-	StateWorking       = string(a2a.StateWorking)
-	StateInputRequired = string(a2a.StateInputRequired)
-	StateAuthRequired  = string(a2a.StateAuthRequired)
-	StateCompleted     = string(a2a.StateCompleted)
-	StateFailed        = string(a2a.StateFailed)
-	StateCanceled      = string(a2a.StateCanceled)
-	StateRejected      = string(a2a.StateRejected)
-)
-
-// Terminal reports whether nothing more happens to a task in state s.
-func Terminal(s string) bool { return a2a.TaskState(s).Terminal() }
 
 // Client talks to remote A2A agents. The zero value is not usable: use New.
 type Client struct {
@@ -324,62 +311,31 @@ func (c *Client) Describe(ctx context.Context, a agent.A2AAgent) (string, error)
 	return Summary(a, card), nil
 }
 
-// Message is what Send sends: a new message (Text) in ContextID (empty: a
-// new conversation), or the Decisions answering TaskID's input.
-type Message struct {
-	// MessageID is the A2A messageId (the same on a resend, so a server
-	// that recognises it attaches to its task instead of starting one).
-	MessageID string
-	ContextID string
-	TaskID    string
-	Text      string
-	// Decisions answer the remote's pending decisions (a Stackbone
-	// agent's: data parts only); Reply is the text answer to a plain
-	// question.
-	Decisions []Decision
-	Reply     string
-}
+// The engine's view of a remote task (package remote).
+type (
+	// Message is remote.Message.
+	Message = remote.Message
+	// Decision is remote.Decision.
+	Decision = remote.Decision
+	// Ask is remote.Ask.
+	Ask = remote.Ask
+	// Update is remote.Update.
+	Update = remote.Update
+)
 
-// Decision is the answer to one of the remote's pending decisions, as A2A
-// data part {"decision", "id", "message"?, "arguments"?}.
-type Decision struct {
-	ID        string          `json:"id,omitempty"`
-	Decision  string          `json:"decision"`
-	Message   string          `json:"message,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-}
+// The states an Update reports.
+const (
+	StateWorking       = remote.StateWorking
+	StateInputRequired = remote.StateInputRequired
+	StateAuthRequired  = remote.StateAuthRequired
+	StateCompleted     = remote.StateCompleted
+	StateFailed        = remote.StateFailed
+	StateCanceled      = remote.StateCanceled
+	StateRejected      = remote.StateRejected
+)
 
-// Ask is one decision the remote waits on (an INPUT_REQUIRED status
-// message's data part, or its text when it has none).
-type Ask struct {
-	// ID is the remote's id of the decision ("" for a plain question).
-	ID          string
-	ToolCallID  string
-	Tool        string
-	Args        json.RawMessage
-	Description string
-	Allowed     []string
-	Schema      json.RawMessage
-	Reason      string
-}
-
-// Update is what the remote's task looks like after one response.
-type Update struct {
-	TaskID    string
-	ContextID string
-	// State is a TASK_STATE_* name.
-	State string
-	// Delta is answer text that arrived with this response.
-	Delta string
-	// Answer is the task's answer text so far (its artifacts' text, or
-	// the final message's).
-	Answer string
-	// Note is the status message's text (a failure's reason, the
-	// question of an INPUT_REQUIRED task).
-	Note string
-	// Asks are the decisions an INPUT_REQUIRED task waits on.
-	Asks []Ask
-}
+// Terminal is remote.Terminal.
+func Terminal(s string) bool { return remote.Terminal(s) }
 
 // fold tracks one task across responses.
 type fold struct {
@@ -514,7 +470,7 @@ func (f *fold) apply(sr a2a.StreamResponse) bool {
 	return true
 }
 
-func (m Message) a2a() *a2a.Message {
+func toA2A(m Message) *a2a.Message {
 	out := &a2a.Message{MessageID: m.MessageID, ContextID: m.ContextID, TaskID: m.TaskID, Role: a2a.RoleUser}
 	for _, d := range m.Decisions {
 		b, _ := json.Marshal(d)
@@ -540,7 +496,7 @@ func (c *Client) Send(ctx context.Context, a agent.A2AAgent, m Message) iter.Seq
 			yield(Update{}, err)
 			return
 		}
-		params, _ := json.Marshal(a2a.SendMessageRequest{Message: m.a2a()})
+		params, _ := json.Marshal(a2a.SendMessageRequest{Message: toA2A(m)})
 		method := a2a.MethodSendMessage
 		if card.Capabilities.Streaming {
 			method = a2a.MethodSendStreamingMessage
@@ -623,19 +579,8 @@ func (c *Client) Get(ctx context.Context, a agent.A2AAgent, taskID string) (Upda
 	return out, outErr
 }
 
-// RPCError is a JSON-RPC error the remote answered with.
-type RPCError struct {
-	Agent   string
-	Code    int
-	Message string
-}
-
-func (e *RPCError) Error() string {
-	return fmt.Sprintf("A2A agent %s answered error %d: %s", e.Agent, e.Code, oneLine(e.Message, 500))
-}
-
-// NotFound reports whether the remote does not know the task (−32001).
-func (e *RPCError) NotFound() bool { return e.Code == a2a.CodeTaskNotFound }
+// RPCError is remote.RPCError.
+type RPCError = remote.RPCError
 
 // call makes one JSON-RPC call and yields the folded updates of its answer
 // (one for a plain response; one per event of a stream).
@@ -759,15 +704,5 @@ func (c *Client) call(ctx context.Context, a agent.A2AAgent, endpoint, method st
 	}
 }
 
-// BrokenError is a stream that ended before its task ended or waited on
-// input: the task may go on at the remote (Reattach follows it).
-type BrokenError struct {
-	Agent string
-	Err   error
-}
-
-func (e *BrokenError) Error() string {
-	return fmt.Sprintf("A2A agent %s: the stream broke: %v", e.Agent, e.Err)
-}
-
-func (e *BrokenError) Unwrap() error { return e.Err }
+// BrokenError is remote.BrokenError.
+type BrokenError = remote.BrokenError
