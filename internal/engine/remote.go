@@ -31,7 +31,12 @@ type RemoteAgents interface {
 	Send(ctx context.Context, a agent.A2AAgent, m remote.Message) iter.Seq2[remote.Update, error]
 	// Reattach follows a task Send started, without sending anything.
 	Reattach(ctx context.Context, a agent.A2AAgent, taskID string, poll time.Duration) iter.Seq2[remote.Update, error]
+	// Cancel asks the remote to cancel a task.
+	Cancel(ctx context.Context, a agent.A2AAgent, taskID string) error
 }
+
+// remoteCancelTimeout bounds the CancelTask a cancelled run sends.
+const remoteCancelTimeout = 5 * time.Second
 
 // describeTimeout bounds reading a remote agent's card to describe it to
 // the model (the card is cached; a slow remote gets a placeholder).
@@ -123,6 +128,9 @@ func (x *execution) runRemote(ctx context.Context, c tool.Call, a agent.A2AAgent
 	case err != nil:
 		status = "error"
 	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrCancelled) {
+		rr.cancelRemote(ctx)
+	}
 	x.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: rr.subRun, Subagent: a.Name, Message: status})
 	x.emit(event.Event{Type: event.StepFinished, StepName: a.Name})
 	if err != nil && paused == nil && ctx.Err() == nil {
@@ -130,6 +138,32 @@ func (x *execution) runRemote(ctx context.Context, c tool.Call, a agent.A2AAgent
 		return tool.Result{}, errors.New(rr.red.String(err.Error()))
 	}
 	return res, err
+}
+
+// cancelRemote cancels the remote task of a delegation whose run a client
+// cancelled (a Stop): the remote should not go on working for a call that
+// no longer waits for it. Best effort, bounded; a task that already ended
+// stays as it is.
+func (rr *remoteRun) cancelRemote(ctx context.Context) {
+	taskID, _ := rr.known()
+	if taskID == "" {
+		return
+	}
+	if last := rr.last(); last != nil && remote.Terminal(last.Remote.State) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), remoteCancelTimeout)
+	defer cancel()
+	err := rr.x.r.Remote.Cancel(cctx, rr.a, taskID)
+	rr.x.r.Logger.Info("cancelled run: its remote A2A task is cancelled too", "a2aAgent", rr.a.Name, "thread", rr.x.threadID, "task", taskID,
+		"err", errString(rr.red, err))
+}
+
+func errString(red *redact.Redactor, err error) string {
+	if err == nil {
+		return ""
+	}
+	return red.String(err.Error())
 }
 
 func (rr *remoteRun) last() *message.Message {

@@ -17,6 +17,7 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
 	"github.com/stackbone/stackbone/internal/tool"
@@ -393,5 +394,38 @@ func TestA2ADelegationCardUnavailable(t *testing.T) {
 	}
 	if th := waitIdle(t, a, "ghost-1"); th.Status != store.Idle {
 		t.Fatalf("thread %+v", th)
+	}
+}
+
+// TestA2ADelegationCancel: a Stop of A's turn while B works on the
+// delegated task cancels B's task too (CancelTask), instead of leaving B
+// working for a call nobody waits for.
+func TestA2ADelegationCancel(t *testing.T) {
+	t.Parallel()
+	b := researchStack(t, nil)
+	a := bossStack(t, b.URL+"/a2a/research", nil)
+	keyB := []string{"Authorization", "Bearer " + researchKey}
+	release := b.Upstream.HoldOnce(script.When{LastUser: "what did you do"})
+	t.Cleanup(release)
+
+	streamed := streamPost(t, a.URL+"/v1/chat/completions",
+		`{"model":"assistant","stream":true,"messages":[{"role":"user","content":"second job"}]}`, "x-stackbone-session", "stop-1")
+	stacktest.WaitFor(t, "B's model call to be held", func() bool { return b.Upstream.Count() == 1 })
+	var page struct {
+		Data []store.Thread `json:"data"`
+	}
+	stacktest.WaitFor(t, "B's thread to run", func() bool {
+		r := call(t, "GET", b.URL+"/v1/threads", "", keyB...)
+		return json.Unmarshal(r.body, &page) == nil && len(page.Data) == 1 && page.Data[0].Status == store.Running
+	})
+	if r, c := threadCancel(t, a, "stop-1"); r.status != http.StatusOK || !c.Cancelled {
+		t.Fatalf("cancel on A: %d %s", r.status, r.body)
+	}
+	<-streamed
+	stacktest.WaitFor(t, "B's task to stop", func() bool {
+		return b.Thread(t, "t1", page.Data[0].ID).Status != store.Running
+	})
+	if !strings.Contains(a.Logs.String(), "its remote A2A task is cancelled too") {
+		t.Fatal("A did not log the remote cancel")
 	}
 }

@@ -579,6 +579,21 @@ func (c *Client) Get(ctx context.Context, a agent.A2AAgent, taskID string) (Upda
 	return out, outErr
 }
 
+// Cancel asks the remote to cancel a task (CancelTask).
+func (c *Client) Cancel(ctx context.Context, a agent.A2AAgent, taskID string) error {
+	_, endpoint, err := c.Card(ctx, a)
+	if err != nil {
+		return err
+	}
+	params, _ := json.Marshal(a2a.GetTaskRequest{ID: taskID})
+	var outErr error
+	c.call(ctx, a, endpoint, a2a.MethodCancelTask, params, false, func(_ Update, err error) bool {
+		outErr = err
+		return false
+	})
+	return outErr
+}
+
 // RPCError is remote.RPCError.
 type RPCError = remote.RPCError
 
