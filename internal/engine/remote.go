@@ -359,6 +359,7 @@ func (rr *remoteRun) finish(ctx context.Context, u remote.Update, taskID, contex
 	x := rr.x
 	switch u.State {
 	case remote.StateCompleted:
+		u.Answer = rr.red.String(u.Answer)
 		if err := rr.record(ctx, message.Message{Role: message.Assistant, Content: u.Answer,
 			Remote: rr.ref(message.Remote{ContextID: contextID, TaskID: taskID, State: u.State})}); err != nil {
 			return tool.Result{}, err
