@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stackbone/stackbone/internal/model"
+	"github.com/stackbone/stackbone/internal/redact"
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
@@ -88,6 +89,9 @@ type Spec struct {
 	// (defineDeepAgent({ mcpServers })); tool/mcp connects them and sets
 	// Dynamic.
 	MCPServers []MCPServer
+	// A2AAgents are the remote A2A agents the agent can hand work to
+	// through `task`, like its subagents (defineDeepAgent({ a2aAgents })).
+	A2AAgents []A2AAgent
 	// Secrets are the configured values that must never leave the process
 	// in clear: the agent's env values and every MCP header and env value.
 	// The loader fills it; tool/mcp redacts its tools' results, errors and
@@ -280,6 +284,56 @@ type MCPServerStatus struct {
 	Error string `json:"error,omitempty"`
 	// Tools are the agent-side names of the server's tools in the toolset.
 	Tools []string `json:"tools"`
+}
+
+// A2AAgent is one entry of an agent file's a2aAgents: a remote agent spoken
+// to over A2A 1.0 (JSON-RPC), known by its Agent Card at URL (a card URL, or
+// a base under which /.well-known/agent-card.json is read). Header values
+// are already expanded (they may hold secrets: never log them).
+type A2AAgent struct {
+	// Name is the key in a2aAgents: the subagent_type the model names.
+	Name    string
+	URL     string
+	Headers map[string]string
+	// Description, when set, is what the model is told of the agent
+	// instead of the summary of its card's skills.
+	Description string
+}
+
+// A2AAgent returns the agent's remote A2A agent named name, or nil.
+func (s *Spec) A2AAgent(name string) *A2AAgent {
+	for i := range s.A2AAgents {
+		if s.A2AAgents[i].Name == name {
+			return &s.A2AAgents[i]
+		}
+	}
+	return nil
+}
+
+// A2AAgentInfo is what GET /v1/agents/{name} and Studio show of a remote
+// A2A agent: never its header values, and its URL with any credentials
+// redacted.
+type A2AAgentInfo struct {
+	Name        string `json:"name"`
+	URL         string `json:"url"`
+	Description string `json:"description,omitempty"`
+	// Headers are the names of the headers sent to it (values withheld).
+	Headers []string `json:"headers"`
+}
+
+// A2AAgentInfos returns the agent's remote A2A agents as shown to clients.
+func (s *Spec) A2AAgentInfos() []A2AAgentInfo {
+	out := []A2AAgentInfo{}
+	red := redact.New(s.Secrets...)
+	for _, a := range s.A2AAgents {
+		names := make([]string, 0, len(a.Headers))
+		for k := range a.Headers {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		out = append(out, A2AAgentInfo{Name: a.Name, URL: red.String(a.URL), Description: red.String(a.Description), Headers: names})
+	}
+	return out
 }
 
 // Subagent is a helper agent the parent can hand work to through `task`.

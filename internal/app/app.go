@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stackbone/stackbone/internal/tool/a2aclient"
 	"github.com/stackbone/stackbone/internal/usage"
 	"io"
 	"log/slog"
@@ -536,7 +537,8 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 		RefuseStateless:    cfg.StatelessApproval == config.StatelessRefuse,
 		CancelOnDisconnect: cfg.OnDisconnect == config.OnDisconnectCancel, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,
 		TraceContent: cfg.TraceContent, KeepContent: cfg.KeepContent,
-		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets, Tracer: cfg.Tracer})
+		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets, Tracer: cfg.Tracer,
+		Remote: a2aclient.New(a2aclient.Options{Logger: logger})})
 }
 
 // NewStack builds the engine and the HTTP server, with every wire mounted,

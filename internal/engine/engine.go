@@ -43,6 +43,9 @@ type Hooks struct {
 // Config is what New builds a Runner from. Store, Agents and Models are
 // required; every other field has a default.
 type Config struct {
+	// Remote talks to the agents' remote A2A agents (app gives it an
+	// a2aclient.Client); nil: a delegation to one is a tool error.
+	Remote RemoteAgents
 	Store  store.Store
 	Agents *agent.Registry
 	Models model.Resolver
@@ -118,6 +121,8 @@ type Config struct {
 // request) is started by one spawn point on one base context, so Wait and
 // Shutdown see them all.
 type Runner struct {
+	// Remote is Config.Remote.
+	Remote RemoteAgents
 	Store  store.Store
 	Agents *agent.Registry
 	Models model.Resolver
@@ -217,6 +222,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r.Tracer, r.TraceContent, r.KeepContent, r.Redact, r.Prices, r.Budgets = cfg.Tracer, cfg.TraceContent, cfg.KeepContent, cfg.Redact, cfg.Prices, cfg.Budgets
 	r.Memory = cfg.Memory
+	r.Remote = cfg.Remote
 	if r.Tracer == nil {
 		r.Tracer = otel.GetTracerProvider()
 	}

@@ -92,6 +92,9 @@ type execution struct {
 	parent, link trace.SpanContext
 	// mcp says which of the tools are an MCP server's.
 	mcp map[string]bool
+	// remoteCtx holds (root only) the remote A2A contextIds this run
+	// learnt, by a2aAgents name.
+	remoteCtx sync.Map
 	// budgetChecked says the turn's start checked the budgets (its first
 	// step needs no second check).
 	budgetChecked bool

@@ -41,13 +41,15 @@ func (p *subagentPaused) Error() string { return "subagent paused for a decision
 // Builtins returns the built-in tools of an agent: write_todos and the file
 // tools unless turned off, and `task` for handing work to a subagent.
 func (r *Runner) Builtins(spec *agent.Spec) []*tool.Tool {
-	if spec.Parent == "" {
+	if spec.Parent == "" && len(spec.A2AAgents) == 0 {
 		if v, ok := r.builtins.Load(spec); ok {
 			return v.([]*tool.Tool)
 		}
 	}
 	out := r.makeBuiltins(spec)
-	if spec.Parent == "" {
+	if spec.Parent == "" && len(spec.A2AAgents) == 0 {
+		// With remote agents, task's description follows their cached
+		// cards, so it is made for each turn.
 		r.builtins.Store(spec, out)
 	}
 	return out
@@ -92,6 +94,10 @@ func (r *Runner) taskTool(spec *agent.Spec) *tool.Tool {
 		names[i] = s.Name
 		fmt.Fprintf(&desc, "\n- %s: %s", s.Name, s.Description)
 	}
+	for _, a := range spec.A2AAgents {
+		names = append(names, a.Name)
+		fmt.Fprintf(&desc, "\n- %s: %s", a.Name, r.remoteDescription(a))
+	}
 	enum, _ := json.Marshal(names)
 	return &tool.Tool{
 		Name:        builtin.Task,
@@ -124,6 +130,9 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 	if err := json.Unmarshal(c.Args, &args); err != nil {
 		return tool.Result{}, err
 	}
+	if a := x.spec.A2AAgent(args.SubagentType); a != nil && x.spec.Parent == "" {
+		return x.runRemote(ctx, c, *a, args.Description)
+	}
 	var sub *agent.Subagent
 	subs := subagents(x.spec)
 	for i := range subs {
@@ -135,6 +144,9 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 		names := make([]string, len(subs))
 		for i, s := range subs {
 			names[i] = s.Name
+		}
+		for _, a := range x.spec.A2AAgents {
+			names = append(names, a.Name)
 		}
 		sort.Strings(names)
 		return tool.Result{}, fmt.Errorf("unknown subagent %q; available: %s", args.SubagentType, strings.Join(names, ", "))

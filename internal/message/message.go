@@ -54,10 +54,46 @@ type Message struct {
 	// Cancelled marks an answer cut short by a cancel (a Stop): its text is
 	// what had streamed to the client by then.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// Remote marks a message of a delegation to a remote A2A agent (a
+	// `task` call's conversation with an a2aAgents entry): what was sent
+	// to it or heard from it, and the remote ids that let a later call
+	// continue its conversation or re-attach to its task.
+	Remote *Remote `json:"remote,omitempty"`
 	// Seq is the message's sequence number in its thread, as the store read
 	// it (0 for a message not read from a thread); it is not part of the
 	// stored message, and a branch point names a message by it.
 	Seq int64 `json:"-"`
+}
+
+// Remote is what a delegation to a remote A2A agent recorded in one of its
+// messages.
+type Remote struct {
+	// Agent is the a2aAgents name.
+	Agent string `json:"agent"`
+	// ContextID and TaskID are the remote's conversation and task.
+	ContextID string `json:"contextId,omitempty"`
+	TaskID    string `json:"taskId,omitempty"`
+	// MessageID is the A2A messageId of a message sent (a user message of
+	// the delegation, recorded before it is sent).
+	MessageID string `json:"messageId,omitempty"`
+	// State is the remote task's state as last heard (TASK_STATE_*).
+	State string `json:"state,omitempty"`
+	// Asks pair the pending decisions this thread holds for the remote
+	// task's INPUT_REQUIRED with the remote's own decision ids.
+	Asks []RemoteAsk `json:"asks,omitempty"`
+	// Answers marks a message that answered the remote's Asks.
+	Answers bool `json:"answers,omitempty"`
+	// InDoubt is the in-doubt decision raised for a send that may or may
+	// not have reached the remote before the server stopped.
+	InDoubt string `json:"inDoubt,omitempty"`
+}
+
+// RemoteAsk pairs a local pending decision with the remote's.
+type RemoteAsk struct {
+	// ID is the local interrupt's id; RemoteID the remote's decision id
+	// ("" for a plain question).
+	ID       string `json:"id"`
+	RemoteID string `json:"remoteId,omitempty"`
 }
 
 // Reasoning is one block of a model's reasoning, kept verbatim so that it

@@ -70,6 +70,8 @@ type AgentInfo struct {
 	Model      string                  `json:"model"`
 	Tools      []AgentTool             `json:"tools"`
 	MCPServers []agent.MCPServerStatus `json:"mcpServers"`
+	// A2AAgents are the agent's remote A2A agents (header values withheld).
+	A2AAgents []agent.A2AAgentInfo `json:"a2aAgents"`
 }
 
 // AgentTool is one tool in AgentInfo.
@@ -89,7 +91,8 @@ func (s *Server) agentInfo(w http.ResponseWriter, r *http.Request) error {
 	if spec == nil {
 		return apierror.New(apierror.NotFound, "agent_not_found", fmt.Sprintf("The agent `%s` does not exist.", name))
 	}
-	info := AgentInfo{Object: "agent", Name: spec.Name, Model: spec.Model, Tools: []AgentTool{}, MCPServers: []agent.MCPServerStatus{}}
+	info := AgentInfo{Object: "agent", Name: spec.Name, Model: spec.Model, Tools: []AgentTool{}, MCPServers: []agent.MCPServerStatus{},
+		A2AAgents: spec.A2AAgentInfos()}
 	add := func(t *tool.Tool, source, server string) {
 		info.Tools = append(info.Tools, AgentTool{Name: t.Name, Description: t.Description, Source: source, MCPServer: server,
 			NeedsApproval: t.Approval != nil})

@@ -30,6 +30,8 @@ type AgentInfo struct {
 	Source string `json:"source,omitempty"`
 	// MCPServers is the state of each of the agent's MCP servers.
 	MCPServers []agent.MCPServerStatus `json:"mcpServers"`
+	// A2AAgents are the agent's remote A2A agents (header values withheld).
+	A2AAgents []agent.A2AAgentInfo `json:"a2aAgents"`
 }
 
 // ToolInfo is one tool of an agent.
@@ -85,6 +87,7 @@ func (st *Studio) Agents() []AgentInfo {
 			ai.EditableState = map[string]json.RawMessage{}
 		}
 		ai.MCPServers = []agent.MCPServerStatus{}
+		ai.A2AAgents = a.A2AAgentInfos()
 		if a.Dynamic != nil {
 			ai.MCPServers = a.Dynamic.Servers()
 		}

@@ -499,3 +499,23 @@ func TestInboxAnswersAQuestion(t *testing.T) {
 		t.Fatalf("answer decision %+v %+v", d, d.Decision)
 	}
 }
+
+// TestAgentsPageA2AAgents: the agent page lists an agent's remote A2A
+// agents with their URL and header names, never a header's value.
+func TestAgentsPageA2AAgents(t *testing.T) {
+	t.Parallel()
+	const secret = "rk-studio-9a8b7c6d5e"
+	env := stacktest.New(t, stacktest.Options{Agents: func(*stacktest.Env) []*agent.Spec {
+		return []*agent.Spec{{Name: "boss", Model: "openai/test-model", Secrets: []string{"Bearer " + secret},
+			A2AAgents: []agent.A2AAgent{{Name: "research", URL: "http://127.0.0.1:1/a2a/research",
+				Headers: map[string]string{"Authorization": "Bearer " + secret}, Description: "Finds records."}}}}
+	}})
+	p := newPage(t)
+	p.open(env.URL + "/studio/#/agents")
+	p.waitText(`[data-agent="boss"] [data-a2a="research"]`, "http://127.0.0.1:1/a2a/research")
+	p.waitText(`[data-agent="boss"] [data-a2a="research"]`, "Finds records.")
+	p.waitText(`[data-agent="boss"] [data-a2a="research"]`, "headers: Authorization; values hidden")
+	if r := do(t, "GET", env.URL+"/studio/api/agents", ""); r.status != 200 || !strings.Contains(string(r.body), `"headers":["Authorization"]`) || strings.Contains(string(r.body), secret) {
+		t.Fatalf("Studio's agent JSON: %d %s", r.status, r.body)
+	}
+}

@@ -362,6 +362,15 @@ export interface DeepAgentConfig {
    */
   mcpServers?: Record<string, MCPServer>;
   /**
+   * Remote A2A 1.0 agents the agent can hand work to through the `task`
+   * tool (`subagent_type` = the key), like its subagents. `url` is the
+   * agent's A2A base (its card is read at `/.well-known/agent-card.json`
+   * under it) or the card's own URL; header values may reference the
+   * server's environment as `'${VAR}'` and are redacted everywhere.
+   * `description`, when set, replaces the summary of the card's skills.
+   */
+  a2aAgents?: Record<string, A2AAgent>;
+  /**
    * Environment variables the agent's tools may read as `ctx.env.NAME`
    * (process environment first, then DIR/.env). Valid names only.
    */
@@ -375,6 +384,13 @@ export interface DeepAgentConfig {
  * tool name) a needsApproval value; unlisted tools follow the annotations.
  */
 export type MCPApproval = 'annotations' | 'always' | 'never' | Record<string, NeedsApproval<any>>;
+
+/** A remote A2A agent (see `a2aAgents`). */
+export interface A2AAgent {
+  url: string;
+  headers?: Record<string, string>;
+  description?: string;
+}
 
 /**
  * An MCP server: streamable HTTP (`url`, `headers`) or a stdio child process

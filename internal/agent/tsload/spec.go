@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dop251/goja"
@@ -59,6 +61,7 @@ type description struct {
 	Tools           []toolDescription          `json:"tools"`
 	Subagents       []agent.Subagent           `json:"subagents"`
 	MCPServers      []mcpServerDescription     `json:"mcpServers"`
+	A2AAgents       []a2aAgentDescription      `json:"a2aAgents"`
 	// Output is the JSON Schema of the agent's final answer (null: none).
 	Output json.RawMessage `json:"output"`
 	// Env lists the environment variables tools may read as ctx.env.
@@ -105,6 +108,13 @@ type mcpServerDescription struct {
 		// Tools is the object form; a null value means no approval.
 		Tools map[string]*approvalDescription `json:"tools"`
 	} `json:"approval"`
+}
+
+type a2aAgentDescription struct {
+	Name        string            `json:"name"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers"`
+	Description string            `json:"description"`
 }
 
 type toolDescription struct {
@@ -215,11 +225,50 @@ func newAgent(ctx context.Context, root string, b *bundle, opts Options) (*agent
 			expanded = append(expanded, v)
 		}
 	}
+	for _, ad := range d.A2AAgents {
+		headers, err := expandAll(ad.Headers, "a2aAgents."+ad.Name+".headers", lookup)
+		if err != nil {
+			a.pool.close()
+			return nil, nil, d.locErr(b.rel, err.Error())
+		}
+		spec.A2AAgents = append(spec.A2AAgents, agent.A2AAgent{Name: ad.Name, URL: ad.URL, Headers: headers, Description: ad.Description})
+		// As for MCP: header values and the URL's credentials are secrets
+		// (but not the path segments that name the agent, /a2a/{agent}).
+		expanded = append(expanded, a2aURLSecrets(ad.URL)...)
+		for _, v := range headers {
+			expanded = append(expanded, v)
+		}
+	}
 	a.addSecrets(expanded...)
 	spec.Secrets = slices.Clone(a.secrets)
 	opts.Logger.Debug("loaded agent", "agent", d.Name, "file", b.rel, "bundle_bytes", b.size,
 		"tools", len(spec.Tools), "took", time.Since(start))
 	return spec, &d, nil
+}
+
+// a2aTokenLen is how long a path segment of an A2A agent's URL must be to
+// be taken for a credential: A2A URLs name agents in their paths
+// (/a2a/research), which must stay readable in logs and errors.
+const a2aTokenLen = 24
+
+// a2aURLSecrets is redact.URLSecrets for an A2A agent's URL: user info and
+// query values, and only the path segments long enough to be tokens.
+func a2aURLSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	path := map[string]bool{}
+	for _, seg := range strings.Split(u.Path, "/") {
+		path[seg] = true
+	}
+	for _, v := range redact.URLSecrets(raw) {
+		if !path[v] || len(v) >= a2aTokenLen {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // jsAgent runs one agent's JS through its runtime pool.

@@ -1638,6 +1638,13 @@ function agentCard(a) {
           h('span', { class: 'muted' }, ` ${s.transport}; ${s.tools.length} tool${s.tools.length === 1 ? '' : 's'}`),
           s.error ? h('div', { class: 'muted' }, s.error) : null)))]
       : null,
+    (a.a2aAgents || []).length
+      ? [h('h3', {}, 'A2A agents'),
+        h('ul', { class: 'a2a-agents' }, a.a2aAgents.map((r) => h('li', { 'data-a2a': r.name },
+          h('strong', {}, r.name), ' ', h('code', {}, r.url),
+          r.description ? ` — ${r.description}` : '',
+          r.headers.length ? h('span', { class: 'muted' }, ` (headers: ${r.headers.join(', ')}; values hidden)`) : null)))]
+      : null,
     h('h3', {}, 'Subagents'),
     a.subagents.length
       ? h('ul', { class: 'subagents' }, a.subagents.map((s) => h('li', {},

@@ -10,13 +10,14 @@
   const FILE_TOOLS = ['ls', 'read_file', 'write_file', 'edit_file'];
   const MEMORY_TOOLS = ['remember', 'recall', 'forget'];
   const DECISIONS = ['approve', 'reject', 'edit'];
-  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode', 'schedules', 'memory'];
+  const AGENT_KEYS = ['name', 'model', 'instructions', 'tools', 'subagents', 'editableState', 'maxSteps', 'modelSettings', 'todos', 'files', 'mcpServers', 'description', 'clientOverrides', 'env', 'output', 'contextWindow', 'contextPolicy', 'maxToolResultBytes', 'multitask', 'approvalMode', 'schedules', 'memory', 'a2aAgents'];
   const SCHEDULE_KEYS = ['name', 'cron', 'timezone', 'input', 'thread', 'catchUp', 'key'];
   const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
   const MCP_HTTP_KEYS = ['url', 'headers', 'approval', 'maxResultBytes', 'tools'];
   const MCP_STDIO_KEYS = ['command', 'args', 'env', 'approval', 'maxResultBytes', 'tools'];
   const MCP_MODES = ['annotations', 'always', 'never'];
   const MCP_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+  const A2A_KEYS = ['url', 'headers', 'description'];
   const SAMPLING_KEYS = ['temperature', 'topP', 'maxTokens', 'stop', 'seed', 'reasoningEffort', 'parallelToolCalls', 'providerOptions'];
   const MODEL_SETTINGS_KEYS = ['timeout', 'idleTimeout', ...SAMPLING_KEYS];
   const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'];
@@ -208,6 +209,24 @@
     }
   }
 
+  // checkA2AAgents checks a2aAgents: { name: { url, headers?, description? } };
+  // a name may not be a local subagent's (both are subagent_type values).
+  function checkA2AAgents(agents, subs, what, loc) {
+    if (!isPlain(agents)) fail(`${what}: a2aAgents must be an object mapping agent names to { url, headers?, description? }`, loc);
+    const local = new Set(['general-purpose']);
+    if (Array.isArray(subs)) for (const s of subs) if (isPlain(s) && typeof s.name === 'string') local.add(s.name);
+    for (const [name, s] of Object.entries(agents)) {
+      const sw = `${what}: a2aAgents.${name}`;
+      if (!NAME_RE.test(name)) fail(`${what}: A2A agent name ${str(name)} must be 1-64 letters, digits, "_", "-" or "."`, loc);
+      if (local.has(name)) fail(`${sw}: the name clashes with a subagent of the same name (subagents and a2aAgents share the task tool's subagent_type)`, loc);
+      if (!isPlain(s)) fail(`${sw} must be an object: { url, headers?, description? }`, loc);
+      unknownKeys(s, A2A_KEYS, sw, loc);
+      if (typeof s.url !== 'string' || !/^https?:\/\/[^\s/?#]+\S*$/.test(s.url)) fail(`${sw}: url must be an http:// or https:// URL (the agent's A2A base or its agent card), got ${str(s.url)}`, loc);
+      if (s.headers !== undefined) checkStringMap(s.headers, `${sw}.headers`, loc);
+      if (s.description !== undefined && (typeof s.description !== 'string' || s.description === '')) fail(`${sw}: description must be a non-empty string`, loc);
+    }
+  }
+
   // durationMs reads a duration: a number of milliseconds or a string such
   // as "90s", "1m30s" or "500ms". It returns a positive whole number of
   // milliseconds, or fails naming the field.
@@ -333,6 +352,7 @@
       fail(`${what}: output must be a JSON Schema object or a Standard Schema (such as zod)`, loc);
     }
     if (cfg.mcpServers !== undefined) checkMCPServers(cfg.mcpServers, what, loc);
+    if (cfg.a2aAgents !== undefined) checkA2AAgents(cfg.a2aAgents, cfg.subagents, what, loc);
     if (cfg.env !== undefined) {
       if (!Array.isArray(cfg.env)) fail(`${what}: env must be an array of environment variable names`, loc);
       for (const n of cfg.env) {
@@ -520,6 +540,9 @@
       tools: [],
       subagents: [],
       mcpServers: [],
+      a2aAgents: Object.entries(cfg.a2aAgents || {}).map(([name, s]) => ({
+        name, url: s.url, headers: s.headers || {}, description: s.description || '',
+      })),
       schedules: (cfg.schedules || []).map((sc) => ({
         name: sc.name, cron: sc.cron, timezone: sc.timezone || '', input: sc.input,
         thread: sc.thread || 'new', catchUp: sc.catchUp || 'one', key: sc.key || '',
