@@ -221,6 +221,17 @@ type JWT struct {
 	// the role (STACKBONE_JWT_TENANT_CLAIM, default tenant;
 	// STACKBONE_JWT_ROLE_CLAIM, default role).
 	TenantClaim, RoleClaim string
+	// StudioClientID is the OpenID client Studio signs people in as, with
+	// the authorization code grant and PKCE
+	// (STACKBONE_STUDIO_OIDC_CLIENT_ID; empty: Studio signs in with keys
+	// only). StudioClientSecret is its secret (STACKBONE_STUDIO_OIDC_CLIENT_SECRET;
+	// empty: a public client). StudioProvider is the name on the sign-in
+	// button (STACKBONE_STUDIO_OIDC_NAME; default the issuer's host).
+	StudioClientID, StudioClientSecret, StudioProvider string
+	// ApproversReadThreads lets end users with the approver role read every
+	// thread of their tenant, not only its decisions
+	// (STACKBONE_APPROVERS_READ_THREADS=true).
+	ApproversReadThreads bool
 }
 
 // Defaults returns the configuration of a mode before env and flags.
@@ -318,6 +329,16 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	if v := getenv("STACKBONE_JWT_AUDIENCE"); v != "" {
 		c.JWT.Audiences = SplitList(v)
 	}
+	set(&c.JWT.StudioClientID, "STACKBONE_STUDIO_OIDC_CLIENT_ID")
+	set(&c.JWT.StudioClientSecret, "STACKBONE_STUDIO_OIDC_CLIENT_SECRET")
+	set(&c.JWT.StudioProvider, "STACKBONE_STUDIO_OIDC_NAME")
+	if v := getenv("STACKBONE_APPROVERS_READ_THREADS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_APPROVERS_READ_THREADS=%q: want true or false", v))
+		}
+		c.JWT.ApproversReadThreads = b
+	}
 	if v := getenv("STACKBONE_API_KEYS"); v != "" {
 		keys, err := ParseKeys(v)
 		if err != nil {
@@ -410,6 +431,9 @@ func (c *Config) finishJWT() []error {
 		if j.JWKSURL != "" || len(j.Audiences) > 0 || j.TenantClaim != "" || j.RoleClaim != "" {
 			return []error{errors.New("STACKBONE_JWT_AUDIENCE, _JWKS_URL, _TENANT_CLAIM and _ROLE_CLAIM need STACKBONE_JWT_ISSUER")}
 		}
+		if j.StudioClientID != "" || j.StudioClientSecret != "" || j.StudioProvider != "" {
+			return []error{errors.New("STACKBONE_STUDIO_OIDC_CLIENT_ID, _CLIENT_SECRET and _NAME need STACKBONE_JWT_ISSUER")}
+		}
 		return nil
 	}
 	var errs []error
@@ -420,6 +444,9 @@ func (c *Config) finishJWT() []error {
 		if p, err := url.Parse(u[1]); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
 			errs = append(errs, fmt.Errorf("%s=%q must be an absolute https:// URL", u[0], u[1]))
 		}
+	}
+	if j.StudioClientID == "" && (j.StudioClientSecret != "" || j.StudioProvider != "") {
+		errs = append(errs, errors.New("STACKBONE_STUDIO_OIDC_CLIENT_SECRET and _NAME need STACKBONE_STUDIO_OIDC_CLIENT_ID"))
 	}
 	if len(j.Audiences) == 0 && c.PublicURL == "" {
 		errs = append(errs, errors.New("STACKBONE_JWT_ISSUER needs the audience tokens are for: set STACKBONE_JWT_AUDIENCE, or STACKBONE_PUBLIC_URL (tokens for its /mcp resource)"))

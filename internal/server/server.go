@@ -148,6 +148,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// JWT is the verifier of end users' tokens (nil when no issuer is set).
+func (s *Server) JWT() *auth.Verifier { return s.jwt }
+
 // Now is the time on the server's clock.
 func (s *Server) Now() time.Time { return s.Clock.Now() }
 
@@ -224,6 +227,10 @@ type Principal struct {
 	// User is the end user an access token names (zero for a key): Name
 	// is then the user's ID.
 	User auth.User
+	// ReadsAllThreads is set on an approver when the operator lets
+	// approvers read every thread of the tenant
+	// (STACKBONE_APPROVERS_READ_THREADS).
+	ReadsAllThreads bool
 }
 
 // CodeForbiddenRole is the error code of a request the caller's key role
@@ -302,8 +309,18 @@ func (p Principal) WithVia(via string) Principal {
 // DevTenant is the tenant of unauthenticated calls in dev mode.
 const DevTenant = "dev"
 
-// Authenticate resolves the caller from Authorization: Bearer or x-api-key.
+// Authenticate resolves the caller from Authorization: Bearer or x-api-key
+// (a configured key first, then an end user's JWT, then the project's
+// auth.ts hook), else Studio's session cookie, else the open dev server.
 func (s *Server) Authenticate(r *http.Request) (Principal, error) {
+	p, err := s.authenticate(r)
+	if err == nil && p.Role == config.RoleApprover && s.Config.JWT.ApproversReadThreads {
+		p.ReadsAllThreads = true
+	}
+	return p, err
+}
+
+func (s *Server) authenticate(r *http.Request) (Principal, error) {
 	key := r.Header.Get("x-api-key")
 	if key == "" {
 		// The scheme is case-insensitive (RFC 7235).
