@@ -111,7 +111,7 @@ func (st *Studio) Register() {
 	s.Handle("GET "+OIDCLoginPath, server.WireOpenAI, false, st.oidcLogin)
 	s.Handle("GET "+OIDCCallbackPath, server.WireOpenAI, false, st.oidcCallback)
 	s.Handle("GET /studio/api/agents", server.WireOpenAI, true, st.agents)
-	s.Handle("GET /studio/api/live", server.WireOpenAI, true, server.TenantWide(st.live))
+	s.Handle("GET /studio/api/live", server.WireOpenAI, true, st.live)
 	s.CookieAuth = st.CookieAuth
 }
 

@@ -12,7 +12,7 @@
 //   USERS_JSON: {"alice": {"tenant": "acme", "role": "approver", "email": …}, …}:
 //               the people who sign in on the built-in login page
 //               (devInteractions: any password), their claims in ID tokens
-//               (scopes openid, email, profile and stackbone) and in the
+//               (tenant and role with the openid scope, email, name) and in the
 //               access tokens of the authorization code grant.
 // It prints one line of JSON, {"issuer": …, "otherIssuer": …}, once both
 // listen. POST {issuer}/_test/rotate?alg=ES256 adds a new key of that
@@ -81,7 +81,7 @@ function configuration() {
       accountId: id,
       claims: () => ({ sub: id, ...(users[id] || {}) }),
     }),
-    claims: { openid: ['sub'], email: ['email'], profile: ['name'], stackbone: ['tenant', 'role'] },
+    claims: { openid: ['sub', 'tenant', 'role'], email: ['email'], profile: ['name'] },
     conformIdTokenClaims: false,
     pkce: { required: () => true },
     extraClientMetadata: { properties: ['tenant', 'role', 'email', 'name', 'token_alg', 'token_ttl'] },
