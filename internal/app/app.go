@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/stackbone/stackbone/internal/agent"
+	"github.com/stackbone/stackbone/internal/auth"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/apierror"
 	"github.com/stackbone/stackbone/internal/clock"
@@ -161,6 +162,23 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 		return nil, errors.Join(errs...)
 	}
 	return specs, nil
+}
+
+// LoadAuthHook loads the project's auth.ts (DIR/auth.ts) when there is
+// one, in goja runtimes like the agents' (nil when there is none). It is
+// read once, at start.
+func LoadAuthHook(cfg *config.Config, logger *slog.Logger) (auth.Hook, error) {
+	dotenv, err := config.ReadDotEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	h, err := tsload.LoadAuth(context.Background(), cfg.Dir, 0, tsload.Options{Logger: logger, HTTPClient: fetchClient,
+		LookupEnv: config.EnvLookup(dotenv)})
+	if err != nil || h == nil {
+		return nil, err
+	}
+	logger.Info("auth.ts loaded: requests no key or token authenticates are asked to it")
+	return h, nil
 }
 
 // fetchClient serves the tools' ctx.fetch: http.DefaultClient's transport,
@@ -529,8 +547,12 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	if err != nil {
 		return nil, nil, err
 	}
+	hook, err := LoadAuthHook(cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	s, err := server.New(server.Config{Settings: cfg, Runner: runner, Metrics: metrics, Logger: logger, Clock: cfg.Clock,
-		Tracer: cfg.Tracer})
+		Tracer: cfg.Tracer, AuthHook: hook})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -94,6 +94,10 @@ type Config struct {
 	// JWT accepts end users' bearer tokens next to the keys (set by
 	// STACKBONE_JWT_ISSUER).
 	JWT JWT
+	// AuthHook is true when the project has an auth.ts (found when the
+	// configuration is checked): requests no key or token authenticates
+	// are asked to its authenticate(request).
+	AuthHook bool
 	// MaxBodyBytes bounds request bodies (STACKBONE_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// LogLevel is debug, info, warn or error (STACKBONE_LOG_LEVEL).
@@ -486,8 +490,8 @@ func Redact(u string) string {
 // and decisions are then separated, and a turn without a session refuses
 // calls that need approval unless StatelessApproval is set to run.
 func (c *Config) HasRoles() bool {
-	if c.JWT.Issuer != "" {
-		return true // end users are callers unless their token says otherwise
+	if c.JWT.Issuer != "" || c.AuthHook {
+		return true // end users are callers unless their token (or auth.ts) says otherwise
 	}
 	for _, k := range c.Keys {
 		if k.Role == RoleCaller || k.Role == RoleApprover {
@@ -589,8 +593,11 @@ func (c *Config) Finish() error {
 		}
 		seen[k.Secret] = k.Tenant
 	}
-	if c.Mode == Start && len(c.Keys) == 0 && c.JWT.Issuer == "" {
-		errs = append(errs, errors.New("start needs API keys or end users' tokens: set STACKBONE_API_KEYS=\"tenant:secret,…\" or STACKBONE_JWT_ISSUER"))
+	if st, err := os.Stat(filepath.Join(c.Dir, "auth.ts")); err == nil && !st.IsDir() {
+		c.AuthHook = true
+	}
+	if c.Mode == Start && len(c.Keys) == 0 && c.JWT.Issuer == "" && !c.AuthHook {
+		errs = append(errs, errors.New("start needs API keys or end users' tokens: set STACKBONE_API_KEYS=\"tenant:secret,…\" or STACKBONE_JWT_ISSUER, or write an auth.ts"))
 	}
 	errs = append(errs, c.finishJWT()...)
 	if c.MaxBodyBytes < 1024 {

@@ -80,6 +80,8 @@ type Server struct {
 
 	// jwt checks end users' bearer tokens (nil: none are accepted).
 	jwt *auth.Verifier
+	// hook is the project's auth.ts (nil: none).
+	hook auth.Hook
 	// public is the base URL clients reach the server at, once known
 	// (SetPublicURL; config.PublicURL wins).
 	publicMu sync.Mutex
@@ -114,6 +116,9 @@ type Config struct {
 	// KeepAliveInterval is how often idle streams get a keepalive
 	// (DefaultKeepAliveInterval when zero).
 	KeepAliveInterval time.Duration
+	// AuthHook, when set, authenticates the requests no configured key
+	// and no end user's JWT did (the project's auth.ts).
+	AuthHook auth.Hook
 	// Tracer makes the SERVER span of every request, parented on the
 	// caller's traceparent, in the request's context (so the turn's spans
 	// are its children). Nil or the no-op provider: no span work at all.
@@ -144,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.jwt = v
 	}
+	s.hook = cfg.AuthHook
 	s.routes(s.Metrics.reg)
 	return s, nil
 }
@@ -345,6 +351,11 @@ func (s *Server) authenticate(r *http.Request) (Principal, error) {
 			return s.tokenPrincipal(r, key)
 		}
 	}
+	if s.hook != nil {
+		if p, ok, err := s.hookPrincipal(r); ok || err != nil {
+			return p, err
+		}
+	}
 	if s.Config.Open() {
 		if err := localOnly(r); err != nil {
 			return Principal{}, err
@@ -357,6 +368,52 @@ func (s *Server) authenticate(r *http.Request) (Principal, error) {
 	}
 	e := apierror.New(apierror.Authentication, "invalid_api_key", msg)
 	return Principal{}, e
+}
+
+// Error codes of the auth.ts hook: a request it refused (401), an
+// identity it returned that is not one (500).
+const (
+	CodeHookRefused = "unauthenticated"
+	CodeHookInvalid = "auth_hook_invalid"
+)
+
+// hookPrincipal asks the project's auth.ts about r: ok is false when it
+// returned nothing (no opinion).
+func (s *Server) hookPrincipal(r *http.Request) (Principal, bool, error) {
+	id, err := s.hook.Authenticate(r.Context(), auth.NewRequest(r))
+	if err != nil {
+		he, _ := auth.IsHookError(err)
+		if he == nil {
+			he = &auth.HookError{Kind: auth.HookUnavailable, Err: err}
+		}
+		var e *apierror.Error
+		switch he.Kind {
+		case auth.HookRefused:
+			msg := "Not authenticated."
+			if he.Public != "" {
+				msg = "Not authenticated: " + he.Public
+			}
+			e = apierror.New(apierror.Authentication, CodeHookRefused, msg)
+		case auth.HookInvalid:
+			e = apierror.New(apierror.Internal, CodeHookInvalid, "The server's auth.ts hook is broken: "+he.Public+".")
+		default:
+			msg := "The request cannot be authenticated now: the auth.ts hook failed. Retry shortly."
+			if he.Public != "" {
+				msg = "The request cannot be authenticated now: " + he.Public + ". Retry shortly."
+			}
+			e = apierror.New(apierror.Unavailable, "auth_unavailable", msg)
+			e.RetryAfter = 5 * time.Second
+		}
+		e.Err = err
+		return Principal{}, true, e
+	}
+	if id == nil {
+		return Principal{}, false, nil
+	}
+	if id.User.ID == "" {
+		return Principal{Tenant: id.Tenant, Name: id.Tenant, Role: id.Role}, true, nil
+	}
+	return Principal{Tenant: id.Tenant, Name: id.User.ID, Role: id.Role, User: id.User}, true, nil
 }
 
 // CodeInvalidToken is the error code of a 401 to an access token that is
