@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/stackbone/stackbone/internal/agent"
-	"github.com/stackbone/stackbone/internal/auth"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/auth"
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
