@@ -562,7 +562,8 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.EncodeRun, Now: s.Now, NewID: runner.NewID,
 		RetryWindow: max(runner.JournalTTL, 0),
 		Tenant:      func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant },
-		Sees:        func(ctx context.Context, owner string) bool { return server.PrincipalFrom(ctx).Sees(owner) }})
+		Sees:        func(ctx context.Context, owner string) bool { return server.PrincipalFrom(ctx).Sees(owner) },
+		Owner:       func(ctx context.Context) string { return server.PrincipalFrom(ctx).User.ID }})
 	if err != nil {
 		return nil, nil, err
 	}
