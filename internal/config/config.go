@@ -232,6 +232,13 @@ type JWT struct {
 	// empty: a public client). StudioProvider is the name on the sign-in
 	// button (STACKBONE_STUDIO_OIDC_NAME; default the issuer's host).
 	StudioClientID, StudioClientSecret, StudioProvider string
+	// Scopes are the OAuth scopes a client asks the issuer for to call
+	// this server (STACKBONE_JWT_SCOPES, comma-separated): the protected
+	// resource metadata's scopes_supported, which MCP clients request
+	// (providers such as Entra ID, Okta and oidc-provider issue a token for
+	// a resource only with one of its scopes). Tokens are not checked for
+	// them.
+	Scopes []string
 	// ApproversReadThreads lets end users with the approver role read every
 	// thread of their tenant, not only its decisions
 	// (STACKBONE_APPROVERS_READ_THREADS=true).
@@ -333,6 +340,9 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	if v := getenv("STACKBONE_JWT_AUDIENCE"); v != "" {
 		c.JWT.Audiences = SplitList(v)
 	}
+	if v := getenv("STACKBONE_JWT_SCOPES"); v != "" {
+		c.JWT.Scopes = SplitList(v)
+	}
 	set(&c.JWT.StudioClientID, "STACKBONE_STUDIO_OIDC_CLIENT_ID")
 	set(&c.JWT.StudioClientSecret, "STACKBONE_STUDIO_OIDC_CLIENT_SECRET")
 	set(&c.JWT.StudioProvider, "STACKBONE_STUDIO_OIDC_NAME")
@@ -432,8 +442,8 @@ func WebhookKey(secret string) ([]byte, error) {
 func (c *Config) finishJWT() []error {
 	j := &c.JWT
 	if j.Issuer == "" {
-		if j.JWKSURL != "" || len(j.Audiences) > 0 || j.TenantClaim != "" || j.RoleClaim != "" {
-			return []error{errors.New("STACKBONE_JWT_AUDIENCE, _JWKS_URL, _TENANT_CLAIM and _ROLE_CLAIM need STACKBONE_JWT_ISSUER")}
+		if j.JWKSURL != "" || len(j.Audiences) > 0 || j.TenantClaim != "" || j.RoleClaim != "" || len(j.Scopes) > 0 {
+			return []error{errors.New("STACKBONE_JWT_AUDIENCE, _JWKS_URL, _TENANT_CLAIM, _ROLE_CLAIM and _SCOPES need STACKBONE_JWT_ISSUER")}
 		}
 		if j.StudioClientID != "" || j.StudioClientSecret != "" || j.StudioProvider != "" {
 			return []error{errors.New("STACKBONE_STUDIO_OIDC_CLIENT_ID, _CLIENT_SECRET and _NAME need STACKBONE_JWT_ISSUER")}
