@@ -89,9 +89,10 @@ func (s *Server) seesDecision(r *http.Request, it *store.Interrupt, notFound err
 }
 
 // TenantWide is h behind the rule of the routes that show the whole
-// tenant's doings across threads (webhook deliveries, usage by key,
-// Studio's live changes): an end user's token reads them only with the
-// admin role (403 forbidden_role); keys read them as before.
+// tenant's doings across threads (webhook deliveries, usage by key): an
+// end user's token reads them only with the admin role (403
+// forbidden_role); keys read them as before. (Studio's live changes tell
+// each caller of the threads it sees instead.)
 func TenantWide(h HandlerFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if p := PrincipalFrom(r.Context()); p.User.ID != "" && !p.admin() {
