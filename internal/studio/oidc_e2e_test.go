@@ -108,8 +108,8 @@ func TestStudioOIDCSignInInChromium(t *testing.T) {
 	}
 	// A caller decides nothing, in Studio as with her token.
 	csrf := eval[string](p, `fetch('/studio/api/session').then(r => r.json()).then(s => s.csrf)`)
-	if s := eval[int](p, `fetch('/v1/hitl/`+it.ID+`/approve', {method: 'POST', headers: {'x-csrf-token': `+js(csrf)+`}}).then(r => r.status)`); s != 403 {
-		t.Fatalf("a caller's approve: %d, want 403", s)
+	if s := eval[string](p, `fetch('/v1/hitl/`+it.ID+`/approve', {method: 'POST', headers: {'x-csrf-token': `+js(csrf)+`}}).then(async r => r.status + ' ' + (await r.json()).error.code)`); s != "403 forbidden_role" {
+		t.Fatalf("a caller's approve: %s, want 403 forbidden_role", s)
 	}
 
 	// The approver signs in in another browser and approves the call.
