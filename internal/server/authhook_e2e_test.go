@@ -23,14 +23,16 @@ import (
 // tokens, checked asynchronously (a timer stands for the team's own
 // session lookup).
 const authTS = `
-const sessions: Record<string, any> = {
+import type { AuthRequest, AuthResult } from 'stackbone';
+
+const sessions: Record<string, AuthResult> = {
   'sess-alice': { tenant: 'acme', user: { id: 'alice', label: 'Alice A.' }, role: 'caller' },
   'sess-bob': { tenant: 'acme', user: 'bob' },
   'sess-dave': { tenant: 'acme', user: 'dave', role: 'approver' },
-  'sess-boss': { tenant: 'acme', user: 'boss', role: 'superuser' },
+  'sess-boss': { tenant: 'acme', user: 'boss', role: 'superuser' as any },
 };
 
-export async function authenticate(request: { method: string; path: string; headers: Record<string, string>; query: Record<string, string> }) {
+export async function authenticate(request: AuthRequest) {
   await new Promise((resolve) => setTimeout(resolve, 1));
   const token = (request.headers['authorization'] || '').replace(/^Bearer /i, '') || request.headers['x-api-key'] || request.query['session'] || '';
   if (token === 'sess-bug') return (null as any).tenant; // a bug: a TypeError
