@@ -298,6 +298,16 @@ func TestStudioOIDCCallbackRefusals(t *testing.T) {
 		t.Fatalf("session: %d %s", r.status, r)
 	}
 
+	// The session is Studio's usual one: signing out (with its CSRF token)
+	// revokes it.
+	ck := studio.CookieName + "=" + session.Value
+	if r := do(t, "POST", env.URL+"/studio/api/logout", "", "Cookie", ck, "x-csrf-token", info.CSRF); r.status != 200 {
+		t.Fatalf("sign out: %d %s", r.status, r)
+	}
+	if r := do(t, "GET", env.URL+"/v1/threads", "", "Cookie", ck); r.status != 401 {
+		t.Fatalf("a signed-out user session: %d %s", r.status, r)
+	}
+
 	// The same callback again, even with its sign-in cookie: the provider
 	// refuses a code used once.
 	if status, body, session := callback(t, cb, flow); status != http.StatusUnauthorized || session != nil || !strings.Contains(body, "invalid_grant") {

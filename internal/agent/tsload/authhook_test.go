@@ -91,3 +91,32 @@ export default async function (req: any) {
 		t.Fatalf("after a timeout: %v", err)
 	}
 }
+
+// BenchmarkAuthHook measures one pooled authenticate call, sync and
+// awaiting a timer (an async lookup).
+func BenchmarkAuthHook(b *testing.B) {
+	for _, c := range []struct{ name, src string }{
+		{"sync", `export function authenticate(r: any) { return { tenant: 't', user: r.headers['authorization'] }; }`},
+		{"async", `export async function authenticate(r: any) { await new Promise((ok) => setTimeout(ok, 0)); return { tenant: 't', user: r.headers['authorization'] }; }`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dir := b.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "auth.ts"), []byte(c.src), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			h, err := tsload.LoadAuth(context.Background(), dir, 0, tsload.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close()
+			req := auth.Request{Method: "POST", Path: "/v1/chat/completions", Headers: map[string]string{"authorization": "Bearer sess-1",
+				"content-type": "application/json", "user-agent": "OpenAI/Go 3.0"}, Query: map[string]string{}}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := h.Authenticate(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
