@@ -344,3 +344,38 @@ func TestStudioLiveFeedOfAUser(t *testing.T) {
 		}
 	}
 }
+
+// TestStudioOIDCAcrossReplicas: without any API key (end users only), a
+// confidential client's sign-in on one replica is a session on the other
+// (the signing key comes from the client secret), and signing out on one
+// ends it on both. On PostgreSQL.
+func TestStudioOIDCAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	o := stacktest.StartOIDCUsers(t, oidcUsers)
+	a, b := stacktest.Replicas(t, true, stacktest.Options{Mode: config.Start, Configure: func(cfg *config.Config) {
+		cfg.JWT = config.JWT{Issuer: o.Issuer, Audiences: []string{oidcAudience}, StudioClientID: "studio",
+			StudioClientSecret: "studio-secret-0123456789abcdef0123456789"}
+	}})
+	o.AddApps(t, stacktest.OIDCApp{ID: "studio", Secret: "studio-secret-0123456789abcdef0123456789",
+		RedirectURIs: []string{a.URL + studio.OIDCCallbackPath}})
+	cb, flow := newFlowClient(t, a).signIn("dave")
+	status, body, session := callback(t, cb, flow)
+	if status != http.StatusOK || session == nil {
+		t.Fatalf("sign-in on a: %d %s", status, body)
+	}
+	ck := studio.CookieName + "=" + session.Value
+	r := do(t, "GET", b.URL+"/studio/api/session", "", "Cookie", ck)
+	var info studio.SessionInfo
+	if err := json.Unmarshal(r.body, &info); err != nil || !info.SignedIn || info.Role != "approver" || info.User != "Dave" || info.Keys {
+		t.Fatalf("the session on b: %s", r)
+	}
+	if r := do(t, "GET", b.URL+"/v1/hitl", "", "Cookie", ck); r.status != 200 {
+		t.Fatalf("b's API under the session: %d %s", r.status, r)
+	}
+	if r := do(t, "POST", b.URL+"/studio/api/logout", "", "Cookie", ck, "x-csrf-token", info.CSRF); r.status != 200 {
+		t.Fatalf("sign out on b: %d %s", r.status, r)
+	}
+	if r := do(t, "GET", a.URL+"/v1/hitl", "", "Cookie", ck); r.status != 401 {
+		t.Fatalf("a after signing out on b: %d %s", r.status, r)
+	}
+}
