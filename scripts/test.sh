@@ -34,7 +34,7 @@ log "Go modules"
 go mod download
 
 log "Node packages for the TypeScript, AG-UI, A2A, LangGraph, OIDC and other client tests"
-for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients tests/mcp tests/a2a tests/langgraph tests/oidc; do
+for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients tests/mcp tests/a2a tests/langgraph tests/oidc tests/inspector; do
   if [ -f "$d/package-lock.json" ]; then
     (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   fi

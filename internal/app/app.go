@@ -23,6 +23,7 @@ import (
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/agent/tsload"
 	"github.com/stackbone/stackbone/internal/apierror"
+	"github.com/stackbone/stackbone/internal/auth"
 	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/engine"
@@ -181,6 +182,23 @@ func CheckAgents(ctx context.Context, cfg *config.Config, models model.Resolver,
 		return nil, errors.Join(errs...)
 	}
 	return specs, nil
+}
+
+// LoadAuthHook loads the project's auth.ts (DIR/auth.ts) when there is
+// one, in goja runtimes like the agents' (nil when there is none). It is
+// read once, at start.
+func LoadAuthHook(cfg *config.Config, logger *slog.Logger) (auth.Hook, error) {
+	dotenv, err := config.ReadDotEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	h, err := tsload.LoadAuth(context.Background(), cfg.Dir, 0, tsload.Options{Logger: logger, HTTPClient: fetchClient,
+		LookupEnv: config.EnvLookup(dotenv)})
+	if err != nil || h == nil {
+		return nil, err
+	}
+	logger.Info("auth.ts loaded: requests no key or token authenticates are asked to it")
+	return h, nil
 }
 
 // fetchClient serves the tools' ctx.fetch: http.DefaultClient's transport,
@@ -549,8 +567,12 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	if err != nil {
 		return nil, nil, err
 	}
+	hook, err := LoadAuthHook(cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	s, err := server.New(server.Config{Settings: cfg, Runner: runner, Metrics: metrics, Logger: logger, Clock: cfg.Clock,
-		Tracer: cfg.Tracer})
+		Tracer: cfg.Tracer, AuthHook: hook})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -560,7 +582,8 @@ func NewStack(cfg *config.Config, st store.Store, reg *agent.Registry, models mo
 	rw, err := responses.New(responses.Config{Store: st, Runner: runner, Encode: s.EncodeRun, Now: s.Now, NewID: runner.NewID,
 		RetryWindow: max(runner.JournalTTL, 0),
 		Tenant:      func(ctx context.Context) string { return server.PrincipalFrom(ctx).Tenant },
-		Sees:        func(ctx context.Context, owner string) bool { return server.PrincipalFrom(ctx).Sees(owner) }})
+		Sees:        func(ctx context.Context, owner string) bool { return server.PrincipalFrom(ctx).Sees(owner) },
+		Owner:       func(ctx context.Context) string { return server.PrincipalFrom(ctx).User.ID }})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ package auth
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -118,6 +119,8 @@ type Verifier struct {
 	keys    map[string]jose.JSONWebKey
 	fetched time.Time // when the keys were last fetched (zero: never)
 	jwksURL string    // resolved from discovery, once
+	// endpoints are the discovery document's sign-in endpoints, once read.
+	endpoints *Endpoints
 	// fetching serialises fetches: one at a time, the others wait for it
 	// and use what it got.
 	fetching chan struct{}
@@ -179,45 +182,69 @@ func LooksLikeJWT(s string) bool {
 // the issuer), its iss, its aud (one of audiences), exp (required) and nbf
 // with the leeway, and maps its claims. Any failure is a *TokenError.
 func (v *Verifier) Verify(ctx context.Context, raw string, audiences []string) (*Identity, error) {
-	tok, err := jwt.ParseSigned(raw, Algorithms)
-	if err != nil {
-		if LooksLikeJWT(raw) && !allowedAlg(raw) {
-			return nil, refuse("its signature algorithm is not one of RS256, ES256, EdDSA", err)
-		}
-		return nil, refuse("it is not a signed JWT", err)
-	}
-	if len(tok.Headers) != 1 {
-		return nil, refuse("it must carry one signature", nil)
-	}
-	h := tok.Headers[0]
-	key, err := v.key(ctx, h.KeyID, h.Algorithm)
+	std, extra, err := v.verify(ctx, raw, audiences)
 	if err != nil {
 		return nil, err
 	}
+	return v.identity(std, extra)
+}
+
+// VerifyIDToken checks an OpenID Connect ID token as Verify checks an
+// access token, for the audience clientID (the relying party it was
+// issued to), and that it carries nonce: the one the sign-in it answers
+// sent, so a token of another sign-in cannot be replayed into this one.
+func (v *Verifier) VerifyIDToken(ctx context.Context, raw, clientID, nonce string) (*Identity, error) {
+	std, extra, err := v.verify(ctx, raw, []string{clientID})
+	if err != nil {
+		return nil, err
+	}
+	got, _ := extra["nonce"].(string)
+	if nonce == "" || subtle.ConstantTimeCompare([]byte(got), []byte(nonce)) != 1 {
+		return nil, refuse("its nonce is not the one of this sign-in", nil)
+	}
+	return v.identity(std, extra)
+}
+
+func (v *Verifier) verify(ctx context.Context, raw string, audiences []string) (jwt.Claims, map[string]any, error) {
 	var (
 		std   jwt.Claims
 		extra map[string]any
 	)
+	tok, err := jwt.ParseSigned(raw, Algorithms)
+	if err != nil {
+		if LooksLikeJWT(raw) && !allowedAlg(raw) {
+			return std, nil, refuse("its signature algorithm is not one of RS256, ES256, EdDSA", err)
+		}
+		return std, nil, refuse("it is not a signed JWT", err)
+	}
+	if len(tok.Headers) != 1 {
+		return std, nil, refuse("it must carry one signature", nil)
+	}
+	h := tok.Headers[0]
+	key, err := v.key(ctx, h.KeyID, h.Algorithm)
+	if err != nil {
+		return std, nil, err
+	}
 	if err := tok.Claims(key.Key, &std, &extra); err != nil {
-		return nil, refuse("its signature does not verify", err)
+		return std, nil, refuse("its signature does not verify", err)
 	}
 	now := v.cfg.Now()
 	switch err := std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: audiences, Time: now}, v.cfg.Leeway); {
 	case errors.Is(err, jwt.ErrInvalidIssuer):
-		return nil, refuse("its issuer is not "+v.cfg.Issuer, err)
+		return std, nil, refuse("its issuer is not "+v.cfg.Issuer, err)
 	case errors.Is(err, jwt.ErrInvalidAudience):
-		return nil, refuse("its audience is not this server", err)
+		return std, nil, refuse("its audience is not this server", err)
 	case errors.Is(err, jwt.ErrExpired):
-		return nil, refuse("it expired", err)
+		return std, nil, refuse("it expired", err)
 	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
-		return nil, refuse("it is not valid yet", err)
+		return std, nil, refuse("it is not valid yet", err)
 	case err != nil:
-		return nil, refuse("its claims are not valid", err)
+		return std, nil, refuse("its claims are not valid", err)
 	}
 	if std.Expiry == nil {
-		return nil, refuse("it has no exp", nil)
+		return std, nil, refuse("it has no exp", nil)
 	}
-	return v.identity(std, extra)
+	return std, extra, nil
 }
 
 // allowedAlg reports whether a compact JWS's header names one of
@@ -260,21 +287,35 @@ func (v *Verifier) identity(std jwt.Claims, extra map[string]any) (*Identity, er
 	return &Identity{Tenant: tenant, Role: role, User: User{ID: std.Subject, Label: label}}, nil
 }
 
-// claim reads a claim by name, or by a dotted path into nested objects
-// when there is no claim of the whole name.
+// claim reads a claim by name. A name with dots is first the claim of the
+// whole name (providers namespace custom claims with URLs, such as
+// "https://acme.com/tenant"), else a path into nested objects
+// ("realm_access.roles"), where each step is the longest run of the
+// remaining dotted parts that names a member ("https://acme.com/app.tenant":
+// the member "tenant" of the claim "https://acme.com/app").
 func claim(claims map[string]any, name string) any {
 	if v, ok := claims[name]; ok {
 		return v
 	}
-	var cur any = claims
-	for _, part := range strings.Split(name, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[part]
+	return lookupPath(claims, strings.Split(name, "."))
+}
+
+func lookupPath(cur any, parts []string) any {
+	if len(parts) == 0 {
+		return cur
 	}
-	return cur
+	m, ok := cur.(map[string]any)
+	if !ok {
+		return nil
+	}
+	for j := len(parts); j > 0; j-- {
+		if v, ok := m[strings.Join(parts[:j], ".")]; ok {
+			if got := lookupPath(v, parts[j:]); got != nil {
+				return got
+			}
+		}
+	}
+	return nil
 }
 
 // roleOf maps a role claim: absent is DefaultRole; a string must be
@@ -434,4 +475,42 @@ func (v *Verifier) getJSON(ctx context.Context, u string, dst any) error {
 		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
 	return json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(dst)
+}
+
+// Endpoints are where an OpenID provider signs people in and hands out
+// tokens, from its discovery document.
+type Endpoints struct {
+	Authorization string `json:"authorization_endpoint"`
+	Token         string `json:"token_endpoint"`
+	// Methods are the PKCE methods it supports (code_challenge_methods_supported).
+	Methods []string `json:"code_challenge_methods_supported"`
+}
+
+// Endpoints reads the issuer's discovery document for its authorization
+// and token endpoints (a sign-in with the authorization code grant); a
+// document read is kept.
+func (v *Verifier) Endpoints(ctx context.Context) (Endpoints, error) {
+	v.mu.Lock()
+	got := v.endpoints
+	v.mu.Unlock()
+	if got != nil {
+		return *got, nil
+	}
+	var doc struct {
+		Issuer string `json:"issuer"`
+		Endpoints
+	}
+	if err := v.getJSON(ctx, strings.TrimRight(v.cfg.Issuer, "/")+"/.well-known/openid-configuration", &doc); err != nil {
+		return Endpoints{}, fmt.Errorf("discovery: %w", err)
+	}
+	if doc.Issuer != v.cfg.Issuer {
+		return Endpoints{}, fmt.Errorf("discovery names issuer %q, not %q", doc.Issuer, v.cfg.Issuer)
+	}
+	if doc.Authorization == "" || doc.Token == "" {
+		return Endpoints{}, errors.New("discovery names no authorization_endpoint or token_endpoint")
+	}
+	v.mu.Lock()
+	v.endpoints = &doc.Endpoints
+	v.mu.Unlock()
+	return doc.Endpoints, nil
 }

@@ -153,6 +153,44 @@ func TestVerifyMapsClaims(t *testing.T) {
 	}
 }
 
+// TestVerifyNamespacedClaims: claim names that are URLs (Auth0's and
+// Okta's namespaced custom claims) hold dots, and are read whole, or as
+// the first step of a path into an object claim.
+func TestVerifyNamespacedClaims(t *testing.T) {
+	is := newIssuer(t)
+	now := t0
+	v, _ := auth.NewVerifier(auth.Config{Issuer: is.srv.URL, TenantClaim: "https://acme.com/tenant", RoleClaim: "https://acme.com/app.roles",
+		Now: func() time.Time { return now }})
+	id, err := v.Verify(context.Background(), is.sign(t, "k1", is.claims(func(m map[string]any) {
+		delete(m, "tenant")
+		m["https://acme.com/tenant"] = "initech"
+		m["https://acme.com/app"] = map[string]any{"roles": []any{"approver"}}
+	})), aud)
+	if err != nil || id.Tenant != "initech" || id.Role != config.RoleApprover {
+		t.Fatalf("namespaced: %+v, %v", id, err)
+	}
+	// Without the namespaced claim there is no tenant (the plain
+	// "tenant" claim is not it).
+	_, err = v.Verify(context.Background(), is.sign(t, "k1", is.claims(nil)), aud)
+	refusedFor(t, err, "https://acme.com/tenant")
+}
+
+// TestVerifyIDToken: an ID token is for the client, and for the sign-in
+// whose nonce it carries.
+func TestVerifyIDToken(t *testing.T) {
+	is := newIssuer(t)
+	now := t0
+	v := newVerifier(t, is, &now)
+	tok := is.sign(t, "k1", is.claims(func(m map[string]any) { m["aud"] = "studio"; m["nonce"] = "n-1" }))
+	if id, err := v.VerifyIDToken(context.Background(), tok, "studio", "n-1"); err != nil || id.User.ID != "u-1" {
+		t.Fatalf("id token: %+v, %v", id, err)
+	}
+	_, err := v.VerifyIDToken(context.Background(), tok, "studio", "n-2")
+	refusedFor(t, err, "nonce")
+	_, err = v.VerifyIDToken(context.Background(), tok, "other-client", "n-1")
+	refusedFor(t, err, "audience")
+}
+
 func refusedFor(t *testing.T, err error, reason string) {
 	t.Helper()
 	var te *auth.TokenError

@@ -94,6 +94,10 @@ type Config struct {
 	// JWT accepts end users' bearer tokens next to the keys (set by
 	// STACKBONE_JWT_ISSUER).
 	JWT JWT
+	// AuthHook is true when the project has an auth.ts (found when the
+	// configuration is checked): requests no key or token authenticates
+	// are asked to its authenticate(request).
+	AuthHook bool
 	// MaxBodyBytes bounds request bodies (STACKBONE_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// LogLevel is debug, info, warn or error (STACKBONE_LOG_LEVEL).
@@ -226,6 +230,24 @@ type JWT struct {
 	// the role (STACKBONE_JWT_TENANT_CLAIM, default tenant;
 	// STACKBONE_JWT_ROLE_CLAIM, default role).
 	TenantClaim, RoleClaim string
+	// StudioClientID is the OpenID client Studio signs people in as, with
+	// the authorization code grant and PKCE
+	// (STACKBONE_STUDIO_OIDC_CLIENT_ID; empty: Studio signs in with keys
+	// only). StudioClientSecret is its secret (STACKBONE_STUDIO_OIDC_CLIENT_SECRET;
+	// empty: a public client). StudioProvider is the name on the sign-in
+	// button (STACKBONE_STUDIO_OIDC_NAME; default the issuer's host).
+	StudioClientID, StudioClientSecret, StudioProvider string
+	// Scopes are the OAuth scopes a client asks the issuer for to call
+	// this server (STACKBONE_JWT_SCOPES, comma-separated): the protected
+	// resource metadata's scopes_supported, which MCP clients request
+	// (providers such as Entra ID, Okta and oidc-provider issue a token for
+	// a resource only with one of its scopes). Tokens are not checked for
+	// them.
+	Scopes []string
+	// ApproversReadThreads lets end users with the approver role read every
+	// thread of their tenant, not only its decisions
+	// (STACKBONE_APPROVERS_READ_THREADS=true).
+	ApproversReadThreads bool
 }
 
 // Defaults returns the configuration of a mode before env and flags.
@@ -330,6 +352,19 @@ func (c *Config) FromEnv(getenv func(string) string) error {
 	if v := getenv("STACKBONE_JWT_AUDIENCE"); v != "" {
 		c.JWT.Audiences = SplitList(v)
 	}
+	if v := getenv("STACKBONE_JWT_SCOPES"); v != "" {
+		c.JWT.Scopes = SplitList(v)
+	}
+	set(&c.JWT.StudioClientID, "STACKBONE_STUDIO_OIDC_CLIENT_ID")
+	set(&c.JWT.StudioClientSecret, "STACKBONE_STUDIO_OIDC_CLIENT_SECRET")
+	set(&c.JWT.StudioProvider, "STACKBONE_STUDIO_OIDC_NAME")
+	if v := getenv("STACKBONE_APPROVERS_READ_THREADS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("STACKBONE_APPROVERS_READ_THREADS=%q: want true or false", v))
+		}
+		c.JWT.ApproversReadThreads = b
+	}
 	if v := getenv("STACKBONE_API_KEYS"); v != "" {
 		keys, err := ParseKeys(v)
 		if err != nil {
@@ -419,8 +454,11 @@ func WebhookKey(secret string) ([]byte, error) {
 func (c *Config) finishJWT() []error {
 	j := &c.JWT
 	if j.Issuer == "" {
-		if j.JWKSURL != "" || len(j.Audiences) > 0 || j.TenantClaim != "" || j.RoleClaim != "" {
-			return []error{errors.New("STACKBONE_JWT_AUDIENCE, _JWKS_URL, _TENANT_CLAIM and _ROLE_CLAIM need STACKBONE_JWT_ISSUER")}
+		if j.JWKSURL != "" || len(j.Audiences) > 0 || j.TenantClaim != "" || j.RoleClaim != "" || len(j.Scopes) > 0 {
+			return []error{errors.New("STACKBONE_JWT_AUDIENCE, _JWKS_URL, _TENANT_CLAIM, _ROLE_CLAIM and _SCOPES need STACKBONE_JWT_ISSUER")}
+		}
+		if j.StudioClientID != "" || j.StudioClientSecret != "" || j.StudioProvider != "" {
+			return []error{errors.New("STACKBONE_STUDIO_OIDC_CLIENT_ID, _CLIENT_SECRET and _NAME need STACKBONE_JWT_ISSUER")}
 		}
 		return nil
 	}
@@ -432,6 +470,9 @@ func (c *Config) finishJWT() []error {
 		if p, err := url.Parse(u[1]); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
 			errs = append(errs, fmt.Errorf("%s=%q must be an absolute https:// URL", u[0], u[1]))
 		}
+	}
+	if j.StudioClientID == "" && (j.StudioClientSecret != "" || j.StudioProvider != "") {
+		errs = append(errs, errors.New("STACKBONE_STUDIO_OIDC_CLIENT_SECRET and _NAME need STACKBONE_STUDIO_OIDC_CLIENT_ID"))
 	}
 	if len(j.Audiences) == 0 && c.PublicURL == "" {
 		errs = append(errs, errors.New("STACKBONE_JWT_ISSUER needs the audience tokens are for: set STACKBONE_JWT_AUDIENCE, or STACKBONE_PUBLIC_URL (tokens for its /mcp resource)"))
@@ -471,8 +512,8 @@ func Redact(u string) string {
 // and decisions are then separated, and a turn without a session refuses
 // calls that need approval unless StatelessApproval is set to run.
 func (c *Config) HasRoles() bool {
-	if c.JWT.Issuer != "" {
-		return true // end users are callers unless their token says otherwise
+	if c.JWT.Issuer != "" || c.AuthHook {
+		return true // end users are callers unless their token (or auth.ts) says otherwise
 	}
 	for _, k := range c.Keys {
 		if k.Role == RoleCaller || k.Role == RoleApprover {
@@ -574,8 +615,11 @@ func (c *Config) Finish() error {
 		}
 		seen[k.Secret] = k.Tenant
 	}
-	if c.Mode == Start && len(c.Keys) == 0 && c.JWT.Issuer == "" {
-		errs = append(errs, errors.New("start needs API keys or end users' tokens: set STACKBONE_API_KEYS=\"tenant:secret,…\" or STACKBONE_JWT_ISSUER"))
+	if st, err := os.Stat(filepath.Join(c.Dir, "auth.ts")); err == nil && !st.IsDir() {
+		c.AuthHook = true
+	}
+	if c.Mode == Start && len(c.Keys) == 0 && c.JWT.Issuer == "" && !c.AuthHook {
+		errs = append(errs, errors.New("start needs API keys or end users' tokens: set STACKBONE_API_KEYS=\"tenant:secret,…\" or STACKBONE_JWT_ISSUER, or write an auth.ts"))
 	}
 	errs = append(errs, c.finishJWT()...)
 	if c.MaxBodyBytes < 1024 {

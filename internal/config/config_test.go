@@ -334,3 +334,54 @@ func TestJWTSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStudioOIDCAndAuthHookSettings: Studio's OpenID client, the scopes,
+// and the approvers' switch are read from the env and need an issuer; an
+// auth.ts alone lets start run without keys or issuer.
+func TestStudioOIDCAndAuthHookSettings(t *testing.T) {
+	env := map[string]string{"STACKBONE_JWT_ISSUER": "https://idp.example/", "STACKBONE_JWT_AUDIENCE": "x",
+		"STACKBONE_STUDIO_OIDC_CLIENT_ID": "studio", "STACKBONE_STUDIO_OIDC_CLIENT_SECRET": "s3cret", "STACKBONE_STUDIO_OIDC_NAME": "Acme ID",
+		"STACKBONE_JWT_SCOPES": "mcp, api://x/read", "STACKBONE_APPROVERS_READ_THREADS": "true"}
+	c := Defaults(Start)
+	if err := c.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = project(t)
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if j := c.JWT; j.StudioClientID != "studio" || j.StudioClientSecret != "s3cret" || j.StudioProvider != "Acme ID" || !j.ApproversReadThreads ||
+		strings.Join(j.Scopes, "|") != "mcp|api://x/read" {
+		t.Fatalf("JWT %+v", j)
+	}
+	c = Defaults(Start)
+	if err := c.FromEnv(func(k string) string { return map[string]string{"STACKBONE_APPROVERS_READ_THREADS": "yes"}[k] }); err == nil {
+		t.Fatal("STACKBONE_APPROVERS_READ_THREADS=yes accepted")
+	}
+	for name, env := range map[string]map[string]string{
+		"studio client without issuer": {"STACKBONE_STUDIO_OIDC_CLIENT_ID": "studio", "STACKBONE_API_KEYS": "acme:secret-123456"},
+		"secret without client":        {"STACKBONE_JWT_ISSUER": "https://idp.example/", "STACKBONE_JWT_AUDIENCE": "x", "STACKBONE_STUDIO_OIDC_CLIENT_SECRET": "s"},
+		"scopes without issuer":        {"STACKBONE_JWT_SCOPES": "mcp", "STACKBONE_API_KEYS": "acme:secret-123456"},
+	} {
+		c := Defaults(Start)
+		_ = c.FromEnv(func(k string) string { return env[k] })
+		c.Dir = project(t)
+		if err := c.Finish(); err == nil || !strings.Contains(err.Error(), "STACKBONE_") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// start with neither keys nor issuer: refused, unless there is an auth.ts.
+	c = Defaults(Start)
+	c.Dir = project(t)
+	if err := c.Finish(); err == nil {
+		t.Fatal("start without keys, issuer or auth.ts")
+	}
+	c = Defaults(Start)
+	c.Dir = project(t)
+	if err := os.WriteFile(filepath.Join(c.Dir, "auth.ts"), []byte("export function authenticate() {}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(); err != nil || !c.AuthHook || !c.HasRoles() {
+		t.Fatalf("start with auth.ts: %v (hook %v)", err, c.AuthHook)
+	}
+}

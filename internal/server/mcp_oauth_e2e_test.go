@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -131,5 +132,74 @@ func TestNoOAuthWithoutIssuer(t *testing.T) {
 	r = call(t, "GET", env.URL+"/v1/threads", "", "Authorization", "Bearer eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
 	if !strings.Contains(string(r.body), "invalid_api_key") {
 		t.Fatalf("a JWT without an issuer: %d %s", r.status, r.body)
+	}
+}
+
+// TestMCPOAuthAuthorizationCode: the official TypeScript SDK's MCP client
+// signs a person in with the authorization code grant and PKCE (S256) on
+// the real provider's login and consent pages, from the 401 alone: the
+// authorization request names the /mcp resource (RFC 8707), the token is a
+// JWT for it carrying the person's claims, and the thread its tool call
+// starts is that person's.
+func TestMCPOAuthAuthorizationCode(t *testing.T) {
+	t.Parallel()
+	o := stacktest.StartOIDCUsers(t, []stacktest.OIDCUser{{Login: "alice", Tenant: "acme", Role: "caller", Email: "alice@example.com"}})
+	env := stacktest.New(t, stacktest.Options{Mode: config.Start,
+		Keys: []config.Key{{Tenant: "acme", Secret: "sk-acme-admin-1", Role: config.RoleAdmin, Label: "ops"}},
+		Configure: func(cfg *config.Config) {
+			cfg.JWT = config.JWT{Issuer: o.Issuer, Audiences: []string{apiAudience}}
+		}})
+	o.AddApps(t, stacktest.OIDCApp{ID: "mcp-cli", RedirectURIs: []string{"http://127.0.0.1:9/callback"}})
+
+	node, dir := stacktest.NodeFixture(t, "mcp", "@modelcontextprotocol/sdk/package.json")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "oauth-code.mjs"), env.URL, "mcp-cli", "alice", "ts-code")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("oauth-code.mjs: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var got struct {
+		Seen []struct {
+			URL    string
+			Status int
+		}
+		Authorize   string
+		Names       []string
+		Text        string
+		AccessToken string
+		PKCE        bool
+		Error       string
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.Error != "" {
+		t.Fatalf("oauth-code.mjs: %v %s", err, out)
+	}
+	if got.Text != "echo: hello with a code" || len(got.Names) == 0 || !got.PKCE {
+		t.Fatalf("the TS client with a code: %s", out)
+	}
+	au, err := url.Parse(got.Authorize)
+	if err != nil || !strings.HasPrefix(got.Authorize, o.Issuer) {
+		t.Fatalf("authorization request %q", got.Authorize)
+	}
+	q := au.Query()
+	if q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" ||
+		q.Get("resource") != env.URL+"/mcp" || q.Get("client_id") != "mcp-cli" {
+		t.Fatalf("authorization request %s", au)
+	}
+	claims := jwtPart(t, got.AccessToken, 1)
+	if claims["aud"] != env.URL+"/mcp" || claims["sub"] != "alice" || claims["tenant"] != "acme" {
+		t.Fatalf("access token claims %v", claims)
+	}
+	var sawCode bool
+	for _, x := range got.Seen {
+		sawCode = sawCode || strings.HasPrefix(x.URL, o.Issuer) && strings.HasSuffix(x.URL, "/token") && x.Status == 200
+	}
+	if !sawCode {
+		t.Fatalf("no code exchange at the provider: %s", out)
+	}
+	if th := env.Thread(t, "acme", "ts-code"); th.Owner != "alice" {
+		t.Fatalf("the thread's owner %q, want alice", th.Owner)
 	}
 }

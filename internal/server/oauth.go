@@ -24,8 +24,9 @@ func (s *Server) oauthRoutes() {
 }
 
 // resourceMetadata serves the metadata of the resource at path under the
-// public URL: its identifier, the issuer as its authorization server, and
-// bearer tokens in the Authorization header.
+// public URL: its identifier, the issuer as its authorization server,
+// bearer tokens in the Authorization header, and the scopes to ask for
+// (STACKBONE_JWT_SCOPES).
 func (s *Server) resourceMetadata(path string) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.jwt == nil || s.PublicURL() == "" {
@@ -36,6 +37,7 @@ func (s *Server) resourceMetadata(path string) HandlerFunc {
 			Resource:               s.PublicURL() + path,
 			AuthorizationServers:   []string{s.jwt.Issuer()},
 			BearerMethodsSupported: []string{"header"},
+			ScopesSupported:        s.Config.JWT.Scopes,
 			ResourceName:           "Stackbone",
 		}
 		w.Header().Set("Content-Type", "application/json")

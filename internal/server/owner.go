@@ -15,10 +15,16 @@ import (
 // seen only by them and by admins; every other caller of the tenant (another
 // user, a caller or approver key) gets 404 for it, as for a thread that does
 // not exist. Approvers still see and decide the decisions of every thread
-// of the tenant (not the conversations).
+// of the tenant (not the conversations, unless the operator lets them:
+// STACKBONE_APPROVERS_READ_THREADS, Principal.ReadsAllThreads).
 
-// AnyOwner reports whether p sees every thread of its tenant: an admin.
-func (p Principal) AnyOwner() bool { return p.Role == "" || p.Role == config.RoleAdmin }
+// AnyOwner reports whether p sees every thread of its tenant: an admin,
+// or an approver when the operator lets approvers read conversations.
+func (p Principal) AnyOwner() bool { return p.admin() || p.ReadsAllThreads }
+
+// admin reports whether p has the admin role (a key without a role is an
+// admin key).
+func (p Principal) admin() bool { return p.Role == "" || p.Role == config.RoleAdmin }
 
 // Sees reports whether p sees a thread of its tenant owned by owner ("" a
 // thread of the tenant's): store.Sees.
@@ -83,12 +89,13 @@ func (s *Server) seesDecision(r *http.Request, it *store.Interrupt, notFound err
 }
 
 // TenantWide is h behind the rule of the routes that show the whole
-// tenant's doings across threads (webhook deliveries, usage by key,
-// Studio's live changes): an end user's token reads them only with the
-// admin role (403 forbidden_role); keys read them as before.
+// tenant's doings across threads (webhook deliveries, usage by key): an
+// end user's token reads them only with the admin role (403
+// forbidden_role); keys read them as before. (Studio's live changes tell
+// each caller of the threads it sees instead.)
 func TenantWide(h HandlerFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if p := PrincipalFrom(r.Context()); p.User.ID != "" && !p.AnyOwner() {
+		if p := PrincipalFrom(r.Context()); p.User.ID != "" && !p.admin() {
 			return apierror.New(apierror.Permission, CodeForbiddenRole,
 				fmt.Sprintf("This access token has role %q: what this route shows spans every user's threads, so only an admin token reads it.", p.Role))
 		}

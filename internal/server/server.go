@@ -80,6 +80,8 @@ type Server struct {
 
 	// jwt checks end users' bearer tokens (nil: none are accepted).
 	jwt *auth.Verifier
+	// hook is the project's auth.ts (nil: none).
+	hook auth.Hook
 	// public is the base URL clients reach the server at, once known
 	// (SetPublicURL; config.PublicURL wins).
 	publicMu sync.Mutex
@@ -114,6 +116,9 @@ type Config struct {
 	// KeepAliveInterval is how often idle streams get a keepalive
 	// (DefaultKeepAliveInterval when zero).
 	KeepAliveInterval time.Duration
+	// AuthHook, when set, authenticates the requests no configured key
+	// and no end user's JWT did (the project's auth.ts).
+	AuthHook auth.Hook
 	// Tracer makes the SERVER span of every request, parented on the
 	// caller's traceparent, in the request's context (so the turn's spans
 	// are its children). Nil or the no-op provider: no span work at all.
@@ -144,9 +149,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.jwt = v
 	}
+	s.hook = cfg.AuthHook
 	s.routes(s.Metrics.reg)
 	return s, nil
 }
+
+// JWT is the verifier of end users' tokens (nil when no issuer is set).
+func (s *Server) JWT() *auth.Verifier { return s.jwt }
 
 // Now is the time on the server's clock.
 func (s *Server) Now() time.Time { return s.Clock.Now() }
@@ -224,6 +233,10 @@ type Principal struct {
 	// User is the end user an access token names (zero for a key): Name
 	// is then the user's ID.
 	User auth.User
+	// ReadsAllThreads is set on an approver when the operator lets
+	// approvers read every thread of the tenant
+	// (STACKBONE_APPROVERS_READ_THREADS).
+	ReadsAllThreads bool
 }
 
 // CodeForbiddenRole is the error code of a request the caller's key role
@@ -302,8 +315,18 @@ func (p Principal) WithVia(via string) Principal {
 // DevTenant is the tenant of unauthenticated calls in dev mode.
 const DevTenant = "dev"
 
-// Authenticate resolves the caller from Authorization: Bearer or x-api-key.
+// Authenticate resolves the caller from Authorization: Bearer or x-api-key
+// (a configured key first, then an end user's JWT, then the project's
+// auth.ts hook), else Studio's session cookie, else the open dev server.
 func (s *Server) Authenticate(r *http.Request) (Principal, error) {
+	p, err := s.authenticate(r)
+	if err == nil && p.Role == config.RoleApprover && s.Config.JWT.ApproversReadThreads {
+		p.ReadsAllThreads = true
+	}
+	return p, err
+}
+
+func (s *Server) authenticate(r *http.Request) (Principal, error) {
 	key := r.Header.Get("x-api-key")
 	if key == "" {
 		// The scheme is case-insensitive (RFC 7235).
@@ -328,6 +351,11 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 			return s.tokenPrincipal(r, key)
 		}
 	}
+	if s.hook != nil {
+		if p, ok, err := s.hookPrincipal(r); ok || err != nil {
+			return p, err
+		}
+	}
 	if s.Config.Open() {
 		if err := localOnly(r); err != nil {
 			return Principal{}, err
@@ -340,6 +368,52 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	}
 	e := apierror.New(apierror.Authentication, "invalid_api_key", msg)
 	return Principal{}, e
+}
+
+// Error codes of the auth.ts hook: a request it refused (401), an
+// identity it returned that is not one (500).
+const (
+	CodeHookRefused = "unauthenticated"
+	CodeHookInvalid = "auth_hook_invalid"
+)
+
+// hookPrincipal asks the project's auth.ts about r: ok is false when it
+// returned nothing (no opinion).
+func (s *Server) hookPrincipal(r *http.Request) (Principal, bool, error) {
+	id, err := s.hook.Authenticate(r.Context(), auth.NewRequest(r))
+	if err != nil {
+		he, _ := auth.IsHookError(err)
+		if he == nil {
+			he = &auth.HookError{Kind: auth.HookUnavailable, Err: err}
+		}
+		var e *apierror.Error
+		switch he.Kind {
+		case auth.HookRefused:
+			msg := "Not authenticated."
+			if he.Public != "" {
+				msg = "Not authenticated: " + he.Public
+			}
+			e = apierror.New(apierror.Authentication, CodeHookRefused, msg)
+		case auth.HookInvalid:
+			e = apierror.New(apierror.Internal, CodeHookInvalid, "The server's auth.ts hook is broken: "+he.Public+".")
+		default:
+			msg := "The request cannot be authenticated now: the auth.ts hook failed. Retry shortly."
+			if he.Public != "" {
+				msg = "The request cannot be authenticated now: " + he.Public + ". Retry shortly."
+			}
+			e = apierror.New(apierror.Unavailable, "auth_unavailable", msg)
+			e.RetryAfter = 5 * time.Second
+		}
+		e.Err = err
+		return Principal{}, true, e
+	}
+	if id == nil {
+		return Principal{}, false, nil
+	}
+	if id.User.ID == "" {
+		return Principal{Tenant: id.Tenant, Name: id.Tenant, Role: id.Role}, true, nil
+	}
+	return Principal{Tenant: id.Tenant, Name: id.User.ID, Role: id.Role, User: id.User}, true, nil
 }
 
 // CodeInvalidToken is the error code of a 401 to an access token that is

@@ -39,16 +39,54 @@ type OIDC struct {
 	clients             map[string]OIDCClient
 }
 
+// OIDCUser is a person who signs in on the test provider's built-in
+// login page (any password) with Login: their ID tokens and the access
+// tokens of the authorization code grant carry these claims (sub is
+// Login).
+type OIDCUser struct {
+	Login  string `json:"-"`
+	Tenant string `json:"tenant,omitempty"`
+	Role   string `json:"role,omitempty"`
+	Email  string `json:"email,omitempty"`
+	Name   string `json:"name,omitempty"`
+}
+
+// OIDCApp is an authorization code client of the test provider (PKCE
+// required); no Secret makes it a public client.
+type OIDCApp struct {
+	ID           string   `json:"client_id"`
+	Secret       string   `json:"client_secret,omitempty"`
+	RedirectURIs []string `json:"redirect_uris"`
+}
+
 // StartOIDC starts the provider with clients; it stops with the test.
 func StartOIDC(t testing.TB, clients ...OIDCClient) *OIDC {
 	t.Helper()
+	return StartOIDCUsers(t, nil, clients...)
+}
+
+// StartOIDCUsers starts the provider with clients and people who sign in
+// on its login page; it stops with the test.
+func StartOIDCUsers(t testing.TB, users []OIDCUser, clients ...OIDCClient) *OIDC {
+	t.Helper()
 	node, dir := NodeFixture(t, "oidc", "oidc-provider/package.json")
+	if clients == nil {
+		clients = []OIDCClient{}
+	}
 	arg, err := json.Marshal(clients)
 	if err != nil {
 		t.Fatal(err)
 	}
+	byLogin := map[string]OIDCUser{}
+	for _, u := range users {
+		byLogin[u.Login] = u
+	}
+	uarg, err := json.Marshal(byLogin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "provider.mjs"), string(arg))
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "provider.mjs"), string(arg), string(uarg))
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -151,6 +189,24 @@ func (o *OIDC) Rotate(t testing.TB, alg string) string {
 		t.Fatalf("rotate: %s %v", resp.Status, err)
 	}
 	return v.Kid
+}
+
+// AddApps registers authorization code clients with the provider (it
+// forgets its sign-ins and codes so far: call it before any).
+func (o *OIDC) AddApps(t testing.TB, apps ...OIDCApp) {
+	t.Helper()
+	b, err := json.Marshal(apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := oidcClient.Post(o.Issuer+"/_test/apps", "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("add apps: %s", resp.Status)
+	}
 }
 
 // oidcClient bounds each request to the provider, so a stuck provider

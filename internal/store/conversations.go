@@ -20,6 +20,9 @@ type Conversation struct {
 	CreatedAt time.Time
 	// Deleted is set once the conversation was deleted.
 	Deleted bool
+	// Owner is the end user who created it ('' for the tenant's), kept
+	// from its creation on: an update does not change it.
+	Owner string
 }
 
 // ConversationItem is an item a client added to a conversation outside a
@@ -42,7 +45,7 @@ func CheckConversation(op string, c Conversation, items []ConversationItem) erro
 	if c.Tenant == "" || c.ID == "" {
 		return fmt.Errorf("%w: %s: tenant and id are required", ErrInvalid, op)
 	}
-	if err := CheckText(op, "tenant", c.Tenant, "id", c.ID); err != nil {
+	if err := CheckText(op, "tenant", c.Tenant, "id", c.ID, "owner", c.Owner); err != nil {
 		return err
 	}
 	if len(c.Metadata) > 0 {

@@ -19,10 +19,10 @@ func (db *DB) PutConversation(ctx context.Context, c Conversation, items []Conve
 		// it. The upsert locks the row, which orders this against
 		// AddConversationItems.
 		var deleted bool
-		if err := tx.QueryRow(ctx, `INSERT INTO conversations (tenant, id, metadata, created_at, deleted) VALUES ($1, $2, $3, $4, $5)
+		if err := tx.QueryRow(ctx, `INSERT INTO conversations (tenant, id, metadata, created_at, deleted, owner) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (tenant, id) DO UPDATE SET metadata = excluded.metadata, deleted = conversations.deleted OR excluded.deleted
 			RETURNING deleted`,
-			c.Tenant, c.ID, c.MetadataOf(), c.CreatedAt, c.Deleted).Scan(&deleted); err != nil {
+			c.Tenant, c.ID, c.MetadataOf(), c.CreatedAt, c.Deleted, c.Owner).Scan(&deleted); err != nil {
 			return err
 		}
 		if deleted && !c.Deleted {
@@ -57,8 +57,8 @@ func (db *DB) GetConversation(ctx context.Context, tenant, id string) (*Conversa
 	}
 	c := &Conversation{Tenant: tenant, ID: id}
 	var meta string
-	err := db.d.Read().QueryRow(ctx, `SELECT metadata::text, created_at, deleted FROM conversations WHERE tenant = $1 AND id = $2`,
-		tenant, id).Scan(&meta, ScanTime(&c.CreatedAt), &c.Deleted)
+	err := db.d.Read().QueryRow(ctx, `SELECT metadata::text, created_at, deleted, owner FROM conversations WHERE tenant = $1 AND id = $2`,
+		tenant, id).Scan(&meta, ScanTime(&c.CreatedAt), &c.Deleted, &c.Owner)
 	if errors.Is(err, ErrNoRows) {
 		return nil, fmt.Errorf("%s: conversation %q: %w", db.name, id, ErrNotFound)
 	}

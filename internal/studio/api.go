@@ -164,7 +164,26 @@ var tokenTypes = map[event.Type]bool{
 // threads. Everything comes from the bus subscription of the caller's
 // tenant, so no other tenant's activity reaches it.
 func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
-	tenant := server.PrincipalFrom(r.Context()).Tenant
+	p := server.PrincipalFrom(r.Context())
+	tenant := p.Tenant
+	// An end user who does not see every thread hears of the threads they
+	// see (and, an approver, of every decision): a thread's owner never
+	// changes, so each thread is looked up once.
+	owners := map[string]bool{}
+	sees := func(ctx context.Context, e *event.Event) bool {
+		if p.AnyOwner() || e.ThreadID == "" || (e.Type == event.DecisionMade && p.SeesAllDecisions()) {
+			return true
+		}
+		if v, ok := owners[e.ThreadID]; ok {
+			return v
+		}
+		th, err := st.srv.Store.GetThread(ctx, tenant, e.ThreadID)
+		if err != nil {
+			return false // not cached: a store hiccup hides one notice, not the thread for good
+		}
+		owners[e.ThreadID] = p.Sees(th.Owner)
+		return owners[e.ThreadID]
+	}
 	sub := st.srv.Runner.Bus.SubscribeTenant(tenant)
 	sw := sse.New(w)
 	send := func(name string, v any) bool {
@@ -180,8 +199,8 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 		// Fell behind: what is buffered is stale. "hello" again makes the
 		// page read everything afresh.
 		Resync: func(context.Context) bool { return send("hello", map[string]string{"tenant": tenant}) },
-		Deliver: func(_ context.Context, e *event.Event) bool {
-			if tokenTypes[e.Type] {
+		Deliver: func(ctx context.Context, e *event.Event) bool {
+			if tokenTypes[e.Type] || !sees(ctx, e) {
 				return true
 			}
 			c := Change{Kind: "run", Type: string(e.Type), ThreadID: e.ThreadID}

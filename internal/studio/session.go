@@ -45,8 +45,13 @@ var b64 = base64.RawURLEncoding
 // key, so sessions survive restarts and work across replicas with the same
 // configuration, and rotating any key signs everyone out. Without keys there
 // is nothing to sign in with and the secret is random.
-func deriveSecret(keys []config.Key) []byte {
-	if len(keys) == 0 {
+//
+// With an OpenID client secret (STACKBONE_STUDIO_OIDC_CLIENT_SECRET) it
+// goes into the key too, so a server with end users and no keys has a
+// stable one; without keys or client secret it is random (sessions do not
+// survive a restart or move between replicas).
+func deriveSecret(keys []config.Key, oidcSecret string) []byte {
+	if len(keys) == 0 && oidcSecret == "" {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		return b
@@ -58,6 +63,9 @@ func deriveSecret(keys []config.Key) []byte {
 		entries = append(entries, k.Tenant+"\x00"+k.Secret+"\x00"+string(k.Role)+"\x00"+k.Label)
 	}
 	sort.Strings(entries)
+	if oidcSecret != "" {
+		entries = append(entries, "oidc client secret\x00"+oidcSecret)
+	}
 	m := hmac.New(sha256.New, []byte("stackbone studio session key v1"))
 	for _, e := range entries {
 		m.Write([]byte(e))
@@ -86,10 +94,20 @@ func (st *Studio) Issue(tenant string) (token string, expires time.Time) {
 // (base64url parts), who being the key's tenant, role and label; it holds
 // no API key. The nonce is the session's id in the store's revocations.
 func (st *Studio) IssueKey(k config.Key) (token string, expires time.Time) {
+	return st.issue(k.Tenant, k.Role, k.Label, "")
+}
+
+// issue signs a session of tenant with role and label; user is the end
+// user's id (sub) of an OpenID sign-in, empty for a key's session (who
+// then has three parts, as before users).
+func (st *Studio) issue(tenant string, role config.Role, label, user string) (token string, expires time.Time) {
 	expires = st.Now().Add(st.TTL).Truncate(time.Second)
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
-	who := k.Tenant + "\x00" + string(k.Role) + "\x00" + k.Label
+	who := tenant + "\x00" + string(role) + "\x00" + label
+	if user != "" {
+		who += "\x00" + user
+	}
 	payload := "v1." + b64.EncodeToString([]byte(who)) + "." + strconv.FormatInt(expires.Unix(), 10) + "." + b64.EncodeToString(nonce)
 	return payload + "." + b64.EncodeToString(st.mac("session", payload)), expires
 }
@@ -111,6 +129,9 @@ type claims struct {
 	expires time.Time
 	// id names the session in the store's revocations: its nonce.
 	id string
+	// user is the end user's id (sub) of an OpenID sign-in, empty for a
+	// key's session; label is then the user's label.
+	user string
 }
 
 func (st *Studio) parse(token string) (claims, error) {
@@ -132,11 +153,20 @@ func (st *Studio) parse(token string) (claims, error) {
 		return claims{}, ErrBadSession
 	}
 	who := strings.Split(string(t), "\x00")
-	if len(who) != 3 {
+	if len(who) != 3 && len(who) != 4 {
 		return claims{}, ErrBadSession
 	}
 	c := claims{tenant: who[0], role: config.Role(who[1]), label: who[2], expires: time.Unix(exp, 0), id: parts[3]}
-	if !st.Now().Before(c.expires) || !st.hasTenant(c.tenant) {
+	if len(who) == 4 {
+		c.user = who[3]
+		// A user's tenant comes from the provider, not the keys; the
+		// session stands while the OpenID sign-in is configured.
+		if c.user == "" || c.tenant == "" || !st.oidcEnabled() {
+			return claims{}, ErrBadSession
+		}
+		c.role = userRole(c.role)
+	}
+	if !st.Now().Before(c.expires) || (c.user == "" && !st.hasTenant(c.tenant)) {
 		return claims{}, ErrBadSession
 	}
 	return c, nil
@@ -196,6 +226,9 @@ func (st *Studio) CookieAuth(r *http.Request) (server.Principal, bool, error) {
 			return server.Principal{}, true, err
 		}
 	}
+	if u := sessionUser(cl); u.ID != "" {
+		return server.Principal{Tenant: cl.tenant, Name: u.ID, Role: cl.role, User: u}.WithVia("studio"), true, nil
+	}
 	return server.KeyPrincipal(config.Key{Tenant: cl.tenant, Role: cl.role, Label: cl.label}).WithVia("studio"), true, nil
 }
 
@@ -229,6 +262,14 @@ type SessionInfo struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// Cookie is true when the session is a sign-in (so signing out means something).
 	Cookie bool `json:"cookie"`
+	// User is the signed-in end user's label (an OpenID sign-in; empty
+	// for a key's session).
+	User string `json:"user,omitempty"`
+	// OIDC, when set, is the OpenID provider the sign-in page offers.
+	OIDC *OIDCInfo `json:"oidc,omitempty"`
+	// Keys is true when the sign-in page offers signing in with an API
+	// key (keys are configured).
+	Keys bool `json:"keys"`
 	// Content is true when the server records model calls' request and
 	// response content with their runs (dev mode, or
 	// STACKBONE_TRACE_CONTENT=true), so the run waterfall can show it.
@@ -246,7 +287,8 @@ func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 		cl, err := st.authenticate(r.Context(), c.Value)
 		if err == nil {
 			return SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: cl.tenant, Role: string(roleOr(cl.role)), CSRF: st.CSRFToken(c.Value),
-				ExpiresAt: &cl.expires, Cookie: true, Content: st.recordsContent()}, nil
+				ExpiresAt: &cl.expires, Cookie: true, Content: st.recordsContent(), User: sessionUser(cl).Label,
+				OIDC: st.oidcInfo(), Keys: len(st.srv.Config.Keys) > 0}, nil
 		}
 		if !errors.Is(err, ErrBadSession) {
 			return SessionInfo{}, err
@@ -258,7 +300,7 @@ func (st *Studio) sessionInfo(r *http.Request) (SessionInfo, error) {
 // signedOutInfo is the session of a page without a sign-in: open in dev
 // mode, asking for a key in start mode.
 func (st *Studio) signedOutInfo() SessionInfo {
-	info := SessionInfo{Mode: string(st.srv.Config.Mode), Content: st.recordsContent()}
+	info := SessionInfo{Mode: string(st.srv.Config.Mode), Content: st.recordsContent(), OIDC: st.oidcInfo(), Keys: len(st.srv.Config.Keys) > 0}
 	if st.srv.Config.Open() {
 		info.SignedIn, info.Tenant, info.Role = true, server.DevTenant, string(config.RoleAdmin)
 	}
@@ -325,7 +367,7 @@ func (st *Studio) login(w http.ResponseWriter, r *http.Request) error {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
 	st.logger.Info("studio sign-in", "tenant", tenant, "remote", r.RemoteAddr)
 	return writeJSON(w, http.StatusOK, SessionInfo{Mode: string(st.srv.Config.Mode), SignedIn: true, Tenant: tenant, Role: string(roleOr(signed.Role)),
-		CSRF: st.CSRFToken(token), ExpiresAt: &exp, Cookie: true, Content: st.recordsContent()})
+		CSRF: st.CSRFToken(token), ExpiresAt: &exp, Cookie: true, Content: st.recordsContent(), OIDC: st.oidcInfo(), Keys: true})
 }
 
 // logout signs the session out: with the session's CSRF token (403

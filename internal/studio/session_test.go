@@ -22,7 +22,7 @@ func testStudio(t *testing.T, keys ...config.Key) (*Studio, *time.Time) {
 	}
 	t.Cleanup(func() { db.Close() })
 	st := &Studio{srv: &server.Server{Config: &cfg, Store: db}, Now: func() time.Time { return now }, TTL: time.Hour,
-		secret: deriveSecret(keys)}
+		secret: deriveSecret(keys, "")}
 	return st, &now
 }
 

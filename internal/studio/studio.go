@@ -91,7 +91,7 @@ func New(cfg Config) (*Studio, error) {
 		st.TTL = DefaultSessionTTL
 	}
 	st.assets = loadAssets()
-	st.secret = deriveSecret(s.Config.Keys)
+	st.secret = deriveSecret(s.Config.Keys, s.Config.JWT.StudioClientSecret)
 	return st, nil
 }
 
@@ -108,8 +108,10 @@ func (st *Studio) Register() {
 	s.Handle("GET /studio/api/session", server.WireOpenAI, false, st.session)
 	s.Handle("POST /studio/api/login", server.WireOpenAI, false, st.login)
 	s.Handle("POST /studio/api/logout", server.WireOpenAI, false, st.logout)
+	s.Handle("GET "+OIDCLoginPath, server.WireOpenAI, false, st.oidcLogin)
+	s.Handle("GET "+OIDCCallbackPath, server.WireOpenAI, false, st.oidcCallback)
 	s.Handle("GET /studio/api/agents", server.WireOpenAI, true, st.agents)
-	s.Handle("GET /studio/api/live", server.WireOpenAI, true, server.TenantWide(st.live))
+	s.Handle("GET /studio/api/live", server.WireOpenAI, true, st.live)
 	s.CookieAuth = st.CookieAuth
 }
 

@@ -203,6 +203,34 @@ export interface ToolUser {
   readonly label: string;
 }
 
+/**
+ * What the project's `auth.ts` `authenticate(request)` is given: a request
+ * no configured key (and no JWT, with an issuer) authenticated.
+ */
+export interface AuthRequest {
+  readonly method: string;
+  /** The URL path, e.g. `/v1/chat/completions`. */
+  readonly path: string;
+  /** The headers, names lower-case; several values of one name joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The URL query, the first value of each name. */
+  readonly query: Readonly<Record<string, string>>;
+}
+
+/**
+ * What `authenticate(request)` returns (or resolves to) for a caller it
+ * knows; `null` or `undefined` is no opinion (401), a throw a refusal (401,
+ * with the thrown Error's message when it is one short line).
+ */
+export interface AuthResult {
+  /** The caller's tenant. */
+  tenant: string;
+  /** The end user: their id, or `{ id, label }`; none: the tenant's caller, like a key. */
+  user?: string | { id: string; label?: string };
+  /** `caller` when absent. */
+  role?: 'admin' | 'caller' | 'approver';
+}
+
 /** A tool definition: pass it to tool() or put it straight into `tools`. */
 export interface ToolDef<S extends Schema = JSONSchema, A = InferArgs<S>> {
   /** What the tool does, for the model. */

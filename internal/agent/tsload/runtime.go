@@ -34,6 +34,9 @@ type shared struct {
 	opts Options
 	log  *slog.Logger
 	desc string // the description JSON of the first runtime
+	// hook is set for the project's auth.ts: its runtimes find
+	// authenticate instead of registering an agent.
+	hook bool
 }
 
 // jsRuntime is one goja runtime with the agent module evaluated in it. It is
@@ -44,6 +47,8 @@ type jsRuntime struct {
 
 	register, call, finishCall, when, describe goja.Callable
 	instructions                               goja.Callable
+	// authenticate is auth.ts's export (a hook runtime only).
+	authenticate goja.Callable
 
 	// env is the object of the agent's env values handed to every tool
 	// call (the prelude freezes a copy once), made on the first call.
@@ -113,6 +118,11 @@ func newRuntime(ctx context.Context, sh *shared) (*jsRuntime, error) {
 	var desc string
 	err = r.guard(ectx, func() error {
 		if _, err := vm.RunProgram(sh.prog); err != nil {
+			return err
+		}
+		if sh.hook {
+			f, err := r.findAuthenticate()
+			r.authenticate, desc = f, "auth"
 			return err
 		}
 		v, err := r.register(goja.Undefined(), vm.Get("__agent"))

@@ -84,6 +84,22 @@ func testConversations(t *testing.T, s store.Store) {
 	if got, err = s.GetConversation(ctx, "t1", "conv_1"); err != nil || string(got.Metadata) != "{}" || !got.CreatedAt.Equal(T0) {
 		t.Fatalf("after update: %+v, %v", got, err)
 	}
+	// The end user who created a conversation owns it; an update keeps the
+	// owner it was created with.
+	if err := s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_owned", Owner: "alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutConversation(ctx, store.Conversation{Tenant: "t1", ID: "conv_owned", Metadata: json.RawMessage(`{"a":"b"}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	owned, err := s.GetConversation(ctx, "t1", "conv_owned")
+	var ometa map[string]string
+	if err != nil || owned.Owner != "alice" || json.Unmarshal(owned.Metadata, &ometa) != nil || ometa["a"] != "b" {
+		t.Fatalf("owned conversation: %+v, %v", owned, err)
+	}
+	if got.Owner != "" {
+		t.Fatalf("a conversation created without an owner has owner %q", got.Owner)
+	}
 
 	if n, err := s.DeleteConversationItems(ctx, "t1", "conv_1", []string{"msg_b", "msg_d", "msg_zz"}); err != nil || n != 2 {
 		t.Fatalf("DeleteConversationItems: %d, %v", n, err)

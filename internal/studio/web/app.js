@@ -179,7 +179,7 @@ function renderChrome() {
   $('#nav').hidden = !s.signedIn;
   const tenant = $('#tenant');
   tenant.hidden = !s.signedIn;
-  tenant.textContent = s.signedIn ? `tenant ${s.tenant}` : '';
+  tenant.textContent = s.signedIn ? (s.user ? `${s.user} · tenant ${s.tenant}` : `tenant ${s.tenant}`) : '';
   $('#logout').hidden = !(s.signedIn && s.cookie);
   $('#live').hidden = !s.signedIn;
 }
@@ -236,12 +236,22 @@ function signInView() {
       button.disabled = false;
     }
   });
+  const oidc = app.session?.oidc;
+  const keys = app.session?.keys !== false;
+  // An OpenID sign-in is a full-page navigation to the provider and back.
+  const provider = oidc ? h('p', { class: 'signin-oidc' },
+    h('a', { class: 'button primary', id: 'oidc-signin', href: oidc.url }, `Sign in with ${oidc.name}`)) : null;
+  form.hidden = !keys;
   const view = h('section', { class: 'signin', 'aria-labelledby': 'signin-h' },
     h('h1', { id: 'signin-h', tabindex: '-1' }, 'Sign in to Stackbone Studio'),
-    h('p', {}, 'This server runs in production mode: sign in with an API key to see your tenant\'s approvals and threads.'),
+    h('p', {}, oidc
+      ? `This server runs in production mode: sign in with ${oidc.name}${keys ? ' or an API key' : ''} to see your approvals and threads.`
+      : 'This server runs in production mode: sign in with an API key to see your tenant\'s approvals and threads.'),
+    ...(provider ? [provider] : []),
     form);
   main.replaceChildren(view);
-  input.focus();
+  if (keys) input.focus();
+  else view.querySelector('#oidc-signin')?.focus();
   return { name: 'signin', refresh() {}, close() {} };
 }
 

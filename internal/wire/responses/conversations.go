@@ -113,6 +113,8 @@ func (wr *Wire) conversation(ctx context.Context, id string) (*conversation, err
 	switch {
 	case err == nil && rec.Deleted:
 		return nil, conversationNotFound(id)
+	case err == nil && !wr.sees(ctx, rec.Owner):
+		return nil, conversationNotFound(id) // another user's, before its first turn
 	case err == nil:
 		c.rec = *rec
 	case !errors.Is(err, store.ErrNotFound):
@@ -133,6 +135,20 @@ func (wr *Wire) conversation(ctx context.Context, id string) (*conversation, err
 		c.rec = store.Conversation{Tenant: tenant, ID: id, Metadata: json.RawMessage("{}"), CreatedAt: th.CreatedAt}
 	}
 	return c, nil
+}
+
+// sees reports whether the caller sees what owner owns (Config.Sees; all
+// when it is nil).
+func (wr *Wire) sees(ctx context.Context, owner string) bool {
+	return owner == "" || wr.c.Sees == nil || wr.c.Sees(ctx, owner)
+}
+
+// owner is the end user the caller is ("" for a key: Config.Owner).
+func (wr *Wire) owner(ctx context.Context) string {
+	if wr.c.Owner == nil {
+		return ""
+	}
+	return wr.c.Owner(ctx)
 }
 
 func (c *conversation) object() ConversationObject {
@@ -303,7 +319,7 @@ func (wr *Wire) createConversation(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	c := &conversation{rec: store.Conversation{Tenant: wr.c.Tenant(r.Context()), ID: wr.c.NewID("conv"),
-		Metadata: encodeMetadata(b.Metadata), CreatedAt: wr.c.Now()}}
+		Metadata: encodeMetadata(b.Metadata), CreatedAt: wr.c.Now(), Owner: wr.owner(r.Context())}}
 	if err := wr.c.Store.PutConversation(r.Context(), c.rec, rows); err != nil {
 		return err
 	}
@@ -495,7 +511,7 @@ func writePage(w http.ResponseWriter, r *http.Request, items []Item, notAfter st
 // ids, and are remembered (t.taken) to be dropped once the turn began.
 func (t *turn) conversationInput(ctx context.Context, in *engine.Input, thread string) error {
 	rec, err := t.wr.c.Store.GetConversation(ctx, in.Tenant, thread)
-	if err == nil && rec.Deleted {
+	if err == nil && (rec.Deleted || !t.wr.sees(ctx, rec.Owner)) {
 		e := conversationNotFound(thread)
 		e.Param = "conversation"
 		return e

@@ -69,6 +69,10 @@ type Config struct {
 	// tenant owned by owner (per-user threads, store.Sees): a response or
 	// conversation of a thread it does not see is a 404. Nil sees all.
 	Sees func(ctx context.Context, owner string) bool
+	// Owner, when set, is the end user the caller is ("" for a key's
+	// caller): a conversation it creates (POST /v1/conversations) is
+	// theirs before its first turn makes its thread.
+	Owner func(ctx context.Context) string
 	// Encode writes a run's events with an encoder, with the server's
 	// keepalives: the same loop as every turn's (Server.EncodeRun).
 	Encode func(enc wire.Encoder, run *engine.Run) error
