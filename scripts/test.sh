@@ -33,8 +33,8 @@ pg_isready -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.
 log "Go modules"
 go mod download
 
-log "Node packages for the TypeScript, AG-UI, A2A, LangGraph, OIDC and other client tests"
-for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients tests/mcp tests/a2a tests/langgraph tests/oidc tests/inspector; do
+log "Node packages for the TypeScript, AG-UI, A2A, LangGraph, OIDC, Studio (Playwright) and other client tests"
+for d in internal/agent/tsload/testdata/zodagent tests/agui tests/clients tests/mcp tests/a2a tests/langgraph tests/oidc tests/studio tests/inspector; do
   if [ -f "$d/package-lock.json" ]; then
     (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   fi

@@ -958,6 +958,9 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 		case model.Reasoning:
 			if ch.Reasoning != nil {
 				msg.Reasoning = append(msg.Reasoning, *ch.Reasoning)
+				if ch.Reasoning.Type == "thinking" && ch.Reasoning.Text != "" {
+					emit(event.Event{Type: event.Reasoning, MessageID: msg.ID, Content: ch.Reasoning.Text})
+				}
 			}
 		case model.Finish:
 			if ch.Stop != "" {

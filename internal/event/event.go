@@ -50,6 +50,12 @@ const (
 	// run control changed (a cancel of RunID was requested), and the
 	// replica that drives that run reads it.
 	ControlChanged Type = "control_changed"
+	// Reasoning is sent live (never stored) when the model finishes a
+	// block of visible reasoning (Anthropic's extended thinking) in a step:
+	// MessageID is the step's assistant message and Content the
+	// reasoning's text. It comes before the step's text and calls. The
+	// block itself is stored with the assistant message.
+	Reasoning Type = "reasoning"
 )
 
 // Event is one thing that happened in a run. Which fields are set depends on

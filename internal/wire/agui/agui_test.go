@@ -409,3 +409,37 @@ func TestSnapshotOrderForHeldMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestReasoningGatedByVersion: a block of the model's reasoning reaches a
+// 1.0 client as a closed REASONING_* span with one reasoning message (ids
+// apart from the text message's), before the text; a client older than 1.0,
+// whose schema knows no REASONING_* type, gets the text alone.
+func TestReasoningGatedByVersion(t *testing.T) {
+	evs := []event.Event{
+		{Type: event.RunStarted},
+		{Type: event.Reasoning, MessageID: "m1", Content: "Let me think."},
+		{Type: event.TextDelta, MessageID: "m1", Delta: "Hi"},
+		{Type: event.RunFinished, Outcome: &event.Outcome{Type: event.Success}},
+	}
+	types := func(fs []map[string]any) string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f["type"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	fs := streamFrames(t, &RunAgentInput{ProtocolVersion: "1.0"}, evs...)
+	want := "RUN_STARTED,REASONING_START,REASONING_MESSAGE_START,REASONING_MESSAGE_CONTENT,REASONING_MESSAGE_END,REASONING_END," +
+		"TEXT_MESSAGE_START,TEXT_MESSAGE_CONTENT,TEXT_MESSAGE_END,RUN_FINISHED"
+	if got := types(fs); got != want {
+		t.Fatalf("1.0 events\n got %s\nwant %s", got, want)
+	}
+	if fs[2]["messageId"] != "m1-reasoning-1" || fs[2]["role"] != "reasoning" || fs[3]["delta"] != "Let me think." || fs[1]["messageId"] != fs[5]["messageId"] {
+		t.Fatalf("reasoning events %v", fs[1:6])
+	}
+	for _, v := range []string{"", "0.0.59"} {
+		if got := types(streamFrames(t, &RunAgentInput{ProtocolVersion: v}, evs...)); strings.Contains(got, "REASONING") {
+			t.Fatalf("protocolVersion %q got %s", v, got)
+		}
+	}
+}

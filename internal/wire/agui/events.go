@@ -203,3 +203,26 @@ type wireSource struct {
 	Value    string `json:"value"`
 	MimeType string `json:"mimeType,omitempty"`
 }
+
+// reasoningSpan is REASONING_START or REASONING_END.
+type reasoningSpan struct {
+	base
+	MessageID     string `json:"messageId"`
+	SubagentRunID string `json:"subagentRunId,omitempty"`
+}
+
+type reasoningMessageStart struct {
+	base
+	MessageID     string `json:"messageId"`
+	Role          string `json:"role"`
+	SubagentRunID string `json:"subagentRunId,omitempty"`
+}
+
+// reasoningMessage is REASONING_MESSAGE_CONTENT (with Delta) or
+// REASONING_MESSAGE_END.
+type reasoningMessage struct {
+	base
+	MessageID     string `json:"messageId"`
+	Delta         string `json:"delta,omitempty"`
+	SubagentRunID string `json:"subagentRunId,omitempty"`
+}

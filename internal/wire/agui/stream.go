@@ -30,6 +30,7 @@ type Stream struct {
 	subagents       openSet
 	seenSubagents   map[string]bool
 	subagentIDs     map[string]string // runtime subagent run id → wire id
+	reasoningN      map[string]int    // reasoning blocks written per assistant message
 	messageOwner    map[string]string
 	// preV1 is set for a client older than AG-UI 1.0 (see ForClient).
 	preV1 bool
@@ -75,7 +76,7 @@ func NewStream(out sse.Frames, threadID, runID string, now func() time.Time) *St
 		now = time.Now
 	}
 	return &Stream{out: out, threadID: threadID, runID: runID, now: now,
-		seenSubagents: map[string]bool{}, subagentIDs: map[string]string{}, messageOwner: map[string]string{}, stepDepth: map[openStep]int{}}
+		seenSubagents: map[string]bool{}, subagentIDs: map[string]string{}, reasoningN: map[string]int{}, messageOwner: map[string]string{}, stepDepth: map[openStep]int{}}
 }
 
 // ForClient adapts the stream to the client that sent req and returns it.
@@ -265,6 +266,8 @@ func (s *Stream) Write(e event.Event) error {
 			return nil
 		}
 		return s.closeSubagent(id, e.Message, e.Time)
+	case event.Reasoning:
+		return s.reasoning(e)
 	case event.QuestionAsked:
 		if e.Question == nil {
 			return nil
@@ -299,6 +302,36 @@ func (s *Stream) Write(e event.Event) error {
 				Outcome: &outcome{Type: "cancelled"}})
 		}
 		return s.Fail(apierror.OfRunError(e), e.Time)
+	}
+	return nil
+}
+
+// reasoning writes a finished block of the model's reasoning as one AG-UI
+// reasoning span holding one reasoning message (REASONING_START,
+// REASONING_MESSAGE_START, _CONTENT, _END, REASONING_END), all closed at
+// once. A client older than 1.0 gets nothing: @ag-ui/client 0.0.x (which
+// CopilotKit 1.x pins) validates event types against its own enum, which
+// has no REASONING_*, and would fail the run.
+func (s *Stream) reasoning(e event.Event) error {
+	if s.preV1 || e.Content == "" || e.MessageID == "" {
+		return nil
+	}
+	s.reasoningN[e.MessageID]++
+	id := e.MessageID + "-reasoning-" + strconv.Itoa(s.reasoningN[e.MessageID])
+	owner, ok := s.messageOwner[e.MessageID]
+	if !ok {
+		owner = s.owner(e.SubagentRunID)
+	}
+	for _, v := range []any{
+		reasoningSpan{base: s.stamp("REASONING_START", e.Time), MessageID: id, SubagentRunID: owner},
+		reasoningMessageStart{base: s.stamp("REASONING_MESSAGE_START", e.Time), MessageID: id, Role: "reasoning", SubagentRunID: owner},
+		reasoningMessage{base: s.stamp("REASONING_MESSAGE_CONTENT", e.Time), MessageID: id, Delta: e.Content, SubagentRunID: owner},
+		reasoningMessage{base: s.stamp("REASONING_MESSAGE_END", e.Time), MessageID: id, SubagentRunID: owner},
+		reasoningSpan{base: s.stamp("REASONING_END", e.Time), MessageID: id, SubagentRunID: owner},
+	} {
+		if err := s.write(v); err != nil {
+			return err
+		}
 	}
 	return nil
 }
