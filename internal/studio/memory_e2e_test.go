@@ -37,6 +37,9 @@ func TestMemoryPage(t *testing.T) {
 	p.waitJS("the search", `document.querySelectorAll('#memory-items tbody tr').length === 1 && !!document.querySelector('tr[data-item="users.u1/city"]')`)
 	eval[bool](p, `(window.confirm = () => true, true)`)
 	p.click(`tr[data-item="users.u1/city"] button[data-delete]`)
+	// The empty note's text is set (hidden) with every render, so wait for
+	// the row to go and the note to show, not for its text.
+	p.waitJS("the row gone", `document.querySelector('tr[data-item="users.u1/city"]') === null && !document.querySelector('#memory-items + .empty').hidden`)
 	p.waitText("#memory-items + .empty", "No item matches the search.")
 	if r := do(t, "GET", env.URL+"/v1/store/items?namespace=users.u1&key=city", ""); r.status != 404 {
 		t.Fatalf("the deleted item: %d %s", r.status, r.body)
