@@ -223,39 +223,49 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // dispatch claims what each endpoint has room for and attempts it.
 func (d *Dispatcher) dispatch(ctx context.Context) {
 	for _, ep := range d.refs {
-		d.mu.Lock()
-		free := PerEndpoint - d.busy[ep]
-		d.mu.Unlock()
-		if free <= 0 {
-			continue
-		}
-		now := clock.Or(d.cfg.Clock).Now()
-		ds, err := d.cfg.Store.ClaimDeliveries(ctx, store.ClaimDeliveries{Endpoints: []string{ep}, Owner: d.owner, Now: now,
-			LeaseUntil: now.Add(3 * DefaultTimeout), Limit: free})
-		if err != nil {
-			if ctx.Err() == nil {
-				d.cfg.Logger.Warn("claim webhook deliveries", "err", err)
-			}
+		if !d.claimAndAttempt(ctx, ep, PerEndpoint, store.ClaimDeliveries{Endpoints: []string{ep}}, "claim webhook deliveries") {
 			return
-		}
-		for _, dl := range ds {
-			d.mu.Lock()
-			d.busy[ep]++
-			d.mu.Unlock()
-			d.wg.Add(1)
-			go func() {
-				defer d.wg.Done()
-				d.attempt(ctx, dl)
-				d.mu.Lock()
-				d.busy[ep]--
-				d.mu.Unlock()
-				d.Wake() // room again: more may be due
-			}()
 		}
 	}
 	if d.cfg.Push != nil {
-		d.dispatchPush(ctx)
+		d.claimAndAttempt(ctx, pushBusy, PushConcurrency, store.ClaimDeliveries{Push: true}, "claim push notifications")
 	}
+}
+
+// claimAndAttempt claims the due deliveries of c for which key (an
+// endpoint, or all push notifications) has room under limit, and attempts
+// each in its own goroutine. It reports false when the claim failed.
+func (d *Dispatcher) claimAndAttempt(ctx context.Context, key string, limit int, c store.ClaimDeliveries, what string) bool {
+	d.mu.Lock()
+	free := limit - d.busy[key]
+	d.mu.Unlock()
+	if free <= 0 {
+		return true
+	}
+	now := clock.Or(d.cfg.Clock).Now()
+	c.Owner, c.Now, c.LeaseUntil, c.Limit = d.owner, now, now.Add(3*DefaultTimeout), free
+	ds, err := d.cfg.Store.ClaimDeliveries(ctx, c)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.Logger.Warn(what, "err", err)
+		}
+		return false
+	}
+	for _, dl := range ds {
+		d.mu.Lock()
+		d.busy[key]++
+		d.mu.Unlock()
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.attempt(ctx, dl)
+			d.mu.Lock()
+			d.busy[key]--
+			d.mu.Unlock()
+			d.Wake() // room again: more may be due
+		}()
+	}
+	return true
 }
 
 // attempt posts one delivery and records the outcome.
@@ -302,25 +312,38 @@ func (d *Dispatcher) post(ctx context.Context, dl store.Delivery) (status int, e
 	if err != nil {
 		return 0, err
 	}
+	return d.send(ctx, d.cfg.Client, endpoint, dl.ID, body, "application/json", "Stackbone-Webhooks/", nil)
+}
+
+// send POSTs body to endpoint with client: the content type, the user
+// agent (ua and the version), the Standard Webhooks headers for id (signed
+// when a secret is set) and the extra headers. A failed request's error has
+// the URL redacted (net/http masks only its password): the stored
+// last_error and the log get it hidden.
+func (d *Dispatcher) send(ctx context.Context, client *http.Client, endpoint, id string, body []byte, contentType, ua string, extra http.Header) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
 	ts := clock.Or(d.cfg.Clock).Now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Stackbone-Webhooks/"+d.cfg.Version)
-	req.Header.Set("webhook-id", dl.ID)
+	for k, v := range extra {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("User-Agent", ua+d.cfg.Version)
+	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
 	if d.key != nil {
-		req.Header.Set("webhook-signature", Sign(d.key, dl.ID, ts, body))
+		req.Header.Set("webhook-signature", Sign(d.key, id, ts, body))
 	}
-	resp, err := d.cfg.Client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		// The error quotes the URL (net/http masks only its password):
-		// the stored last_error and the log get it hidden.
 		msg := strings.ReplaceAll(err.Error(), endpoint, config.Redact(endpoint))
 		if req.URL.User != nil {
 			msg = strings.ReplaceAll(msg, req.URL.Redacted(), config.Redact(endpoint))
+		}
+		if errors.Is(err, ssrf.ErrRefused) {
+			msg = "refused: " + msg
 		}
 		return 0, errors.New(msg)
 	}

@@ -1,19 +1,14 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/stackbone/stackbone/internal/clock"
 	"github.com/stackbone/stackbone/internal/config"
-	"github.com/stackbone/stackbone/internal/ssrf"
 	"github.com/stackbone/stackbone/internal/store"
 )
 
@@ -46,40 +41,6 @@ func (d *Dispatcher) endpointName(ep string) string {
 	return ep
 }
 
-// dispatchPush claims the due A2A push deliveries there is room for and
-// attempts them.
-func (d *Dispatcher) dispatchPush(ctx context.Context) {
-	d.mu.Lock()
-	free := PushConcurrency - d.busy[pushBusy]
-	d.mu.Unlock()
-	if free <= 0 {
-		return
-	}
-	now := clock.Or(d.cfg.Clock).Now()
-	ds, err := d.cfg.Store.ClaimDeliveries(ctx, store.ClaimDeliveries{Push: true, Owner: d.owner, Now: now,
-		LeaseUntil: now.Add(3 * DefaultTimeout), Limit: free})
-	if err != nil {
-		if ctx.Err() == nil {
-			d.cfg.Logger.Warn("claim push notifications", "err", err)
-		}
-		return
-	}
-	for _, dl := range ds {
-		d.mu.Lock()
-		d.busy[pushBusy]++
-		d.mu.Unlock()
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.attempt(ctx, dl)
-			d.mu.Lock()
-			d.busy[pushBusy]--
-			d.mu.Unlock()
-			d.Wake()
-		}()
-	}
-}
-
 // postPush sends an A2A push notification: the stored StreamResponse as
 // the body (application/a2a+json), the config's token in
 // X-A2A-Notification-Token, its authentication as the Authorization
@@ -98,40 +59,16 @@ func (d *Dispatcher) postPush(ctx context.Context, dl store.Delivery) (status in
 		ctx, span = d.startSpan(ctx, dl, c.URL)
 		defer func() { endSpan(span, status, err) }()
 	}
-	body := []byte(dl.Data)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	ts := clock.Or(d.cfg.Clock).Now()
-	req.Header.Set("Content-Type", "application/a2a+json")
-	req.Header.Set("User-Agent", "Stackbone-A2A/"+d.cfg.Version)
-	req.Header.Set("webhook-id", dl.ID)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-	if d.key != nil {
-		req.Header.Set("webhook-signature", Sign(d.key, dl.ID, ts, body))
-	}
+	h := http.Header{}
 	if c.Token != "" {
-		req.Header.Set(PushTokenHeader, c.Token)
+		h.Set(PushTokenHeader, c.Token)
 	}
 	if c.AuthScheme != "" {
 		v := c.AuthScheme
 		if c.AuthCredentials != "" {
 			v += " " + c.AuthCredentials
 		}
-		req.Header.Set("Authorization", v)
+		h.Set("Authorization", v)
 	}
-	resp, err := d.cfg.PushClient.Do(req)
-	if err != nil {
-		// The error quotes the URL: the stored error and the log get it
-		// redacted; a refused address says so.
-		msg := strings.ReplaceAll(err.Error(), c.URL, config.Redact(c.URL))
-		if errors.Is(err, ssrf.ErrRefused) {
-			msg = "refused: " + msg
-		}
-		return 0, errors.New(msg)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, nil
+	return d.send(ctx, d.cfg.PushClient, c.URL, dl.ID, []byte(dl.Data), "application/a2a+json", "Stackbone-A2A/", h)
 }
