@@ -88,7 +88,10 @@ func TestA2APushSurvivesKill(t *testing.T) {
 	mu.Unlock()
 
 	startServer(t, env, args...)
-	waitUntil(t, "the retries from the next process", 30*time.Second, func() bool {
+	// A delivery the killed process had claimed but not yet recorded is
+	// retaken when its claim's lease ends (3 × notify.DefaultTimeout after
+	// the claim): wait longer than that lease.
+	waitUntil(t, "the retries from the next process", 45*time.Second, func() bool {
 		done := map[string]bool{}
 		for _, h := range snapshot() {
 			if h.status == 200 && failed[h.id] {
