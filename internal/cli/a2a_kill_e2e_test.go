@@ -140,9 +140,9 @@ export default defineDeepAgent({
 	p.envB = []string{"OPENAI_BASE_URL=" + p.upB.URL + "/v1", "OPENAI_API_KEY=sk-test"}
 	p.envA = []string{"OPENAI_BASE_URL=" + p.upA.URL + "/v1", "OPENAI_API_KEY=sk-test", "RESEARCH_KEY=rk-kill-secret"}
 	p.b = startServer(t, p.envB, "dev", "--dir", p.dirB, "--addr", "127.0.0.1:0")
-	remote := p.b.url()
+	remote := p.b.URL()
 	if hold != nil {
-		p.proxy = holdingProxy(t, p.b.url(), hold, held)
+		p.proxy = holdingProxy(t, p.b.URL(), hold, held)
 		remote = p.proxy.URL
 	}
 	p.dirA = t.TempDir()
@@ -211,27 +211,27 @@ func TestA2AKillDelegatorMidTask(t *testing.T) {
 	release := p.mockB.HoldOnce(script.When{LastTool: "delete_record"})
 	defer release()
 
-	post(t, p.a.url(), "", "k1", "first job")
-	it := pendingOn(t, p.a.url(), "k1")
+	post(t, p.a.URL(), "", "k1", "first job")
+	it := pendingOn(t, p.a.URL(), "k1")
 	if it.Tool != "research/delete_record" || it.Description != "Delete record r1 (remote A2A agent research)" {
 		t.Fatalf("pending decision on A %+v", it)
 	}
-	if r := run(t, nil, "hitl", "approve", it.ID, "--yes", "--url", p.a.url()); r.code != 0 {
+	if r := run(t, nil, "hitl", "approve", it.ID, "--yes", "--url", p.a.URL()); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
 	waitUntil(t, "B's tool to run and its next model call to be held", 20*time.Second, func() bool {
 		return p.sideEffects.Load() == 1 && p.mockB.Count() == 2
 	})
-	p.a.kill(t)
+	p.a.Kill(t)
 
 	a2 := startServer(t, p.envA, "dev", "--dir", p.dirA, "--addr", "127.0.0.1:0")
 	waitUntil(t, "A to re-attach to B's task", 20*time.Second, func() bool {
-		return strings.Contains(a2.logs.String(), "A2A delegation re-attaches to its remote task")
+		return strings.Contains(a2.Logs.String(), "A2A delegation re-attaches to its remote task")
 	})
 	release()
 	var th a2aThreadView
 	waitUntil(t, "A's turn to finish after the restart", 30*time.Second, func() bool {
-		getJSON(t, a2.url()+"/v1/threads/k1", &th)
+		getJSON(t, a2.URL()+"/v1/threads/k1", &th)
 		return th.Status == "idle"
 	})
 	if got := th.last(); got != `Research said: Deleted: {"deleted":"r1"}` {
@@ -243,12 +243,12 @@ func TestA2AKillDelegatorMidTask(t *testing.T) {
 	var threads struct {
 		Data []store.Thread `json:"data"`
 	}
-	getJSON(t, p.b.url()+"/v1/threads", &threads)
+	getJSON(t, p.b.URL()+"/v1/threads", &threads)
 	if len(threads.Data) != 1 {
 		t.Fatalf("B has %d threads; want the one remote context", len(threads.Data))
 	}
 	var bt a2aThreadView
-	getJSON(t, p.b.url()+"/v1/threads/"+threads.Data[0].ID, &bt)
+	getJSON(t, p.b.URL()+"/v1/threads/"+threads.Data[0].ID, &bt)
 	users := 0
 	for _, m := range bt.Messages {
 		if m.Role == "user" {
@@ -258,7 +258,7 @@ func TestA2AKillDelegatorMidTask(t *testing.T) {
 	if users != 1 {
 		t.Fatalf("B's thread has %d user turns; want 1 (nothing sent twice): %+v", users, bt.Messages)
 	}
-	for _, logs := range []string{a2.logs.String(), p.a.logs.String()} {
+	for _, logs := range []string{a2.Logs.String(), p.a.Logs.String()} {
 		if strings.Contains(logs, "rk-kill-secret") {
 			t.Fatal("A's log shows the remote key")
 		}
@@ -276,7 +276,7 @@ func TestA2AKillRemoteMidTask(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		req, _ := http.NewRequest("POST", p.a.url()+"/v1/chat/completions",
+		req, _ := http.NewRequest("POST", p.a.URL()+"/v1/chat/completions",
 			strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"second job"}]}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("x-stackbone-session", "k2")
@@ -285,17 +285,17 @@ func TestA2AKillRemoteMidTask(t *testing.T) {
 		}
 	}()
 	waitUntil(t, "B's model call to be held", 20*time.Second, func() bool { return p.mockB.Count() == 1 })
-	p.b.kill(t)
+	p.b.Kill(t)
 	<-done
 	var th a2aThreadView
 	waitUntil(t, "A's turn to end", 30*time.Second, func() bool {
-		getJSON(t, p.a.url()+"/v1/threads/k2", &th)
+		getJSON(t, p.a.URL()+"/v1/threads/k2", &th)
 		return th.Status == "idle"
 	})
 	if got := th.last(); !strings.HasPrefix(got, "Research said: Error: A2A agent research") {
 		t.Fatalf("A's last message %q; want the delegation's error", got)
 	}
-	if code, body := post(t, p.a.url(), "", "k2", "anything else"); code != 200 || !strings.Contains(body, "echo: anything else") {
+	if code, body := post(t, p.a.URL(), "", "k2", "anything else"); code != 200 || !strings.Contains(body, "echo: anything else") {
 		t.Fatalf("A's thread after the failed delegation: %d %s", code, body)
 	}
 }
@@ -313,7 +313,7 @@ func TestA2AKillBeforeTheRemoteAnswers(t *testing.T) {
 	p := newA2APairVia(t, &hold, held)
 
 	go func() {
-		req, _ := http.NewRequest("POST", p.a.url()+"/v1/chat/completions",
+		req, _ := http.NewRequest("POST", p.a.URL()+"/v1/chat/completions",
 			strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"second job"}]}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("x-stackbone-session", "k3")
@@ -326,37 +326,37 @@ func TestA2AKillBeforeTheRemoteAnswers(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("A's message never reached the proxy")
 	}
-	p.a.kill(t)
+	p.a.Kill(t)
 
 	a2 := startServer(t, p.envA, "dev", "--dir", p.dirA, "--addr", "127.0.0.1:0")
-	it := pendingOn(t, a2.url(), "k3")
+	it := pendingOn(t, a2.URL(), "k3")
 	if it.Reason != store.ReasonInDoubt || it.Tool != "task" || !strings.Contains(it.Description, "may or may not have arrived") {
 		t.Fatalf("pending decision after the restart %+v", it)
 	}
 	var threads struct {
 		Data []store.Thread `json:"data"`
 	}
-	getJSON(t, p.b.url()+"/v1/threads", &threads)
+	getJSON(t, p.b.URL()+"/v1/threads", &threads)
 	if len(threads.Data) != 0 {
 		t.Fatalf("B has %d threads before the retry; want none", len(threads.Data))
 	}
-	if r := run(t, nil, "hitl", "retry", it.ID, "--yes", "--url", a2.url()); r.code != 0 {
+	if r := run(t, nil, "hitl", "retry", it.ID, "--yes", "--url", a2.URL()); r.code != 0 {
 		t.Fatalf("retry: %s", r.stderr)
 	}
 	var th a2aThreadView
 	waitUntil(t, "A's turn to finish after the retry", 30*time.Second, func() bool {
-		getJSON(t, a2.url()+"/v1/threads/k3", &th)
+		getJSON(t, a2.URL()+"/v1/threads/k3", &th)
 		return th.Status == "idle"
 	})
 	if got := th.last(); got != "Research said: research echo: summarize" {
 		t.Fatalf("A's last message %q", got)
 	}
-	getJSON(t, p.b.url()+"/v1/threads", &threads)
+	getJSON(t, p.b.URL()+"/v1/threads", &threads)
 	if len(threads.Data) != 1 {
 		t.Fatalf("B has %d threads; want 1", len(threads.Data))
 	}
 	var bt a2aThreadView
-	getJSON(t, p.b.url()+"/v1/threads/"+threads.Data[0].ID, &bt)
+	getJSON(t, p.b.URL()+"/v1/threads/"+threads.Data[0].ID, &bt)
 	if len(bt.Messages) != 2 || bt.Messages[0].Content != "summarize" {
 		t.Fatalf("B's thread %+v; want the one message and its answer", bt.Messages)
 	}

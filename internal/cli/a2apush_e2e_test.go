@@ -57,7 +57,7 @@ func TestA2APushSurvivesKill(t *testing.T) {
 	a := startServer(t, env, args...)
 	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"k1","role":"ROLE_USER",
 		"parts":[{"text":"hello"}]},"configuration":{"taskPushNotificationConfig":{"url":"` + recv.URL + `/hook","token":"tok-k"}}}}`
-	req, _ := http.NewRequest("POST", a.url()+"/a2a/reports", bytes.NewBufferString(body))
+	req, _ := http.NewRequest("POST", a.URL()+"/a2a/reports", bytes.NewBufferString(body))
 	req.Header.Set("A2A-Version", "1.0")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -78,7 +78,7 @@ func TestA2APushSurvivesKill(t *testing.T) {
 		t.Fatalf("SendMessage: %d %s", resp.StatusCode, b)
 	}
 	waitUntil(t, "the first, failed, attempt", 10*time.Second, func() bool { return len(snapshot()) >= 1 })
-	a.kill(t)
+	a.Kill(t)
 	failed := map[string]bool{} // the deliveries the killed process attempted
 	for _, h := range snapshot() {
 		failed[h.id] = true

@@ -191,13 +191,13 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 
 	// The first line: two turns, acknowledged.
 	a := startServer(t, env, args...)
-	if err := cl.setup(a.url()); err != nil {
+	if err := cl.setup(a.URL()); err != nil {
 		t.Fatal(err)
 	}
 	thread := cl.thread()
 	var line []string
 	var th threadView
-	getJSON(t, a.url()+"/v1/threads/"+thread, &th)
+	getJSON(t, a.URL()+"/v1/threads/"+thread, &th)
 	line = th.lines()
 	if want := []string{"user:hello", "assistant:echo: hello", "user:second", "assistant:echo: second"}; !slices.Equal(line, want) {
 		t.Fatalf("the first line %q; want %q", line, want)
@@ -221,15 +221,15 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 	if hook := map[string]string{"at-branch": killAfterBranchEnv, "before-finish": killBeforeFinishEnv}[at]; hook != "" {
 		// A process of its own that dies at the hook's store write: the
 		// branching turn's.
-		a.kill(t)
+		a.Kill(t)
 		marker := t.TempDir()
 		a = startServer(t, append(slices.Clone(env), hook+"="+marker), args...)
-		if text, err := cl.branch(a.url()); err == nil {
+		if text, err := cl.branch(a.URL()); err == nil {
 			t.Fatalf("the turn was answered (%q): the process did not die", text)
 		}
-		_ = a.cmd.Wait()
-		if ws, ok := a.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("the process ended with %v; want killed -9 by %s", a.cmd.ProcessState, hook)
+		_ = a.Cmd.Wait()
+		if ws, ok := a.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the process ended with %v; want killed -9 by %s", a.Cmd.ProcessState, hook)
 		}
 		if _, err := os.Stat(filepath.Join(marker, "killed")); err != nil {
 			t.Fatalf("the process did not die at its hook (%s): %v", hook, err)
@@ -243,13 +243,13 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 		defer release()
 		done := make(chan error, 1)
 		go func() {
-			_, err := cl.branch(a.url())
+			_, err := cl.branch(a.URL())
 			done <- err
 		}()
 		waitUntil(t, "the held model call", 10*time.Second, func() bool {
 			return len(led.calls()) == charged && mock.Count() == before+1+charged
 		})
-		a.kill(t)
+		a.Kill(t)
 		if err := <-done; err == nil {
 			t.Fatal("the branching request was answered by a killed process")
 		}
@@ -268,14 +268,14 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 		var th threadView
 		waitUntil(t, when+": the thread to be idle", 20*time.Second, func() bool {
 			th = threadView{}
-			getJSON(t, b.url()+"/v1/threads/"+thread, &th)
+			getJSON(t, b.URL()+"/v1/threads/"+thread, &th)
 			return th.Status == "idle"
 		})
 		if got := th.lines(); !prefixes(got, branch) {
 			t.Fatalf("%s: the head's conversation %q; want %q", when, got, branch)
 		}
 		var old threadView
-		getJSON(t, b.url()+"/v1/threads/"+thread+"?branch=0", &old)
+		getJSON(t, b.URL()+"/v1/threads/"+thread+"?branch=0", &old)
 		if got := old.lines(); !slices.Equal(got, line) {
 			t.Fatalf("%s: the first line is %q; want %q", when, got, line)
 		}
@@ -287,7 +287,7 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 				Head    bool  `json:"head"`
 			} `json:"data"`
 		}
-		getJSON(t, b.url()+"/v1/threads/"+thread+"/branches", &bs)
+		getJSON(t, b.URL()+"/v1/threads/"+thread+"/branches", &bs)
 		heads := 0
 		for _, br := range bs.Data {
 			if br.Head {
@@ -306,7 +306,7 @@ func testKillDuringBranch(t *testing.T, dbEnv []string, wire, at string) {
 	}
 	retry := func() {
 		t.Helper()
-		text, err := cl.branch(b.url())
+		text, err := cl.branch(b.URL())
 		if err != nil || text != branchCharge {
 			var apiErr *openai.Error
 			if errors.As(err, &apiErr) {

@@ -1,104 +1,29 @@
 package cli_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"regexp"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/script"
+	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // proc is a stackbone server running as its own process.
-type proc struct {
-	cmd  *exec.Cmd
-	addr string
-	logs *syncBuf
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var addrRe = regexp.MustCompile(`msg="stackbone listening" addr=(\S+)`)
+type proc struct{ *stacktest.Process }
 
 // startServer runs `stackbone <args>` and waits for its listening address.
 func startServer(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, logs: &syncBuf{}}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(p.logs, line)
-			if m := addrRe.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case p.addr = <-found:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("server did not start:\n%s", p.logs.String())
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server log (%s):\n%s", p.addr, p.logs.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) url() string { return "http://" + p.addr }
-
-func (p *proc) kill(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
+	return &proc{stacktest.StartProcess(t, binary, env, 30*time.Second, args...)}
 }
 
 func getJSON(t *testing.T, url string, out any) int {
@@ -168,8 +93,8 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0"}
 
 	a := startServer(t, env, args...)
-	id := pauseShop(t, a.url(), "crashy")
-	r := run(t, nil, "hitl", "approve", id, "--yes", "--url", a.url())
+	id := pauseShop(t, a.URL(), "crashy")
+	r := run(t, nil, "hitl", "approve", id, "--yes", "--url", a.URL())
 	if r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
@@ -178,7 +103,7 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 	waitUntil(t, "the tool to run and the model to be called", 10*time.Second, func() bool {
 		return sideEffects.Load() == 1 && mock.Count() == 2
 	})
-	a.kill(t)
+	a.Kill(t)
 
 	b := startServer(t, env, args...)
 	var th struct {
@@ -189,7 +114,7 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 		} `json:"messages"`
 	}
 	waitUntil(t, "the resumed turn to finish after restart", 20*time.Second, func() bool {
-		getJSON(t, b.url()+"/v1/threads/crashy", &th)
+		getJSON(t, b.URL()+"/v1/threads/crashy", &th)
 		return th.Status == "idle"
 	})
 	last := th.Messages[len(th.Messages)-1]
@@ -220,13 +145,13 @@ func TestCrashAfterDecisionResumesOnRestart(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	getJSON(t, b.url()+"/v1/threads/crashy/runs", &runs)
+	getJSON(t, b.URL()+"/v1/threads/crashy/runs", &runs)
 	refunds, models := 0, 0
 	for _, r := range runs.Data {
 		var d struct {
 			Steps []struct{ Kind, Name, Outcome string } `json:"steps"`
 		}
-		getJSON(t, b.url()+"/v1/runs/"+r.ID, &d)
+		getJSON(t, b.URL()+"/v1/runs/"+r.ID, &d)
 		for _, st := range d.Steps {
 			switch {
 			case st.Kind == "tool" && st.Name == "refund":

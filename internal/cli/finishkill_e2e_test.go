@@ -105,12 +105,12 @@ func testKillBeforeFinish(t *testing.T, dbEnv []string) {
 	}
 
 	a := startServer(t, append(env, killBeforeFinishEnv+"="+marker), args...)
-	if text, err := ask(a.url()); err == nil {
+	if text, err := ask(a.URL()); err == nil {
 		t.Fatalf("the turn was answered (%q): the process did not die before ending the run", text)
 	}
-	_ = a.cmd.Wait()
-	if ws, ok := a.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("the first process ended with %v; want killed -9 at FinishRun", a.cmd.ProcessState)
+	_ = a.Cmd.Wait()
+	if ws, ok := a.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the first process ended with %v; want killed -9 at FinishRun", a.Cmd.ProcessState)
 	}
 	if _, err := os.Stat(filepath.Join(marker, "killed")); err != nil {
 		t.Fatalf("the process did not die at FinishRun: %v", err)
@@ -134,13 +134,13 @@ func testKillBeforeFinish(t *testing.T, dbEnv []string) {
 	var th thread
 	waitUntil(t, "the restarted server to end the run", 20*time.Second, func() bool {
 		th = thread{}
-		getJSON(t, b.url()+"/v1/threads/"+session, &th)
+		getJSON(t, b.URL()+"/v1/threads/"+session, &th)
 		return th.Status == "idle"
 	})
 	const want = `Charged: {"done":"charge","orderId":"o1","status":200}`
 	check := func(when string) {
 		t.Helper()
-		getJSON(t, b.url()+"/v1/threads/"+session, &th)
+		getJSON(t, b.URL()+"/v1/threads/"+session, &th)
 		users, answers, tools := 0, 0, 0
 		var last string
 		for _, m := range th.Messages {
@@ -166,7 +166,7 @@ func testKillBeforeFinish(t *testing.T, dbEnv []string) {
 	}
 	check("after restart")
 
-	text, err := ask(b.url())
+	text, err := ask(b.URL())
 	if err != nil || text != want {
 		var apiErr *openai.Error
 		if errors.As(err, &apiErr) {

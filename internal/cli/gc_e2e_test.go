@@ -18,7 +18,7 @@ func TestServerGCPercent(t *testing.T) {
 	dir := shopDir(t, "http://127.0.0.1:1")
 	for _, c := range []struct{ gogc, want string }{{"", "400"}, {"100", "100"}} {
 		p := startServer(t, []string{"OPENAI_API_KEY=sk-test", "GOGC=" + c.gogc}, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-		resp, err := http.Get(p.url() + "/metrics")
+		resp, err := http.Get(p.URL() + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

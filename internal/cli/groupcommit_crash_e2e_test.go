@@ -71,7 +71,7 @@ func TestCrashDuringGroupCommitKeepsAcknowledgedTurns(t *testing.T) {
 			for i := 0; ; i++ {
 				order := fmt.Sprintf("charge order %s/%d", session, i)
 				body := fmt.Sprintf(`{"model":"shop","messages":[{"role":"user","content":%q}]}`, order)
-				req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
+				req, _ := http.NewRequest("POST", a.URL()+"/v1/chat/completions", strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+key)
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("x-stackbone-session", session)
@@ -105,7 +105,7 @@ func TestCrashDuringGroupCommitKeepsAcknowledgedTurns(t *testing.T) {
 		})
 	}
 	waitUntil(t, fmt.Sprintf("%d acknowledged turns", killAfter), 60*time.Second, func() bool { return nAck.Load() >= killAfter })
-	a.kill(t)
+	a.Kill(t)
 	wg.Wait()
 
 	b := startServer(t, env, args...)
@@ -118,7 +118,7 @@ func TestCrashDuringGroupCommitKeepsAcknowledgedTurns(t *testing.T) {
 	}
 	get := func(session string) thread {
 		var th thread
-		if code := authed(t, "GET", b.url()+"/v1/threads/"+session, key, nil, &th); code != http.StatusOK {
+		if code := authed(t, "GET", b.URL()+"/v1/threads/"+session, key, nil, &th); code != http.StatusOK {
 			t.Fatalf("GET thread %s: %d", session, code)
 		}
 		return th

@@ -58,10 +58,10 @@ func TestHealthzWhenSQLiteCannotWrite(t *testing.T) {
 				Code string `json:"code"`
 			} `json:"error"`
 		}
-		code := getJSON(t, p.url()+"/healthz", &body)
+		code := getJSON(t, p.URL()+"/healthz", &body)
 		return code, body.Error.Code
 	}
-	if code, _ := post(t, p.url(), "", "disk", "hello"); code != 200 {
+	if code, _ := post(t, p.URL(), "", "disk", "hello"); code != 200 {
 		t.Fatalf("a turn before: %d", code)
 	}
 	if code, reason := health(); code != 200 {
@@ -75,24 +75,24 @@ func TestHealthzWhenSQLiteCannotWrite(t *testing.T) {
 	if wal.Size() > 3<<20 {
 		t.Fatalf("the WAL holds %d bytes: a message that does not fit in it would pass the body limit", wal.Size())
 	}
-	limitFileSize(t, p.cmd.Process.Pid, 0)
+	limitFileSize(t, p.Cmd.Process.Pid, 0)
 	big := strings.Repeat("x", int(wal.Size())+512<<10) // more than the files hold: they must grow
-	code, body := post(t, p.url(), "", "disk", big)
+	code, body := post(t, p.URL(), "", "disk", big)
 	if code != 503 || !strings.Contains(body, `"code":"store_unavailable"`) {
 		t.Fatalf("a turn on a full disk: %d %.300s", code, body)
 	}
 	var threads struct {
 		Data []json.RawMessage `json:"data"`
 	}
-	if code := getJSON(t, p.url()+"/v1/threads", &threads); code != 200 || len(threads.Data) != 1 {
+	if code := getJSON(t, p.URL()+"/v1/threads", &threads); code != 200 || len(threads.Data) != 1 {
 		t.Fatalf("reads must still work: %d, %d threads", code, len(threads.Data))
 	}
 	if code, reason := health(); code != 503 || reason != "store_unwritable" {
 		t.Fatalf("healthz while writes fail: %d %q; want 503 store_unwritable", code, reason)
 	}
 
-	limitFileSize(t, p.cmd.Process.Pid, ^uint64(0)) // RLIM_INFINITY
-	if code, body := post(t, p.url(), "", "disk", big); code != 200 {
+	limitFileSize(t, p.Cmd.Process.Pid, ^uint64(0)) // RLIM_INFINITY
+	if code, body := post(t, p.URL(), "", "disk", big); code != 200 {
 		t.Fatalf("the same turn once the disk has room: %d %.300s", code, body)
 	}
 	if code, reason := health(); code != 200 {

@@ -189,26 +189,26 @@ func testCrashMidTool(t *testing.T, dbEnv []string, toolName, say string, approv
 
 	a := startServer(t, env, args...)
 	if approve {
-		if code, body := post(t, a.url(), key, session, say); code != 200 {
+		if code, body := post(t, a.URL(), key, session, say); code != 200 {
 			t.Fatalf("turn: %d %s", code, body)
 		}
 		var page struct {
 			Data []store.Interrupt `json:"data"`
 		}
-		authed(t, "GET", a.url()+"/v1/hitl", key, nil, &page)
+		authed(t, "GET", a.URL()+"/v1/hitl", key, nil, &page)
 		if len(page.Data) != 1 || page.Data[0].Reason != store.ReasonApproval {
 			t.Fatalf("want one approval, got %+v", page.Data)
 		}
-		if r := run(t, cliEnv, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.url()); r.code != 0 {
+		if r := run(t, cliEnv, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.URL()); r.code != 0 {
 			t.Fatalf("approve: %s", r.stderr)
 		}
 	} else {
 		// The turn's request dies with the server; nothing waits for it.
-		sendAndForget(a.url()+"/v1/chat/completions", key,
+		sendAndForget(a.URL()+"/v1/chat/completions", key,
 			fmt.Sprintf(`{"model":"shop","messages":[{"role":"user","content":%q}]}`, say), "x-stackbone-session", session)
 	}
 	waitUntil(t, "the tool's side effect to reach the ledger", 20*time.Second, func() bool { return len(led.calls()) == 1 })
-	a.kill(t)
+	a.Kill(t)
 	led.free()
 
 	b := startServer(t, env, args...)
@@ -220,7 +220,7 @@ func testCrashMidTool(t *testing.T, dbEnv []string, toolName, say string, approv
 		} `json:"messages"`
 	}
 	thread := func() string {
-		authed(t, "GET", b.url()+"/v1/threads/"+session, key, nil, &th)
+		authed(t, "GET", b.URL()+"/v1/threads/"+session, key, nil, &th)
 		return th.Status
 	}
 	if idempotent {
@@ -239,7 +239,7 @@ func testCrashMidTool(t *testing.T, dbEnv []string, toolName, say string, approv
 	var page struct {
 		Data []store.Interrupt `json:"data"`
 	}
-	authed(t, "GET", b.url()+"/v1/hitl", key, nil, &page)
+	authed(t, "GET", b.URL()+"/v1/hitl", key, nil, &page)
 	if len(page.Data) != 1 {
 		t.Fatalf("pending after restart: %+v", page.Data)
 	}
@@ -248,12 +248,12 @@ func testCrashMidTool(t *testing.T, dbEnv []string, toolName, say string, approv
 		!strings.HasPrefix(it.Description, "This call may already have run: "+toolName+`({"orderId":"o1"})`) {
 		t.Fatalf("in-doubt decision: %+v", it)
 	}
-	r := run(t, cliEnv, "hitl", "list", "--url", b.url())
+	r := run(t, cliEnv, "hitl", "list", "--url", b.URL())
 	if r.code != 0 || !strings.Contains(r.stdout, it.ID) || !strings.Contains(r.stdout, "in_doubt") {
 		t.Fatalf("hitl list: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// A new turn is refused as while an approval is pending.
-	if code, body := post(t, b.url(), key, session, "hello"); code != http.StatusConflict || !strings.Contains(body, "approval_pending") {
+	if code, body := post(t, b.URL(), key, session, "hello"); code != http.StatusConflict || !strings.Contains(body, "approval_pending") {
 		t.Fatalf("a new turn on the waiting thread: %d %s", code, body)
 	}
 	// Approving is not an answer to an in-doubt call: 400, nothing changes.
@@ -263,14 +263,14 @@ func testCrashMidTool(t *testing.T, dbEnv []string, toolName, say string, approv
 			Param string `json:"param"`
 		} `json:"error"`
 	}
-	if code := authed(t, "POST", b.url()+"/v1/hitl/"+it.ID+"/approve", key, nil, &apiErr); code != http.StatusBadRequest || apiErr.Error.Param != "decision" {
+	if code := authed(t, "POST", b.URL()+"/v1/hitl/"+it.ID+"/approve", key, nil, &apiErr); code != http.StatusBadRequest || apiErr.Error.Param != "decision" {
 		t.Fatalf("approve on an in-doubt call: %d %+v", code, apiErr)
 	}
 	if n := len(led.calls()); n != 1 {
 		t.Fatalf("the ledger saw %d calls before the decision; want 1", n)
 	}
 
-	if r := run(t, cliEnv, "hitl", "skip", it.ID, "--yes", "--url", b.url()); r.code != 0 || !strings.Contains(r.stdout, "Skipped") {
+	if r := run(t, cliEnv, "hitl", "skip", it.ID, "--yes", "--url", b.URL()); r.code != 0 || !strings.Contains(r.stdout, "Skipped") {
 		t.Fatalf("hitl skip: %d %s%s", r.code, r.stdout, r.stderr)
 	}
 	waitUntil(t, "the skipped turn to finish", 20*time.Second, func() bool { return thread() == "idle" })

@@ -150,7 +150,7 @@ func TestInitProjectChecksAndServes(t *testing.T) {
 
 	p := startServer(t, []string{"OPENAI_API_KEY=", "ANTHROPIC_API_KEY="}, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
 	ctx := context.Background()
-	c := openai.NewClient(option.WithBaseURL(p.url()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(p.URL()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
 	res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "assistant",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")}})
 	if err != nil {
@@ -180,13 +180,13 @@ func TestInitProjectChecksAndServes(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || apiErr.Code != "approval_pending" {
 		t.Fatalf("a turn on the paused session: want 409, got %v", err)
 	}
-	if r := run(t, nil, "hitl", "list", "--url", p.url()); r.code != 0 || !strings.Contains(r.stdout, "init-refund") {
+	if r := run(t, nil, "hitl", "list", "--url", p.URL()); r.code != 0 || !strings.Contains(r.stdout, "init-refund") {
 		t.Fatalf("hitl list: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
 	agui := func(body string) string {
 		t.Helper()
-		resp, err := http.Post(p.url()+"/v1/agents/assistant/agui", "application/json", strings.NewReader(body))
+		resp, err := http.Post(p.URL()+"/v1/agents/assistant/agui", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestInitProjectChecksAndServes(t *testing.T) {
 	var th struct {
 		State map[string]any `json:"state"`
 	}
-	if code := getJSON(t, p.url()+"/v1/threads/init-state", &th); code != 200 || th.State["draft"] != "Dear customer" {
+	if code := getJSON(t, p.URL()+"/v1/threads/init-state", &th); code != 200 || th.State["draft"] != "Dear customer" {
 		t.Fatalf("the thread's state after the AG-UI run: %d %+v", code, th.State)
 	}
 	// The scaffold's schema is enforced: draft is a string.
@@ -282,7 +282,7 @@ func TestInitProjectSwitchesToARealModel(t *testing.T) {
 	defer up.Close()
 
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test-init"}, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	c := openai.NewClient(option.WithBaseURL(p.url()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(p.URL()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
 	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "assistant",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
 	if err != nil {

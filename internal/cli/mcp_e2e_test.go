@@ -96,11 +96,11 @@ export default defineDeepAgent({
 			Tools        []string
 		} `json:"mcpServers"`
 	}
-	if code := getJSON(t, p.url()+"/v1/agents/mcpagent", &info); code != 200 || len(info.MCPServers) != 1 ||
+	if code := getJSON(t, p.URL()+"/v1/agents/mcpagent", &info); code != 200 || len(info.MCPServers) != 1 ||
 		info.MCPServers[0].Status != "connected" || len(info.MCPServers[0].Tools) == 0 {
 		t.Fatalf("GET /v1/agents/mcpagent: %d %+v", code, info)
 	}
-	resp, err := http.Post(p.url()+"/v1/chat/completions", "application/json",
+	resp, err := http.Post(p.URL()+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"mcpagent","messages":[{"role":"user","content":"call lookup"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +188,6 @@ export default defineDeepAgent({
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return running(pid)
 	})
-	p.kill(t)
+	p.Kill(t)
 	waitUntil(t, "the MCP server to die with stackbone", 10*time.Second, func() bool { return !running(pid) })
 }

@@ -129,7 +129,7 @@ export default defineDeepAgent({
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
-		req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions",
+		req, _ := http.NewRequest("POST", a.URL()+"/v1/chat/completions",
 			strings.NewReader(`{"model":"pay","messages":[{"role":"user","content":"refund order o1"}]}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -162,7 +162,7 @@ export default defineDeepAgent({
 		Pending []pending `json:"pending"`
 	}
 	thread := func() {
-		req, _ := http.NewRequest("GET", b.url()+"/v1/threads/p1", nil)
+		req, _ := http.NewRequest("GET", b.URL()+"/v1/threads/p1", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -53,7 +53,7 @@ func TestStackboneJSONProvider(t *testing.T) {
 		"MYPROXY_TEST_KEY=sk-proxy-from-dotenv\n")
 
 	p := startServer(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	code, body := postModel(t, p.url(), "proxied", "s1", "hello")
+	code, body := postModel(t, p.URL(), "proxied", "s1", "hello")
 	if code != 200 || !strings.Contains(body, "Hello through the proxy.") {
 		t.Fatalf("turn: %d %s", code, body)
 	}
@@ -156,7 +156,7 @@ func TestModelFallbackOn503(t *testing.T) {
 
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up2.URL + "/v1", "OPENAI_API_KEY=sk-second"},
 		"dev", "--dir", fallbackProject(t, up1.URL), "--addr", "127.0.0.1:0")
-	code, body := postModel(t, p.url(), "proxied", "s1", "hello")
+	code, body := postModel(t, p.URL(), "proxied", "s1", "hello")
 	if code != 200 || !strings.Contains(body, "Hello from the second model.") {
 		t.Fatalf("turn: %d %s", code, body)
 	}
@@ -172,8 +172,8 @@ func TestModelFallbackOn503(t *testing.T) {
 	if !ok || second.Count() != 1 || sentModel(t, req) != "second-model" || req.Header.Get("Authorization") != "Bearer sk-second" {
 		t.Fatalf("the second upstream got %d requests (last %+v)", second.Count(), req)
 	}
-	if !strings.Contains(p.logs.String(), "falling back") {
-		t.Fatalf("a fallback is a logged warning:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), "falling back") {
+		t.Fatalf("a fallback is a logged warning:\n%s", p.Logs.String())
 	}
 }
 
@@ -191,7 +191,7 @@ func TestModelFallbackNotAfterOutput(t *testing.T) {
 
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up2.URL + "/v1", "OPENAI_API_KEY=sk-second"},
 		"dev", "--dir", fallbackProject(t, up1.URL), "--addr", "127.0.0.1:0")
-	req, _ := http.NewRequest("POST", p.url()+"/v1/chat/completions",
+	req, _ := http.NewRequest("POST", p.URL()+"/v1/chat/completions",
 		strings.NewReader(`{"model":"proxied","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -245,7 +245,7 @@ func TestStackboneJSONAzureAndGoogle(t *testing.T) {
 	}
 	p := startServer(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
 
-	if code, body := postModel(t, p.url(), "proxied", "s1", "hello"); code != 200 || !strings.Contains(body, "Hello from the cloud.") {
+	if code, body := postModel(t, p.URL(), "proxied", "s1", "hello"); code != 200 || !strings.Contains(body, "Hello from the cloud.") {
 		t.Fatalf("azure turn: %d %s", code, body)
 	}
 	req, _ := mock.Last()
@@ -254,7 +254,7 @@ func TestStackboneJSONAzureAndGoogle(t *testing.T) {
 		t.Fatalf("azure request: %s?%s api-key %q authorization %q", req.Path, req.Query, req.Header.Get("Api-Key"), req.Header.Get("Authorization"))
 	}
 
-	if code, body := postModel(t, p.url(), "gem", "s2", "hello"); code != 200 || !strings.Contains(body, "Hello from the cloud.") {
+	if code, body := postModel(t, p.URL(), "gem", "s2", "hello"); code != 200 || !strings.Contains(body, "Hello from the cloud.") {
 		t.Fatalf("google turn: %d %s", code, body)
 	}
 	req, _ = mock.Last()

@@ -57,18 +57,18 @@ func testKillWithQueue(t *testing.T, dbEnv []string) {
 	}
 
 	a := startServer(t, env, args...)
-	if resp, err := post(a.url(), "hi"); err != nil || resp.StatusCode != 200 {
+	if resp, err := post(a.URL(), "hi"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first turn: %v %v", resp, err)
 	}
 	release := mock.HoldOnce(script.When{LastUser: "long story"})
 	defer release()
-	go post(a.url(), "tell me a long story") //nolint:errcheck // the process dies under it
+	go post(a.URL(), "tell me a long story") //nolint:errcheck // the process dies under it
 	waitUntil(t, "the long story's model call", 10*time.Second, func() bool { return mock.Count() == 2 })
 	for i := 1; i <= 3; i++ {
-		go post(a.url(), fmt.Sprintf("follow-up %d", i), "x-stackbone-multitask", "enqueue") //nolint:errcheck // as above
-		waitUntil(t, "follow-up to be queued", 10*time.Second, func() bool { return queueLen(a.url()) == i })
+		go post(a.URL(), fmt.Sprintf("follow-up %d", i), "x-stackbone-multitask", "enqueue") //nolint:errcheck // as above
+		waitUntil(t, "follow-up to be queued", 10*time.Second, func() bool { return queueLen(a.URL()) == i })
 	}
-	a.kill(t)
+	a.Kill(t)
 	release()
 	if n := mock.Count(); n != 2 {
 		t.Fatalf("%d model calls before the kill; want 2 (none for a queued follow-up)", n)
@@ -82,8 +82,8 @@ func testKillWithQueue(t *testing.T, dbEnv []string) {
 	var th thread
 	waitUntil(t, "the restarted server to answer the queue", 30*time.Second, func() bool {
 		th = thread{}
-		getJSON(t, b.url()+"/v1/threads/"+session, &th)
-		return th.Status == "idle" && queueLen(b.url()) == 0 && len(th.Messages) == 10
+		getJSON(t, b.URL()+"/v1/threads/"+session, &th)
+		return th.Status == "idle" && queueLen(b.URL()) == 0 && len(th.Messages) == 10
 	})
 	var got []string
 	for _, m := range th.Messages {

@@ -72,7 +72,7 @@ export default defineDeepAgent({
 	}
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test",
 		"ODD_TOKEN=" + oddSecret, "PEM_KEY=" + pemSecret}, "dev", "--dir", dir, "--addr", "127.0.0.1:0", "--log-level", "debug")
-	code, answer := postModel(t, p.url(), "leaky", "s1", "leak")
+	code, answer := postModel(t, p.URL(), "leaky", "s1", "leak")
 	if code != 200 || !strings.Contains(answer, "The tool said:") || !strings.Contains(answer, "[REDACTED]") {
 		t.Fatalf("turn: %d %s", code, answer)
 	}
@@ -85,17 +85,17 @@ export default defineDeepAgent({
 		t.Fatalf("the model never got the tool result:\n%s", sent.String())
 	}
 	assertNoFragment(t, "model requests", sent.String(), secretFragments...)
-	thread := getText(t, p.url()+"/v1/threads/s1")
+	thread := getText(t, p.URL()+"/v1/threads/s1")
 	assertNoFragment(t, "stored thread", thread, secretFragments...)
 	files, _ := filepath.Glob(filepath.Join(dir, ".stackbone", "*"))
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
 		assertNoFragment(t, "file "+f, string(b), secretFragments...)
 	}
-	if !strings.Contains(p.logs.String(), `[REDACTED]`) {
-		t.Fatalf("the tool's console line is logged, redacted:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), `[REDACTED]`) {
+		t.Fatalf("the tool's console line is logged, redacted:\n%s", p.Logs.String())
 	}
-	assertNoFragment(t, "log", p.logs.String(), secretFragments...)
+	assertNoFragment(t, "log", p.Logs.String(), secretFragments...)
 }
 
 // getText GETs url (a stream ends after a second) and returns the body.
@@ -186,12 +186,12 @@ export default defineDeepAgent({
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test", "LEAK_TOKEN=" + providerSecret,
 		"MCP_CUSTOM=" + headerSecret, "FX_SECRET=" + mcpEnvSecret, "FX_PEM=" + stderrPEM}, "dev", "--dir", dir, "--addr", "127.0.0.1:0", "--log-level", "debug")
 	var seen strings.Builder
-	code, answer := postModel(t, p.url(), "prov", "p1", "hello")
+	code, answer := postModel(t, p.URL(), "prov", "p1", "hello")
 	if code < 400 {
 		t.Fatalf("the provider refused the key, the turn must fail: %d %s", code, answer)
 	}
 	fmt.Fprintf(&seen, "\n== prov answer\n%s", answer)
-	code, answer = postModel(t, p.url(), "mcpy", "m1", "show")
+	code, answer = postModel(t, p.URL(), "mcpy", "m1", "show")
 	if code != 200 || !strings.Contains(answer, "Tool said: env: [REDACTED]") {
 		t.Errorf("MCP turn: %d %s", code, answer)
 	}
@@ -200,14 +200,14 @@ export default defineDeepAgent({
 		fmt.Fprintf(&seen, "\n== model request\n%s", r.Body)
 	}
 	for _, u := range []string{"/v1/threads/p1", "/v1/threads/m1", "/v1/threads/p1/events", "/v1/threads/m1/events", "/v1/agents/mcpy"} {
-		fmt.Fprintf(&seen, "\n== %s\n%s", u, getText(t, p.url()+u))
+		fmt.Fprintf(&seen, "\n== %s\n%s", u, getText(t, p.URL()+u))
 	}
 	dbFiles, _ := filepath.Glob(filepath.Join(dir, ".stackbone", "*"))
 	for _, f := range dbFiles {
 		b, _ := os.ReadFile(f)
 		fmt.Fprintf(&seen, "\n== file %s\n%s", f, b)
 	}
-	logs := p.logs.String()
+	logs := p.Logs.String()
 	if !strings.Contains(logs, "MCP server stderr") || !strings.Contains(logs, "MCP server not available") {
 		t.Fatalf("the stdio server's stderr and the HTTP server's refusal are logged:\n%s", logs)
 	}

@@ -45,7 +45,7 @@ func TestDevReloadsAgents(t *testing.T) {
 	write("demo.script.json", `[{"reply":{"text":"hi"}}]`)
 	write("one.ts", agentFile("one"))
 	p := startServer(t, nil, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	if got := modelIDs(t, p.url()); got != "one" {
+	if got := modelIDs(t, p.URL()); got != "one" {
 		t.Fatalf("models %q", got)
 	}
 	// The watcher starts just after the listening line, so a first write may
@@ -56,14 +56,14 @@ func TestDevReloadsAgents(t *testing.T) {
 		if rewrite() {
 			write("two.ts", agentFile("two"))
 		}
-		return modelIDs(t, p.url()) == "one,two"
+		return modelIDs(t, p.URL()) == "one,two"
 	})
 
 	write("two.ts", "import { defineDeepAgent } from 'stackbone';\nexport default defineDeepAgent({ name: 'two', model: \n")
 	waitUntil(t, "the broken edit to be logged", 10*time.Second, func() bool {
-		return strings.Contains(p.logs.String(), "agent reload failed") && strings.Contains(p.logs.String(), "agents/two.ts:")
+		return strings.Contains(p.Logs.String(), "agent reload failed") && strings.Contains(p.Logs.String(), "agents/two.ts:")
 	})
-	if got := modelIDs(t, p.url()); got != "one,two" {
+	if got := modelIDs(t, p.URL()); got != "one,two" {
 		t.Fatalf("a broken edit must keep the last good agents, got %q", got)
 	}
 }

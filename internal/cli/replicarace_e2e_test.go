@@ -53,15 +53,15 @@ func TestNextMessageAfterReplicaDiesMidToolWaitsForDecision(t *testing.T) {
 		"STACKBONE_WEBHOOK_SECRET="+webhookSecret), args...)
 	const session = "replica-race"
 
-	sendAndForget(a.url()+"/v1/chat/completions", key, // the turn's request dies with A
+	sendAndForget(a.URL()+"/v1/chat/completions", key, // the turn's request dies with A
 		`{"model":"shop","messages":[{"role":"user","content":"charge order o1"}]}`, "x-stackbone-session", session)
 	waitUntil(t, "the charge to reach the ledger", 20*time.Second, func() bool { return len(led.calls()) == 1 })
-	a.kill(t)
+	a.Kill(t)
 	led.free()
 
 	// The SDK with its defaults: two retries, obeying x-should-retry and
 	// retry-after.
-	c := openai.NewClient(option.WithBaseURL(b.url()+"/v1"), option.WithAPIKey(key),
+	c := openai.NewClient(option.WithBaseURL(b.URL()+"/v1"), option.WithAPIKey(key),
 		option.WithHeader("x-stackbone-session", session))
 	_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "shop",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("did my charge go through?")}})
@@ -73,7 +73,7 @@ func TestNextMessageAfterReplicaDiesMidToolWaitsForDecision(t *testing.T) {
 	var page struct {
 		Data []store.Interrupt `json:"data"`
 	}
-	authed(t, "GET", b.url()+"/v1/hitl", key, nil, &page)
+	authed(t, "GET", b.URL()+"/v1/hitl", key, nil, &page)
 	if len(page.Data) != 1 || page.Data[0].Reason != store.ReasonInDoubt || page.Data[0].Tool != "charge" {
 		t.Fatalf("pending decisions: %+v", page.Data)
 	}
@@ -84,7 +84,7 @@ func TestNextMessageAfterReplicaDiesMidToolWaitsForDecision(t *testing.T) {
 			Content string `json:"content"`
 		} `json:"messages"`
 	}
-	authed(t, "GET", b.url()+"/v1/threads/"+session, key, nil, &th)
+	authed(t, "GET", b.URL()+"/v1/threads/"+session, key, nil, &th)
 	var roles []string
 	for _, m := range th.Messages {
 		roles = append(roles, m.Role)

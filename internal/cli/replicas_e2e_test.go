@@ -128,16 +128,16 @@ export default defineDeepAgent({
 	c := startServer(t, env, args...)
 
 	// Paused through A; B refuses a call on the session with the same 409.
-	if code, _ := post(t, a.url(), key, "s1", "refund order o1"); code != 200 {
+	if code, _ := post(t, a.URL(), key, "s1", "refund order o1"); code != 200 {
 		t.Fatalf("pause on A: %d", code)
 	}
-	code, body := post(t, b.url(), key, "s1", "hello?")
+	code, body := post(t, b.URL(), key, "s1", "hello?")
 	if code != 409 || !strings.Contains(body, "approval_pending") {
 		t.Fatalf("B must refuse with 409 approval_pending: %d %s", code, body)
 	}
 
 	// C streams the thread's events before the decision.
-	req, _ := http.NewRequest("GET", c.url()+"/v1/threads/s1/events", nil)
+	req, _ := http.NewRequest("GET", c.URL()+"/v1/threads/s1/events", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -177,7 +177,7 @@ export default defineDeepAgent({
 	var page struct {
 		Data []store.Interrupt `json:"data"`
 	}
-	reqH, _ := http.NewRequest("GET", b.url()+"/v1/hitl?thread=s1", nil)
+	reqH, _ := http.NewRequest("GET", b.URL()+"/v1/hitl?thread=s1", nil)
 	reqH.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(reqH)
 	if err != nil {
@@ -187,7 +187,7 @@ export default defineDeepAgent({
 	if len(page.Data) != 1 {
 		t.Fatalf("pending on B: %+v", page.Data)
 	}
-	r := run(t, []string{"STACKBONE_API_KEY=" + key}, "hitl", "approve", page.Data[0].ID, "--yes", "--url", b.url())
+	r := run(t, []string{"STACKBONE_API_KEY=" + key}, "hitl", "approve", page.Data[0].ID, "--yes", "--url", b.URL())
 	if r.code != 0 {
 		t.Fatalf("approve on B: %s", r.stderr)
 	}
@@ -207,7 +207,7 @@ export default defineDeepAgent({
 	go func() {
 		defer close(done)
 		// The server dies under this request: its error is expected.
-		req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"weather in Oslo"}]}`))
+		req, _ := http.NewRequest("POST", a.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"weather in Oslo"}]}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("x-stackbone-session", "s2")
@@ -216,7 +216,7 @@ export default defineDeepAgent({
 		}
 	}()
 	waitUntil(t, "A to run the tool and call the slow model", 10*time.Second, func() bool { return weather.Load() == 1 && mock.Count() >= 4 })
-	a.kill(t)
+	a.Kill(t)
 	<-done
 	var th struct {
 		Status   string `json:"status"`
@@ -226,7 +226,7 @@ export default defineDeepAgent({
 		} `json:"messages"`
 	}
 	waitUntil(t, "another replica to finish the turn", 20*time.Second, func() bool {
-		reqT, _ := http.NewRequest("GET", c.url()+"/v1/threads/s2", nil)
+		reqT, _ := http.NewRequest("GET", c.URL()+"/v1/threads/s2", nil)
 		reqT.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(reqT)
 		if err != nil {
@@ -241,7 +241,7 @@ export default defineDeepAgent({
 	if n := weather.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times across replicas", n)
 	}
-	logs := b.logs.String() + c.logs.String()
+	logs := b.Logs.String() + c.Logs.String()
 	if !strings.Contains(logs, "continuing run") {
 		t.Fatalf("no replica logged taking over the run")
 	}
@@ -253,7 +253,7 @@ export default defineDeepAgent({
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
-		req, _ := http.NewRequest("POST", b.url()+"/v1/chat/completions", strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"weather again"}]}`))
+		req, _ := http.NewRequest("POST", b.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"weather again"}]}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("x-stackbone-session", "s3")
@@ -262,12 +262,12 @@ export default defineDeepAgent({
 		}
 	}()
 	waitUntil(t, "B to run the tool and call the model", 10*time.Second, func() bool { return weather.Load() == 2 && mock.Count() >= before+2 })
-	b.kill(t)
-	c.kill(t)
+	b.Kill(t)
+	c.Kill(t)
 	<-done
 	d := startServer(t, env, args...)
 	waitUntil(t, "the restarted replica to finish the turn", 20*time.Second, func() bool {
-		reqT, _ := http.NewRequest("GET", d.url()+"/v1/threads/s3", nil)
+		reqT, _ := http.NewRequest("GET", d.URL()+"/v1/threads/s3", nil)
 		reqT.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(reqT)
 		if err != nil {

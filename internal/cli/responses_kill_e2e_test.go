@@ -37,7 +37,7 @@ func TestBackgroundResponseSurvivesKill(t *testing.T) {
 			args := []string{"dev", "--dir", f.dir, "--addr", "127.0.0.1:0", "--db", dbOf(t, f.dir)}
 
 			a := startServer(t, env, args...)
-			ca := openai.NewClient(option.WithBaseURL(a.url()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
+			ca := openai.NewClient(option.WithBaseURL(a.URL()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
 			res, err := ca.Responses.New(context.Background(), responses.ResponseNewParams{Model: "shop", Background: openai.Bool(true),
 				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("find order o1")}})
 			if err != nil {
@@ -83,7 +83,7 @@ func TestBackgroundResponseSurvivesKill(t *testing.T) {
 				}
 				return false
 			})
-			a.kill(t)
+			a.Kill(t)
 			<-firstDone
 			release()
 			if len(events) == 0 {
@@ -92,7 +92,7 @@ func TestBackgroundResponseSurvivesKill(t *testing.T) {
 			n := events[len(events)-1].seq
 
 			b := startServer(t, env, args...)
-			cb := openai.NewClient(option.WithBaseURL(b.url()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
+			cb := openai.NewClient(option.WithBaseURL(b.URL()+"/v1"), option.WithAPIKey("sk-local"), option.WithMaxRetries(0))
 			s := cb.Responses.GetStreaming(ctx, res.ID, responses.ResponseGetParams{StartingAfter: openai.Int(n)})
 			for s.Next() {
 				ev := s.Current()

@@ -122,7 +122,7 @@ func testRetryAcrossKill(t *testing.T, extraEnv []string) {
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0"}
 	a := startServer(t, env, args...)
 	lb := newFailover(t)
-	lb.route(a.addr)
+	lb.route(a.Addr)
 
 	type result struct {
 		text string
@@ -142,9 +142,9 @@ func testRetryAcrossKill(t *testing.T, extraEnv []string) {
 	}()
 	waitUntil(t, "the turn's model call", 10*time.Second, func() bool { return mock.Count() == 1 })
 	lb.route("")
-	a.kill(t)
+	a.Kill(t)
 	b := startServer(t, env, args...)
-	lb.route(b.addr)
+	lb.route(b.Addr)
 
 	r := <-got
 	if r.err != nil || r.text != "echo: hello" {
@@ -156,7 +156,7 @@ func testRetryAcrossKill(t *testing.T, extraEnv []string) {
 			Role string `json:"role"`
 		} `json:"messages"`
 	}
-	getJSON(t, b.url()+"/v1/threads/killed", &th)
+	getJSON(t, b.URL()+"/v1/threads/killed", &th)
 	users, answers := 0, 0
 	for _, m := range th.Messages {
 		switch m.Role {

@@ -100,7 +100,7 @@ export default defineDeepAgent({
 	}
 	p := startServer(t, []string{"STACKBONE_API_KEYS=acme:caller-key-0001:caller,acme:approver-key-01:approver:alice,acme:approver-key-02:approver:bob"},
 		"start", "--dir", dir, "--addr", "127.0.0.1:0")
-	if code := getJSON(t, p.url()+"/healthz", nil); code != 200 {
+	if code := getJSON(t, p.URL()+"/healthz", nil); code != 200 {
 		t.Fatalf("labelled approver keys: healthz %d", code)
 	}
 }

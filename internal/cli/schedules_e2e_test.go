@@ -63,7 +63,7 @@ func TestSchedulesCLI(t *testing.T) {
 	dir := schedulesProject(t)
 	srvEnv := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}
 	p := startServer(t, srvEnv, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	env := []string{"STACKBONE_URL=" + p.url()}
+	env := []string{"STACKBONE_URL=" + p.URL()}
 
 	var list []store.Schedule
 	stacktest.WaitFor(t, "the agent file's schedule", func() bool { list = scheduleList(t, env); return len(list) == 1 })
@@ -122,7 +122,7 @@ func TestSchedulesCLI(t *testing.T) {
 	// Down (kill -9) for three hours of the hourly schedule: its next
 	// firing is set three hours and a minute back, as if the server had
 	// been down since then.
-	p.kill(t)
+	p.Kill(t)
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, ".stackbone", "stackbone.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestSchedulesCLI(t *testing.T) {
 	_ = st.Close()
 
 	p = startServer(t, srvEnv, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	env = []string{"STACKBONE_URL=" + p.url()}
+	env = []string{"STACKBONE_URL=" + p.URL()}
 	var after store.Schedule
 	stacktest.WaitFor(t, "the catch-up run", func() bool {
 		after = scheduleList(t, env)[0]
@@ -173,7 +173,7 @@ func TestScheduledRunSurvivesKill(t *testing.T) {
 	dir := schedulesProject(t)
 	srvEnv := []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}
 	p := startServer(t, srvEnv, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	env := []string{"STACKBONE_URL=" + p.url()}
+	env := []string{"STACKBONE_URL=" + p.URL()}
 	add := run(t, env, "schedules", "add", "--agent", "reports", "--name", "night", "--cron", "0 3 * * *",
 		"--input", "nightly work", "--thread", "night")
 	m := regexp.MustCompile(`Created schedule (sch_\S+) `).FindStringSubmatch(add.stdout)
@@ -184,11 +184,11 @@ func TestScheduledRunSurvivesKill(t *testing.T) {
 		t.Fatalf("schedules run: %d %q", r.code, r.stderr)
 	}
 	stacktest.WaitFor(t, "the scheduled run's model call", func() bool { return mock.Count() >= 1 })
-	p.kill(t)
+	p.Kill(t)
 	release()
 
 	p = startServer(t, srvEnv, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	env = []string{"STACKBONE_URL=" + p.url()}
+	env = []string{"STACKBONE_URL=" + p.URL()}
 	var th struct {
 		Status   string `json:"status"`
 		Messages []struct {
@@ -196,7 +196,7 @@ func TestScheduledRunSurvivesKill(t *testing.T) {
 		} `json:"messages"`
 	}
 	stacktest.WaitFor(t, "the recovered run", func() bool {
-		return getJSON(t, p.url()+"/v1/threads/night", &th) == 200 && th.Status == "idle"
+		return getJSON(t, p.URL()+"/v1/threads/night", &th) == 200 && th.Status == "idle"
 	})
 	answers := 0
 	for _, msg := range th.Messages {
@@ -212,7 +212,7 @@ func TestScheduledRunSurvivesKill(t *testing.T) {
 	}
 	// The restarted scheduler settles the firing from its recovered run.
 	waitUntil(t, "the firing to be settled as completed", 20*time.Second, func() bool {
-		return getJSON(t, p.url()+"/v1/schedules/"+m[1], &sc) == 200 && len(sc.Firings) == 1 && sc.Firings[0].Status == store.FiringCompleted
+		return getJSON(t, p.URL()+"/v1/schedules/"+m[1], &sc) == 200 && len(sc.Firings) == 1 && sc.Firings[0].Status == store.FiringCompleted
 	})
 	if n := mock.Count(); n != 2 {
 		t.Fatalf("%d model calls, want the killed one and its retry", n)

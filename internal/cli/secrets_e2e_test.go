@@ -99,7 +99,7 @@ export default defineDeepAgent({
 	p := startServer(t, []string{"PAYMENTS_TOKEN=" + processToken, "OTHER_TOKEN=other_process_value_1"},
 		"dev", "--dir", dir, "--addr", "127.0.0.1:0", "--log-level", "debug")
 	turn := func(session, text string) string {
-		code, body := postModel(t, p.url(), "pay", session, text)
+		code, body := postModel(t, p.URL(), "pay", session, text)
 		if code != 200 {
 			t.Fatalf("%s: %d %s", text, code, body)
 		}
@@ -115,8 +115,8 @@ export default defineDeepAgent({
 	if body["region"] != region1 || body["unlistedPath"] != true || body["unlistedOther"] != true || body["unset"] != true {
 		t.Fatalf("payments API received %v", body)
 	}
-	if !strings.Contains(p.logs.String(), "SET_NOWHERE") {
-		t.Fatalf("a listed name set nowhere is a load warning:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), "SET_NOWHERE") {
+		t.Fatalf("a listed name set nowhere is a load warning:\n%s", p.Logs.String())
 	}
 	if body := turn("s2", "boom"); !strings.Contains(body, "both failed") {
 		t.Fatalf("boom turn: %s", body)
@@ -145,7 +145,7 @@ export default defineDeepAgent({
 	grab := func(what, url string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "GET", p.url()+url, nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", p.URL()+url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -178,9 +178,9 @@ export default defineDeepAgent({
 		}
 		fmt.Fprintf(&seen, "\n== file %s\n%s", f, b)
 	}
-	fmt.Fprintf(&seen, "\n== log\n%s", p.logs.String())
-	if !strings.Contains(p.logs.String(), "calling the payments API for [REDACTED]") {
-		t.Fatalf("the tool's console line is logged, redacted:\n%s", p.logs.String())
+	fmt.Fprintf(&seen, "\n== log\n%s", p.Logs.String())
+	if !strings.Contains(p.Logs.String(), "calling the payments API for [REDACTED]") {
+		t.Fatalf("the tool's console line is logged, redacted:\n%s", p.Logs.String())
 	}
 	for _, secret := range []string{processToken, dotenvToken, region1, region2} {
 		if i := strings.Index(seen.String(), secret); i >= 0 {

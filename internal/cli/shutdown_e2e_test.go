@@ -73,12 +73,12 @@ func pauseShop(t *testing.T, base, session string) string {
 func (p *proc) stop(t *testing.T, within time.Duration) (int, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = p.cmd.Wait()
+		_ = p.Cmd.Wait()
 		close(done)
 	}()
 	select {
@@ -86,7 +86,7 @@ func (p *proc) stop(t *testing.T, within time.Duration) (int, time.Duration) {
 	case <-time.After(within):
 		t.Fatalf("the server did not exit within %s of SIGTERM", within)
 	}
-	return p.cmd.ProcessState.ExitCode(), time.Since(start)
+	return p.Cmd.ProcessState.ExitCode(), time.Since(start)
 }
 
 // storedThread reads a thread and its events straight from a stopped
@@ -136,14 +136,14 @@ func TestSIGTERMDuringRecoveredRunLeavesItResumable(t *testing.T) {
 	args := []string{"dev", "--dir", dir, "--addr", "127.0.0.1:0", "--shutdown-timeout", "100ms"}
 
 	a := startServer(t, env, args...)
-	id := pauseShop(t, a.url(), "recovered")
-	if r := run(t, nil, "hitl", "approve", id, "--yes", "--url", a.url()); r.code != 0 {
+	id := pauseShop(t, a.URL(), "recovered")
+	if r := run(t, nil, "hitl", "approve", id, "--yes", "--url", a.URL()); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
 	waitUntil(t, "the tool to run and the model to be called", 10*time.Second, func() bool {
 		return sideEffects.Load() == 1 && mock.Count() == 2
 	})
-	a.kill(t)
+	a.Kill(t)
 
 	// B recovers the run; SIGTERM arrives while its model call is under way.
 	b := startServer(t, env, args...)
@@ -178,7 +178,7 @@ func TestSIGTERMDuringRecoveredRunLeavesItResumable(t *testing.T) {
 		} `json:"messages"`
 	}
 	waitUntil(t, "the run to finish after the restart", 20*time.Second, func() bool {
-		getJSON(t, c.url()+"/v1/threads/recovered", &got)
+		getJSON(t, c.URL()+"/v1/threads/recovered", &got)
 		return got.Status == "idle" || got.Status == "failed"
 	})
 	if got.Status != "idle" {
@@ -223,7 +223,7 @@ func TestShutdownLetsRunsInFlightFinish(t *testing.T) {
 	ask := func(ctx context.Context, session, text string) <-chan answer {
 		out := make(chan answer, 1)
 		go func() {
-			req, _ := http.NewRequestWithContext(ctx, "POST", a.url()+"/v1/chat/completions",
+			req, _ := http.NewRequestWithContext(ctx, "POST", a.URL()+"/v1/chat/completions",
 				strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"`+text+`"}]}`))
 			req.Header.Set("Content-Type", "application/json")
 			if session != "" {
@@ -261,7 +261,7 @@ func TestShutdownLetsRunsInFlightFinish(t *testing.T) {
 		t.Fatalf("the durable turn's last stored event: %+v", last)
 	}
 	b := startServer(t, env, args...)
-	getJSON(t, b.url()+"/healthz", nil)
+	getJSON(t, b.URL()+"/healthz", nil)
 	if n := mock.Count(); n != 2 {
 		t.Fatalf("upstream saw %d requests; want 2 (nothing re-run after the restart)", n)
 	}

@@ -42,7 +42,7 @@ func TestKillDuringStalledUpstreamRecovers(t *testing.T) {
 			go func() {
 				// The turn's request dies with the process.
 				body := `{"model":"shop","messages":[{"role":"user","content":"find order o1"}]}`
-				req, _ := http.NewRequest("POST", a.url()+"/v1/chat/completions", strings.NewReader(body))
+				req, _ := http.NewRequest("POST", a.URL()+"/v1/chat/completions", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("x-stackbone-session", "stalled")
 				if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -52,7 +52,7 @@ func TestKillDuringStalledUpstreamRecovers(t *testing.T) {
 			waitUntil(t, "the tool to run and the model call to stall", 10*time.Second, func() bool {
 				return lookups.Load() == 1 && mock.Count() == 2
 			})
-			a.kill(t)
+			a.Kill(t)
 			release() // the upstream recovers; the restarted process asks again
 
 			b := startServer(t, env, args...)
@@ -64,7 +64,7 @@ func TestKillDuringStalledUpstreamRecovers(t *testing.T) {
 				} `json:"messages"`
 			}
 			waitUntil(t, "the recovered run to finish", 30*time.Second, func() bool {
-				getJSON(t, b.url()+"/v1/threads/stalled", &th)
+				getJSON(t, b.URL()+"/v1/threads/stalled", &th)
 				return th.Status == "idle"
 			})
 			roles := map[string]int{}

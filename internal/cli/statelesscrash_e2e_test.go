@@ -79,14 +79,14 @@ func testStatelessKillMidTool(t *testing.T, dbEnv []string, wire string) {
 	a := startServer(t, env, args...)
 	// The first attempt dies with the server.
 	if wire == "anthropic" {
-		sendAndForget(a.url()+"/v1/messages", key,
+		sendAndForget(a.URL()+"/v1/messages", key,
 			`{"model":"shop","max_tokens":256,"messages":[{"role":"user","content":"charge order o1"}]}`, "Idempotency-Key", idem)
 	} else {
-		sendAndForget(a.url()+"/v1/chat/completions", key,
+		sendAndForget(a.URL()+"/v1/chat/completions", key,
 			`{"model":"shop","messages":[{"role":"user","content":"charge order o1"}]}`, "Idempotency-Key", idem)
 	}
 	waitUntil(t, "the charge to reach the ledger", 20*time.Second, func() bool { return len(led.calls()) == 1 })
-	a.kill(t)
+	a.Kill(t)
 	led.free()
 	b := startServer(t, env, args...)
 
@@ -94,7 +94,7 @@ func testStatelessKillMidTool(t *testing.T, dbEnv []string, wire string) {
 	var code, msg string
 	switch wire {
 	case "openai":
-		c := openai.NewClient(option.WithBaseURL(b.url()+"/v1"), option.WithAPIKey(key), option.WithHeader("Idempotency-Key", idem))
+		c := openai.NewClient(option.WithBaseURL(b.URL()+"/v1"), option.WithAPIKey(key), option.WithHeader("Idempotency-Key", idem))
 		_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "shop",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("charge order o1")}})
 		var apiErr *openai.Error
@@ -103,7 +103,7 @@ func testStatelessKillMidTool(t *testing.T, dbEnv []string, wire string) {
 		}
 		status, code, msg = apiErr.StatusCode, apiErr.Code, apiErr.Message
 	case "anthropic":
-		c := ant.NewClient(antopt.WithoutEnvironmentDefaults(), antopt.WithBaseURL(b.url()), antopt.WithAPIKey(key),
+		c := ant.NewClient(antopt.WithoutEnvironmentDefaults(), antopt.WithBaseURL(b.URL()), antopt.WithAPIKey(key),
 			antopt.WithHeader("Idempotency-Key", idem))
 		_, err := c.Messages.New(context.Background(), ant.MessageNewParams{Model: "shop", MaxTokens: 256,
 			Messages: []ant.MessageParam{ant.NewUserMessage(ant.NewTextBlock("charge order o1"))}})

@@ -44,7 +44,7 @@ func TestTracingFromEnv(t *testing.T) {
 	p := startServer(t, env, "dev", "--dir", shopDir(t, side.URL), "--addr", "127.0.0.1:0")
 
 	const traceID, caller = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
-	req, _ := http.NewRequest("POST", p.url()+"/v1/chat/completions",
+	req, _ := http.NewRequest("POST", p.URL()+"/v1/chat/completions",
 		strings.NewReader(`{"model":"shop","messages":[{"role":"user","content":"refund order o1"}]}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+traceID+"-"+caller+"-01")
@@ -81,7 +81,7 @@ func TestTracingFromEnv(t *testing.T) {
 	}
 	s, ok := rcv.Find(otlptest.Named("POST /v1/chat/completions"))
 	if !ok {
-		t.Fatalf("no server span after the stop; received %d spans\n%s", len(rcv.Spans()), p.logs.String())
+		t.Fatalf("no server span after the stop; received %d spans\n%s", len(rcv.Spans()), p.Logs.String())
 	}
 	if s.TraceID() != traceID || s.ParentID() != caller || s.ResourceString("service.name") != "shop-dev" ||
 		s.ResourceString("service.version") != app.Version {

@@ -58,7 +58,7 @@ export default defineDeepAgent({ name: 'pricey', model: 'openai/gpt-4o', instruc
 		}
 	}
 	p := startServer(t, []string{"OPENAI_BASE_URL=" + up.URL + "/v1", "OPENAI_API_KEY=sk-test"}, "dev", "--dir", dir, "--addr", "127.0.0.1:0")
-	t.Cleanup(func() { p.kill(t) })
+	t.Cleanup(func() { p.Kill(t) })
 	return p
 }
 
@@ -151,21 +151,21 @@ func columnsAligned(t *testing.T, out, header, second string) {
 func TestRunsShow(t *testing.T) {
 	t.Parallel()
 	p := usageServer(t)
-	chatAs(t, p.url(), "shop", "cli-runs", "look up order o1")
-	chatAs(t, p.url(), "shop", "cli-runs", "refund order o1")
+	chatAs(t, p.URL(), "shop", "cli-runs", "look up order o1")
+	chatAs(t, p.URL(), "shop", "cli-runs", "refund order o1")
 	var page struct {
 		Data []store.Interrupt `json:"data"`
 	}
-	getJSON(t, p.url()+"/v1/hitl?thread=cli-runs", &page)
+	getJSON(t, p.URL()+"/v1/hitl?thread=cli-runs", &page)
 	if len(page.Data) != 1 {
 		t.Fatalf("pending: %+v", page.Data)
 	}
-	if r := run(t, nil, "hitl", "approve", page.Data[0].ID, "--yes", "--url", p.url()); r.code != 0 {
+	if r := run(t, nil, "hitl", "approve", page.Data[0].ID, "--yes", "--url", p.URL()); r.code != 0 {
 		t.Fatalf("approve: %d %s", r.code, r.stderr)
 	}
-	runs := endedRuns(t, p.url(), "cli-runs", 3)
+	runs := endedRuns(t, p.URL(), "cli-runs", 3)
 
-	r := run(t, nil, "runs", "show", runs[0].ID, "--url", p.url())
+	r := run(t, nil, "runs", "show", runs[0].ID, "--url", p.URL())
 	if r.code != 0 {
 		t.Fatalf("runs show: %d %s", r.code, r.stderr)
 	}
@@ -199,23 +199,23 @@ func TestRunsShow(t *testing.T) {
 	}
 
 	// The paused run: its decision and who made it; the resumed run links back.
-	r = run(t, []string{"STACKBONE_URL=" + p.url()}, "runs", "show", runs[1].ID)
+	r = run(t, []string{"STACKBONE_URL=" + p.URL()}, "runs", "show", runs[1].ID)
 	if r.code != 0 || !strings.Contains(r.stdout, "DECIDED BY") || !strings.Contains(r.stdout, "approved") || !strings.Contains(r.stdout, "refund") {
 		t.Fatalf("paused run: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	columnsAligned(t, r.stdout, "DECISION", "DECIDED BY")
-	r = run(t, nil, "runs", "show", runs[2].ID, "--url", p.url())
+	r = run(t, nil, "runs", "show", runs[2].ID, "--url", p.URL())
 	if r.code != 0 || !strings.Contains(r.stdout, "Resumed from:") || !strings.Contains(r.stdout, runs[1].ID) {
 		t.Fatalf("resumed run: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
-	r = run(t, nil, "runs", "show", runs[1].ID, "--json", "--url", p.url())
+	r = run(t, nil, "runs", "show", runs[1].ID, "--json", "--url", p.URL())
 	var got cliRun
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil || got.ID != runs[1].ID || len(got.Decisions) != 1 || got.Decisions[0].DecidedBy != "dev" {
 		t.Fatalf("--json: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
-	r = run(t, nil, "runs", "show", "run_nope", "--url", p.url())
+	r = run(t, nil, "runs", "show", "run_nope", "--url", p.URL())
 	if r.code != 1 || !strings.Contains(r.stderr, `"run_nope"`) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("unknown run: %d %q", r.code, r.stderr)
 	}
@@ -228,22 +228,22 @@ func TestRunsShow(t *testing.T) {
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	p := usageServer(t)
-	chatAs(t, p.url(), "shop", "cli-usage", "look up order o1")
-	chatAs(t, p.url(), "pricey", "cli-pricey", "hello")
-	endedRuns(t, p.url(), "cli-usage", 1)
-	endedRuns(t, p.url(), "cli-pricey", 1)
+	chatAs(t, p.URL(), "shop", "cli-usage", "look up order o1")
+	chatAs(t, p.URL(), "pricey", "cli-pricey", "hello")
+	endedRuns(t, p.URL(), "cli-usage", 1)
+	endedRuns(t, p.URL(), "cli-pricey", 1)
 	var api struct {
 		Total struct {
 			TotalTokens int `json:"totalTokens"`
 			Runs        int `json:"runs"`
 		} `json:"total"`
 	}
-	getJSON(t, p.url()+"/v1/usage", &api)
+	getJSON(t, p.URL()+"/v1/usage", &api)
 	if api.Total.Runs != 2 || api.Total.TotalTokens == 0 {
 		t.Fatalf("the API's usage: %+v", api)
 	}
 
-	r := run(t, nil, "usage", "--url", p.url())
+	r := run(t, nil, "usage", "--url", p.URL())
 	if r.code != 0 {
 		t.Fatalf("usage: %d %s", r.code, r.stderr)
 	}
@@ -276,11 +276,11 @@ func TestUsage(t *testing.T) {
 	}
 
 	today := time.Now().UTC().Format("2006-01-02")
-	r = run(t, []string{"STACKBONE_URL=" + p.url()}, "usage", "--group-by", "day", "--from", today)
+	r = run(t, []string{"STACKBONE_URL=" + p.URL()}, "usage", "--group-by", "day", "--from", today)
 	if r.code != 0 || !strings.Contains(r.stdout, "DAY") || !strings.Contains(r.stdout, today) {
 		t.Fatalf("--group-by day: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	r = run(t, nil, "usage", "--group-by", "model", "--json", "--url", p.url())
+	r = run(t, nil, "usage", "--group-by", "model", "--json", "--url", p.URL())
 	var byModel struct {
 		GroupBy string `json:"groupBy"`
 		Data    []struct {
@@ -292,11 +292,11 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("--json: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
-	r = run(t, nil, "usage", "--group-by", "color", "--url", p.url())
+	r = run(t, nil, "usage", "--group-by", "color", "--url", p.URL())
 	if r.code != 1 || !strings.Contains(r.stderr, "--group-by") || !strings.Contains(r.stderr, "agent, model, key, day") {
 		t.Fatalf("bad --group-by: %d %q", r.code, r.stderr)
 	}
-	r = run(t, nil, "usage", "--from", "last tuesday", "--url", p.url())
+	r = run(t, nil, "usage", "--from", "last tuesday", "--url", p.URL())
 	if r.code != 1 || !strings.Contains(r.stderr, "from must be an RFC 3339 time") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("bad --from: %d %q", r.code, r.stderr)
 	}

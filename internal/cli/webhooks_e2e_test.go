@@ -144,32 +144,32 @@ func testWebhooksRestart(t *testing.T, dbEnv []string) {
 	cliEnv := []string{"STACKBONE_API_KEY=" + key}
 
 	a := startServer(t, env, args...)
-	if code, body := post(t, a.url(), key, "s1", "refund order o1"); code != 200 {
+	if code, body := post(t, a.URL(), key, "s1", "refund order o1"); code != 200 {
 		t.Fatalf("turn: %d %s", code, body)
 	}
 	var page struct {
 		Data []store.Interrupt `json:"data"`
 	}
-	authed(t, "GET", a.url()+"/v1/hitl", key, nil, &page)
+	authed(t, "GET", a.URL()+"/v1/hitl", key, nil, &page)
 	if len(page.Data) != 1 {
 		t.Fatalf("pending: %+v", page.Data)
 	}
-	if r := run(t, cliEnv, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.url()); r.code != 0 {
+	if r := run(t, cliEnv, "hitl", "approve", page.Data[0].ID, "--yes", "--url", a.URL()); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
 	waitUntil(t, "the approved turn to finish", 20*time.Second, func() bool {
 		var th struct{ Status string }
-		authed(t, "GET", a.url()+"/v1/threads/s1", key, nil, &th)
+		authed(t, "GET", a.URL()+"/v1/threads/s1", key, nil, &th)
 		return th.Status == "idle"
 	})
-	if code, body := post(t, a.url(), key, "s2", "refund order o2"); code != 200 {
+	if code, body := post(t, a.URL(), key, "s2", "refund order o2"); code != 200 {
 		t.Fatalf("turn: %d %s", code, body)
 	}
 	// Four facts so far, each attempted once against the endpoint that is
 	// down (503), and listed with their status.
 	var dp deliveryPage
 	waitUntil(t, "four failed first attempts", 20*time.Second, func() bool {
-		authed(t, "GET", a.url()+"/v1/webhooks/deliveries", key, nil, &dp)
+		authed(t, "GET", a.URL()+"/v1/webhooks/deliveries", key, nil, &dp)
 		if len(dp.Data) != 4 {
 			return false
 		}
@@ -186,7 +186,7 @@ func testWebhooksRestart(t *testing.T, dbEnv []string) {
 	if got := hook.types(); len(got) != 0 {
 		t.Fatalf("received while down: %v", got)
 	}
-	a.kill(t)
+	a.Kill(t)
 	hook.down.Store(false)
 
 	b := startServer(t, env, args...)
@@ -217,7 +217,7 @@ func testWebhooksRestart(t *testing.T, dbEnv []string) {
 	}
 	hook.mu.Unlock()
 	waitUntil(t, "the deliveries listed as delivered", 10*time.Second, func() bool {
-		authed(t, "GET", b.url()+"/v1/webhooks/deliveries", key, nil, &dp)
+		authed(t, "GET", b.URL()+"/v1/webhooks/deliveries", key, nil, &dp)
 		if len(dp.Data) != 6 {
 			return false
 		}
@@ -229,7 +229,7 @@ func testWebhooksRestart(t *testing.T, dbEnv []string) {
 		return true
 	})
 	for _, p := range []*proc{a, b} {
-		if logs := p.logs.String(); strings.Contains(logs, strings.TrimPrefix(webhookSecret, "whsec_")) || strings.Contains(logs, "t0ps3cret") {
+		if logs := p.Logs.String(); strings.Contains(logs, strings.TrimPrefix(webhookSecret, "whsec_")) || strings.Contains(logs, "t0ps3cret") {
 			t.Fatalf("the webhook secret or the endpoint's token reached the log:\n%s", logs)
 		}
 	}

@@ -1,21 +1,16 @@
 package studio_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,7 +64,7 @@ func TestPlaywright(t *testing.T) {
 		"--addr", "127.0.0.1:0", "--db", stacktest.PostgresURL()+"&search_path="+pg.Schema())
 
 	cfg, _ := json.Marshal(map[string]any{
-		"dev": dev.url(), "start": start.url(), "effects": effects.URL, "chromium": chromium,
+		"dev": dev.URL(), "start": start.URL(), "effects": effects.URL, "chromium": chromium,
 		"callerKey": "sk-acme-bob-0123456789ab", "tenant": "acme",
 		"screenshots": os.Getenv("STACKBONE_SCREENSHOTS") == "1", "docs": filepath.Join(root, "docs"),
 		"artifacts": filepath.Join(t.TempDir(), "artifacts"),
@@ -150,77 +145,12 @@ func testProject(t *testing.T, root string) string {
 	return dir
 }
 
-// stackboneProc is a stackbone server running as its own process.
-type stackboneProc struct {
-	addr string
-	logs *lockedBuf
-}
-
-func (p *stackboneProc) url() string { return "http://" + p.addr }
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *lockedBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var listeningRe = regexp.MustCompile(`msg="stackbone listening" addr=(\S+)`)
-
 // startStackbone runs `bin args…` and waits for its listening address; the
 // process is killed when the test ends (its log is shown if the test
 // failed).
-func startStackbone(t *testing.T, bin string, env []string, args ...string) *stackboneProc {
+func startStackbone(t *testing.T, bin string, env []string, args ...string) *stacktest.Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = io.Discard
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &stackboneProc{logs: &lockedBuf{}}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(p.logs, line)
-			if m := listeningRe.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("stackbone %s log (%s):\n%s", args[0], p.addr, p.logs.String())
-		}
-	})
-	select {
-	case p.addr = <-found:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("stackbone %s did not start:\n%s", args[0], p.logs.String())
-	}
-	return p
+	return stacktest.StartProcess(t, bin, env, 2*time.Minute, args...)
 }
 
 // effects is the tests' view of the world outside the agents: POST /refund
