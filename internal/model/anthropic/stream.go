@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/stackbone/stackbone/internal/eventsource"
+
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -63,7 +65,7 @@ func (u eventUsage) inputTokens() int { return u.InputTokens + u.CacheRead + u.C
 // (extended thinking) become Reasoning chunks, yielded with the first
 // visible chunk or the Finish.
 func read(ctx context.Context, body io.Reader, requestID string, yield func(model.Chunk, error) bool) {
-	r := upstream.NewSSEReader(body)
+	r := eventsource.NewReader(body, upstream.MaxEvent)
 	defer r.Release()
 	fail := func(err error) { yield(model.Chunk{}, upstream.MapError(ctx, "anthropic", err, upstream.StatusOf)) }
 	var (

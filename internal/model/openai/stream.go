@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/stackbone/stackbone/internal/eventsource"
+
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/internal/upstream"
@@ -58,7 +60,7 @@ type toolCallDelta struct {
 
 // read streams the events of a 200 answer as chunks.
 func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, yield func(model.Chunk, error) bool) {
-	r := upstream.NewSSEReader(body)
+	r := eventsource.NewReader(body, upstream.MaxEvent)
 	defer r.Release()
 
 	type open struct {

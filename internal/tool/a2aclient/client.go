@@ -12,7 +12,6 @@
 package a2aclient
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -29,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stackbone/stackbone/internal/eventsource"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/remote"
@@ -683,36 +684,24 @@ func (c *Client) call(ctx context.Context, a agent.A2AAgent, endpoint, method st
 		handle(b)
 		return
 	}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), MaxEventBytes)
-	var data bytes.Buffer
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if data.Len() > 0 {
-				if !handle(data.Bytes()) {
-					return
-				}
-				data.Reset()
-			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
+	r := eventsource.NewReader(res.Body, MaxEventBytes)
+	defer r.Release()
+	for {
+		_, data, err := r.Next()
+		if err == io.EOF {
+			break
 		}
-	}
-	if data.Len() > 0 && !handle(data.Bytes()) {
-		return
-	}
-	if err := sc.Err(); err != nil {
-		if ctx.Err() != nil {
-			yield(Update{}, context.Cause(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				yield(Update{}, context.Cause(ctx))
+				return
+			}
+			yield(Update{}, &BrokenError{Agent: a.Name, Err: err})
 			return
 		}
-		yield(Update{}, &BrokenError{Agent: a.Name, Err: err})
-		return
+		if !handle(data) {
+			return
+		}
 	}
 	if !Terminal(f.u.State) && f.u.State != StateInputRequired && f.u.State != StateAuthRequired {
 		yield(Update{}, &BrokenError{Agent: a.Name, Err: errors.New("the stream ended before the task did")})

@@ -41,6 +41,10 @@ func NewHTTPClient() *http.Client {
 	})}
 }
 
+// MaxEvent bounds one line (and one event's data) of a provider's stream,
+// as the SDKs' scanners did.
+const MaxEvent = 32 << 20
+
 // maxDrain bounds what Drain reads.
 const maxDrain = 64 << 10
 

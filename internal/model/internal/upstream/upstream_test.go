@@ -28,34 +28,6 @@ func TestReadAPIError(t *testing.T) {
 	}
 }
 
-// Events carry their own name (none when they have no event field), an
-// event without data is not dispatched, and CRLF line ends are read.
-func TestSSEReaderNames(t *testing.T) {
-	r := NewSSEReader(strings.NewReader("event: ping\r\n\r\nevent: message_start\r\ndata: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\ndata: y\n\nevent: error\ndata: e\n\nevent: cut\ndata: never dispatched"))
-	defer r.Release()
-	type ev struct{ name, data string }
-	var got []ev
-	for {
-		name, data, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ev{string(name), string(data)})
-	}
-	want := []ev{{"message_start", `{"a":1}`}, {"", "x\ny"}, {"error", "e"}}
-	if len(got) != len(want) {
-		t.Fatalf("events %q, want %q", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("events %q, want %q", got, want)
-		}
-	}
-}
-
 // A document nested deeper than encoding/json allows is refused, as
 // json.Unmarshal refuses it, rather than recursing until the stack
 // overflows; at the limit it is read.

@@ -1,4 +1,7 @@
-package upstream
+// Package eventsource reads server-sent events (the client side of
+// text/event-stream, as a browser's EventSource does): model providers'
+// streams and remote A2A agents' streams.
+package eventsource
 
 import (
 	"bufio"
@@ -8,38 +11,40 @@ import (
 	"sync"
 )
 
-// maxLine bounds one SSE line (and one event's data), as the SDKs' scanners
-// did.
-const maxLine = 32 << 20
-
-// ErrLineTooLong is returned for an SSE line, or an event's data, over 32 MiB.
+// ErrLineTooLong is returned for an SSE line, or an event's data, over
+// the reader's limit.
 var ErrLineTooLong = errors.New("server-sent event line too long")
 
-// SSEReader reads server-sent events line by line (wire.md §1.3): comment
+// maxDrain bounds what Drain reads.
+const maxDrain = 64 << 10
+
+// Reader reads server-sent events line by line (wire.md §1.3): comment
 // lines are skipped, data lines of one event are joined with "\n", an event
 // ends at a blank line and is returned only when it has data; an unfinished
-// event at EOF is dropped. Get one with NewSSEReader and give it back with
+// event at EOF is dropped. Get one with NewReader and give it back with
 // Release.
-type SSEReader struct {
+type Reader struct {
 	br    *bufio.Reader
 	name  []byte // the current event's name ("event:" field)
 	data  []byte // the current event's data
 	long  []byte // a line longer than br's buffer
 	owned bool   // from the pool
+	max   int    // the longest line (and event data) taken
 }
 
-var readerPool = sync.Pool{New: func() any { return &SSEReader{br: bufio.NewReaderSize(nil, 8<<10)} }}
+var readerPool = sync.Pool{New: func() any { return &Reader{br: bufio.NewReaderSize(nil, 8<<10)} }}
 
-// NewSSEReader returns a reader of body's events, from a pool.
-func NewSSEReader(body io.Reader) *SSEReader {
-	r := readerPool.Get().(*SSEReader)
+// NewReader returns a reader of body's events, from a pool; a line, or an
+// event's data, longer than max bytes is ErrLineTooLong.
+func NewReader(body io.Reader, max int) *Reader {
+	r := readerPool.Get().(*Reader)
 	r.br.Reset(body)
-	r.owned = true
+	r.owned, r.max = true, max
 	return r
 }
 
 // Release gives the reader back to the pool; it must not be used after.
-func (r *SSEReader) Release() {
+func (r *Reader) Release() {
 	if !r.owned {
 		return
 	}
@@ -56,7 +61,7 @@ func (r *SSEReader) Release() {
 // Next returns the name ("" when the event has none) and the data of the
 // next event, both valid until the following call; io.EOF at the end of the
 // stream.
-func (r *SSEReader) Next() (name, data []byte, err error) {
+func (r *Reader) Next() (name, data []byte, err error) {
 	r.data, r.name = r.data[:0], r.name[:0]
 	hasData := false
 	for {
@@ -83,7 +88,7 @@ func (r *SSEReader) Next() (name, data []byte, err error) {
 			if hasData {
 				r.data = append(r.data, '\n')
 			}
-			if len(r.data)+len(value) > maxLine {
+			if len(r.data)+len(value) > r.max {
 				return nil, nil, ErrLineTooLong
 			}
 			r.data = append(r.data, value...)
@@ -97,20 +102,22 @@ func (r *SSEReader) Next() (name, data []byte, err error) {
 	}
 }
 
-// Drain reads what is left of the stream (see Drain), so that closing the
-// body returns the connection to the pool.
-func (r *SSEReader) Drain() { Drain(r.br) }
+// Drain reads what is left of the stream (at most 64 KiB), so that closing
+// the body returns the connection to the idle pool instead of closing it:
+// after a stream's last event the chunked terminator is often still in
+// flight. Call it only once the stream is known to be over.
+func (r *Reader) Drain() { _, _ = io.CopyN(io.Discard, r.br, maxDrain) }
 
 // line returns the next line without its line ending; the last line of a
 // stream comes with io.EOF.
-func (r *SSEReader) line() ([]byte, error) {
+func (r *Reader) line() ([]byte, error) {
 	line, err := r.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		r.long = append(r.long[:0], line...)
 		for err == bufio.ErrBufferFull {
 			line, err = r.br.ReadSlice('\n')
 			r.long = append(r.long, line...)
-			if len(r.long) > maxLine {
+			if len(r.long) > r.max {
 				return nil, ErrLineTooLong
 			}
 		}
