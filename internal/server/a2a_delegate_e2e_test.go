@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -276,24 +275,8 @@ func startRemoteA2A(t *testing.T, key string) (url, calls string) {
 	cmd := exec.Command(node, filepath.Join(dir, "remote-server.mjs"))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "A2A_CALLS_FILE="+calls, "A2A_REQUIRE_KEY="+key)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	var got struct{ Port int }
-	if err != nil || json.Unmarshal([]byte(line), &got) != nil || got.Port == 0 {
-		t.Fatalf("the A2A fixture did not start: %v %q", err, line)
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d", got.Port), calls
+	port := startNodeServer(t, cmd, "the A2A fixture")
+	return fmt.Sprintf("http://127.0.0.1:%d", port), calls
 }
 
 // sideEffects counts the lines of a fixture's calls file.

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,24 +79,8 @@ func (f *mcpFixture) startHTTP(t *testing.T, port int, extraEnv ...string) (stri
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env, extraEnv...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	var got struct{ Port int }
-	if err != nil || json.Unmarshal([]byte(line), &got) != nil || got.Port == 0 {
-		t.Fatalf("MCP HTTP fixture did not start: %v %q", err, line)
-	}
-	return "http://127.0.0.1:" + strconv.Itoa(got.Port) + "/mcp", cmd
+	listening := startNodeServer(t, cmd, "MCP HTTP fixture")
+	return "http://127.0.0.1:" + strconv.Itoa(listening) + "/mcp", cmd
 }
 
 // ran returns the fixture's tools called so far, in order.

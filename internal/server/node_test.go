@@ -1,10 +1,12 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -39,4 +41,29 @@ func runNodeScript(t *testing.T, node, dir, script string, out any, args ...stri
 		return fmt.Errorf("%s: %w\n%s", script, runErr, stderr.String())
 	}
 	return nil
+}
+
+// startNodeServer starts cmd (a Node fixture that prints {"port": N} on its
+// first stdout line once it listens) until the test ends, and returns the
+// port; what names it in the failure.
+func startNodeServer(t *testing.T, cmd *exec.Cmd, what string) int {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	var got struct{ Port int }
+	if err != nil || json.Unmarshal([]byte(line), &got) != nil || got.Port == 0 {
+		t.Fatalf("%s did not start: %v %q", what, err, line)
+	}
+	return got.Port
 }
