@@ -422,6 +422,12 @@ func TestChatFrontendTools(t *testing.T) {
 	if got := eval[string](p, `document.activeElement?.dataset.action || ''`); got != "confirm-yes" {
 		t.Fatalf("focus is on %q in the dialog", got)
 	}
+	// A keyboard click with no key pressed in the dialog (the Enter that
+	// sent the message, arriving late) does not answer it.
+	eval[bool](p, `(document.querySelector('#chat-confirm button[data-action="confirm-yes"]').click(), true)`)
+	if !eval[bool](p, `document.querySelector('dialog#chat-confirm')?.open === true`) {
+		t.Fatal("a keyboard click from outside the dialog answered it")
+	}
 	p.click(`#chat-confirm button[data-action="confirm-yes"]`)
 	waitAnswer(p, `Confirm said: {"confirmed":true}`)
 	if eval[bool](p, `!!document.querySelector('dialog#chat-confirm')`) {

@@ -926,6 +926,15 @@ export function chatView(ctx, agentName, params) {
           h('p', { id: 'chat-confirm-q' }, question),
           h('p', { class: 'muted' }, 'The answer goes back to the agent as the result of its confirm call.'),
           h('div', { class: 'row' }, yes, no)));
+      // Yes has the focus, so the Enter that sent the message (still down,
+      // or its key events still queued, when a fast answer opens the
+      // dialog) would answer it unread: a click from the keyboard counts
+      // only after a key went down inside the open dialog.
+      let keyInside = false;
+      dlg.addEventListener('keydown', () => { keyInside = true; });
+      for (const b of [yes, no]) {
+        b.addEventListener('click', (ev) => { if (ev.detail === 0 && !keyInside) ev.preventDefault(); });
+      }
       dlg.addEventListener('close', () => {
         dlg.remove();
         resolve(dlg.returnValue === 'yes');
