@@ -957,9 +957,13 @@ func (x *execution) stream(ctx context.Context, req model.Request, hold bool) (m
 			}
 		case model.Reasoning:
 			if ch.Reasoning != nil {
-				msg.Reasoning = append(msg.Reasoning, *ch.Reasoning)
-				if ch.Reasoning.Type == "thinking" && ch.Reasoning.Text != "" {
-					emit(event.Event{Type: event.Reasoning, MessageID: msg.ID, Content: ch.Reasoning.Text})
+				r := *ch.Reasoning
+				if r.Type == message.ReasoningText {
+					r.Text = message.TruncateReasoning(r.Text) // kept bounded; a signed block never is cut
+				}
+				msg.Reasoning = append(msg.Reasoning, r)
+				if r.Shown() {
+					emit(event.Event{Type: event.Reasoning, MessageID: msg.ID, Content: r.Text})
 				}
 			}
 		case model.Finish:

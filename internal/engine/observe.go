@@ -466,6 +466,11 @@ func messageParts(m message.Message) otelMessage {
 		om.Parts = append(om.Parts, otelPart{Type: "tool_call_response", ID: m.ToolCallID, Response: m.Content})
 		return om
 	}
+	for _, r := range m.Reasoning {
+		if r.Shown() {
+			om.Parts = append(om.Parts, otelPart{Type: "reasoning", Content: r.Text})
+		}
+	}
 	if m.Content != "" {
 		om.Parts = append(om.Parts, otelPart{Type: "text", Content: m.Content})
 	}

@@ -51,7 +51,8 @@ const (
 	// replica that drives that run reads it.
 	ControlChanged Type = "control_changed"
 	// Reasoning is sent live (never stored) when the model finishes a
-	// block of visible reasoning (Anthropic's extended thinking) in a step:
+	// block of visible reasoning (Anthropic's extended thinking, an
+	// OpenAI-compatible server's reasoning_content) in a step:
 	// MessageID is the step's assistant message and Content the
 	// reasoning's text. It comes before the step's text and calls. The
 	// block itself is stored with the assistant message.

@@ -2,7 +2,10 @@
 // decodes into, the engine works on, and the store persists as versioned JSON.
 package message
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // Role is who wrote a message.
 type Role string
@@ -47,9 +50,11 @@ type Message struct {
 	// as a turn of the conversation.
 	Summarizes string `json:"summarizes,omitempty"`
 	// Reasoning holds the blocks of reasoning that came with an assistant
-	// message and that its provider needs back with it (Anthropic's extended
-	// thinking: a thinking block with its signature, or a redacted one),
-	// stored as the provider sent them.
+	// message: Anthropic's extended thinking (a thinking block with its
+	// signature, or a redacted one), stored as the provider sent them since
+	// the provider needs them back; or the plain-text reasoning of an
+	// OpenAI-compatible server (ReasoningText), bounded by
+	// MaxReasoningText. Clients are shown the blocks' text (Shown).
 	Reasoning []Reasoning `json:"reasoning,omitempty"`
 	// Cancelled marks an answer cut short by a cancel (a Stop): its text is
 	// what had streamed to the client by then.
@@ -96,10 +101,35 @@ type RemoteAsk struct {
 	RemoteID string `json:"remoteId,omitempty"`
 }
 
-// Reasoning is one block of a model's reasoning, kept verbatim so that it
-// can be sent back to the provider that wrote it.
+// The types of a Reasoning block.
+const (
+	// ReasoningThinking is an Anthropic thinking block (Text and
+	// Signature), sent back verbatim.
+	ReasoningThinking = "thinking"
+	// ReasoningRedacted is an Anthropic redacted_thinking block (Data):
+	// sent back, never shown.
+	ReasoningRedacted = "redacted_thinking"
+	// ReasoningText is the plain-text reasoning an OpenAI-compatible server
+	// streams as reasoning_content (DeepSeek, vLLM, LM Studio, Ollama) or
+	// reasoning (OpenRouter): Text only, cut at MaxReasoningText.
+	ReasoningText = "text"
+)
+
+// MaxReasoningText bounds the text kept of a ReasoningText block (64 KiB):
+// longer reasoning is cut on a rune boundary and ends with
+// ReasoningTruncated. Signed thinking blocks are never cut (their
+// signature covers their text).
+const MaxReasoningText = 64 << 10
+
+// ReasoningTruncated ends the text of a reasoning block that was cut.
+const ReasoningTruncated = "\n[reasoning truncated]"
+
+// Reasoning is one block of a model's reasoning, kept so that it can be
+// shown again and, where the provider needs it, sent back to the provider
+// that wrote it.
 type Reasoning struct {
-	// Type is "thinking" (Text and Signature) or "redacted_thinking" (Data).
+	// Type is ReasoningThinking (Text and Signature), ReasoningRedacted
+	// (Data) or ReasoningText (Text).
 	Type      string `json:"type"`
 	Text      string `json:"text,omitempty"`
 	Signature string `json:"signature,omitempty"`
@@ -108,6 +138,26 @@ type Reasoning struct {
 	// block (interleaved thinking puts blocks between calls), so it goes
 	// back in its place.
 	AfterCalls int `json:"afterCalls,omitempty"`
+}
+
+// Shown reports whether the block has text a client is shown (a thinking
+// or plain-text block with text; never a redacted one).
+func (r Reasoning) Shown() bool {
+	return r.Text != "" && (r.Type == ReasoningThinking || r.Type == ReasoningText)
+}
+
+// TruncateReasoning returns text cut to MaxReasoningText bytes (on a rune
+// boundary, the marker included) with ReasoningTruncated at its end, or
+// text itself when it fits.
+func TruncateReasoning(text string) string {
+	if len(text) <= MaxReasoningText {
+		return text
+	}
+	n := MaxReasoningText - len(ReasoningTruncated)
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n] + ReasoningTruncated
 }
 
 // ToolCall is a call of a tool by the model.

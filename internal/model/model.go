@@ -172,8 +172,10 @@ const (
 	// other chunk; Finish still carries the step's whole usage.
 	InputTokens
 	// Reasoning carries a finished block of the model's reasoning in
-	// Reasoning, to be stored with the assistant message and sent back with
-	// it (Anthropic's extended thinking). A provider yields it together
+	// Reasoning, to be stored with the assistant message, shown, and sent
+	// back with it where the provider needs it (Anthropic's extended
+	// thinking; an OpenAI-compatible server's reasoning_content, as one
+	// message.ReasoningText block). A provider yields it together
 	// with the step's first visible chunk or its Finish, so that a failure
 	// during the reasoning can still be retried.
 	Reasoning

@@ -3,6 +3,8 @@ package server_test
 import (
 	"io"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,5 +50,59 @@ func TestAGUIReasoning(t *testing.T) {
 	}
 	if old := run("rsn-2", ""); strings.Contains(old, "REASONING") {
 		t.Fatalf("a pre-1.0 client got reasoning events:\n%s", old)
+	}
+}
+
+// reasoningScript answers "think" after reasoning (the mock OpenAI
+// upstream streams it as reasoning_content deltas).
+const reasoningScript = `[
+ {"when": {"lastUser": "think"}, "reply": {"reasoning": "First I weigh the question, then I answer.", "text": "Thought it through."}},
+ {"reply": {"text": "echo: {{lastUser}}"}}
+]`
+
+// TestAGUIStoredReasoning runs tests/agui/reasoning.mjs: an OpenAI-compatible
+// model's reasoning_content reaches @ag-ui/client 1.0 as a reasoning message
+// before the answer, is stored with the answer, and comes back in the
+// MESSAGES_SNAPSHOT of a reloaded page's next run (once: with the live
+// message's id). @ag-ui/client 0.0.59, whose schema rejects a "reasoning"
+// role, gets none in either, and its runs succeed.
+func TestAGUIStoredReasoning(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeFixture(t, "agui", filepath.Join("@ag-ui", "client", "package.json"), filepath.Join("agui-client-0059", "package.json"))
+	env := stacktest.New(t, stacktest.Options{Script: reasoningScript})
+	const thought = "First I weigh the question, then I answer."
+	cases := map[string]struct{ first, reloaded [][]string }{
+		"v1": {
+			first: [][]string{{"user", "think it over"}, {"reasoning", thought}, {"assistant", "Thought it through."}},
+			reloaded: [][]string{{"user", "think it over"}, {"reasoning", thought}, {"assistant", "Thought it through."},
+				{"user", "thanks"}, {"assistant", "echo: thanks"}},
+		},
+		"v0059": {
+			first:    [][]string{{"user", "think it over"}, {"assistant", "Thought it through."}},
+			reloaded: [][]string{{"user", "think it over"}, {"assistant", "Thought it through."}, {"user", "thanks"}, {"assistant", "echo: thanks"}},
+		},
+	}
+	for which, want := range cases {
+		t.Run(which, func(t *testing.T) {
+			t.Parallel()
+			var out struct {
+				First    [][]string `json:"first"`
+				Reloaded [][]string `json:"reloaded"`
+				Warnings []string   `json:"warnings"`
+				Error    string     `json:"error"`
+			}
+			if err := runNodeScript(t, node, dir, "reasoning.mjs", &out, env.URL, "reasoning-"+which, which); err != nil {
+				t.Fatal(err)
+			}
+			if out.Error != "" || len(out.Warnings) > 0 {
+				t.Fatalf("error %q, warnings %v", out.Error, out.Warnings)
+			}
+			if !slices.EqualFunc(out.First, want.first, slices.Equal) {
+				t.Fatalf("the page holds\n %v\nwant %v", out.First, want.first)
+			}
+			if !slices.EqualFunc(out.Reloaded, want.reloaded, slices.Equal) {
+				t.Fatalf("the reloaded page holds\n %v\nwant %v", out.Reloaded, want.reloaded)
+			}
+		})
 	}
 }

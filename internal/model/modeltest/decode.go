@@ -43,6 +43,9 @@ type oaMessage struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  []oaToolCall    `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
+	// ReasoningContent is the reasoning an assistant message came back
+	// with (recorded as a message.ReasoningText block).
+	ReasoningContent string `json:"reasoning_content"`
 }
 
 type oaToolCall struct {
@@ -108,6 +111,9 @@ func decodeOpenAI(body []byte) (wireRequest, error) {
 			r.Messages = append(r.Messages, message.Message{Role: message.User, Content: text, Parts: parts})
 		case "assistant":
 			am := message.Message{Role: message.Assistant, Content: text}
+			if m.ReasoningContent != "" {
+				am.Reasoning = []message.Reasoning{{Type: message.ReasoningText, Text: m.ReasoningContent}}
+			}
 			for _, tc := range m.ToolCalls {
 				am.ToolCalls = append(am.ToolCalls, message.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}

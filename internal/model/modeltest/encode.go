@@ -28,6 +28,9 @@ func openAICompletion(id, model string, rep script.Reply) map[string]any {
 	if rep.Text != "" {
 		msg["content"] = rep.Text
 	}
+	if rep.Reasoning != "" {
+		msg["reasoning_content"] = rep.Reasoning
+	}
 	if len(rep.ToolCalls) > 0 {
 		var calls []map[string]any
 		for _, tc := range rep.ToolCalls {
@@ -73,6 +76,12 @@ func streamOpenAI(ctx context.Context, s *sse, id, model string, rep script.Repl
 	}
 	if !chunk(map[string]any{"role": "assistant", "content": ""}, nil) {
 		return
+	}
+	// The reasoning first, as DeepSeek and vLLM stream it: content null.
+	for _, t := range rep.ReasoningChunks {
+		if !chunk(map[string]any{"content": nil, "reasoning_content": t}, nil) {
+			return
+		}
 	}
 	for _, t := range rep.Chunks {
 		if !chunk(map[string]any{"content": t}, nil) {

@@ -103,6 +103,10 @@ func readChoice(d *upstream.JSONScanner, ch *choice) bool {
 				switch string(key) {
 				case "content":
 					return d.Str(&ch.Delta.Content)
+				case "reasoning_content":
+					return d.Str(&ch.Delta.ReasoningContent)
+				case "reasoning":
+					return d.Str(&ch.Delta.Reasoning)
 				case "tool_calls":
 					if ch.Delta.ToolCalls != nil {
 						return false
@@ -115,7 +119,7 @@ func readChoice(d *upstream.JSONScanner, ch *choice) bool {
 						return readToolCall(d, &ch.Delta.ToolCalls[len(ch.Delta.ToolCalls)-1])
 					})
 				}
-				return d.Other(key, "content", "tool_calls")
+				return d.Other(key, "content", "reasoning_content", "reasoning", "tool_calls")
 			})
 		}
 		return d.Other(key, "index", "finish_reason", "delta")

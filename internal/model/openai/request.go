@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
@@ -56,6 +57,9 @@ type chatMessage struct {
 	Role      string         `json:"role"`
 	Content   any            `json:"content,omitempty"`
 	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+	// ReasoningContent goes back only on an assistant message that calls
+	// tools (see sentReasoning).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 	// ToolCallID is set (even to "") on tool messages only.
 	ToolCallID *string `json:"tool_call_id,omitempty"`
 }
@@ -206,6 +210,7 @@ func toWire(m message.Message) chatMessage {
 			for i, tc := range m.ToolCalls {
 				a.ToolCalls[i] = chatToolCall{ID: tc.ID, Type: "function", Function: chatCallFunction{Name: tc.Name, Arguments: string(tc.ArgsJSON())}}
 			}
+			a.ReasoningContent = sentReasoning(m.Reasoning)
 		}
 		return a
 	case message.Tool:
@@ -234,4 +239,21 @@ func toWire(m message.Message) chatMessage {
 		}
 		return chatMessage{Role: "user", Content: parts}
 	}
+}
+
+// sentReasoning is the reasoning_content an assistant message that calls
+// tools goes back with: the text of its plain-text reasoning blocks (an
+// OpenAI-compatible server's own reasoning_content). DeepSeek's thinking
+// mode answers 400 when a tool-calling turn comes back without it; other
+// messages go back without it, as DeepSeek's older reasoner refuses it on
+// them and other servers do not need it. Anthropic's thinking blocks are
+// never sent here.
+func sentReasoning(blocks []message.Reasoning) string {
+	var b strings.Builder
+	for _, r := range blocks {
+		if r.Type == message.ReasoningText {
+			b.WriteString(r.Text)
+		}
+	}
+	return b.String()
 }

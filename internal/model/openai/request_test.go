@@ -13,6 +13,7 @@ import (
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/modeltest"
 	"github.com/stackbone/stackbone/internal/model/openai"
+	"github.com/stackbone/stackbone/internal/model/script"
 )
 
 // sdkBody is the body the official openai-go SDK (v3.98.0) sent for
@@ -175,5 +176,40 @@ func TestRequestToolsFollowDefinitions(t *testing.T) {
 	got := tools(req)
 	if !strings.HasPrefix(got, want[:len(want)-1]+`,`) || !strings.Contains(got, `"name":"open_modal"`) {
 		t.Fatalf("tools with a client tool %s", got)
+	}
+}
+
+// TestRequestReasoningBack: the plain-text reasoning an assistant message
+// came with goes back as reasoning_content only when the message calls
+// tools (DeepSeek's thinking mode answers 400 without it there, and its
+// older reasoner refuses it elsewhere); Anthropic's thinking blocks never
+// go to a Chat Completions server.
+func TestRequestReasoningBack(t *testing.T) {
+	up := modeltest.NewOpenAI(t, script.MustParse(`[{"reply":{"text":"ok"}}]`))
+	req := model.Request{Model: "m", Messages: []message.Message{
+		{Role: message.User, Content: "hi"},
+		{Role: message.Assistant, Content: "hello", Reasoning: []message.Reasoning{{Type: message.ReasoningText, Text: "greet back"}}},
+		{Role: message.User, Content: "weather?"},
+		{Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{}`}},
+			Reasoning: []message.Reasoning{{Type: message.ReasoningText, Text: "I need "}, {Type: message.ReasoningThinking, Text: "signed", Signature: "sig"},
+				{Type: message.ReasoningText, Text: "the tool."}}},
+		{Role: message.Tool, ToolCallID: "call_1", Content: "sunny"},
+	}}
+	if _, err := modeltest.Collect(provider(up.URL()).Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(up.Requests()[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []any
+	for _, m := range body.Messages {
+		got = append(got, m["reasoning_content"])
+	}
+	want := []any{nil, nil, nil, "I need the tool.", nil}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("reasoning_content by message %v, want %v", got, want)
 	}
 }

@@ -2,13 +2,16 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/stackbone/stackbone/internal/eventsource"
+	"github.com/stackbone/stackbone/internal/message"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/model"
@@ -43,8 +46,12 @@ type tokenDetails struct {
 type choice struct {
 	Index int `json:"index"`
 	Delta struct {
-		Content   string          `json:"content"`
-		ToolCalls []toolCallDelta `json:"tool_calls"`
+		Content string `json:"content"`
+		// ReasoningContent (DeepSeek, vLLM, LM Studio, Ollama) and
+		// Reasoning (OpenRouter, newer vLLM) carry the model's reasoning.
+		ReasoningContent string          `json:"reasoning_content"`
+		Reasoning        string          `json:"reasoning"`
+		ToolCalls        []toolCallDelta `json:"tool_calls"`
 	} `json:"delta"`
 	FinishReason string `json:"finish_reason"`
 }
@@ -73,8 +80,31 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 		finish string
 		usage  event.Usage
 		call   model.CallInfo
+		// thought is the reasoning streamed and not yet yielded: it goes
+		// out as one Reasoning block with the first visible chunk or the
+		// Finish (so a failure while the model only reasons is retried).
+		thought strings.Builder
+		cut     bool // thought reached message.MaxReasoningText
 	)
 	fail := func(err error) { yield(model.Chunk{}, upstream.MapError(ctx, p.cfg.Name, err, upstream.StatusOf)) }
+	send := func(c model.Chunk) bool {
+		if thought.Len() > 0 {
+			text := thought.String()
+			if cut {
+				text = message.TruncateReasoning(text)
+			}
+			thought.Reset()
+			cut = false
+			r := message.Reasoning{Type: message.ReasoningText, Text: text, AfterCalls: n}
+			if c.Type == model.ToolCallStart {
+				r.AfterCalls = c.Index
+			}
+			if !yield(model.Chunk{Type: model.Reasoning, Reasoning: &r}, nil) {
+				return false
+			}
+		}
+		return yield(c, nil)
+	}
 	for {
 		_, data, err := r.Next()
 		if err == io.EOF {
@@ -121,7 +151,19 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 				continue
 			}
 			d := &ch.Delta
-			if d.Content != "" && !yield(model.Chunk{Type: model.Text, Text: d.Content}, nil) {
+			if r := cmp.Or(d.ReasoningContent, d.Reasoning); r != "" {
+				// Some servers send the same text in both fields: one is read.
+				if !cut {
+					thought.WriteString(r)
+					cut = thought.Len() > message.MaxReasoningText
+				}
+				// Reasoning shows nothing until it ends, however long it
+				// takes: the step is alive all the same.
+				if !yield(model.Chunk{Type: model.Alive}, nil) {
+					return
+				}
+			}
+			if d.Content != "" && !send(model.Chunk{Type: model.Text, Text: d.Content}) {
 				return
 			}
 			for _, tc := range d.ToolCalls {
@@ -136,7 +178,7 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 					o = &open{idx: n, id: id}
 					byWire[tc.Index] = o
 					n++
-					if !yield(model.Chunk{Type: model.ToolCallStart, Index: o.idx, ID: id, Name: tc.Function.Name}, nil) {
+					if !send(model.Chunk{Type: model.ToolCallStart, Index: o.idx, ID: id, Name: tc.Function.Name}) {
 						return
 					}
 				}
@@ -156,7 +198,7 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 		return
 	}
 	call.FinishReason = finish
-	yield(model.Chunk{Type: model.Finish, Stop: stopReason(finish, n > 0), Usage: usage, Call: &call}, nil)
+	send(model.Chunk{Type: model.Finish, Stop: stopReason(finish, n > 0), Usage: usage, Call: &call})
 }
 
 func stopReason(finish string, hadCalls bool) event.StopReason {

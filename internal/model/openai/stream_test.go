@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
@@ -366,5 +368,84 @@ func TestInvalidToolParameters(t *testing.T) {
 	_, err := modeltest.Collect(provider(u.URL).Stream(context.Background(), req))
 	if err == nil || !strings.Contains(err.Error(), "tool broken: parameters") || u.requests() != 0 {
 		t.Fatalf("got %v after %d requests", err, u.requests())
+	}
+}
+
+// An OpenAI-compatible server's reasoning (DeepSeek's, vLLM's and LM
+// Studio's reasoning_content, OpenRouter's reasoning) comes as one
+// plain-text Reasoning block, before the text it preceded or the call it
+// preceded (AfterCalls counts the calls before it); a chunk with the same
+// text in both fields counts once.
+func TestReasoningContent(t *testing.T) {
+	u := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		sse(w, data(`{"role":"assistant","content":null,"reasoning_content":"Let me "}`, "null"))
+		sse(w, data(`{"content":null,"reasoning_content":"think."}`, "null"))
+		sse(w, data(`{"content":"Hi"}`, "null"))
+		sse(w, data(`{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`, "null"))
+		sse(w, data(`{"reasoning":"Now the ","reasoning_details":[{"type":"reasoning.text","text":"Now the "}]}`, "null"))
+		sse(w, data(`{"reasoning":"time.","reasoning_content":"time."}`, "null"))
+		sse(w, data(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]}`, "null"))
+		sse(w, data(`{"reasoning_content":"Done."}`, "null"))
+		sse(w, data(`{}`, `"tool_calls"`)+doneEvent)
+	})
+	st, err := modeltest.Collect(provider(u.URL).Stream(context.Background(), hi()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []message.Reasoning{
+		{Type: message.ReasoningText, Text: "Let me think."},
+		{Type: message.ReasoningText, Text: "Now the time.", AfterCalls: 1},
+		{Type: message.ReasoningText, Text: "Done.", AfterCalls: 2},
+	}
+	if !reflect.DeepEqual(st.Reasoning, want) || st.Text != "Hi" || len(st.ToolCalls) != 2 {
+		t.Fatalf("reasoning %+v text %q calls %+v", st.Reasoning, st.Text, st.ToolCalls)
+	}
+	if st.Chunks[model.Alive] != 0 {
+		t.Fatalf("%d Alive chunks reached the caller", st.Chunks[model.Alive])
+	}
+}
+
+// Reasoning longer than message.MaxReasoningText is kept cut, with the
+// marker at its end.
+func TestReasoningContentBounded(t *testing.T) {
+	piece := strings.Repeat("ü", 1000) // 2,000 bytes
+	u := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		b, _ := json.Marshal(map[string]string{"reasoning_content": piece})
+		for range 40 {
+			sse(w, data(string(b), "null"))
+		}
+		sse(w, data(`{"content":"ok"}`, "null")+data(`{}`, `"stop"`)+doneEvent)
+	})
+	st, err := modeltest.Collect(provider(u.URL).Stream(context.Background(), hi()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Reasoning) != 1 {
+		t.Fatalf("reasoning %d blocks", len(st.Reasoning))
+	}
+	r := st.Reasoning[0].Text
+	if len(r) > message.MaxReasoningText || !strings.HasSuffix(r, message.ReasoningTruncated) || !utf8.ValidString(r) ||
+		!strings.HasPrefix(r, piece) {
+		t.Fatalf("reasoning of %d bytes ends %q", len(r), r[max(0, len(r)-40):])
+	}
+}
+
+// A failure while the model only reasoned is retried: nothing of it reached
+// the caller, and the answer holds the second attempt's reasoning alone.
+func TestReasoningContentRetried(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			sse(w, data(`{"reasoning_content":"half a thought"}`, "null"))
+			sse(w, `data: {"error":{"message":"overloaded","type":"server_error","code":"overloaded"}}`+"\n\n")
+			return
+		}
+		sse(w, data(`{"reasoning_content":"a whole thought"}`, "null")+data(`{"content":"ok"}`, `"stop"`)+doneEvent)
+	})
+	st, err := modeltest.Collect(provider(u.URL).Stream(context.Background(), hi()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.requests() != 2 || len(st.Reasoning) != 1 || st.Reasoning[0].Text != "a whole thought" || st.Restarts != 0 {
+		t.Fatalf("%d requests, reasoning %+v, %d restarts", u.requests(), st.Reasoning, st.Restarts)
 	}
 }

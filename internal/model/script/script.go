@@ -37,6 +37,10 @@
 //	              of tool results so far) are expanded, also inside the
 //	              string values of tool call arguments
 //	toolCalls     [{"name": "...", "arguments": {...}}]
+//	reasoning     the model's reasoning before its answer (templates
+//	              expanded): the mock OpenAI upstream streams it as
+//	              reasoning_content deltas, the scripted provider yields it
+//	              as a plain-text reasoning block
 //	delayMs       pause before answering
 //	chunkDelayMs  pause between streamed chunks
 //	stop          "stop" (default) or "length"; "tool_calls" is implied by toolCalls
@@ -96,7 +100,9 @@ type When struct {
 
 // ReplySpec is a rule's answer as written in the script.
 type ReplySpec struct {
-	Text         string         `json:"text,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Reasoning is what the model reasons before its answer.
+	Reasoning    string         `json:"reasoning,omitempty"`
 	ToolCalls    []ToolCallSpec `json:"toolCalls,omitempty"`
 	DelayMs      int            `json:"delayMs,omitempty"`
 	ChunkDelayMs int            `json:"chunkDelayMs,omitempty"`
@@ -128,6 +134,10 @@ type Reply struct {
 	Text string
 	// Chunks is Text split into a few pieces (by words); joined they are Text.
 	Chunks []string
+	// Reasoning is the reasoning before the answer, ReasoningChunks it
+	// split as Chunks is.
+	Reasoning       string
+	ReasoningChunks []string
 	// ToolCalls are the calls, with deterministic ids and JSON arguments.
 	ToolCalls []message.ToolCall
 	// Delay is the pause before answering, ChunkDelay the pause between chunks.
@@ -335,6 +345,8 @@ func (r ReplySpec) resolve(idx int, c conv, req model.Request) (Reply, error) {
 	}
 	out.Text = expand(r.Text, c)
 	out.Chunks = SplitText(out.Text)
+	out.Reasoning = expand(r.Reasoning, c)
+	out.ReasoningChunks = SplitText(out.Reasoning)
 	for i, tc := range r.ToolCalls {
 		args, err := expandArgs(tc.Arguments, c)
 		if err != nil {
@@ -462,7 +474,7 @@ func estimateUsage(req model.Request, r Reply) event.Usage {
 			in += len(tc.Name) + len(tc.Arguments)
 		}
 	}
-	out := len(r.Text)
+	out := len(r.Text) + len(r.Reasoning)
 	for _, tc := range r.ToolCalls {
 		out += len(tc.Name) + len(tc.Arguments)
 	}

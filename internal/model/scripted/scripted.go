@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stackbone/stackbone/internal/message"
 	"github.com/stackbone/stackbone/internal/model"
 	"github.com/stackbone/stackbone/internal/model/script"
 )
@@ -102,7 +103,8 @@ func (p *Provider) current() (*script.Script, error) {
 	return s, nil
 }
 
-// Stream answers one step: the matching rule's text as a few Text chunks,
+// Stream answers one step: the matching rule's reasoning as one Reasoning
+// chunk, its text as a few Text chunks,
 // then its tool calls (arguments in fragments), then Finish. A rule with an
 // error answers with a *model.Error of that status; no rule matching is a
 // *model.Error with status 400 wrapping script.ErrNoMatch.
@@ -136,6 +138,13 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 			}
 			first = false
 			return yield(c, nil)
+		}
+		if r.Reasoning != "" {
+			// Yielded at once before the answer, as a provider yields a
+			// finished block.
+			if !send(model.Chunk{Type: model.Reasoning, Reasoning: &message.Reasoning{Type: message.ReasoningText, Text: r.Reasoning}}) {
+				return
+			}
 		}
 		for _, t := range r.Chunks {
 			if !send(model.Chunk{Type: model.Text, Text: t}) {

@@ -168,7 +168,7 @@ func TestSnapshotAttributesSubagentMessages(t *testing.T) {
 		{ID: "su", Role: message.User, Content: "sub task", TaskCallID: "call_t", Subagent: "helper"},
 		{ID: "sa", Role: message.Assistant, Content: "done", TaskCallID: "call_t", Subagent: "helper"},
 		{ID: "t1", Role: message.Tool, ToolCallID: "call_t", Content: "done"},
-	})
+	}, true)
 	b, _ := json.Marshal(msgs)
 	want := `[{"id":"u1","role":"user","content":"go"},` +
 		`{"id":"a1","role":"assistant","toolCalls":[{"id":"call_t","type":"function","function":{"name":"task","arguments":"{}"}}]},` +

@@ -2,6 +2,7 @@ package agui
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/stackbone/stackbone/internal/message"
 )
@@ -10,13 +11,22 @@ import (
 // payload of MESSAGES_SNAPSHOT). Every message keeps its id, so a client
 // reconciling by id keeps what it streamed. Context summaries (the
 // summarize policy's stored messages) are left out.
-func wireMessages(msgs []message.Message) []wireMessage {
+//
+// With reasoning (a client of AG-UI 1.0 or later), an assistant message's
+// shown reasoning blocks come as "reasoning" messages with the ids their
+// live REASONING_* events had (reasoningID), around it where they streamed:
+// those before its first tool call ahead of it, the rest after it. A 1.0
+// client's reducer keeps the reasoning it holds only when a snapshot has
+// none, so a snapshot with reasoning holds all of it. An older client
+// (whose schema knows no "reasoning" role) gets none.
+func wireMessages(msgs []message.Message, reasoning bool) []wireMessage {
 	out := make([]wireMessage, 0, len(msgs))
 	for _, m := range msgs {
 		if m.ID == "" || m.Summarizes != "" {
 			continue // a context summary is the engine's, not a turn
 		}
 		w := wireMessage{ID: m.ID, Role: string(m.Role)}
+		var after []wireMessage // reasoning that followed a tool call
 		if m.TaskCallID != "" {
 			w.SubagentRunID = subagentRunID(m.TaskCallID)
 		}
@@ -26,6 +36,21 @@ func wireMessages(msgs []message.Message) []wireMessage {
 		case message.User:
 			w.Content = userContent(m)
 		case message.Assistant:
+			if reasoning {
+				n := 0
+				for _, r := range m.Reasoning {
+					if !r.Shown() {
+						continue
+					}
+					n++
+					rm := wireMessage{ID: reasoningID(m.ID, n), Role: "reasoning", Content: jsonString(r.Text), SubagentRunID: w.SubagentRunID}
+					if r.AfterCalls > 0 {
+						after = append(after, rm)
+					} else {
+						out = append(out, rm)
+					}
+				}
+			}
 			if m.Content != "" {
 				w.Content = jsonString(m.Content)
 			}
@@ -49,8 +74,16 @@ func wireMessages(msgs []message.Message) []wireMessage {
 			continue
 		}
 		out = append(out, w)
+		out = append(out, after...)
 	}
 	return out
+}
+
+// reasoningID is the AG-UI id of the n-th (from 1) shown reasoning block of
+// assistant message msgID: the same in the live REASONING_* events and in
+// every MESSAGES_SNAPSHOT, so a client reconciling by id keeps one copy.
+func reasoningID(msgID string, n int) string {
+	return msgID + "-reasoning-" + strconv.Itoa(n)
 }
 
 func jsonString(s string) json.RawMessage {

@@ -211,7 +211,7 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		return s.write(stateDelta{base: s.stamp("STATE_DELTA", e.Time), Delta: patch})
 	case event.MessagesSnapshot:
-		return s.messagesSnapshot(wireMessages(e.Messages), e.Time)
+		return s.messagesSnapshot(wireMessages(e.Messages, !s.preV1), e.Time)
 	case event.StepStarted:
 		if e.StepName == "" {
 			return nil
@@ -317,7 +317,8 @@ func (s *Stream) reasoning(e event.Event) error {
 		return nil
 	}
 	s.reasoningN[e.MessageID]++
-	id := e.MessageID + "-reasoning-" + strconv.Itoa(s.reasoningN[e.MessageID])
+	id := reasoningID(e.MessageID, s.reasoningN[e.MessageID])
+	s.hold(id)
 	owner, ok := s.messageOwner[e.MessageID]
 	if !ok {
 		owner = s.owner(e.SubagentRunID)
