@@ -308,6 +308,35 @@ test('EditAndRegenerate', async (page) => {
   await page.locator('#chat-branches', { hasText: '3 branches' }).waitFor({ timeout: WAIT });
 });
 
+// The model reasons before it answers (the mock upstream's reasoning_content
+// deltas): the reasoning shows folded above the answer, and is still there,
+// folded, once the page is reloaded (read from the stored thread), once.
+test('ReasoningAfterReload', async (page) => {
+  const thought = 'The user wants a considered answer: weigh it, then reply briefly.';
+  const folded = '#chat-log .chat-msg[data-role="reasoning"] details.reasoning';
+  await openChat(page, cfg.dev, 'shop', 'pw-reasoning');
+  await say(page, 'think it over');
+  await waitAnswer(page, 'Considered: yes.');
+  await page.locator(folded).first().waitFor({ timeout: WAIT });
+  await page.reload();
+  await page.waitForSelector('#main[data-chat-ready="true"]', { timeout: WAIT });
+  await answer(page, 'Considered: yes.').first().waitFor({ timeout: WAIT });
+  const r = page.locator(folded);
+  await r.first().waitFor({ timeout: WAIT });
+  check(await r.count() === 1, `the reloaded chat shows ${await r.count()} reasonings`);
+  check(!(await r.first().evaluate((d) => d.open)), 'the reasoning is not folded after the reload');
+  const order = await page.evaluate(() => [...document.querySelectorAll('#chat-log .chat-msg')].map((e) => e.dataset.role).join(','));
+  check(order === 'user,reasoning,assistant', `the reloaded chat reads ${order}`);
+  await r.first().locator('summary').click();
+  check(await r.first().evaluate((d) => d.open), 'the reasoning does not open');
+  check((await text(r.locator('.md'))).includes(thought), 'the reasoning text is not shown');
+  // The page's next turn (its MESSAGES_SNAPSHOT carries the reasoning by
+  // the same id) keeps one copy.
+  await say(page, 'hello');
+  await waitAnswer(page, 'echo: hello');
+  check(await page.locator(folded).count() === 1, 'the next turn duplicated the reasoning');
+});
+
 // A page reloaded while the answer streams reattaches and shows the turn
 // to its end, without starting another.
 test('ReloadMidRun', async (page) => {

@@ -794,6 +794,10 @@ func testMessagesRoundTrip(t *testing.T, s store.Store) {
 		{ID: "m3", Role: message.Assistant, Content: "Let me check.", ToolCalls: []message.ToolCall{
 			{ID: "call_1", Name: "refund", Arguments: `{"orderId":"A1", "amount": 12.5}`},
 			{ID: "call_2", Name: "confirm_dialog", Arguments: "", Client: true},
+		}, Reasoning: []message.Reasoning{ // shown again after a reload, sent back where the provider needs it
+			{Type: message.ReasoningText, Text: "The order first, then the refund. ✓"},
+			{Type: message.ReasoningThinking, Text: "Signed thought.", Signature: "c2ln", AfterCalls: 1},
+			{Type: message.ReasoningRedacted, Data: "ZW5jcnlwdGVk", AfterCalls: 2},
 		}},
 		{ID: "m4", Role: message.Tool, ToolCallID: "call_1", ToolName: "refund", Content: `{"refunded":12.5}`},
 		{ID: "m5", Role: message.Tool, ToolCallID: "call_2", ToolName: "confirm_dialog", Content: "rejected: no", IsError: true},

@@ -55,7 +55,10 @@ function fmtDuration(ms) {
 
 // fromThread turns a thread's stored messages (GET /v1/threads/{id}) into
 // AG-UI messages for the client: the agent's own conversation, without
-// system prompts and subagents' inner messages.
+// system prompts and subagents' inner messages. An answer's stored
+// reasoning becomes "reasoning" messages as AG-UI 1.0's MESSAGES_SNAPSHOT
+// carries them (the same ids as the live REASONING_* events: MESSAGE-
+// reasoning-N), ahead of the answer, or after it when it followed a call.
 export function fromThread(messages) {
   const out = [];
   for (const m of messages || []) {
@@ -66,7 +69,15 @@ export function fromThread(messages) {
       if (m.toolCalls?.length) {
         msg.toolCalls = m.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments || '{}' } }));
       }
-      out.push(msg);
+      const after = [];
+      let n = 0;
+      for (const r of m.reasoning || []) {
+        if (!r.text || (r.type !== 'thinking' && r.type !== 'text')) continue; // a redacted block shows nothing
+        const rm = { id: `${m.id}-reasoning-${++n}`, role: 'reasoning', content: r.text };
+        if (r.afterCalls > 0) after.push(rm);
+        else out.push(rm);
+      }
+      out.push(msg, ...after);
     } else if (m.role === 'tool') {
       out.push({ id: m.id, role: 'tool', toolCallId: m.toolCallId, content: m.content || '', ...(m.isError ? { error: m.content || 'error' } : {}) });
     }
