@@ -242,3 +242,30 @@ func TestGenAISubagentAndRetrySpans(t *testing.T) {
 		t.Fatalf("steps %+v; want one model step of the helper", d.Steps)
 	}
 }
+
+// TestGenAISpanReasoningContent: with STACKBONE_TRACE_CONTENT a chat span's
+// output carries the model's reasoning (an OpenAI-compatible server's
+// reasoning_content) as a "reasoning" part, through the log redactor as its
+// text is.
+func TestGenAISpanReasoningContent(t *testing.T) {
+	t.Parallel()
+	rcv := otlptest.NewReceiver(t)
+	tel := rcv.Tracing(t)
+	env := stacktest.New(t, stacktest.Options{
+		Script: `[{"reply": {"reasoning": "They gave me {{lastUser}}; I will not repeat it.", "text": "Noted."}}]`,
+		Configure: func(c *config.Config) {
+			c.Tracer, c.TraceContent = tel.TracerProvider(), true
+		}})
+	const secret = "sk-live-Zq8wTr3pLm5nKx7vBc2d"
+	if _, err := client(env).Chat.Completions.New(context.Background(), params(user("my key is "+secret))); err != nil {
+		t.Fatal(err)
+	}
+	chat := rcv.WaitFor(t, "a chat span with its output", func(s otlptest.Span) bool {
+		return s.GetName() == "chat test-model" && s.Has("gen_ai.output.messages")
+	})
+	out := chat.StringAttr("gen_ai.output.messages")
+	if !strings.Contains(out, `{"type":"reasoning","content":"They gave me my key is `+redact.Placeholder) || strings.Contains(out, secret) ||
+		!strings.Contains(out, `{"type":"text","content":"Noted."}`) {
+		t.Fatalf("gen_ai.output.messages = %s; want the reasoning, redacted, before the text", out)
+	}
+}
