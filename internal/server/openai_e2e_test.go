@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -599,5 +600,56 @@ func TestFailedTurnRetryIsNotStoredTwice(t *testing.T) {
 	}
 	if users != 1 {
 		t.Fatalf("the retried message was stored %d times", users)
+	}
+}
+
+// TestChatCompletionsReasoningContent: a model's reasoning (the upstream's
+// reasoning_content) reaches a Chat Completions client as DeepSeek's and
+// vLLM's servers answer it: reasoning_content deltas before the content
+// when streamed, message.reasoning_content otherwise, one block per model
+// step that reasoned. The official SDK accepts both (as an extra field) and
+// its accumulator keeps the content whole.
+func TestChatCompletionsReasoningContent(t *testing.T) {
+	t.Parallel()
+	env := stacktest.New(t, stacktest.Options{Script: `[
+ {"when": {"lastTool": "get_weather"}, "reply": {"reasoning": "The tool answered.", "text": "Tool said: {{lastTool}}"}},
+ {"when": {"lastUser": "weather"}, "reply": {"reasoning": "I need the weather.", "toolCalls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}},
+ {"reply": {"reasoning": "Echo it.", "text": "echo: {{lastUser}}"}}
+]`})
+	c := client(env)
+	res, err := c.Chat.Completions.New(context.Background(), params(user("what is the weather")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := res.Choices[0].Message
+	if got := msg.JSON.ExtraFields["reasoning_content"].Raw(); got != `"I need the weather.\n\nThe tool answered."` || !strings.HasPrefix(msg.Content, "Tool said:") {
+		t.Fatalf("reasoning_content %s, content %q", got, msg.Content)
+	}
+
+	stream := c.Chat.Completions.NewStreaming(context.Background(), params(user("hello")))
+	var acc openai.ChatCompletionAccumulator
+	var reasoning []string
+	for stream.Next() {
+		ch := stream.Current()
+		if !acc.AddChunk(ch) {
+			t.Fatalf("accumulator rejected %+v", ch)
+		}
+		if len(ch.Choices) == 0 {
+			continue
+		}
+		if r, ok := ch.Choices[0].Delta.JSON.ExtraFields["reasoning_content"]; ok {
+			if len(acc.Choices) > 0 && acc.Choices[0].Message.Content != "" {
+				t.Fatal("reasoning_content after the content")
+			}
+			var s string
+			_ = json.Unmarshal([]byte(r.Raw()), &s)
+			reasoning = append(reasoning, s)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(reasoning, []string{"Echo it."}) || acc.Choices[0].Message.Content != "echo: hello" {
+		t.Fatalf("streamed reasoning %q, content %q", reasoning, acc.Choices[0].Message.Content)
 	}
 }

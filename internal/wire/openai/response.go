@@ -36,6 +36,10 @@ type ResponseMessage struct {
 	Content   *string    `json:"content"`
 	Refusal   *string    `json:"refusal"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ReasoningContent is the model's reasoning in the turn, as
+	// OpenAI-compatible servers (DeepSeek, vLLM) answer it; OpenAI's SDKs
+	// keep it as an extra field.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // Usage counts tokens.
@@ -79,12 +83,17 @@ func toolCalls(calls []message.ToolCall, withIndex bool) []ToolCall {
 	return out
 }
 
+// reasoningSep parts the blocks of reasoning of a turn (one per model step
+// that reasoned) in reasoning_content.
+const reasoningSep = "\n\n"
+
 // Collector builds a non-stream completion from a run's events.
 type Collector struct {
-	c    Completion
-	text strings.Builder
-	j    wire.TextJoiner
-	err  error
+	c         Completion
+	text      strings.Builder
+	reasoning strings.Builder
+	j         wire.TextJoiner
+	err       error
 }
 
 // NewCollector starts a completion.
@@ -100,11 +109,19 @@ func (c *Collector) Add(e event.Event) {
 	switch e.Type {
 	case event.TextDelta:
 		c.text.WriteString(c.j.Piece(e))
+	case event.Reasoning:
+		if e.Content == "" {
+			return
+		}
+		if c.reasoning.Len() > 0 {
+			c.reasoning.WriteString(reasoningSep)
+		}
+		c.reasoning.WriteString(e.Content)
 	case event.RunFinished:
 		if note, ok := event.WaitingNote(e.Outcome); ok {
 			c.text.WriteString(c.j.Piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note}))
 		}
-		msg := ResponseMessage{Role: "assistant"}
+		msg := ResponseMessage{Role: "assistant", ReasoningContent: c.reasoning.String()}
 		if e.Outcome != nil && len(e.Outcome.PendingCalls) > 0 {
 			msg.ToolCalls = toolCalls(e.Outcome.PendingCalls, false)
 		}

@@ -26,15 +26,18 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent is a block of the model's reasoning, as
+	// OpenAI-compatible servers stream it.
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 var nullUsage = json.RawMessage("null")
 
 // Stream encodes a run's events as chat.completion.chunk frames: a role chunk
-// first, content deltas, the calls the turn stopped on, exactly one chunk
+// first, reasoning_content and content deltas, the calls the turn stopped on, exactly one chunk
 // with a finish_reason, a usage chunk only when asked for, then [DONE].
 type Stream struct {
 	out          sse.Frames
@@ -42,6 +45,7 @@ type Stream struct {
 	created      int64
 	includeUsage bool
 	j            wire.TextJoiner
+	reasoned     bool // a reasoning_content delta was sent
 	done         bool
 }
 
@@ -78,6 +82,16 @@ func (s *Stream) Write(e event.Event) error {
 		}
 		p := s.j.Piece(e)
 		return s.chunk(delta{Content: &p}, nil)
+	case event.Reasoning:
+		if e.SubagentRunID != "" || e.Content == "" {
+			return nil
+		}
+		r := e.Content
+		if s.reasoned {
+			r = reasoningSep + r
+		}
+		s.reasoned = true
+		return s.chunk(delta{ReasoningContent: r}, nil)
 	case event.RunFinished:
 		if note, ok := event.WaitingNote(e.Outcome); ok {
 			p := s.j.Piece(event.Event{MessageID: event.WaitingNoteMessageID, Delta: note})
