@@ -443,3 +443,37 @@ func TestReasoningGatedByVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotReasoning: a 1.0 client's MESSAGES_SNAPSHOT holds an answer's
+// shown reasoning as "reasoning" messages with the live events' ids, where
+// they streamed (before the answer, or after it when they followed a tool
+// call); a redacted block shows nothing; a client older than 1.0 gets the
+// conversation without them.
+func TestSnapshotReasoning(t *testing.T) {
+	snap := event.Event{Type: event.MessagesSnapshot, Messages: []message.Message{
+		{ID: "u1", Role: message.User, Content: "go"},
+		{ID: "a1", Role: message.Assistant, Content: "Checking.", ToolCalls: []message.ToolCall{{ID: "c1", Name: "n", Arguments: "{}"}},
+			Reasoning: []message.Reasoning{
+				{Type: message.ReasoningText, Text: "first"},
+				{Type: message.ReasoningRedacted, Data: "x"},
+				{Type: message.ReasoningThinking, Text: "after the call", Signature: "s", AfterCalls: 1},
+			}},
+	}}
+	ids := func(version string) string {
+		fs := streamFrames(t, &RunAgentInput{ProtocolVersion: version}, event.Event{Type: event.RunStarted}, snap)
+		var out []string
+		for _, m := range fs[len(fs)-1]["messages"].([]any) {
+			m := m.(map[string]any)
+			out = append(out, fmt.Sprintf("%s:%s:%v", m["id"], m["role"], m["content"]))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := ids("1.0"), "u1:user:go a1-reasoning-1:reasoning:first a1:assistant:Checking. a1-reasoning-2:reasoning:after the call"; got != want {
+		t.Fatalf("1.0 snapshot\n got %s\nwant %s", got, want)
+	}
+	for _, v := range []string{"", "0.0.59"} {
+		if got, want := ids(v), "u1:user:go a1:assistant:Checking."; got != want {
+			t.Fatalf("protocolVersion %q snapshot\n got %s\nwant %s", v, got, want)
+		}
+	}
+}
