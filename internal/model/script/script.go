@@ -39,8 +39,10 @@
 //	toolCalls     [{"name": "...", "arguments": {...}}]
 //	reasoning     the model's reasoning before its answer (templates
 //	              expanded): the mock OpenAI upstream streams it as
-//	              reasoning_content deltas, the scripted provider yields it
-//	              as a plain-text reasoning block
+//	              reasoning_content deltas (message.reasoning_content when
+//	              not streamed), the scripted provider yields it as a
+//	              plain-text reasoning block; the mock Anthropic upstream
+//	              keeps its own thinking (modeltest.ThinkingText)
 //	delayMs       pause before answering
 //	chunkDelayMs  pause between streamed chunks
 //	stop          "stop" (default) or "length"; "tool_calls" is implied by toolCalls
