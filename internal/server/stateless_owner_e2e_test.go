@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -11,6 +12,7 @@ import (
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/wire/a2a"
 )
 
 // TestStatelessDecisionsPerUser: the decision a stateless turn (no session)
@@ -94,4 +96,55 @@ func testStatelessDecisionsPerUser(t *testing.T, st store.Store) {
 			t.Fatalf("%s lists %d stateless decisions, want 2", who, len(got))
 		}
 	}
+}
+
+// TestEndUserCallerCannotDecideOwnThread: an end user whose token has the
+// caller role may chat but not decide, also on their own thread: the
+// decision route and an answer over A2A are 403 forbidden_role naming the
+// access token's role and the roles that decide (approver or admin), and
+// the decision stays pending; an approver then decides it.
+func TestEndUserCallerCannotDecideOwnThread(t *testing.T) {
+	t.Parallel()
+	s := newJWTStack(t, stacktest.Options{})
+	env := s.env
+	bob := s.token(t, "bob") // role claim: caller
+	it := pauseAs(t, env, bob, "t-bob")
+	wantMsg := func(what, msg string) {
+		t.Helper()
+		for _, part := range []string{`This access token has role "caller"`, "not even on the user's own threads", "role approver or admin"} {
+			if !strings.Contains(msg, part) {
+				t.Fatalf("%s: the refusal %q does not say %q", what, msg, part)
+			}
+		}
+	}
+	r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "", "Authorization", "Bearer "+bob)
+	forbiddenRole(t, "bob approves his own", r)
+	var body struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &body)
+	wantMsg("hitl approve", body.Error.Message)
+
+	// Over A2A: his task paused on the refund, answered with a decision.
+	_, rep := a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"a1","role":"ROLE_USER","parts":[{"text":"please refund my order"}]}}`,
+		"Authorization", "Bearer "+bob)
+	var sent struct {
+		Task a2a.Task `json:"task"`
+	}
+	if rep.Error != nil || json.Unmarshal(rep.Result, &sent) != nil || sent.Task.Status.State != a2a.StateInputRequired {
+		t.Fatalf("bob's A2A refund: %+v %s", rep.Error, rep.Result)
+	}
+	_, rep = a2aCall(t, env, "assistant", "SendMessage", `{"message":{"messageId":"a2","role":"ROLE_USER","taskId":"`+sent.Task.ID+
+		`","parts":[{"data":{"decision":"approve"}}]}}`, "Authorization", "Bearer "+bob)
+	if rep.Error == nil || rep.Error.Code != -32000 {
+		t.Fatalf("bob answers his A2A approval: %+v %s", rep.Error, rep.Result)
+	}
+	wantMsg("a2a answer", rep.Error.Message)
+	if got, _ := env.Store.GetInterrupt(context.Background(), "acme", it.ID); got.Status != store.Pending {
+		t.Fatalf("a refused decide changed the decision: %+v", got)
+	}
+	if r := call(t, "POST", env.URL+"/v1/hitl/"+it.ID+"/approve", "", "Authorization", "Bearer "+s.token(t, "dave")); r.status != 200 {
+		t.Fatalf("the approver decides: %d %s", r.status, r.body)
+	}
+	stacktest.WaitFor(t, "the approved refund to run", func() bool { return env.Calls.Get("refund") == 1 })
 }
