@@ -80,6 +80,18 @@ func (r Role) CanTurn() bool { return r == "" || r == RoleAdmin || r == RoleCall
 // CanDecide reports whether a key of role r may decide decisions.
 func (r Role) CanDecide() bool { return r == "" || r == RoleAdmin || r == RoleApprover }
 
+// Refusal is the public message of a 403 to a caller of role r who cannot
+// do what (a phrase such as "decide approvals"): the roles that can
+// (needed, such as "approver or admin"), and where the role comes from, a
+// key's configuration or, for an end user (endUser), the role claim of
+// their access token.
+func (r Role) Refusal(endUser bool, what, needed string) string {
+	if endUser {
+		return fmt.Sprintf("This access token has role %q, which cannot %s: that needs role %s (the token's role claim; ask the identity provider's admin).", r, what, needed)
+	}
+	return fmt.Sprintf("This API key has role %q, which cannot %s: use a key with role %s.", r, what, needed)
+}
+
 // Config is the server's configuration.
 type Config struct {
 	Mode Mode

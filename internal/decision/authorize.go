@@ -10,15 +10,25 @@ import (
 	"github.com/stackbone/stackbone/internal/tool"
 )
 
-// RoleError is a key whose role may not decide (403 forbidden_role).
+// RoleError is a key, or an end user's token, whose role may not decide
+// (403 forbidden_role).
 type RoleError struct {
-	// Role is the refused key's role.
+	// Role is the refused caller's role.
 	Role config.Role
+	// EndUser is set when the role is an end user's (their token's role
+	// claim), not a key's.
+	EndUser bool
 }
 
-// Error is the public message of the refusal.
+// Error is the public message of the refusal. An end user with the
+// caller role is refused also on their own threads: a caller may chat,
+// not decide.
 func (e *RoleError) Error() string {
-	return fmt.Sprintf("This API key has role %q, which cannot decide approvals: use a key with role approver or admin.", e.Role)
+	what := "decide approvals"
+	if e.EndUser {
+		what = "decide approvals, not even on the user's own threads"
+	}
+	return e.Role.Refusal(e.EndUser, what, "approver or admin")
 }
 
 // AllowRole is the one rule of which key roles may decide: admin (or no

@@ -1141,11 +1141,12 @@ func (x *execution) statelessDecision(ctx context.Context, c message.ToolCall) (
 		return nil, err
 	}
 	refuse := x.r.RefuseStateless
-	by := x.in.DecidedBy
-	if x.root != nil {
-		by = x.root.in.DecidedBy // a subagent's execution has no input of its own
-	}
+	in := x.top().in // a subagent's execution has no input of its own
+	by := in.DecidedBy
 	it.Subagent = x.subName
+	// No thread owns the record: it is its end user's (seen, as their
+	// threads are, by them and by admins and approvers only).
+	it.Owner = in.userID()
 	it.Status = store.Approved
 	it.Decision = &store.Decision{Approved: true, Via: store.ViaStateless, By: by, At: it.CreatedAt}
 	if refuse {

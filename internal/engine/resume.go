@@ -120,7 +120,7 @@ func (r *Runner) decided(tenant string, it *store.Interrupt) {
 		return
 	}
 	r.Bus.Publish(tenant, it.ThreadID, event.Event{Type: event.DecisionMade, ThreadID: it.ThreadID, RunID: it.RunID,
-		ToolCallID: it.ToolCallID, ToolName: it.Tool, Status: string(it.Status), Time: r.Now().UnixMilli()})
+		ToolCallID: it.ToolCallID, ToolName: it.Tool, Status: string(it.Status), Owner: it.Owner, Time: r.Now().UnixMilli()})
 }
 
 // checkDecision validates a decision against what the pause allows

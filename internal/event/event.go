@@ -115,6 +115,10 @@ type Event struct {
 	// Status is the decided interrupt's status, approved or rejected
 	// (DecisionMade).
 	Status string `json:"status,omitempty"`
+	// Owner is the end user a DecisionMade's interrupt belongs to
+	// (store.Interrupt.Owner; '' for the tenant's), so that a decision of
+	// no thread reaches only those who see it.
+	Owner string `json:"owner,omitempty"`
 	// Err is the typed cause of a RunError, for the run's own consumer
 	// only (never stored or published): the HTTP edge maps it to the
 	// wire's error kind and status, as it maps an error returned before

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stackbone/stackbone/internal/config"
 	"github.com/stackbone/stackbone/internal/model/script"
@@ -177,6 +178,71 @@ func TestA2AOfficialClientPush(t *testing.T) {
 			if len(out.Results) != 3 {
 				t.Fatalf("ran %d cases; want 3", len(out.Results))
 			}
+		})
+	}
+}
+
+// TestA2AOfficialClientOIDC runs tests/a2a/oidc.mjs, the official
+// @a2a-js/sdk client with end users' tokens a real OpenID provider signed,
+// on each binding (SQLite and PostgreSQL): the card the SDK resolves names
+// the provider (openIdConnectSecurityScheme, its discovery URL) beside the
+// bearer scheme; alice's token sends a message; bob gets TaskNotFoundError
+// for her task and does not list it; tokens for another audience or
+// issuer, unsigned, HMAC-signed with the public key, tampered, and (with
+// the server's clock past their exp) expired get 401 with a Bearer
+// challenge in the binding's A2A error format, and start nothing.
+func TestA2AOfficialClientOIDC(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, binding string
+		open          func(t *testing.T) store.Store
+	}{
+		{"sqlite/jsonrpc", "JSONRPC", func(*testing.T) store.Store { return nil }},
+		{"postgres/http+json", "HTTP+JSON", func(t *testing.T) store.Store { return stacktest.Postgres(t, "a2a_oidc") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newJWTStack(t, stacktest.Options{Store: c.open(t)})
+			node, dir := nodeFixture(t, "a2a", filepath.Join("@a2a-js", "sdk", "package.json"))
+			alice := s.token(t, "alice")
+			run := func(phase string, bad map[string]string, want int) {
+				t.Helper()
+				arg, err := json.Marshal(map[string]any{"issuer": s.oidc.Issuer, "bad": bad,
+					"tokens": map[string]string{"alice": alice, "bob": s.token(t, "bob")}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out struct {
+					Results []struct {
+						Name  string `json:"name"`
+						OK    bool   `json:"ok"`
+						Error string `json:"error"`
+					} `json:"results"`
+				}
+				calls := s.env.Upstream.Count()
+				err = runNodeScript(t, node, dir, "oidc.mjs", &out, s.env.URL, c.binding, phase, string(arg))
+				if err != nil && len(out.Results) == 0 {
+					t.Fatal(err)
+				}
+				for _, r := range out.Results {
+					if !r.OK {
+						t.Errorf("%s: %s: %s", phase, r.Name, r.Error)
+					}
+				}
+				if len(out.Results) != want {
+					t.Fatalf("%s: ran %d cases; want %d", phase, len(out.Results), want)
+				}
+				if phase == "expired" && s.env.Upstream.Count() != calls {
+					t.Errorf("an expired token reached the model")
+				}
+			}
+			run("live", s.forged(t, alice), 4)
+			if n := s.env.Upstream.Count(); n != 1 {
+				t.Errorf("the model was called %d times; want once (alice's message; no refused token ran a turn)", n)
+			}
+			// Past the token's exp and the server's leeway.
+			s.skew.Store(int64(10 * time.Minute))
+			run("expired", map[string]string{"expired": alice}, 1)
 		})
 	}
 }

@@ -73,10 +73,18 @@ func (s *Server) owned(h HandlerFunc) HandlerFunc {
 }
 
 // seesDecision is nil when the caller sees the decision it: every decision
-// for an admin or an approver, else those of threads it sees (and of no
-// thread). notFound is the error of a decision it does not see.
+// for an admin or an approver, else those of threads it sees, and those of
+// no thread (a stateless turn's) whose owner it sees. notFound is the error
+// of a decision it does not see.
 func (s *Server) seesDecision(r *http.Request, it *store.Interrupt, notFound error) error {
-	if PrincipalFrom(r.Context()).SeesAllDecisions() || it.ThreadID == "" {
+	p := PrincipalFrom(r.Context())
+	switch {
+	case p.SeesAllDecisions():
+		return nil
+	case it.ThreadID == "":
+		if !p.Sees(it.Owner) {
+			return notFound
+		}
 		return nil
 	}
 	if err := s.seesThread(r, it.ThreadID); err != nil {

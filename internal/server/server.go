@@ -265,27 +265,27 @@ const (
 // else a 403 with code forbidden_role. param names where the refused part
 // of the request is (may be empty).
 func (p Principal) Allow(act Action, param string) error {
-	var e *apierror.Error
+	var msg string
+	endUser := p.User.ID != ""
 	switch {
 	case act == ActTurn && !p.Role.CanTurn():
-		e = apierror.New(apierror.Permission, CodeForbiddenRole,
-			fmt.Sprintf("This API key has role %q, which cannot start turns: use a key with role caller or admin.", p.Role))
+		msg = p.Role.Refusal(endUser, "start turns", "caller or admin")
 	case act == ActMemory && !p.Role.CanTurn():
-		e = apierror.New(apierror.Permission, CodeForbiddenRole,
-			fmt.Sprintf("This API key has role %q, which cannot write the memory store: use a key with role caller or admin.", p.Role))
+		msg = p.Role.Refusal(endUser, "write the memory store", "caller or admin")
 	case act == ActAdmin && p.Role != "" && p.Role != config.RoleAdmin:
-		e = apierror.New(apierror.Permission, CodeForbiddenRole,
-			fmt.Sprintf("This API key has role %q, which cannot change schedules: use a key with role admin.", p.Role))
+		msg = p.Role.Refusal(endUser, "change schedules", "admin")
 	case act == ActDecide:
 		// Who may decide is the decision package's rule.
-		re := decision.AllowRole(p.Role)
-		if re == nil {
+		var re *decision.RoleError
+		if !errors.As(decision.AllowRole(p.Role), &re) {
 			return nil
 		}
-		e = apierror.New(apierror.Permission, CodeForbiddenRole, re.Error())
+		re.EndUser = endUser
+		msg = re.Error()
 	default:
 		return nil
 	}
+	e := apierror.New(apierror.Permission, CodeForbiddenRole, msg)
 	e.Param = param
 	return e
 }

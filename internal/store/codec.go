@@ -273,7 +273,7 @@ func EncodeInterrupts(c Checkpoint, now func() time.Time) ([]EncodedInterrupt, e
 			in.RunID = c.RunID
 		}
 		if err := CheckText("interrupt", "ID", in.ID, "RunID", in.RunID, "Agent", in.Agent, "ToolCallID", in.ToolCallID,
-			"Tool", in.Tool, "Subagent", in.Subagent); err != nil {
+			"Tool", in.Tool, "Subagent", in.Subagent, "Owner", in.Owner); err != nil {
 			return nil, err
 		}
 		in.Description = CleanText(in.Description)

@@ -10,7 +10,7 @@ import (
 )
 
 const interruptCols = `id, tenant, thread_id, run_id, agent, tool_call_id, tool, v, args, description, allowed,
-	response_schema, subagent, status, created_at, decision, reason, expires_at, approvals_needed, approvals`
+	response_schema, subagent, status, created_at, decision, reason, expires_at, approvals_needed, approvals, owner`
 
 // scanInterrupt scans interruptCols.
 func scanInterrupt(row Row) (*Interrupt, error) {
@@ -21,7 +21,7 @@ func scanInterrupt(row Row) (*Interrupt, error) {
 	)
 	if err := row.Scan(&in.ID, &in.Tenant, &in.ThreadID, &in.RunID, &in.Agent, &in.ToolCallID, &in.Tool, &c.V,
 		&c.Args, &desc, &c.Allowed, &c.Schema, &in.Subagent, &c.Status, ScanTime(&in.CreatedAt), &c.Decision, &in.Reason,
-		ScanTimePtr(&in.ExpiresAt), &c.Needed, &c.Approvals); err != nil {
+		ScanTimePtr(&in.ExpiresAt), &c.Needed, &c.Approvals, &in.Owner); err != nil {
 		return nil, err
 	}
 	if err := c.Decode(&in); err != nil {
@@ -49,7 +49,7 @@ func insertInterrupts(tx Tx, runID string, rows []EncodedInterrupt) {
 		tx.Queue(`INSERT INTO interrupts (`+interruptCols+`)
 			SELECT $4::text, t.tenant, t.id, $5::text, coalesce(nullif($6::text, ''), t.agent), $7::text, $8::text, $9::integer,
 				$10::json, $11::text, $12::json, $13::json, $14::text, 'pending', $15::timestamptz, NULL, $16::text,
-				$17::timestamptz, $18::integer, '[]'
+				$17::timestamptz, $18::integer, '[]', t.owner
 			FROM threads t WHERE `+runHeld,
 			r.In.Tenant, r.In.ThreadID, runID,
 			r.In.ID, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, FormatVersion,
@@ -97,8 +97,9 @@ func (db *DB) ListInterrupts(ctx context.Context, tenant string, f InterruptFilt
 	}
 	if f.Scoped {
 		args = append(args, f.User)
-		q.WriteString(` AND (thread_id = '' OR EXISTS (SELECT 1 FROM threads t WHERE t.tenant = $1 AND t.id = interrupts.thread_id
-			AND t.owner IN ('', $` + strconv.Itoa(len(args)) + `)))`)
+		n := strconv.Itoa(len(args))
+		q.WriteString(` AND ((thread_id = '' AND owner IN ('', $` + n + `)) OR EXISTS (SELECT 1 FROM threads t
+			WHERE t.tenant = $1 AND t.id = interrupts.thread_id AND t.owner IN ('', $` + n + `)))`)
 	}
 	args = append(args, Limit(f.Limit, DefaultLimit))
 	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)))
@@ -274,10 +275,10 @@ func (db *DB) RecordDecided(ctx context.Context, in Interrupt) error {
 	}
 	return db.d.Write(ctx, "record decided", func(tx Tx) error {
 		tx.Queue(`INSERT INTO interrupts (`+interruptCols+`)
-			VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16, $17, 1, '[]')`,
+			VALUES ($1, $2, '', $3, $4, $5, $6, $7, $8::json, $9, $10::json, $11::json, $12, $13, $14, $15::json, $16, $17, 1, '[]', $18)`,
 			r.In.ID, r.In.Tenant, r.In.RunID, r.In.Agent, r.In.ToolCallID, r.In.Tool, FormatVersion,
 			r.Args, nullText(r.In.Description), r.Allowed, nullText(r.Schema), r.In.Subagent, string(status), r.CreatedAt,
-			string(dj), r.In.Reason, TimePtrArg(r.In.ExpiresAt))
+			string(dj), r.In.Reason, TimePtrArg(r.In.ExpiresAt), r.In.Owner)
 		return nil
 	})
 }

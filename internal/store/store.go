@@ -207,7 +207,12 @@ type Interrupt struct {
 	AllowedDecisions []string        `json:"allowedDecisions"`
 	ResponseSchema   json.RawMessage `json:"responseSchema"`
 	// Subagent names the subagent whose call paused, if any.
-	Subagent  string          `json:"subagent,omitempty"`
+	Subagent string `json:"subagent,omitempty"`
+	// Owner is the end user the decision belongs to: the owner of its
+	// thread (Thread.Owner), or, for the record of a stateless turn, the
+	// turn's end user; '' for the tenant's (a key's). A decision of no
+	// thread is seen by its owner, admins and approvers (Sees).
+	Owner     string          `json:"owner,omitempty"`
 	Status    InterruptStatus `json:"status"`
 	CreatedAt time.Time       `json:"createdAt"`
 	// ExpiresAt is when a pending interrupt expires (it is then decided as
@@ -501,7 +506,8 @@ type InterruptFilter struct {
 	Status   InterruptStatus
 	Limit    int
 	// Scoped lists only the interrupts of threads User sees (Sees without
-	// anyOwner), and those of no thread (stateless turns).
+	// anyOwner), and those of no thread (stateless turns) User sees by
+	// their Owner.
 	Scoped bool
 	User   string
 }

@@ -167,12 +167,16 @@ func (st *Studio) live(w http.ResponseWriter, r *http.Request) error {
 	p := server.PrincipalFrom(r.Context())
 	tenant := p.Tenant
 	// An end user who does not see every thread hears of the threads they
-	// see (and, an approver, of every decision): a thread's owner never
-	// changes, so each thread is looked up once.
+	// see, and of the decisions of no thread that are theirs (and, an
+	// approver, of every decision): a thread's owner never changes, so each
+	// thread is looked up once.
 	owners := map[string]bool{}
 	sees := func(ctx context.Context, e *event.Event) bool {
-		if p.AnyOwner() || e.ThreadID == "" || (e.Type == event.DecisionMade && p.SeesAllDecisions()) {
+		if p.AnyOwner() || (e.Type == event.DecisionMade && p.SeesAllDecisions()) {
 			return true
+		}
+		if e.ThreadID == "" {
+			return p.Sees(e.Owner)
 		}
 		if v, ok := owners[e.ThreadID]; ok {
 			return v

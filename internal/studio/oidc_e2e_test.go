@@ -321,7 +321,8 @@ func TestStudioOIDCCallbackRefusals(t *testing.T) {
 }
 
 // TestStudioLiveFeedOfAUser: an end user's live feed (what their Studio
-// refreshes by) tells of their own threads, and of no other user's.
+// refreshes by) tells of their own threads and decisions (also of a turn
+// without a session), and of no other user's.
 func TestStudioLiveFeedOfAUser(t *testing.T) {
 	t.Parallel()
 	env, o := oidcStack(t, "studio-secret-0123456789abcdef0123456789")
@@ -337,12 +338,24 @@ func TestStudioLiveFeedOfAUser(t *testing.T) {
 		}
 	}
 	turn(bob, "bob-draft")
+	// Bob's refund in a turn without a session: its decision record (no
+	// thread) is his.
+	if r := do(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"please refund my order"}]}`,
+		"Authorization", "Bearer "+bob); r.status != 200 {
+		t.Fatalf("bob's stateless refund: %d %s", r.status, r)
+	}
 	turn(alice, "alice-draft")
 	for _, e := range nextLive(t, feed, "alice-draft") {
-		if strings.Contains(e, "bob-draft") {
-			t.Fatalf("alice's feed tells of bob's thread: %s", e)
+		if strings.Contains(e, "bob-draft") || strings.Contains(e, `"kind":"decision"`) {
+			t.Fatalf("alice's feed tells of bob's thread or decision: %s", e)
 		}
 	}
+	// Her own stateless decision reaches her feed.
+	if r := do(t, "POST", env.URL+"/v1/chat/completions", `{"model":"assistant","messages":[{"role":"user","content":"please refund my order"}]}`,
+		"Authorization", "Bearer "+alice); r.status != 200 {
+		t.Fatalf("alice's stateless refund: %d %s", r.status, r)
+	}
+	nextLive(t, feed, `"kind":"decision"`)
 }
 
 // TestStudioOIDCAcrossReplicas: without any API key (end users only), a

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ var ownerTests = []struct {
 }{
 	{"Owner/BeginRunRecordsAndGuards", testOwnerBeginRun},
 	{"Owner/ListsAndForks", testOwnerLists},
+	{"Owner/StatelessDecisions", testOwnerStatelessDecisions},
 }
 
 // A thread an end user creates is theirs: another user's BeginRun on it
@@ -113,5 +115,51 @@ func testOwnerLists(t *testing.T, s store.Store) {
 	f, err := s.Fork(ctx, store.Fork{Tenant: "acme", ThreadID: "tk", NewID: "tf", Now: at(time.Minute), User: "bob"})
 	if err != nil || f.Owner != "bob" {
 		t.Fatalf("fork %+v %v", f, err)
+	}
+}
+
+// The record of a stateless turn's call keeps its end user (Owner): a
+// scoped list holds the tenant's records (no owner) and the user's own, not
+// another user's; an unscoped one (an admin's, an approver's) holds all. A
+// decision of a user's thread carries the thread's owner.
+func testOwnerStatelessDecisions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i, owner := range []string{"alice", "bob", ""} {
+		now := at(time.Duration(i) * time.Second)
+		in := store.Interrupt{ID: fmt.Sprintf("int_s%d", i), Tenant: "acme", RunID: fmt.Sprintf("run_s%d", i), Agent: "a",
+			ToolCallID: "call", Tool: "refund", Status: store.Approved, CreatedAt: now, Owner: owner,
+			Decision: &store.Decision{Approved: true, Via: store.ViaStateless, By: "acme/" + owner, At: now}}
+		if err := s.RecordDecided(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetInterrupt(ctx, "acme", in.ID); err != nil || got.Owner != owner {
+			t.Fatalf("record %s: %+v %v, want owner %q", in.ID, got, err, owner)
+		}
+	}
+	list := func(f store.InterruptFilter) []string {
+		t.Helper()
+		f.Status = store.Approved
+		ins, err := s.ListInterrupts(ctx, "acme", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return interruptIDs(ins)
+	}
+	sameStrings(t, "alice's", list(store.InterruptFilter{Scoped: true, User: "alice"}), []string{"int_s2", "int_s0"})
+	sameStrings(t, "bob's", list(store.InterruptFilter{Scoped: true, User: "bob"}), []string{"int_s2", "int_s1"})
+	sameStrings(t, "a key's", list(store.InterruptFilter{Scoped: true}), []string{"int_s2"})
+	sameStrings(t, "all", list(store.InterruptFilter{}), []string{"int_s2", "int_s1", "int_s0"})
+
+	_, err := s.BeginRun(ctx, store.BeginRun{Tenant: "acme", ThreadID: "ta", Agent: "a", RunID: "r-ta", Owner: "r",
+		User: "alice", Now: at(time.Minute), LeaseUntil: at(2 * time.Minute), Input: []message.Message{userMsg("m-ta", "hi")}, New: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(ctx, store.Checkpoint{Tenant: "acme", ThreadID: "ta", RunID: "r-ta",
+		Interrupts: []store.Interrupt{interrupt("i-ta", "call-ta", at(time.Minute))}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetInterrupt(ctx, "acme", "i-ta"); err != nil || got.Owner != "alice" {
+		t.Fatalf("a decision of alice's thread: %+v %v", got, err)
 	}
 }
