@@ -864,3 +864,18 @@ func TestChatDecisionReachesInbox(t *testing.T) {
 	inbox.waitJS("the call to leave the inbox", `!document.querySelector(`+js(card(id))+`)`)
 	inbox.waitText(`.history-item[data-id="`+id+`"] .via`, "via agui")
 }
+
+// TestChatApprovalClearsInboxBadge: the nav's count of pending approvals
+// goes to 1 when the chat's call pauses and is hidden again, without a
+// reload, once the call is approved inline in the chat.
+func TestChatApprovalClearsInboxBadge(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "badge-1")
+	id := chatPause(p)
+	p.waitJS("the badge to count the paused call", `(() => { const b = document.querySelector('#inbox-count'); return !b.hidden && b.textContent.startsWith('1'); })()`)
+	p.click(`#chat-log article.chat-decision[data-id="` + id + `"] button[data-action="approve"]`)
+	waitAnswer(p, "Refund result:")
+	p.waitJS("the badge to clear", `document.querySelector('#inbox-count').hidden`)
+}

@@ -190,6 +190,28 @@ export function chatView(ctx, agentName, params) {
     picker.replaceChildren(...ids.map((x) => h('option', { value: x }, x)), h('option', { value: '' }, 'New thread'));
     picker.value = threadId;
   }
+  // Pick the model of the next runs (dev only: the agent's models, sent as
+  // forwardedProps.model; the server refuses any other). Empty: the agent's
+  // own, with its fallbacks.
+  let pickedModel = '';
+  const modelPick = h('select', { id: 'chat-model', 'aria-label': 'Model of the next runs' });
+  const modelRow = h('span', { class: 'model-pick', id: 'chat-model-row', hidden: true },
+    h('label', { for: 'chat-model', class: 'inline' }, 'Model'), modelPick);
+  modelPick.addEventListener('change', () => {
+    pickedModel = modelPick.value;
+    announce(pickedModel ? `The next runs use ${pickedModel}.` : 'The next runs use the agent\'s own model.');
+  });
+  function fillModels() {
+    const models = spec?.pickModels || [];
+    modelRow.hidden = models.length < 2;
+    if (modelRow.hidden) { pickedModel = ''; return; }
+    const rest = models.slice(1);
+    modelPick.replaceChildren(
+      h('option', { value: '' }, `Agent's own: ${models[0]}${rest.length ? `, then ${rest.join(', ')}` : ''}`),
+      ...models.map((m) => h('option', { value: m }, `${m} only`)));
+    if (!models.includes(pickedModel)) pickedModel = '';
+    modelPick.value = pickedModel;
+  }
   const newBtn = h('button', { type: 'button', class: 'ghost small', 'data-action': 'new-thread',
     onclick: () => { location.hash = `#/chat/${enc(agentName)}?thread=${enc(newThreadId())}`; } }, 'New thread');
 
@@ -197,7 +219,7 @@ export function chatView(ctx, agentName, params) {
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/agents' }, 'Agents'), ' / ', agentName, ' / Chat'),
     h('div', { class: 'titlebar' },
       h('h1', { id: 'chat-h', tabindex: '-1' }, 'Chat with ', h('code', {}, agentName)),
-      h('p', { class: 'meta' }, h('label', { for: 'chat-thread-pick', class: 'inline' }, 'Thread'), picker, threadLink, branchNote, ' ', newBtn)),
+      h('p', { class: 'meta' }, h('label', { for: 'chat-thread-pick', class: 'inline' }, 'Thread'), picker, threadLink, branchNote, ' ', newBtn, ' ', modelRow)),
     h('div', { class: 'chat-grid' },
       h('section', { class: 'chat-main', 'aria-labelledby': 'chat-conv-h' },
         h('h2', { id: 'chat-conv-h', class: 'sr-only' }, 'Conversation'),
@@ -721,19 +743,69 @@ export function chatView(ctx, agentName, params) {
     return f;
   }
 
+  // mcpLine is one MCP server as its live client state says: connected
+  // with its tool count, connecting, or failed with the error.
+  function mcpLine(s) {
+    const n = s.tools?.length || 0;
+    const tools = `${n} tool${n === 1 ? '' : 's'}`;
+    const label = s.status === 'connected' ? `connected · ${tools}` : s.status === 'connecting' ? 'connecting…' : `failed · ${tools}`;
+    return h('li', { 'data-mcp': s.name, 'data-status': s.status },
+      h('code', {}, s.name), ' ', h('span', { class: `badge mcp-${s.status}` }, label),
+      h('span', { class: 'muted' }, ` ${s.transport}`),
+      s.status !== 'connected' && s.error ? h('p', { class: 'mcp-error error-inline' }, s.error) : null,
+      s.status === 'connected' && n ? h('p', { class: 'muted mcp-tools' }, s.tools.join(', ')) : null);
+  }
+
+  function toolLine(t) {
+    return h('li', { 'data-tool': t.name },
+      h('details', {}, h('summary', { title: t.description || '' }, h('code', {}, t.name),
+        t.approval ? h('span', { class: 'badge needs' }, 'needs approval') : null),
+      t.description ? h('p', { class: 'muted' }, t.description) : null,
+      h('pre', { class: 'json tool-schema' }, pretty(t.parameters || { type: 'object' }))));
+  }
+
   function drawDefinition() {
     if (!spec) { defBox.replaceChildren(h('p', { class: 'error-inline' }, `No agent is named ${agentName}.`)); return; }
+    fillModels();
     const own = spec.tools.filter((t) => !t.builtin);
     const builtin = spec.tools.filter((t) => t.builtin);
+    const keys = Object.keys(spec.editableState || {}).sort();
+    const models = spec.models || [spec.model];
+    const mcp = spec.mcpServers || [];
+    const open = new Set([...defBox.querySelectorAll('details[open]')].map((d) => d.closest('[data-tool]')?.dataset.tool || d.dataset.part));
     defBox.replaceChildren(h('dl', { class: 'facts' },
-      h('dt', {}, 'Model'), h('dd', {}, h('code', {}, spec.model)),
-      h('dt', {}, 'Tools'), h('dd', {}, own.length ? h('ul', { class: 'def-tools' }, own.map((t) => h('li', { title: t.description || '' }, h('code', {}, t.name),
-        t.approval ? h('span', { class: 'badge needs' }, 'needs approval') : null))) : 'none'),
+      h('dt', {}, 'Model'), h('dd', { id: 'chat-def-model' }, h('code', {}, models[0]),
+        models.length > 1 ? h('span', { class: 'muted' }, ' then ', models.slice(1).map((m) => h('code', {}, m)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])) : null),
+      h('dt', {}, 'Tools'), h('dd', {}, own.length ? h('ul', { class: 'def-tools' }, own.map(toolLine)) : 'none'),
       builtin.length ? [h('dt', {}, 'Built-in'), h('dd', { class: 'muted' }, builtin.map((t) => t.name).join(', '))] : null,
+      mcp.length ? [h('dt', {}, 'MCP servers'), h('dd', {}, h('ul', { class: 'mcp-servers', id: 'chat-mcp' }, mcp.map(mcpLine)))] : null,
       h('dt', {}, 'Page tools'), h('dd', {}, FRONTEND_TOOLS.map((t) => h('code', { class: 'def-ftool' }, t.name)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])),
-      spec.subagents?.length ? [h('dt', {}, 'Subagents'), h('dd', {}, spec.subagents.map((s) => s.name).join(', '))] : null),
-    spec.instructions ? h('details', {}, h('summary', {}, 'Instructions'), h('div', { class: 'text instructions' }, spec.instructions)) : null,
+      spec.subagents?.length ? [h('dt', {}, 'Subagents'), h('dd', {}, h('ul', { class: 'def-subagents' }, spec.subagents.map((s) => h('li', {},
+        h('strong', {}, s.name), s.description ? ` — ${s.description}` : '',
+        h('span', { class: 'muted' }, ` (model ${s.model}; tools: ${s.tools.length ? s.tools.join(', ') : 'none'})`)))))] : null,
+      h('dt', {}, 'Editable state'), h('dd', { id: 'chat-def-editable' }, keys.length ? keys.map((k) => h('code', {}, k)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), []) : h('span', { class: 'muted' }, 'none'))),
+    spec.instructions ? h('details', { 'data-part': 'instructions' }, h('summary', {}, 'Instructions'), h('div', { class: 'text instructions' }, spec.instructions)) : null,
     h('p', {}, h('a', { href: '#/agents' }, 'Full definition on the Agents page')));
+    for (const d of defBox.querySelectorAll('details')) if (open.has(d.closest('[data-tool]')?.dataset.tool || d.dataset.part)) d.open = true;
+    watchMCP();
+  }
+
+  // While an MCP server is not connected, its state is read again (every
+  // 2 s while one connects, every 10 s while one is down and retried), so
+  // the panel follows the server's live client.
+  let mcpTimer = null;
+  function watchMCP() {
+    clearTimeout(mcpTimer);
+    const servers = spec?.mcpServers || [];
+    if (closed || servers.every((s) => s.status === 'connected')) return;
+    mcpTimer = setTimeout(async () => {
+      try {
+        const agents = await ctx.loadAgents(true);
+        const next = agents.find((a) => a.name === agentName);
+        if (next && !closed) { spec = next; drawDefinition(); return; }
+      } catch { /* the next try reads it again */ }
+      watchMCP();
+    }, servers.some((s) => s.status === 'connecting') ? 2000 : 10000);
   }
 
   // ---------- running ----------
@@ -859,7 +931,7 @@ export function chatView(ctx, agentName, params) {
         runId: randomUUID(),
         tools: FRONTEND_TOOLS,
         context: [],
-        forwardedProps: {},
+        forwardedProps: pickedModel ? { model: pickedModel } : {},
         ...(resume ? { resume } : {}),
       }, {
         ...subscriber,
@@ -1116,6 +1188,7 @@ export function chatView(ctx, agentName, params) {
       delete main.dataset.chatReady;
       document.removeEventListener('keydown', onKey);
       clearTimeout(syncTimer);
+      clearTimeout(mcpTimer);
       es?.close();
       if (running) agent.abortRun();
       document.querySelector('#chat-confirm')?.remove();
