@@ -877,5 +877,7 @@ func TestChatApprovalClearsInboxBadge(t *testing.T) {
 	p.waitJS("the badge to count the paused call", `(() => { const b = document.querySelector('#inbox-count'); return !b.hidden && b.textContent.startsWith('1'); })()`)
 	p.click(`#chat-log article.chat-decision[data-id="` + id + `"] button[data-action="approve"]`)
 	waitAnswer(p, "Refund result:")
+	t0 := time.Now()
 	p.waitJS("the badge to clear", `document.querySelector('#inbox-count').hidden`)
+	t.Logf("badge cleared %v after the answer", time.Since(t0))
 }

@@ -115,7 +115,10 @@ export function changedPaths(a, b, path = '', out = []) {
 }
 
 // chatView is the page. ctx is what app.js lends it: {main, h, api,
-// announce, session(), loadAgents(force)}.
+// announce, session(), loadAgents(force), signedOut(), pendingChanged()}.
+// pendingChanged re-reads the nav's count of pending decisions: the page
+// calls it after each of its runs (a run may pause, a resume decides) and
+// its answers to questions, so the badge does not wait on the live feed.
 export function chatView(ctx, agentName, params) {
   const { h, api, announce, main } = ctx;
   const session = ctx.session() || {};
@@ -512,6 +515,7 @@ export function chatView(ctx, agentName, params) {
         decided.set(p.id, { verdict, text, toolCallId: p.toolCallId });
         markDecided(card, { verdict, text });
         announce(`${text}: ${p.tool}.`);
+        ctx.pendingChanged?.();
         draw();
       } catch (e) {
         err.replaceChildren(h('p', {}, e.status === 409 ? 'This question was already answered elsewhere.' : e.message));
@@ -949,6 +953,7 @@ export function chatView(ctx, agentName, params) {
       setRunning(false);
       drawState();
       branchCount();
+      ctx.pendingChanged?.();
     }
     if (closed || !leftCalls.length) return;
     const mine = leftCalls.filter((id) => FRONTEND_TOOLS.some((t) => t.name === toolName(id)));
