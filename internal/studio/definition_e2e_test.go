@@ -1,12 +1,17 @@
 package studio_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
 
 	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/config"
@@ -62,7 +67,10 @@ func TestChatDefinitionPanel(t *testing.T) {
 	openChat(p, env.URL, "withmcp", "def-1")
 	def := "#chat-agent-def"
 	p.waitText(def+` li[data-mcp="fx"] .badge`, fmt.Sprintf("connected · %d tools", fxTools))
-	p.waitText(def+` li[data-mcp="fx"] .mcp-tools`, "fx_lookup")
+	p.waitText(def+` li[data-mcp="fx"] .mcp-tools li[data-tool="fx_lookup"] pre.tool-schema`, `"query"`)
+	if n := eval[int](p, `document.querySelectorAll('#chat-agent-def li[data-tool="fx_lookup"]').length`); n != 1 {
+		t.Fatalf("the MCP tool is listed %d times, want once, under its server", n)
+	}
 	p.waitText(def+` li[data-mcp="dead"] .badge`, "failed")
 	p.waitText(def+` li[data-mcp="dead"] .mcp-error`, "connect")
 	p.waitText("#chat-def-model", "openai/test-model then openai/backup-model")
@@ -72,6 +80,25 @@ func TestChatDefinitionPanel(t *testing.T) {
 	p.waitText("#chat-def-editable", "draft")
 	if html := eval[string](p, `document.querySelector('#main').innerHTML`); strings.Contains(html, secret) {
 		t.Fatal("an MCP server's secret reached the page")
+	}
+	// The picker and the panel (a long connection error, open schemas)
+	// fit a 1280 px screen in light mode and a phone's in dark mode.
+	eval[bool](p, `([...document.querySelectorAll('#chat-agent-def details')].forEach((d) => { d.open = true; }), true)`)
+	noOverflow := `document.documentElement.scrollWidth <= window.innerWidth + 1`
+	p.do(chromedp.EmulateViewport(1280, 1000))
+	if !eval[bool](p, noOverflow) {
+		t.Fatalf("the page is %d px wide at 1280", eval[int](p, `document.documentElement.scrollWidth`))
+	}
+	p.do(chromedp.EmulateViewport(390, 1000))
+	p.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	}))
+	p.waitJS("dark colours", `getComputedStyle(document.body).backgroundColor !== 'rgb(246, 247, 249)'`)
+	if !eval[bool](p, noOverflow) {
+		t.Fatalf("the page is %d px wide on a 390 px screen: %s", eval[int](p, `document.documentElement.scrollWidth`),
+			eval[string](p, `[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(0, 8).map(e => e.tagName + '.' + e.className + '#' + e.id + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`))
 	}
 }
 

@@ -215,7 +215,7 @@ test('PickFallbackModel', async (page) => {
   await openChat(page, cfg.dev, 'picker', 'pw-pick');
   await page.locator('#chat-model-row').waitFor({ timeout: WAIT });
   const options = await page.locator('#chat-model option').allTextContents();
-  check(options.length === 3 && options[0].includes('scripted/picker-primary, then scripted/picker-backup') && options[2] === 'scripted/picker-backup only',
+  check(options.length === 3 && options[0] === 'Agent\'s own, with fallbacks' && options[1] === 'scripted/picker-primary only' && options[2] === 'scripted/picker-backup only',
     `the picker offers ${JSON.stringify(options)}`);
   await say(page, 'hello');
   await waitAnswer(page, 'primary says: hello');

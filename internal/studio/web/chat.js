@@ -209,8 +209,9 @@ export function chatView(ctx, agentName, params) {
     modelRow.hidden = models.length < 2;
     if (modelRow.hidden) { pickedModel = ''; return; }
     const rest = models.slice(1);
+    modelPick.title = 'The model that answers your next messages';
     modelPick.replaceChildren(
-      h('option', { value: '' }, `Agent's own: ${models[0]}${rest.length ? `, then ${rest.join(', ')}` : ''}`),
+      h('option', { value: '', title: `${models[0]}${rest.length ? `, then ${rest.join(', ')}` : ''}` }, 'Agent\'s own, with fallbacks'),
       ...models.map((m) => h('option', { value: m }, `${m} only`)));
     if (!models.includes(pickedModel)) pickedModel = '';
     modelPick.value = pickedModel;
@@ -752,13 +753,14 @@ export function chatView(ctx, agentName, params) {
   function mcpLine(s) {
     const n = s.tools?.length || 0;
     const tools = `${n} tool${n === 1 ? '' : 's'}`;
-    const label = s.status === 'connected' ? `connected · ${tools}` : s.status === 'connecting' ? 'connecting…' : `failed · ${tools}`;
+    const label = s.status === 'connected' ? `connected · ${tools}` : s.status === 'connecting' ? 'connecting…' : `failed${n ? ` · ${tools}` : ''}`;
     return h('li', { 'data-mcp': s.name, 'data-status': s.status },
       h('code', {}, s.name), ' ', h('span', { class: `badge mcp-${s.status}` }, label),
       h('span', { class: 'muted' }, ` ${s.transport}`),
       s.status !== 'connected' && s.error ? h('p', { class: 'mcp-error error-inline' }, s.error) : null,
-      s.status === 'connected' && n ? h('p', { class: 'muted mcp-tools' }, s.tools.join(', ')) : null);
+      s.status === 'connected' && n ? h('ul', { class: 'def-tools mcp-tools' }, s.tools.map((name) => toolLine(toolsByName.get(name) || { name }))) : null);
   }
+  let toolsByName = new Map();
 
   function toolLine(t) {
     return h('li', { 'data-tool': t.name },
@@ -771,11 +773,14 @@ export function chatView(ctx, agentName, params) {
   function drawDefinition() {
     if (!spec) { defBox.replaceChildren(h('p', { class: 'error-inline' }, `No agent is named ${agentName}.`)); return; }
     fillModels();
-    const own = spec.tools.filter((t) => !t.builtin);
+    const mcp = spec.mcpServers || [];
+    // An MCP server's tools are listed under their server.
+    const fromMCP = new Set(mcp.flatMap((s) => s.tools || []));
+    toolsByName = new Map(spec.tools.map((t) => [t.name, t]));
+    const own = spec.tools.filter((t) => !t.builtin && !fromMCP.has(t.name));
     const builtin = spec.tools.filter((t) => t.builtin);
     const keys = Object.keys(spec.editableState || {}).sort();
     const models = spec.models || [spec.model];
-    const mcp = spec.mcpServers || [];
     const open = new Set([...defBox.querySelectorAll('details[open]')].map((d) => d.closest('[data-tool]')?.dataset.tool || d.dataset.part));
     defBox.replaceChildren(h('dl', { class: 'facts' },
       h('dt', {}, 'Model'), h('dd', { id: 'chat-def-model' }, h('code', {}, models[0]),
