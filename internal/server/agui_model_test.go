@@ -12,10 +12,17 @@ import (
 	"github.com/stackbone/stackbone/internal/store"
 )
 
+// pickScript is stacktest.DefaultScript with a turn that hands work to the
+// built-in general-purpose subagent ("research …").
+var pickScript = `[
+ {"when": {"lastTool": "task"}, "reply": {"text": "Summary: {{lastTool}}"}},
+ {"when": {"lastUser": "research", "afterTool": false}, "reply": {"toolCalls": [{"name": "task", "arguments": {"description": "dig up facts", "subagent_type": "general-purpose"}}]}},
+ {"when": {"lastUser": "dig up facts", "afterTool": false}, "reply": {"text": "Facts."}},` + strings.TrimPrefix(stacktest.DefaultScript, "[")
+
 // pickEnv is a stack whose assistant lists a fallback model
 // (model: ['openai/test-model', 'openai/backup-model']), in mode.
 func pickEnv(t *testing.T, mode config.Mode, keys ...config.Key) *stacktest.Env {
-	return stacktest.New(t, stacktest.Options{Mode: mode, Keys: keys, Agents: func(env *stacktest.Env) []*agent.Spec {
+	return stacktest.New(t, stacktest.Options{Mode: mode, Keys: keys, Script: pickScript, Agents: func(env *stacktest.Env) []*agent.Spec {
 		specs := stacktest.DefaultAgents(env, "openai/test-model")
 		specs[0].Fallbacks = []string{"openai/backup-model"}
 		return specs
@@ -88,6 +95,24 @@ func TestAGUIPickModel(t *testing.T) {
 	}
 	if m := lastUpstreamModel(t, env); m != "backup-model" {
 		t.Fatalf("the resumed run asked the upstream for %q, want the turn's backup-model", m)
+	}
+
+	// A subagent on the agent's model follows the pick too.
+	before := env.Upstream.Count()
+	body = strings.Replace(aguiInput("th-pick", "run-5", "research Paris"), `"forwardedProps":{}`, pick, 1)
+	sr := aguiPost(t, env, "assistant", body)
+	checkTerminal(t, sr)
+	if !strings.Contains(sr.text(), "Summary: Facts.") {
+		t.Fatalf("the subagent turn answered %q", sr.text())
+	}
+	reqs := env.Upstream.Requests()[before:]
+	if len(reqs) != 3 {
+		t.Fatalf("the subagent turn made %d model calls, want 3 (agent, subagent, agent)", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Request.Model != "backup-model" {
+			t.Fatalf("a call of the subagent turn asked for %q, want the picked backup-model", r.Request.Model)
+		}
 	}
 
 	// Without a pick, the agent's own model answers.
