@@ -190,8 +190,15 @@ func (x *execution) restore(raw json.RawMessage) {
 	x.in.ResponseFormat = o.ResponseFormat
 	x.in.Key, x.in.UserID, x.in.User = o.Key, o.UserID, o.User
 	if o.Model != "" {
-		if err := x.pickModel(o.Model); err != nil {
-			x.r.Logger.Warn("the model the turn picked does not resolve; resuming on the agent's own", "thread", x.threadID, "model", o.Model, "err", err)
+		// Checked again: the agent file (or the server's mode) may have
+		// changed since the turn picked it.
+		err := x.r.checkModel(x.spec, o.Model)
+		if err == nil {
+			err = x.pickModel(o.Model)
+		}
+		if err != nil {
+			x.r.Logger.Warn("the model the turn picked is no longer allowed or does not resolve; resuming on the agent's own",
+				"thread", x.threadID, "model", o.Model, "err", err)
 		} else {
 			x.in.Model = o.Model
 		}
