@@ -185,10 +185,11 @@ test('ApprovalApprovedInline', async (page) => {
   check((await refunds()).length === before + 1, 'the reload ran the refund again');
 });
 
-// The nav's Approvals badge counts the paused call and clears, without a
-// reload, once the call is approved inline in the chat: in dev on the
-// quickstart's assistant and the shop, and in start mode in an admin's
-// session (on PostgreSQL).
+// The nav's Approvals badge counts the paused call, and no longer does when
+// the answer of the call approved inline shows (the quick start's
+// screenshot had "Approvals 1" beside it): in dev on the quickstart's
+// assistant and the shop, and in start mode in an admin's session (on
+// PostgreSQL).
 test('ApprovalBadgeClearsInline', async (page) => {
   const count = () => page.evaluate(() => { const b = document.querySelector('#inbox-count'); return b.hidden ? 0 : parseInt(b.textContent, 10); });
   for (const [base, agent, key] of [[cfg.dev, 'assistant'], [cfg.dev, 'shop'], [cfg.start, 'shop', cfg.adminKey]]) {
@@ -202,9 +203,21 @@ test('ApprovalBadgeClearsInline', async (page) => {
     const before = await count();
     const card = await pauseRefund(page);
     await waitFor(`the badge to count the ${agent} call`, async () => (await count()) === before + 1);
+    const done = agent === 'shop' ? 'Refund result:' : 'Done:';
+    // What the badge says the moment the approved call's answer shows.
+    await page.evaluate((done) => {
+      new MutationObserver((_, o) => {
+        if (![...document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"] .md')].some((e) => e.textContent.includes(done))) return;
+        const b = document.querySelector('#inbox-count');
+        window.badgeAtAnswer = b.hidden ? 0 : parseInt(b.textContent, 10);
+        o.disconnect();
+      }).observe(document.querySelector('#chat-log'), { subtree: true, childList: true, characterData: true });
+    }, done);
     await card.locator('button[data-action="approve"]').click();
-    await waitAnswer(page, agent === 'shop' ? 'Refund result:' : 'Done:');
-    await waitFor(`the badge to drop after the ${agent} approval`, async () => (await count()) === before, 15_000);
+    await waitAnswer(page, done);
+    const atAnswer = await page.evaluate(() => window.badgeAtAnswer);
+    check(atAnswer === before, `the badge said ${atAnswer} when the approved ${agent} call's answer showed, want ${before}`);
+    await waitFor(`the badge to stay at ${before}`, async () => (await count()) === before, 15_000);
   }
 });
 

@@ -332,6 +332,17 @@ async function refreshCount() {
   } catch { /* shown by the views */ }
 }
 
+// pendingChanged is the chat's word that its decisions were accepted
+// (decided calls, taken off the badge at once) or that a run of it ended;
+// the count is then read again.
+function pendingChanged(decided = 0) {
+  if (decided > 0) {
+    countSeq++; // a read already under way predates the decisions
+    setCount(Math.max(0, app.pendingCount - decided));
+  }
+  refreshCount();
+}
+
 function setCount(n) {
   app.pendingCount = n;
   const el = $('#inbox-count');
@@ -2127,7 +2138,7 @@ function route() {
   let name;
   if (path.startsWith('/chat/')) {
     name = 'agents';
-    app.view = chatView({ main, h, api, announce, session: () => app.session, loadAgents, signedOut, pendingChanged: refreshCount },
+    app.view = chatView({ main, h, api, announce, session: () => app.session, loadAgents, signedOut, pendingChanged },
       decodeURIComponent(path.slice('/chat/'.length)), params);
   } else if (path.startsWith('/threads/')) {
     name = 'threads';

@@ -116,9 +116,11 @@ export function changedPaths(a, b, path = '', out = []) {
 
 // chatView is the page. ctx is what app.js lends it: {main, h, api,
 // announce, session(), loadAgents(force), signedOut(), pendingChanged()}.
-// pendingChanged re-reads the nav's count of pending decisions: the page
-// calls it after each of its runs (a run may pause, a resume decides) and
-// its answers to questions, so the badge does not wait on the live feed.
+// pendingChanged(decided) updates the nav's count of pending decisions:
+// the page calls it with the number of calls a resume decided as soon as
+// the server accepted the resume (its run started), with 1 for a question
+// answered, and with none after each of its runs (a run may pause), so
+// the badge does not lag behind the conversation on the live feed.
 export function chatView(ctx, agentName, params) {
   const { h, api, announce, main } = ctx;
   const session = ctx.session() || {};
@@ -516,7 +518,7 @@ export function chatView(ctx, agentName, params) {
         decided.set(p.id, { verdict, text, toolCallId: p.toolCallId });
         markDecided(card, { verdict, text });
         announce(`${text}: ${p.tool}.`);
-        ctx.pendingChanged?.();
+        ctx.pendingChanged?.(1);
         draw();
       } catch (e) {
         err.replaceChildren(h('p', {}, e.status === 409 ? 'This question was already answered elsewhere.' : e.message));
@@ -944,6 +946,10 @@ export function chatView(ctx, agentName, params) {
         ...(resume ? { resume } : {}),
       }, {
         ...subscriber,
+        onRunStartedEvent() {
+          // The resume's decisions are recorded before its run starts.
+          if (resume?.length) ctx.pendingChanged?.(resume.length);
+        },
         onRunFinishedEvent(p) {
           if (p.outcome === 'success') leftCalls = p.pendingToolCallIds || [];
         },
