@@ -350,6 +350,11 @@ type Subagent struct {
 	ModelSettings *model.Settings `json:",omitempty"`
 }
 
+// Models are the agent's models: Model, then its Fallbacks.
+func (s *Spec) Models() []string {
+	return append([]string{s.Model}, s.Fallbacks...)
+}
+
 // ModelDir is the folder model files are read from: the agent file's own
 // folder, or Dir for agents built in Go.
 func (s *Spec) ModelDir() string {

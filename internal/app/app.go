@@ -554,7 +554,7 @@ func NewRunner(cfg *config.Config, st store.Store, reg *agent.Registry, models m
 		Lease: cfg.Lease, JournalTTL: journalTTL, Hooks: hooks, ModelTimeouts: model.Timeouts{Call: cfg.ModelTimeout, Idle: cfg.ModelIdleTimeout},
 		RefuseStateless:    cfg.StatelessApproval == config.StatelessRefuse,
 		CancelOnDisconnect: cfg.OnDisconnect == config.OnDisconnectCancel, ApprovalTTL: cfg.ApprovalTTL, Describe: apierror.Describe,
-		TraceContent: cfg.TraceContent, KeepContent: cfg.KeepContent,
+		TraceContent: cfg.TraceContent, KeepContent: cfg.KeepContent, PickModel: cfg.Mode == config.Dev,
 		Prices: usage.NewPrices(uf.Prices), Budgets: uf.Budgets, Tracer: cfg.Tracer,
 		Remote: a2aclient.New(a2aclient.Options{Logger: logger})})
 }

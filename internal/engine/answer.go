@@ -203,6 +203,11 @@ func (r *Runner) startResume(ctx context.Context, spec *agent.Spec, in Input, vi
 		return store.ErrRunInProgress
 	}
 	defer r.release(x.spec)
+	if in.Model == "" {
+		in.Model = x.in.Model // the model the turn picked goes on
+	} else if err := x.pickModel(in.Model); err != nil {
+		return err
+	}
 	x.in, x.run = in, run
 	x.in.ClientTools = append(x.in.ClientTools[:0:0], in.ClientTools...)
 	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))

@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,6 +112,10 @@ type Config struct {
 	// Memory is the long-term memory store tools get (tool.Call.Store)
 	// and the built-in memory tools use; nil: none.
 	Memory *memory.Service
+	// PickModel lets a run pick one of its agent's models (Input.Model):
+	// `stackbone dev` only, for Studio's playground; otherwise a run that
+	// names a model is refused.
+	PickModel bool
 }
 
 // Runner runs turns. Build it with New; its exported fields are read-only
@@ -162,6 +167,8 @@ type Runner struct {
 	Budgets      []usage.Budget
 	// Memory is Config.Memory.
 	Memory *memory.Service
+	// PickModel is Config.PickModel.
+	PickModel bool
 
 	// clock is Config.Clock or the real one.
 	clock clock.Clock
@@ -221,7 +228,7 @@ func New(cfg Config) (*Runner, error) {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	r.Tracer, r.TraceContent, r.KeepContent, r.Redact, r.Prices, r.Budgets = cfg.Tracer, cfg.TraceContent, cfg.KeepContent, cfg.Redact, cfg.Prices, cfg.Budgets
-	r.Memory = cfg.Memory
+	r.Memory, r.PickModel = cfg.Memory, cfg.PickModel
 	r.Remote = cfg.Remote
 	if r.Tracer == nil {
 		r.Tracer = otel.GetTracerProvider()
@@ -1143,7 +1150,15 @@ func (r *Runner) prepare(in *Input) (x *execution, run *Run, err error) {
 	if in.ResponseFormat, err = outputFormat(spec, in.ResponseFormat); err != nil {
 		return nil, nil, err
 	}
-	if err := honours(x.provider, spec.Model, in.ResponseFormat); err != nil {
+	if in.Model != "" {
+		if err := r.checkModel(spec, in.Model); err != nil {
+			return nil, nil, err
+		}
+		if err := x.pickModel(in.Model); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := honours(x.provider, cmp.Or(x.modelRef, spec.Model), in.ResponseFormat); err != nil {
 		return nil, nil, err
 	}
 	x.system = systemPrompt(spec.Instructions, clientSystem(in.Messages))

@@ -64,6 +64,12 @@ const (
 	// CodeIdempotencyKeyReused: a stateless turn's Idempotency-Key was used
 	// with a different request within the retry window.
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeModelNotAllowed: a run picked a model that is not one of its
+	// agent's (Input.Model).
+	CodeModelNotAllowed = "model_not_allowed"
+	// CodeModelChoiceOff: a run picked a model on a server that does not
+	// let runs pick (`stackbone start`).
+	CodeModelChoiceOff = "model_choice_dev_only"
 )
 
 // Fields an InputError can name. They are the engine's names; a wire places
@@ -89,6 +95,8 @@ const (
 	// FieldMultitask is Input.Multitask (the x-stackbone-multitask header,
 	// AG-UI forwardedProps.multitask, Responses metadata.multitask).
 	FieldMultitask = "multitask"
+	// FieldModel is Input.Model (AG-UI forwardedProps.model).
+	FieldModel = "model"
 )
 
 // InputError is a turn's or a decision's input the engine refuses; nothing

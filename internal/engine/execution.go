@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +32,11 @@ type execution struct {
 	spec      *agent.Spec
 	provider  model.Provider
 	modelName string
-	tools     map[string]*tool.Tool
-	toolDefs  []model.ToolDef
+	// modelRef is the model reference a run picked among its agent's
+	// (Input.Model, pickModel); "" runs on the agent's own.
+	modelRef string
+	tools    map[string]*tool.Tool
+	toolDefs []model.ToolDef
 
 	tenant, threadID, runID string
 	durable                 bool
@@ -211,6 +215,35 @@ func (r *Runner) modelOf(spec *agent.Spec) (specModel, error) {
 	m := specModel{provider: p, name: name}
 	r.models.Store(spec, m)
 	return m, nil
+}
+
+// pickModel runs the execution on ref, one of its agent's models
+// (agent.Spec.Models), alone: without the fallbacks of the agent's list, so
+// the run is answered by the model picked. The caller checked ref
+// (checkModel).
+func (x *execution) pickModel(ref string) error {
+	p, name, err := x.r.Models.Resolve(ref, x.spec.ModelDir())
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", x.spec.Name, err)
+	}
+	x.provider, x.modelName, x.modelRef = p, name, ref
+	return nil
+}
+
+// checkModel refuses a run's pick of a model (Input.Model) unless the
+// runner lets runs pick (Config.PickModel, `stackbone dev`) and ref is one
+// of the agent's models.
+func (r *Runner) checkModel(spec *agent.Spec, ref string) error {
+	if !r.PickModel {
+		return &InputError{Code: CodeModelChoiceOff, Field: FieldModel, Index: -1,
+			Reason: "Picking a run's model is for `stackbone dev` only: a server started with `stackbone start` runs each agent on the models its file names."}
+	}
+	models := spec.Models()
+	if !slices.Contains(models, ref) {
+		return &InputError{Code: CodeModelNotAllowed, Field: FieldModel, Index: -1,
+			Reason: fmt.Sprintf("The model %q is not one of agent %s's models: pick one of %s.", ref, spec.Name, strings.Join(models, ", "))}
+	}
+	return nil
 }
 
 // toolset is an agent's tools (built-ins first), looked up by name and as

@@ -54,6 +54,12 @@ type Input struct {
 	// MultitaskInterrupt, MultitaskRollback); "" takes the agent's
 	// (agent.Spec.Multitask).
 	Multitask string
+	// Model, when set, is the model the turn runs on instead of its
+	// agent's: one of the agent's models (agent.Spec.Models), picked in
+	// Studio's playground, and kept for the turn's run after a decision.
+	// Only a runner with PickModel (`stackbone dev`) takes it; otherwise
+	// the turn is refused before anything is stored.
+	Model string
 	// rollback is the message a rolled-back turn's follow-up goes on from
 	// (set by start once it stopped the turn; 0: none).
 	rollback int64
@@ -143,6 +149,9 @@ type runOptions struct {
 	// User is the end user of the turn, so a resumed run's tools still
 	// see them.
 	User *tool.User `json:"user,omitempty"`
+	// Model is the model the turn picked (Input.Model), so its run goes
+	// on with it after a decision.
+	Model string `json:"model,omitempty"`
 }
 
 type toolSpec struct {
@@ -154,7 +163,7 @@ type toolSpec struct {
 // optionsOf encodes a turn's options for the store.
 func optionsOf(in Input) json.RawMessage {
 	o := runOptions{System: clientSystem(in.Messages), ToolChoice: in.ToolChoice, MaxTokens: in.MaxTokens,
-		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key, UserID: in.UserID, User: in.User}
+		StopSequences: in.StopSequences, Temperature: in.Temperature, ResponseFormat: in.ResponseFormat, Key: in.Key, UserID: in.UserID, User: in.User, Model: in.Model}
 	for _, t := range in.ClientTools {
 		o.ClientTools = append(o.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -180,6 +189,20 @@ func (x *execution) restore(raw json.RawMessage) {
 	x.in.ToolChoice, x.in.MaxTokens, x.in.StopSequences, x.in.Temperature = o.ToolChoice, o.MaxTokens, o.StopSequences, o.Temperature
 	x.in.ResponseFormat = o.ResponseFormat
 	x.in.Key, x.in.UserID, x.in.User = o.Key, o.UserID, o.User
+	if o.Model != "" {
+		// Checked again: the agent file (or the server's mode) may have
+		// changed since the turn picked it.
+		err := x.r.checkModel(x.spec, o.Model)
+		if err == nil {
+			err = x.pickModel(o.Model)
+		}
+		if err != nil {
+			x.r.Logger.Warn("the model the turn picked is no longer allowed or does not resolve; resuming on the agent's own",
+				"thread", x.threadID, "model", o.Model, "err", err)
+		} else {
+			x.in.Model = o.Model
+		}
+	}
 	x.in.ClientTools = nil
 	for _, t := range o.ClientTools {
 		x.in.ClientTools = append(x.in.ClientTools, model.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})

@@ -152,6 +152,9 @@ func endAgentSpan(span trace.Span, outcome string, err error, u event.Usage) {
 // "openai"); ref "" is the execution's own model.
 func (x *execution) providerName(ref string) string {
 	if ref == "" {
+		ref = x.modelRef
+	}
+	if ref == "" {
 		ref = x.spec.Model
 	}
 	p, _, ok := strings.Cut(ref, "/")

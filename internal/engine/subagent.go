@@ -170,6 +170,12 @@ func (x *execution) runSubagent(ctx context.Context, c tool.Call) (tool.Result, 
 	if err != nil {
 		return tool.Result{}, err
 	}
+	if sub.Model == "" && x.modelRef != "" {
+		// On its parent's model, it follows the model the run picked.
+		if err := child.pickModel(x.modelRef); err != nil {
+			return tool.Result{}, err
+		}
+	}
 	root := x
 	if x.root != nil {
 		root = x.root

@@ -17,8 +17,14 @@ import (
 
 // AgentInfo is one agent as Studio shows it (GET /studio/api/agents).
 type AgentInfo struct {
-	Name         string         `json:"name"`
-	Model        string         `json:"model"`
+	Name  string `json:"name"`
+	Model string `json:"model"`
+	// Models are the agent's models: Model, then the fallbacks of its list.
+	Models []string `json:"models"`
+	// PickModels are the models a playground run may pick
+	// (forwardedProps.model): Models when the server lets runs pick
+	// (`stackbone dev`), else none.
+	PickModels   []string       `json:"pickModels"`
 	Instructions string         `json:"instructions"`
 	Tools        []ToolInfo     `json:"tools"`
 	Subagents    []SubagentInfo `json:"subagents"`
@@ -81,8 +87,12 @@ func (st *Studio) Agents() []AgentInfo {
 		builtins = st.srv.Runner.Builtins
 	}
 	for _, a := range st.srv.Agents.List() {
-		ai := AgentInfo{Name: a.Name, Model: a.Model, Instructions: a.Instructions, Tools: []ToolInfo{}, Subagents: []SubagentInfo{},
-			EditableState: a.EditableState, MaxSteps: a.Steps(), Source: projectPath(st.srv.Config.Dir, a.Source)}
+		ai := AgentInfo{Name: a.Name, Model: a.Model, Models: a.Models(), PickModels: []string{}, Instructions: a.Instructions,
+			Tools: []ToolInfo{}, Subagents: []SubagentInfo{}, EditableState: a.EditableState, MaxSteps: a.Steps(),
+			Source: projectPath(st.srv.Config.Dir, a.Source)}
+		if st.srv.Runner != nil && st.srv.Runner.PickModel {
+			ai.PickModels = ai.Models
+		}
 		if ai.EditableState == nil {
 			ai.EditableState = map[string]json.RawMessage{}
 		}

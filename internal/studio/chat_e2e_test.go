@@ -864,3 +864,33 @@ func TestChatDecisionReachesInbox(t *testing.T) {
 	inbox.waitJS("the call to leave the inbox", `!document.querySelector(`+js(card(id))+`)`)
 	inbox.waitText(`.history-item[data-id="`+id+`"] .via`, "via agui")
 }
+
+// TestChatApprovalClearsInboxBadge: the nav's count of pending approvals
+// goes to 1 when the chat's call pauses, and is already gone when the
+// answer of the call approved inline shows (the quick start's screenshot
+// had the answer beside "Approvals 1"), without a reload.
+func TestChatApprovalClearsInboxBadge(t *testing.T) {
+	t.Parallel()
+	env := chatEnv(t)
+	p := newPage(t)
+	openChat(p, env.URL, "assistant", "badge-1")
+	id := chatPause(p)
+	p.waitJS("the badge to count the paused call", `(() => { const b = document.querySelector('#inbox-count'); return !b.hidden && b.textContent.startsWith('1'); })()`)
+	// What the badge says at the moment the answer first shows.
+	eval[bool](p, `(() => {
+		const seen = () => [...document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"] .md')].some((e) => e.textContent.includes('Refund result'));
+		new MutationObserver((_, o) => {
+			if (!seen()) return;
+			const b = document.querySelector('#inbox-count');
+			window.badgeAtAnswer = b.hidden ? 'hidden' : b.textContent;
+			o.disconnect();
+		}).observe(document.querySelector('#chat-log'), { subtree: true, childList: true, characterData: true });
+		return true;
+	})()`)
+	p.click(`#chat-log article.chat-decision[data-id="` + id + `"] button[data-action="approve"]`)
+	waitAnswer(p, "Refund result:")
+	if got := eval[string](p, `window.badgeAtAnswer || ''`); got != "hidden" {
+		t.Fatalf("when the approved call's answer showed, the Approvals badge said %q, want it gone", got)
+	}
+	p.waitJS("the badge to stay clear", `document.querySelector('#inbox-count').hidden`)
+}

@@ -65,7 +65,7 @@ func TestPlaywright(t *testing.T) {
 
 	cfg, _ := json.Marshal(map[string]any{
 		"dev": dev.URL(), "start": start.URL(), "effects": effects.URL, "chromium": chromium,
-		"callerKey": "sk-acme-bob-0123456789ab", "tenant": "acme",
+		"callerKey": "sk-acme-bob-0123456789ab", "adminKey": "sk-acme-admin-0123456789", "tenant": "acme",
 		"screenshots": os.Getenv("STACKBONE_SCREENSHOTS") == "1", "docs": filepath.Join(root, "docs"),
 		"artifacts": filepath.Join(t.TempDir(), "artifacts"),
 		"cases":     os.Getenv("STACKBONE_PLAYWRIGHT_CASES"),

@@ -185,6 +185,69 @@ test('ApprovalApprovedInline', async (page) => {
   check((await refunds()).length === before + 1, 'the reload ran the refund again');
 });
 
+// The nav's Approvals badge counts the paused call, and no longer does when
+// the answer of the call approved inline shows (the quick start's
+// screenshot had "Approvals 1" beside it): in dev on the quickstart's
+// assistant and the shop, and in start mode in an admin's session (on
+// PostgreSQL).
+test('ApprovalBadgeClearsInline', async (page) => {
+  const count = () => page.evaluate(() => { const b = document.querySelector('#inbox-count'); return b.hidden ? 0 : parseInt(b.textContent, 10); });
+  for (const [base, agent, key] of [[cfg.dev, 'assistant'], [cfg.dev, 'shop'], [cfg.start, 'shop', cfg.adminKey]]) {
+    if (key) {
+      await page.goto(`${base}/studio/`);
+      await page.locator('#apikey').fill(key);
+      await page.locator('#signin-form button[type="submit"]').click();
+      await page.locator('#tenant', { hasText: cfg.tenant }).waitFor({ timeout: WAIT });
+    }
+    await openChat(page, base, agent, `pw-badge-${agent}-${key ? 'start' : 'dev'}`);
+    const before = await count();
+    const card = await pauseRefund(page);
+    await waitFor(`the badge to count the ${agent} call`, async () => (await count()) === before + 1);
+    const done = agent === 'shop' ? 'Refund result:' : 'Done:';
+    // What the badge says the moment the approved call's answer shows.
+    await page.evaluate((done) => {
+      new MutationObserver((_, o) => {
+        if (![...document.querySelectorAll('#chat-log .chat-msg[data-role="assistant"] .md')].some((e) => e.textContent.includes(done))) return;
+        const b = document.querySelector('#inbox-count');
+        window.badgeAtAnswer = b.hidden ? 0 : parseInt(b.textContent, 10);
+        o.disconnect();
+      }).observe(document.querySelector('#chat-log'), { subtree: true, childList: true, characterData: true });
+    }, done);
+    await card.locator('button[data-action="approve"]').click();
+    await waitAnswer(page, done);
+    const atAnswer = await page.evaluate(() => window.badgeAtAnswer);
+    check(atAnswer === before, `the badge said ${atAnswer} when the approved ${agent} call's answer showed, want ${before}`);
+    await waitFor(`the badge to stay at ${before}`, async () => (await count()) === before, 15_000);
+  }
+});
+
+// In dev the chat's Model picker lists the agent's models (its primary and
+// fallback); the fallback picked answers the next run, and the run's trace
+// names it. A start server offers no picker (it refuses forwardedProps.model).
+test('PickFallbackModel', async (page) => {
+  await openChat(page, cfg.dev, 'picker', 'pw-pick');
+  await page.locator('#chat-model-row').waitFor({ timeout: WAIT });
+  const options = await page.locator('#chat-model option').allTextContents();
+  check(options.length === 3 && options[0] === 'Agent\'s own, with fallbacks' && options[1] === 'scripted/picker-primary only' && options[2] === 'scripted/picker-backup only',
+    `the picker offers ${JSON.stringify(options)}`);
+  await say(page, 'hello');
+  await waitAnswer(page, 'primary says: hello');
+  await page.locator('#chat-model').selectOption('scripted/picker-backup');
+  await say(page, 'hello again');
+  await waitAnswer(page, 'backup says: hello again');
+  check(await answer(page, 'primary says: hello again').count() === 0, 'the primary answered the run on the picked fallback');
+  await page.locator('#chat-log a.trace-link').last().click();
+  await page.locator('#run-waterfall .wf-row', { hasText: 'picker-backup' }).first().waitFor({ timeout: WAIT });
+
+  await page.goto(`${cfg.start}/studio/`);
+  await page.locator('#apikey').fill(cfg.adminKey);
+  await page.locator('#signin-form button[type="submit"]').click();
+  await page.locator('#tenant', { hasText: cfg.tenant }).waitFor({ timeout: WAIT });
+  await openChat(page, cfg.start, 'picker', 'pw-pick-start');
+  await page.locator('#chat-def-model', { hasText: 'scripted/picker-backup' }).waitFor({ timeout: WAIT });
+  check(await page.locator('#chat-model-row').isHidden(), 'a start server\'s chat offers a model picker');
+});
+
 // Rejected with a message: nothing is paid, and the model reads the message.
 test('ApprovalRejectedWithMessage', async (page) => {
   const before = (await refunds()).length;

@@ -318,12 +318,29 @@ function schedulePoll() {
   app.poller = setInterval(() => scheduleRefresh({ kind: 'poll' }), app.liveOpen ? 10000 : 2000);
 }
 
+// refreshCount reads the pending count for the nav's badge. Reads can
+// overlap (the live feed, the poll, the chat's own runs): only the latest
+// one's answer is shown, so a read that started before a decision and came
+// back after it cannot put the decided call back on the badge.
+let countSeq = 0;
 async function refreshCount() {
   if (!app.session?.signedIn) return;
+  const mine = ++countSeq;
   try {
     const page = await api('GET', '/v1/hitl?status=pending&limit=1000');
-    setCount(page.data.length);
+    if (mine === countSeq) setCount(page.data.length);
   } catch { /* shown by the views */ }
+}
+
+// pendingChanged is the chat's word that its decisions were accepted
+// (decided calls, taken off the badge at once) or that a run of it ended;
+// the count is then read again.
+function pendingChanged(decided = 0) {
+  if (decided > 0) {
+    countSeq++; // a read already under way predates the decisions
+    setCount(Math.max(0, app.pendingCount - decided));
+  }
+  refreshCount();
 }
 
 function setCount(n) {
@@ -2121,7 +2138,7 @@ function route() {
   let name;
   if (path.startsWith('/chat/')) {
     name = 'agents';
-    app.view = chatView({ main, h, api, announce, session: () => app.session, loadAgents, signedOut },
+    app.view = chatView({ main, h, api, announce, session: () => app.session, loadAgents, signedOut, pendingChanged },
       decodeURIComponent(path.slice('/chat/'.length)), params);
   } else if (path.startsWith('/threads/')) {
     name = 'threads';

@@ -126,7 +126,12 @@ export function changedPaths(a, b, path = '', out = []) {
 }
 
 // chatView is the page. ctx is what app.js lends it: {main, h, api,
-// announce, session(), loadAgents(force)}.
+// announce, session(), loadAgents(force), signedOut(), pendingChanged()}.
+// pendingChanged(decided) updates the nav's count of pending decisions:
+// the page calls it with the number of calls a resume decided as soon as
+// the server accepted the resume (its run started), with 1 for a question
+// answered, and with none after each of its runs (a run may pause), so
+// the badge does not lag behind the conversation on the live feed.
 export function chatView(ctx, agentName, params) {
   const { h, api, announce, main } = ctx;
   const session = ctx.session() || {};
@@ -201,6 +206,29 @@ export function chatView(ctx, agentName, params) {
     picker.replaceChildren(...ids.map((x) => h('option', { value: x }, x)), h('option', { value: '' }, 'New thread'));
     picker.value = threadId;
   }
+  // Pick the model of the next runs (dev only: the agent's models, sent as
+  // forwardedProps.model; the server refuses any other). Empty: the agent's
+  // own, with its fallbacks.
+  let pickedModel = '';
+  const modelPick = h('select', { id: 'chat-model', 'aria-label': 'Model of the next runs' });
+  const modelRow = h('span', { class: 'model-pick', id: 'chat-model-row', hidden: true },
+    h('label', { for: 'chat-model', class: 'inline' }, 'Model'), modelPick);
+  modelPick.addEventListener('change', () => {
+    pickedModel = modelPick.value;
+    announce(pickedModel ? `The next runs use ${pickedModel}.` : 'The next runs use the agent\'s own model.');
+  });
+  function fillModels() {
+    const models = spec?.pickModels || [];
+    modelRow.hidden = models.length < 2;
+    if (modelRow.hidden) { pickedModel = ''; return; }
+    const rest = models.slice(1);
+    modelPick.title = 'The model that answers your next messages';
+    modelPick.replaceChildren(
+      h('option', { value: '', title: `${models[0]}${rest.length ? `, then ${rest.join(', ')}` : ''}` }, 'Agent\'s own, with fallbacks'),
+      ...models.map((m) => h('option', { value: m }, `${m} only`)));
+    if (!models.includes(pickedModel)) pickedModel = '';
+    modelPick.value = pickedModel;
+  }
   const newBtn = h('button', { type: 'button', class: 'ghost small', 'data-action': 'new-thread',
     onclick: () => { location.hash = `#/chat/${enc(agentName)}?thread=${enc(newThreadId())}`; } }, 'New thread');
 
@@ -208,7 +236,7 @@ export function chatView(ctx, agentName, params) {
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/agents' }, 'Agents'), ' / ', agentName, ' / Chat'),
     h('div', { class: 'titlebar' },
       h('h1', { id: 'chat-h', tabindex: '-1' }, 'Chat with ', h('code', {}, agentName)),
-      h('p', { class: 'meta' }, h('label', { for: 'chat-thread-pick', class: 'inline' }, 'Thread'), picker, threadLink, branchNote, ' ', newBtn)),
+      h('p', { class: 'meta' }, h('label', { for: 'chat-thread-pick', class: 'inline' }, 'Thread'), picker, threadLink, branchNote, ' ', newBtn, ' ', modelRow)),
     h('div', { class: 'chat-grid' },
       h('section', { class: 'chat-main', 'aria-labelledby': 'chat-conv-h' },
         h('h2', { id: 'chat-conv-h', class: 'sr-only' }, 'Conversation'),
@@ -501,6 +529,7 @@ export function chatView(ctx, agentName, params) {
         decided.set(p.id, { verdict, text, toolCallId: p.toolCallId });
         markDecided(card, { verdict, text });
         announce(`${text}: ${p.tool}.`);
+        ctx.pendingChanged?.(1);
         draw();
       } catch (e) {
         err.replaceChildren(h('p', {}, e.status === 409 ? 'This question was already answered elsewhere.' : e.message));
@@ -732,19 +761,73 @@ export function chatView(ctx, agentName, params) {
     return f;
   }
 
+  // mcpLine is one MCP server as its live client state says: connected
+  // with its tool count, connecting, or failed with the error.
+  function mcpLine(s) {
+    const n = s.tools?.length || 0;
+    const tools = `${n} tool${n === 1 ? '' : 's'}`;
+    const label = s.status === 'connected' ? `connected · ${tools}` : s.status === 'connecting' ? 'connecting…' : `failed${n ? ` · ${tools}` : ''}`;
+    return h('li', { 'data-mcp': s.name, 'data-status': s.status },
+      h('code', {}, s.name), ' ', h('span', { class: `badge mcp-${s.status}` }, label),
+      h('span', { class: 'muted' }, ` ${s.transport}`),
+      s.status !== 'connected' && s.error ? h('p', { class: 'mcp-error error-inline' }, s.error) : null,
+      s.status === 'connected' && n ? h('ul', { class: 'def-tools mcp-tools' }, s.tools.map((name) => toolLine(toolsByName.get(name) || { name }))) : null);
+  }
+  let toolsByName = new Map();
+
+  function toolLine(t) {
+    return h('li', { 'data-tool': t.name },
+      h('details', {}, h('summary', { title: t.description || '' }, h('code', {}, t.name),
+        t.approval ? h('span', { class: 'badge needs' }, 'needs approval') : null),
+      t.description ? h('p', { class: 'muted' }, t.description) : null,
+      h('pre', { class: 'json tool-schema' }, pretty(t.parameters || { type: 'object' }))));
+  }
+
   function drawDefinition() {
     if (!spec) { defBox.replaceChildren(h('p', { class: 'error-inline' }, `No agent is named ${agentName}.`)); return; }
-    const own = spec.tools.filter((t) => !t.builtin);
+    fillModels();
+    const mcp = spec.mcpServers || [];
+    // An MCP server's tools are listed under their server.
+    const fromMCP = new Set(mcp.flatMap((s) => s.tools || []));
+    toolsByName = new Map(spec.tools.map((t) => [t.name, t]));
+    const own = spec.tools.filter((t) => !t.builtin && !fromMCP.has(t.name));
     const builtin = spec.tools.filter((t) => t.builtin);
+    const keys = Object.keys(spec.editableState || {}).sort();
+    const models = spec.models || [spec.model];
+    const open = new Set([...defBox.querySelectorAll('details[open]')].map((d) => d.closest('[data-tool]')?.dataset.tool || d.dataset.part));
     defBox.replaceChildren(h('dl', { class: 'facts' },
-      h('dt', {}, 'Model'), h('dd', {}, h('code', {}, spec.model)),
-      h('dt', {}, 'Tools'), h('dd', {}, own.length ? h('ul', { class: 'def-tools' }, own.map((t) => h('li', { title: t.description || '' }, h('code', {}, t.name),
-        t.approval ? h('span', { class: 'badge needs' }, 'needs approval') : null))) : 'none'),
+      h('dt', {}, 'Model'), h('dd', { id: 'chat-def-model' }, h('code', {}, models[0]),
+        models.length > 1 ? h('span', { class: 'muted' }, ' then ', models.slice(1).map((m) => h('code', {}, m)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])) : null),
+      h('dt', {}, 'Tools'), h('dd', {}, own.length ? h('ul', { class: 'def-tools' }, own.map(toolLine)) : 'none'),
       builtin.length ? [h('dt', {}, 'Built-in'), h('dd', { class: 'muted' }, builtin.map((t) => t.name).join(', '))] : null,
+      mcp.length ? [h('dt', {}, 'MCP servers'), h('dd', {}, h('ul', { class: 'mcp-servers', id: 'chat-mcp' }, mcp.map(mcpLine)))] : null,
       h('dt', {}, 'Page tools'), h('dd', {}, FRONTEND_TOOLS.map((t) => h('code', { class: 'def-ftool' }, t.name)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])),
-      spec.subagents?.length ? [h('dt', {}, 'Subagents'), h('dd', {}, spec.subagents.map((s) => s.name).join(', '))] : null),
-    spec.instructions ? h('details', {}, h('summary', {}, 'Instructions'), h('div', { class: 'text instructions' }, spec.instructions)) : null,
+      spec.subagents?.length ? [h('dt', {}, 'Subagents'), h('dd', {}, h('ul', { class: 'def-subagents' }, spec.subagents.map((s) => h('li', {},
+        h('strong', {}, s.name), s.description ? ` — ${s.description}` : '',
+        h('span', { class: 'muted' }, ` (model ${s.model}; tools: ${s.tools.length ? s.tools.join(', ') : 'none'})`)))))] : null,
+      h('dt', {}, 'Editable state'), h('dd', { id: 'chat-def-editable' }, keys.length ? keys.map((k) => h('code', {}, k)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), []) : h('span', { class: 'muted' }, 'none'))),
+    spec.instructions ? h('details', { 'data-part': 'instructions' }, h('summary', {}, 'Instructions'), h('div', { class: 'text instructions' }, spec.instructions)) : null,
     h('p', {}, h('a', { href: '#/agents' }, 'Full definition on the Agents page')));
+    for (const d of defBox.querySelectorAll('details')) if (open.has(d.closest('[data-tool]')?.dataset.tool || d.dataset.part)) d.open = true;
+    watchMCP();
+  }
+
+  // While an MCP server is not connected, its state is read again (every
+  // 2 s while one connects, every 10 s while one is down and retried), so
+  // the panel follows the server's live client.
+  let mcpTimer = null;
+  function watchMCP() {
+    clearTimeout(mcpTimer);
+    const servers = spec?.mcpServers || [];
+    if (closed || servers.every((s) => s.status === 'connected')) return;
+    mcpTimer = setTimeout(async () => {
+      try {
+        const agents = await ctx.loadAgents(true);
+        const next = agents.find((a) => a.name === agentName);
+        if (next && !closed) { spec = next; drawDefinition(); return; }
+      } catch { /* the next try reads it again */ }
+      watchMCP();
+    }, servers.some((s) => s.status === 'connecting') ? 2000 : 10000);
   }
 
   // ---------- running ----------
@@ -870,10 +953,14 @@ export function chatView(ctx, agentName, params) {
         runId: randomUUID(),
         tools: FRONTEND_TOOLS,
         context: [],
-        forwardedProps: {},
+        forwardedProps: pickedModel ? { model: pickedModel } : {},
         ...(resume ? { resume } : {}),
       }, {
         ...subscriber,
+        onRunStartedEvent() {
+          // The resume's decisions are recorded before its run starts.
+          if (resume?.length) ctx.pendingChanged?.(resume.length);
+        },
         onRunFinishedEvent(p) {
           if (p.outcome === 'success') leftCalls = p.pendingToolCallIds || [];
         },
@@ -888,6 +975,7 @@ export function chatView(ctx, agentName, params) {
       setRunning(false);
       drawState();
       branchCount();
+      ctx.pendingChanged?.();
     }
     if (closed || !leftCalls.length) return;
     const mine = leftCalls.filter((id) => FRONTEND_TOOLS.some((t) => t.name === toolName(id)));
@@ -1127,6 +1215,7 @@ export function chatView(ctx, agentName, params) {
       delete main.dataset.chatReady;
       document.removeEventListener('keydown', onKey);
       clearTimeout(syncTimer);
+      clearTimeout(mcpTimer);
       es?.close();
       if (running) agent.abortRun();
       document.querySelector('#chat-confirm')?.remove();

@@ -94,6 +94,9 @@ func (t *turn) Answers() (string, []engine.Answer) { return Via, t.req.answers()
 // messages start with the context text and leave some messages out, so an
 // index maps back through origin).
 func (t *turn) Param(field string, i int) string {
+	if field == engine.FieldModel {
+		return "forwardedProps.model"
+	}
 	return wire.Param(field, i, t.req.ToolParam, t.req.origin, "messages[%d].toolCallId")
 }
 

@@ -197,6 +197,9 @@ func (in *RunAgentInput) Input(agentName string) (engine.Input, error) {
 	}
 	out.State = state
 	out.Multitask = forwardedMultitask(in.ForwardedProps)
+	if out.Model, err = forwardedModel(in.ForwardedProps); err != nil {
+		return out, err
+	}
 	for _, t := range in.Tools {
 		// Decode left each schema as schema.ToolParameters gives it (nil
 		// when absent or null).
@@ -399,6 +402,25 @@ func content(raw json.RawMessage, param string) (string, []message.Part, error) 
 		}
 	}
 	return strings.Join(texts, "\n"), parts, nil
+}
+
+// forwardedModel is forwardedProps.model: the model the run picks among
+// its agent's (Studio's playground, `stackbone dev`; the engine checks it).
+// Absent or null is none; a value that is not a string is refused.
+func forwardedModel(props json.RawMessage) (string, error) {
+	var p struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if json.Unmarshal(props, &p) != nil || isNull(p.Model) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(p.Model, &s) != nil || s == "" {
+		e := apierror.New(apierror.InvalidRequest, engine.CodeInvalidInput, "`forwardedProps.model` must be a model reference (a non-empty string such as \"openai/gpt-4o-mini\").")
+		e.Param = "forwardedProps.model"
+		return "", e
+	}
+	return s, nil
 }
 
 // forwardedMultitask is forwardedProps.multitask when it is a string (the
