@@ -310,6 +310,11 @@ type Decision struct {
 // running tool asked, closed because the call can no longer wait for it.
 const ViaSystem = "system"
 
+// ViaCancel is the Via of a decision closed because its turn was
+// cancelled (Store.CancelWait) before anyone made it; its By is who
+// cancelled.
+const ViaCancel = "cancel"
+
 // ViaStateless is the Via of a decision no human made: an approval-gated
 // call of a stateless turn, run or refused by the server's policy.
 const ViaStateless = "stateless"
