@@ -8,11 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stackbone/stackbone/internal/agent"
 	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/event"
 	"github.com/stackbone/stackbone/internal/message"
+	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/stacktest"
 	"github.com/stackbone/stackbone/internal/store"
+	"github.com/stackbone/stackbone/internal/testwait"
 )
 
 // twoRefundsScript pauses a turn on two refund calls (each needs approval).
@@ -208,5 +211,55 @@ func TestCancelWaitingRacesDecision(t *testing.T) {
 			}
 		}
 		t.Logf("outcomes: %v", outcomes)
+	})
+}
+
+// TestCancelWaitingStartsQueuedTurn: a follow-up queued (multitask
+// enqueue) while a turn runs, which then pauses on a decision, starts once
+// the waiting turn is cancelled, and is answered; the paused call never
+// runs.
+func TestCancelWaitingStartsQueuedTurn(t *testing.T) {
+	t.Parallel()
+	cancelStores(t, func(t *testing.T, env *stacktest.Env) {
+		ctx := context.Background()
+		release := env.Upstream.HoldOnce(script.When{LastUser: "refund it"})
+		t.Cleanup(release)
+		paused := make(chan []event.Event, 1)
+		go func() { paused <- threadTurn(t, env, "q", "refund it") }()
+		stacktest.WaitFor(t, "the model call to be held", func() bool { return env.Upstream.Count() == 1 })
+		run, err := env.Runner.Start(t.Context(), engine.Input{Tenant: "dev", Agent: "assistant", ThreadID: "q",
+			Multitask: agent.MultitaskEnqueue, Messages: user("queued after the pause")})
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		done := make(chan []event.Event, 1)
+		go func() {
+			var evs []event.Event
+			for e := range run.Events() {
+				evs = append(evs, e)
+				if e.Type == event.RunFinished || e.Type == event.RunError {
+					break
+				}
+			}
+			done <- evs
+		}()
+		release()
+		testwait.Recv(t, paused, "the first turn to pause")
+		if th := env.Thread(t, "dev", "q"); th.Status != store.Waiting {
+			t.Fatalf("thread %s, want waiting", th.Status)
+		}
+		if qs, err := env.Store.Queue(ctx, "dev", "q"); err != nil || len(qs) != 1 {
+			t.Fatalf("the queue while the turn waits: %v %v", qs, err)
+		}
+		if ok, err := env.Runner.CancelWaiting(ctx, "dev", "q", "dev/alice"); err != nil || !ok {
+			t.Fatalf("CancelWaiting: %v %v", ok, err)
+		}
+		evs := testwait.Recv(t, done, "the queued turn to end")
+		if got := text(evs); got != "echo: queued after the pause" {
+			t.Fatalf("the queued turn's answer %q (%v)", got, stacktest.Types(evs))
+		}
+		if n := env.Calls.Get("refund"); n != 0 {
+			t.Fatalf("refund ran %d times", n)
+		}
 	})
 }
