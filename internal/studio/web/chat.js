@@ -392,9 +392,10 @@ export function chatView(ctx, agentName, params) {
       n.code ? h('code', {}, n.code) : null, ' ', h('span', { class: 'note-text' }, n.text)));
   }
 
-  // waitingGate says the thread waits on a decision that gates a call (not
-  // a question a running tool asks): Stop then cancels the waiting turn.
-  const waitingGate = () => !running && [...pending.values()].some((p) => p.reason !== 'elicitation');
+  // waitingGate says the thread waits on an approval (not a call in doubt,
+  // which a Stop just left, nor a question a running tool asks): Stop then
+  // cancels the waiting turn.
+  const waitingGate = () => !running && [...pending.values()].some((p) => p.reason !== 'elicitation' && p.reason !== 'in_doubt');
 
   function drawNow() {
     stopBtn.hidden = !canChat || !(running || waitingGate());
