@@ -323,7 +323,7 @@ func (r *Runner) background(fn func(ctx context.Context)) bool {
 // should that notification be lost, at the run's next lease renewal. The
 // run then ends as a cancelled run does (ErrCancelled; calls it had
 // started wait in doubt). A thread that runs nothing (idle, waiting, or
-// unknown) is left as it is. Cancel returns once the cancel is asked, not
+// unknown) is left as it is (CancelWaiting cancels a waiting turn). Cancel returns once the cancel is asked, not
 // when the run has stopped (CancelWait).
 func (r *Runner) Cancel(ctx context.Context, tenant, threadID string) error {
 	_, err := r.requestCancel(ctx, tenant, threadID)

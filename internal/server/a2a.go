@@ -836,8 +836,10 @@ func (c *a2aCall) getTask(params json.RawMessage) error {
 
 // cancelTask is CancelTask: the task's running turn is stopped as POST
 // /v1/threads/{id}/cancel stops it (waiting until it stopped), and the
-// task is answered as it is then; a task that no longer runs is
-// TaskNotCancelable.
+// task is answered as it is then; an INPUT_REQUIRED task's turn is
+// cancelled without running anything (engine.CancelWaiting: its decisions
+// close as cancelled, its calls do not run) and answered CANCELED; a task
+// in a terminal state is TaskNotCancelable.
 func (c *a2aCall) cancelTask(params json.RawMessage) error {
 	var req a2a.GetTaskRequest
 	if e := a2a.DecodeParams(params, &req); e != nil {
@@ -865,9 +867,21 @@ func (c *a2aCall) cancelTask(params json.RawMessage) error {
 			return err
 		}
 	}
-	if t.tr.State().Interrupted() && t.current {
-		return a2a.Errorf(a2a.CodeTaskNotCancelable,
-			`Task %q is %s: it runs nothing to cancel; answer its decisions with {"decision": "reject"} (the calls do not run) to end it.`, req.ID, t.tr.State())
+	if t.current && (t.tr.State().Interrupted() || t.th.Status == store.Waiting || t.th.Status == store.Queued) {
+		// Waiting on decisions (or its resume due): the turn ends without
+		// running anything, its decisions closed as cancelled.
+		cancelled, err := c.s.Runner.CancelWaiting(ctx, c.p.Tenant, t.th.ID, c.p.Name)
+		if err != nil {
+			return err
+		}
+		if t, err = c.task(ctx, req.ID); err != nil {
+			return err
+		}
+		if cancelled {
+			return c.result(t.tr.Task(nil, true))
+		}
+		// Not cancelled: a resume took the turn meanwhile; it is stopped
+		// as any working task is.
 	}
 	if !t.current || t.th.Status != store.Running {
 		return a2a.Errorf(a2a.CodeTaskNotCancelable, "Task %q is %s: only a working task can be canceled.", req.ID, t.tr.State())

@@ -84,8 +84,9 @@ func a2aControl(t *testing.T, env *stacktest.Env) *httptest.Server {
 // 1.3 client (A2A 1.0), on each binding (JSON-RPC, HTTP+JSON) against the
 // stack on SQLite and on PostgreSQL: card discovery, send, stream, get, list, cancel of a turn
 // held at the model, subscribe after a dropped stream, approvals answered
-// over A2A (a caller key refused) and with POST /v1/hitl, tenant
-// isolation, the contextId as a thread. The refund tool runs exactly for
+// over A2A (a caller key refused) and with POST /v1/hitl, CancelTask of
+// an INPUT_REQUIRED task (CANCELED, its decision closed, the tool not
+// run), tenant isolation, the contextId as a thread. The refund tool runs exactly for
 // the approved calls.
 func TestA2AOfficialClient(t *testing.T) {
 	t.Parallel()
@@ -123,11 +124,12 @@ func TestA2AOfficialClient(t *testing.T) {
 					t.Errorf("%s: %s", r.Name, r.Error)
 				}
 			}
-			if len(out.Results) != 11 {
-				t.Fatalf("ran %d cases (%s); want 11", len(out.Results), strings.Join(names, ", "))
+			if len(out.Results) != 12 {
+				t.Fatalf("ran %d cases (%s); want 12", len(out.Results), strings.Join(names, ", "))
 			}
 			// approvalOverA2A ran the refund once, approvalStreamed once
-			// (with edited arguments); the rejected one never.
+			// (with edited arguments); the rejected and the canceled ones
+			// never.
 			if n := env.Calls.Get("refund"); n != 2 {
 				t.Errorf("refund ran %d times; want 2", n)
 			}
@@ -140,7 +142,8 @@ func TestA2AOfficialClient(t *testing.T) {
 // inline and with createTaskPushNotificationConfig, got, listed and
 // deleted; a receiver in the script verifying every notification (token,
 // Authorization, signature, task id) sees COMPLETED, and WORKING then
-// COMPLETED after an approval; another tenant gets TaskNotFoundError.
+// COMPLETED after an approval, CANCELED after CancelTask of a task
+// waiting on a decision; another tenant gets TaskNotFoundError.
 func TestA2AOfficialClientPush(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -175,8 +178,8 @@ func TestA2AOfficialClientPush(t *testing.T) {
 					t.Errorf("%s: %s", r.Name, r.Error)
 				}
 			}
-			if len(out.Results) != 3 {
-				t.Fatalf("ran %d cases; want 3", len(out.Results))
+			if len(out.Results) != 4 {
+				t.Fatalf("ran %d cases; want 4", len(out.Results))
 			}
 		})
 	}

@@ -412,3 +412,41 @@ func TestA2ADelegationCancel(t *testing.T) {
 		t.Fatal("A did not log the remote cancel")
 	}
 }
+
+// TestA2ADelegationCancelWaiting: cancelling A's turn while it waits on a
+// decision B's delegated task asks (B's task INPUT_REQUIRED) ends A's turn
+// and sends CancelTask to B, which ends B's waiting task too: both threads
+// idle, the decisions closed on both sides, B's tool never run.
+func TestA2ADelegationCancelWaiting(t *testing.T) {
+	t.Parallel()
+	b := researchStack(t, nil)
+	a := bossStack(t, b.URL+"/a2a/research", nil)
+	keyB := []string{"Authorization", "Bearer " + researchKey}
+	askMCP(t, a, "wait-1", "first job")
+	it := pendingOf(t, a, "wait-1")
+	var page struct {
+		Data []store.Thread `json:"data"`
+	}
+	if r := call(t, "GET", b.URL+"/v1/threads", "", keyB...); json.Unmarshal(r.body, &page) != nil || len(page.Data) != 1 ||
+		page.Data[0].Status != store.Waiting {
+		t.Fatalf("B's thread: want one waiting: %d %s", r.status, r.body)
+	}
+	if r, c := threadCancel(t, a, "wait-1"); r.status != http.StatusOK || !c.Cancelled || c.Status != store.Idle {
+		t.Fatalf("cancel on A: %d %s", r.status, r.body)
+	}
+	if got, err := a.Store.GetInterrupt(t.Context(), "dev", it.ID); err != nil || got.Status != store.Rejected || got.Decision.Via != store.ViaCancel {
+		t.Fatalf("A's decision after the cancel: %+v %v", got, err)
+	}
+	if th := b.Thread(t, "t1", page.Data[0].ID); th.Status != store.Idle {
+		t.Fatalf("B's task after A's cancel: thread %s", th.Status)
+	}
+	if its, err := b.Store.ListInterrupts(t.Context(), "t1", store.InterruptFilter{ThreadID: page.Data[0].ID}); err != nil || len(its) != 0 {
+		t.Fatalf("B's pending decisions after the cancel: %v %v", its, err)
+	}
+	if n := b.Calls.Get("delete_record"); n != 0 {
+		t.Fatalf("delete_record ran %d times on B", n)
+	}
+	if !strings.Contains(a.Logs.String(), "cancelled waiting turn: its remote A2A task is cancelled too") {
+		t.Fatal("A did not log the remote cancel")
+	}
+}

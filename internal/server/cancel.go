@@ -14,19 +14,25 @@ type ThreadCancel struct {
 	Object string `json:"object"`
 	// ID is the thread's id.
 	ID string `json:"id"`
-	// Cancelled reports whether the thread was running a turn the cancel
-	// was asked of (false: nothing was running, and nothing changed).
+	// Cancelled reports whether the thread had a turn the cancel was asked
+	// of: one running, or one waiting on decisions (false: nothing was
+	// running or waiting, and nothing changed).
 	Cancelled bool `json:"cancelled"`
-	// Status is the thread's status read after the stop: no longer
-	// running once the run has stopped; still running only when it did not
-	// stop within the route's bounded wait (it stops later all the same).
+	// Status is the thread's status read after the stop: idle once a
+	// waiting turn was cancelled; no longer running once the run has
+	// stopped; still running only when it did not stop within the route's
+	// bounded wait (it stops later all the same).
 	Status store.ThreadStatus `json:"status"`
 }
 
 // cancelThread is POST /v1/threads/{id}/cancel (body optional and empty):
 // it stops the thread's running turn, wherever it runs, waits until it has
-// stopped, and answers what happened. A thread that runs nothing is left
-// as it is (cancelled false), so the route is idempotent.
+// stopped, and answers what happened. A turn that waits on decisions (or
+// whose resume is due but not started) is cancelled too
+// (engine.CancelWaiting): its pending decisions close as cancelled by the
+// caller, its paused calls do not run, and the thread becomes idle. A
+// thread that runs nothing and waits on nothing is left as it is
+// (cancelled false), so the route is idempotent.
 func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeOptional(r, &struct{}{}); err != nil {
 		return err
@@ -36,8 +42,18 @@ func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return threadErr(err, id, "")
 	}
-	running := th.Status == store.Running
-	if running {
+	cancelled := false
+	if th.Status == store.Waiting || th.Status == store.Queued {
+		if cancelled, err = s.Runner.CancelWaiting(ctx, tenant, id, PrincipalFrom(ctx).Name); err != nil {
+			return threadErr(err, id, "")
+		}
+		// Not cancelled: a resume took the thread meanwhile (it runs now).
+		if th, err = s.Store.GetThread(ctx, tenant, id); err != nil {
+			return threadErr(err, id, "")
+		}
+	}
+	if !cancelled && th.Status == store.Running {
+		cancelled = true
 		stopped, err := s.Runner.Stop(ctx, tenant, id)
 		if err != nil {
 			return threadErr(err, id, "")
@@ -49,5 +65,5 @@ func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
 			return threadErr(err, id, "")
 		}
 	}
-	return httpjson.Write(w, http.StatusOK, ThreadCancel{Object: "thread.cancel", ID: id, Cancelled: running, Status: th.Status})
+	return httpjson.Write(w, http.StatusOK, ThreadCancel{Object: "thread.cancel", ID: id, Cancelled: cancelled, Status: th.Status})
 }

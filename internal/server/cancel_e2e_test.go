@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stackbone/stackbone/internal/config"
+	"github.com/stackbone/stackbone/internal/engine"
 	"github.com/stackbone/stackbone/internal/model/script"
 	"github.com/stackbone/stackbone/internal/server"
 	"github.com/stackbone/stackbone/internal/stacktest"
@@ -239,6 +240,78 @@ func TestResponsesForegroundStreamCancel(t *testing.T) {
 			}
 			if n := env.Upstream.Count(); n != 2 {
 				t.Fatalf("the upstream got %d calls, want the cancelled one and the next", n)
+			}
+		})
+	}
+}
+
+// TestThreadCancelRouteWaiting: POST /v1/threads/{id}/cancel on a thread
+// whose turn waits on an approval: refused for an approver key (403) and
+// another tenant (404), changing nothing; the caller's cancel answers
+// cancelled true and status idle, the decision is closed (decided by the
+// canceller, via cancel) and approving it afterwards is refused, the tool
+// never ran, and the next message is answered with the model seeing the
+// call's cancelled result. SQLite and PostgreSQL.
+func TestThreadCancelRouteWaiting(t *testing.T) {
+	t.Parallel()
+	for driver, open := range cancelDrivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			env := stacktest.New(t, stacktest.Options{Store: open(t), Mode: config.Start, Keys: cancelKeys})
+			session := []string{acmeAdmin[0], acmeAdmin[1], "x-stackbone-session", "wait-me"}
+			if r := call(t, "POST", env.URL+"/v1/chat/completions",
+				`{"model":"assistant","messages":[{"role":"user","content":"refund please"}]}`, session...); r.status != http.StatusOK {
+				t.Fatalf("the pausing turn: %d %s", r.status, r.body)
+			}
+			its, err := env.Store.ListInterrupts(t.Context(), "acme", store.InterruptFilter{ThreadID: "wait-me"})
+			if err != nil || len(its) != 1 || env.Thread(t, "acme", "wait-me").Status != store.Waiting {
+				t.Fatalf("want the thread waiting on one decision: %v %v", its, err)
+			}
+			calls := env.Upstream.Count()
+
+			if r, _ := threadCancel(t, env, "wait-me", acmeApprover...); r.status != http.StatusForbidden {
+				t.Fatalf("approver cancel: %d %s", r.status, r.body)
+			}
+			if r, _ := threadCancel(t, env, "wait-me", betaAdmin...); r.status != http.StatusNotFound {
+				t.Fatalf("another tenant's cancel: %d %s", r.status, r.body)
+			}
+			if th := env.Thread(t, "acme", "wait-me"); th.Status != store.Waiting {
+				t.Fatalf("a refused cancel changed the thread: %s", th.Status)
+			}
+
+			r, c := threadCancel(t, env, "wait-me", acmeCaller...)
+			if r.status != http.StatusOK || !c.Cancelled || c.Status != store.Idle {
+				t.Fatalf("cancel of the waiting thread: %d %s", r.status, r.body)
+			}
+			it, err := env.Store.GetInterrupt(t.Context(), "acme", its[0].ID)
+			if err != nil || it.Status != store.Rejected || it.Decision == nil || it.Decision.Via != store.ViaCancel || it.Decision.By != "app" {
+				t.Fatalf("the decision after the cancel: %+v %v", it, err)
+			}
+			if r := call(t, "POST", env.URL+"/v1/hitl/"+its[0].ID+"/approve", "", acmeAdmin...); r.status != http.StatusConflict {
+				t.Fatalf("approving the cancelled decision: %d %s", r.status, r.body)
+			}
+			if n := env.Calls.Get("refund"); n != 0 {
+				t.Fatalf("refund ran %d times", n)
+			}
+			if n := env.Upstream.Count(); n != calls {
+				t.Fatalf("the cancel called the model: %d requests, had %d", n, calls)
+			}
+			if r, again := threadCancel(t, env, "wait-me", acmeCaller...); r.status != http.StatusOK || again.Cancelled {
+				t.Fatalf("cancel again: %d %s", r.status, r.body)
+			}
+
+			next := call(t, "POST", env.URL+"/v1/chat/completions",
+				`{"model":"assistant","messages":[{"role":"user","content":"right after"}]}`, session...)
+			if next.status != http.StatusOK || !strings.Contains(string(next.body), "echo: right after") {
+				t.Fatalf("the next message: %d %s", next.status, next.body)
+			}
+			last, _ := env.Upstream.Last()
+			seen := false
+			for _, m := range last.Request.Messages {
+				seen = seen || (m.ToolCallID == its[0].ToolCallID && m.Content == engine.CancelledCallResult)
+			}
+			if !seen {
+				t.Fatalf("the next turn's model input lacks the cancelled call's result: %+v", last.Request.Messages)
 			}
 		})
 	}

@@ -30,6 +30,12 @@ var (
 	ErrAlreadyApproved = errors.New("this principal already approved")
 	ErrLeaseLost       = errors.New("the run no longer holds the thread")
 	ErrNotClaimable    = errors.New("the thread has no run to claim")
+	// ErrNotWaiting: the thread's turn no longer waits on decisions (or
+	// its resume is no longer due): a run took it, or it ended.
+	ErrNotWaiting = errors.New("the thread does not wait on decisions")
+	// ErrWaitChanged: the decisions the thread waits on are not those a
+	// CancelWait named (one was decided, or asked, meanwhile).
+	ErrWaitChanged = errors.New("the thread's pending decisions changed")
 	// ErrUnavailable wraps a failure to reach the database.
 	ErrUnavailable = errors.New("store unavailable")
 )
@@ -309,6 +315,11 @@ type Decision struct {
 // running tool asked, closed because the call can no longer wait for it.
 const ViaSystem = "system"
 
+// ViaCancel is the Via of a decision closed because its turn was
+// cancelled (Store.CancelWait) before anyone made it; its By is who
+// cancelled.
+const ViaCancel = "cancel"
+
 // ViaStateless is the Via of a decision no human made: an approval-gated
 // call of a stateless turn, run or refused by the server's policy.
 const ViaStateless = "stateless"
@@ -475,6 +486,32 @@ type FinishRun struct {
 	Queued *bool
 	// Backlog, when set, is told whether the thread's queue holds a turn
 	// as of the run's end (QueueStore): the next one is due.
+	Backlog *bool
+}
+
+// CancelWait ends a thread's turn that waits on decisions, or whose
+// resume is due but not started (Waiting or Queued), without a run: the
+// pending decisions close, the paused calls get their results, the turn's
+// terminal event is stored and the thread becomes Idle.
+type CancelWait struct {
+	Tenant   string
+	ThreadID string
+	// RunID is the run whose pause is cancelled (the thread's RunID as
+	// read); the events are stored under it.
+	RunID string
+	// Decisions close the thread's pending decisions, by interrupt id:
+	// they must be exactly those pending when the transaction runs.
+	Decisions map[string]Decision
+	// Messages are appended on the head branch (the paused calls'
+	// results); their calls' started markers are dropped.
+	Messages []message.Message
+	// Events are appended (the turn's terminal event).
+	Events []event.Event
+	// Error is the run.failed webhook notice's error.
+	Error string
+	Now   time.Time
+	// Backlog, when set, is told whether the thread's queue holds a turn
+	// as of the cancel (QueueStore): the next one is due.
 	Backlog *bool
 }
 
@@ -695,6 +732,15 @@ type Store interface {
 	// pending, ErrNotFound if unknown. When it was the last pending interrupt
 	// of a Waiting thread, the thread becomes Queued in the same transaction.
 	Decide(ctx context.Context, tenant, id string, d Decision) (DecideResult, error)
+	// CancelWait ends a waiting turn in one transaction (see CancelWait):
+	// ErrNotWaiting, changing nothing, once the thread is not Waiting or
+	// Queued under c.RunID; ErrWaitChanged, changing nothing, when its
+	// pending decisions are not c.Decisions' (read them again); ErrNotFound
+	// for an unknown thread. Of a CancelWait, a Decide and a Claim racing
+	// on one thread, the row lock lets exactly one order happen: a decision
+	// after the cancel is ErrAlreadyDecided, a claim after it
+	// ErrNotClaimable.
+	CancelWait(ctx context.Context, c CancelWait) error
 	// RecordDecided adds an already decided interrupt that belongs to no
 	// thread (ThreadID empty, Decision set): the audit record of an
 	// approval-gated call in a stateless turn. Anything else is ErrInvalid.

@@ -2,7 +2,8 @@
 // @a2a-js/sdk client (ClientFactory → JSON-RPC transport): card discovery,
 // send, stream, get, list, cancel, subscribe after a dropped stream, an
 // approval answered over A2A (a caller key refused first) and one answered
-// out of band with POST /v1/hitl/{id}/reject, tenant isolation, and the
+// out of band with POST /v1/hitl/{id}/reject, CancelTask of a task waiting
+// on a decision (INPUT_REQUIRED → CANCELED), tenant isolation, and the
 // contextId as a thread on GET /v1/threads/{id}. The Go test
 // (internal/server/a2a_client_test.go) starts the stack, and a control
 // server (CTL) that holds and releases model calls and counts tool runs.
@@ -253,6 +254,46 @@ const cases = {
     expect(r.kinds[0] === 'task' && r.taskId === s.taskId, 'the same task first');
     expect(r.states.at(-1) === 'TASK_STATE_COMPLETED' && r.states.includes('TASK_STATE_WORKING'), `second stream ${r.states}`);
     expect(r.text.includes('"refunded":5'), `edited arguments ran: ${r.text}`);
+    return {};
+  },
+  async cancelInputRequired() {
+    // CancelTask ends a task that waits on a decision: CANCELED, its
+    // decision closed as cancelled, the refund never run.
+    const caller = await client(keys.caller);
+    const approver = await client(keys.approver);
+    const before = (await control('/calls?tool=refund', 'GET')).count;
+    const models = (await control('/model', 'GET')).count;
+    const s = await collect(caller.sendMessageStream({ tenant: '', message: msg([text('refund the third order')]) }));
+    expect(s.states.at(-1) === 'TASK_STATE_INPUT_REQUIRED', `stream ends waiting: ${s.states}`);
+    const d = s.last.message.parts.find((p) => p.content?.$case === 'data').content.value;
+    try {
+      await approver.cancelTask({ tenant: '', id: s.taskId });
+      throw new Error('an approver key canceled the task');
+    } catch (err) {
+      expect(/role|turn|cancel/i.test(err.message) && err.message !== 'an approver key canceled the task', `approver refused: ${err.name} ${err.message}`);
+    }
+    const canceled = await caller.cancelTask({ tenant: '', id: s.taskId });
+    expect(canceled.id === s.taskId && stateName(canceled.status.state) === 'TASK_STATE_CANCELED', `cancel answer ${stateName(canceled.status.state)}`);
+    const t = await caller.getTask({ tenant: '', id: s.taskId });
+    expect(stateName(t.status.state) === 'TASK_STATE_CANCELED', `GetTask says ${stateName(t.status.state)}`);
+    const hitl = await api(`/v1/hitl/${d.id}`, keys.admin);
+    expect(hitl.body.status === 'rejected' && hitl.body.decision.decidedVia === 'cancel' && hitl.body.decision.decidedBy === 'app',
+      `the decision after the cancel ${JSON.stringify(hitl.body)}`);
+    const late = await api(`/v1/hitl/${d.id}/approve`, keys.approver, 'POST');
+    expect(late.status === 409, `approve after the cancel: ${late.status} ${JSON.stringify(late.body)}`);
+    try {
+      await caller.cancelTask({ tenant: '', id: s.taskId });
+      throw new Error('a second cancel was accepted');
+    } catch (err) {
+      expect(err.name === 'TaskNotCancelableError', `second cancel: ${err.name} ${err.message}`);
+    }
+    const after = (await control('/calls?tool=refund', 'GET')).count;
+    expect(after === before, `refund ran ${after - before} times`);
+    const calls = (await control('/model', 'GET')).count - models;
+    expect(calls === 1, `model calls of the canceled task: ${calls}`);
+    // The context takes the next task.
+    const next = await send(caller, [text('after the cancel')], { contextId: s.contextId });
+    expect(stateName(next.status.state) === 'TASK_STATE_COMPLETED' && artifactText(next) === 'echo: after the cancel', `next task ${artifactText(next)}`);
     return {};
   },
   async tenantIsolation() {

@@ -5,7 +5,8 @@
 // a client must (POST, application/a2a+json, the config's token in
 // X-A2A-Notification-Token, its authentication as Authorization, the
 // Standard Webhooks signature with the server's secret) and records the
-// states; every notification must be of a task this client created. Another tenant's client gets
+// states (CANCELED after CancelTask of a task waiting on a decision);
+// every notification must be of a task this client created. Another tenant's client gets
 // TaskNotFoundError. The Go test (internal/server/a2a_client_test.go,
 // TestA2AOfficialClientPush) starts the stack with its dispatcher and
 // STACKBONE_A2A_PUSH_ALLOW_PRIVATE (the receiver listens on 127.0.0.1).
@@ -157,6 +158,22 @@ const cases = {
     const strangers = got.filter((g) => !tasks.has(g.taskId));
     expect(strangers.length === 0, `notifications of tasks we did not create: ${JSON.stringify(strangers)}`);
     return { notifications: got.length };
+  },
+  async canceled() {
+    // CancelTask of a task waiting on a decision: the config sees CANCELED.
+    tokens['/canceled'] = { token: 'tok-canceled', auth: '' };
+    const configuration = {
+      acceptedOutputModes: [], returnImmediately: false,
+      taskPushNotificationConfig: { tenant: '', id: '', taskId: '', url: `${hook}/canceled`, token: 'tok-canceled' },
+    };
+    const task = await caller.sendMessage({ tenant: '', message: msg([text('refund my canceled push order')]), configuration });
+    expect(stateName(task.status.state) === 'TASK_STATE_INPUT_REQUIRED', `state ${stateName(task.status.state)}`);
+    tasks.add(task.id);
+    const c = await caller.cancelTask({ tenant: '', id: task.id });
+    expect(stateName(c.status.state) === 'TASK_STATE_CANCELED', `cancel answer ${stateName(c.status.state)}`);
+    await waitFor('CANCELED', () => states('/canceled', task.id).includes('TASK_STATE_CANCELED'));
+    expect(problems.length === 0, `the receiver refused: ${JSON.stringify(problems)}`);
+    return {};
   },
 };
 

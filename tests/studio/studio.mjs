@@ -322,6 +322,23 @@ test('StateDeltaAndEditableKey', async (page) => {
   await page.locator('#chat-state li[data-path="/draft"]', { hasText: '"written in the chat"' }).waitFor({ timeout: WAIT });
 });
 
+// Stop while the turn waits on an approval: the turn is cancelled, the
+// card leaves the chat, nothing is paid, and the next message is answered.
+test('StopWaitingTurn', async (page) => {
+  const before = (await refunds()).length;
+  await openChat(page, cfg.dev, 'shop', 'pw-stop-wait');
+  await pauseRefund(page);
+  await page.locator('#chat-stop').click();
+  await page.locator('#chat-log .chat-note[data-kind="cancelled"]').waitFor({ timeout: WAIT });
+  await page.waitForFunction(() => document.querySelectorAll('#chat-log article.chat-decision').length === 0, null, { timeout: WAIT });
+  const th = await getJSON(`${cfg.dev}/v1/threads/pw-stop-wait`);
+  check(th.status === 'idle' && (th.pending || []).length === 0, `the thread is ${th.status} with ${(th.pending || []).length} pending`);
+  check((await refunds()).length === before, 'a cancelled refund was paid');
+  await say(page, 'hello after the cancel');
+  await waitAnswer(page, 'echo: hello after the cancel');
+  check(await page.locator('#chat-log article.chat-decision').count() === 0, 'the cancelled card came back');
+});
+
 // Stop in the middle of the stream, and a message sent at once is answered.
 test('StopThenSendAtOnce', async (page) => {
   await openChat(page, cfg.dev, 'shop', 'pw-stop');

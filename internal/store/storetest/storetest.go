@@ -111,6 +111,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Decide/QuorumEditResets", testDecideQuorumEdit},
 		{"Decide/QueuesAfterLastPending", testDecideQueues},
 		{"Decide/WhileRunning", testDecideWhileRunning},
+		{"CancelWait", testCancelWait},
+		{"CancelWait/Queued", testCancelWaitQueued},
 		{"Interrupts/Expiry", testInterruptExpiry},
 		{"ListInterrupts", testListInterrupts},
 		{"CallInterrupts", testCallInterrupts},
@@ -2514,5 +2516,103 @@ func testInterruptExpiry(t *testing.T, s store.Store) {
 	sameStrings(t, "expired after one was decided", ids(at(time.Hour), 10), []string{"int_other", "int_late"})
 	if in := getInterrupt(t, s, "acme", "int_soon"); in.Status != store.Rejected || in.Decision == nil || in.Decision.Via != store.ViaExpiry || in.ExpiresAt == nil {
 		t.Fatalf("interrupt decided by expiry: %+v", in)
+	}
+}
+
+// cancelWait is a CancelWait of thread/run closing ids, with one tool
+// result per call and a terminal event.
+func cancelWait(t *testing.T, s store.Store, tenant, thread, run string, now time.Time, ids []string, calls ...string) error {
+	c := store.CancelWait{Tenant: tenant, ThreadID: thread, RunID: run, Now: now, Error: "The run was cancelled.",
+		Decisions: map[string]store.Decision{},
+		Events:    []event.Event{{Type: event.RunError, Code: "cancelled", Message: "The run was cancelled."}}}
+	for _, id := range ids {
+		c.Decisions[id] = store.Decision{Approved: false, Message: "cancelled", Via: "cancel", By: tenant + "/key", At: now}
+	}
+	for _, id := range calls {
+		c.Messages = append(c.Messages, message.Message{ID: "m-" + id, Role: message.Tool, ToolCallID: id, Content: "cancelled"})
+	}
+	return s.CancelWait(t.Context(), c)
+}
+
+func testCancelWait(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0), interrupt("int_2", "call_2", T0))
+	waiting(t, s, "a", "other", "x", "r1", T0, interrupt("int_o", "call_1", T0))
+	before := events(t, s, "a", "t", 0, 0)
+
+	// Not the pending set, not the pause's run, not a thread: nothing changes.
+	wantErr(t, "CancelWait naming one of two pending", cancelWait(t, s, "a", "t", "r1", at(time.Minute), []string{"int_1"}, "call_1"), store.ErrWaitChanged)
+	wantErr(t, "CancelWait of another run", cancelWait(t, s, "a", "t", "r0", at(time.Minute), []string{"int_1", "int_2"}), store.ErrNotWaiting)
+	wantErr(t, "CancelWait of an unknown thread", cancelWait(t, s, "a", "nope", "r1", at(time.Minute), nil), store.ErrNotFound)
+	wantErr(t, "CancelWait of another tenant's thread", cancelWait(t, s, "b", "t", "r1", at(time.Minute), []string{"int_1", "int_2"}), store.ErrNotFound)
+	if th := getThread(t, s, "a", "t"); th.Status != store.Waiting {
+		t.Fatalf("a refused cancel changed the thread: %s", th.Status)
+	}
+	if in := getInterrupt(t, s, "a", "int_1"); in.Status != store.Pending {
+		t.Fatalf("a refused cancel closed int_1: %s", in.Status)
+	}
+	if n := len(events(t, s, "a", "t", 0, 0)); n != len(before) {
+		t.Fatalf("a refused cancel stored events: %d, want %d", n, len(before))
+	}
+
+	if err := cancelWait(t, s, "a", "t", "r1", at(time.Minute), []string{"int_2", "int_1"}, "call_1", "call_2"); err != nil {
+		t.Fatalf("CancelWait: %v", err)
+	}
+	th := getThread(t, s, "a", "t")
+	if th.Status != store.Idle {
+		t.Fatalf("after the cancel: status %s, want idle", th.Status)
+	}
+	for _, id := range []string{"int_1", "int_2"} {
+		in := getInterrupt(t, s, "a", id)
+		if in.Status != store.Rejected || in.Decision == nil || in.Decision.Via != "cancel" || in.Decision.By != "a/key" {
+			t.Fatalf("%s after the cancel: %+v %+v", id, in.Status, in.Decision)
+		}
+	}
+	if p, err := s.ListInterrupts(t.Context(), "a", store.InterruptFilter{ThreadID: "t"}); err != nil || len(p) != 0 {
+		t.Fatalf("pending after the cancel: %v %v", interruptIDs(p), err)
+	}
+	_, err := s.Decide(t.Context(), "a", "int_1", store.Decision{Approved: true, Via: "api", By: "a/key", At: at(2 * time.Minute)})
+	wantErr(t, "Decide after the cancel", err, store.ErrAlreadyDecided)
+	ms := messages(t, s, "a", "t")
+	sameStrings(t, "messages", msgIDs(ms), []string{"m-r1", "m-call_1", "m-call_2"})
+	evs := events(t, s, "a", "t", 0, 0)
+	if len(evs) != len(before)+1 {
+		t.Fatalf("events after the cancel: %d, want %d", len(evs), len(before)+1)
+	}
+	last := evs[len(evs)-1]
+	if last.Type != event.RunError || last.Code != "cancelled" || last.RunID != "r1" || last.Seq != int64(len(evs)) {
+		t.Fatalf("the stored terminal event: %+v", last)
+	}
+	wantErr(t, "CancelWait again", cancelWait(t, s, "a", "t", "r1", at(3*time.Minute), nil), store.ErrNotWaiting)
+	_, err = s.Claim(t.Context(), store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "o", Now: at(3 * time.Minute), LeaseUntil: at(4 * time.Minute)})
+	wantErr(t, "Claim after the cancel", err, store.ErrNotClaimable)
+	if o := getThread(t, s, "a", "other"); o.Status != store.Waiting {
+		t.Fatalf("another thread changed: %s", o.Status)
+	}
+	if in := getInterrupt(t, s, "a", "int_o"); in.Status != store.Pending {
+		t.Fatalf("another thread's decision changed: %s", in.Status)
+	}
+	// The thread takes a new turn.
+	begin(t, s, "a", "t", "x", "r3", at(5*time.Minute), userMsg("m-r3", "next"))
+}
+
+func testCancelWaitQueued(t *testing.T, s store.Store) {
+	waiting(t, s, "a", "t", "x", "r1", T0, interrupt("int_1", "call_1", T0))
+	if res := decide(t, s, "a", "int_1", true, at(time.Minute)); !res.Queued {
+		t.Fatal("the last decision did not queue the resume")
+	}
+	wantErr(t, "CancelWait naming a decided interrupt", cancelWait(t, s, "a", "t", "r1", at(2*time.Minute), []string{"int_1"}), store.ErrWaitChanged)
+	if err := cancelWait(t, s, "a", "t", "r1", at(2*time.Minute), nil, "call_1"); err != nil {
+		t.Fatalf("CancelWait of a queued resume: %v", err)
+	}
+	if th := getThread(t, s, "a", "t"); th.Status != store.Idle {
+		t.Fatalf("after the cancel: status %s, want idle", th.Status)
+	}
+	if in := getInterrupt(t, s, "a", "int_1"); in.Status != store.Approved {
+		t.Fatalf("the cancel changed a decided interrupt: %s", in.Status)
+	}
+	_, err := s.Claim(t.Context(), store.Claim{Tenant: "a", ThreadID: "t", RunID: "r2", Owner: "o", Now: at(3 * time.Minute), LeaseUntil: at(4 * time.Minute)})
+	wantErr(t, "Claim after the cancel", err, store.ErrNotClaimable)
+	if ts, err := s.Stale(t.Context(), at(time.Hour), 0); err != nil || len(ts) != 0 {
+		t.Fatalf("Stale after the cancel: %v %v", threadIDs(ts), err)
 	}
 }

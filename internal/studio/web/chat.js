@@ -431,7 +431,14 @@ export function chatView(ctx, agentName, params) {
       n.code ? h('code', {}, n.code) : null, ' ', h('span', { class: 'note-text' }, n.text)));
   }
 
+  // waitingGate says the thread waits on an approval (not a call in doubt,
+  // which a Stop just left, nor a question a running tool asks): Stop then
+  // cancels the waiting turn.
+  const waitingGate = () => !running && [...pending.values()].some((p) => p.reason !== 'elicitation' && p.reason !== 'in_doubt');
+
   function drawNow() {
+    stopBtn.hidden = !canChat || !(running || waitingGate());
+    stopBtn.title = running ? 'Stop the answer (Esc)' : 'Cancel the turn: the paused calls do not run';
     const doc = document.documentElement;
     const atEnd = window.innerHeight + window.scrollY >= doc.scrollHeight - 80;
     const results = new Map();
@@ -1048,7 +1055,10 @@ export function chatView(ctx, agentName, params) {
   // stop aborts the stream and cancels the thread's turn on the server;
   // the next send waits for the cancel to be answered.
   async function stop() {
-    if (!running) return;
+    if (!running) {
+      if (waitingGate()) await cancelWaiting();
+      return;
+    }
     const from = document.activeElement;
     stopBtn.disabled = true;
     stopped = true;
@@ -1068,6 +1078,31 @@ export function chatView(ctx, agentName, params) {
     // the in-doubt card the stop left, say): their typing stays where it is.
     const now = document.activeElement;
     if (!now || now === from || now === document.body || !now.isConnected) input.focus();
+  }
+  // cancelWaiting cancels the turn that waits on the paused calls
+  // (POST /v1/threads/{id}/cancel): their decisions close, they do not run,
+  // and their cards leave the chat.
+  async function cancelWaiting() {
+    stopBtn.disabled = true;
+    let done = false;
+    try {
+      done = (await api('POST', threadPath + '/cancel'))?.cancelled === true;
+    } catch (e) {
+      if (e.status !== 404 && e.status !== 401) showError(`Could not cancel the turn: ${e.message}`);
+    } finally {
+      stopBtn.disabled = false;
+    }
+    if (done) {
+      for (const id of [...pending.keys()]) if (pending.get(id).reason !== 'elicitation') pending.delete(id);
+      for (const id of answers.keys()) decided.delete(id);
+      answers.clear();
+      agent.pendingInterrupts = [];
+      notes.push({ key: `${notes.length}`, after: lastMsgId(), kind: 'cancelled', text: 'You cancelled the turn: the paused calls did not run.' });
+      announce('Turn cancelled.');
+    }
+    await loadThread(false);
+    draw();
+    input.focus();
   }
   stopBtn.addEventListener('click', stop);
 
