@@ -101,6 +101,9 @@ func (db *DB) CancelWait(ctx context.Context, c CancelWait) error {
 			tx.Queue(`DELETE FROM tool_starts WHERE tenant = $1 AND thread_id = $2 AND tool_call_id IN (`+Params(3, len(calls))+`)`,
 				append([]any{c.Tenant, c.ThreadID}, anys(calls)...)...)
 		}
+		// The paused run's record reads cancelled, as a stopped run's
+		// does (the run inspector no longer shows it waiting).
+		tx.Queue(`UPDATE runs SET status = 'cancelled' WHERE tenant = $1 AND thread_id = $2 AND id = $3 AND status = 'waiting'`, held...)
 		cond := `t.tenant = $1 AND t.id = $2 AND t.run_id = $3`
 		appendWhere(tx, "messages", "message_seq", cond, held, 0, msgs)
 		appendWhere(tx, "events", "event_seq", cond, held, 0, evs)

@@ -113,6 +113,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Decide/WhileRunning", testDecideWhileRunning},
 		{"CancelWait", testCancelWait},
 		{"CancelWait/Queued", testCancelWaitQueued},
+		{"CancelWait/RunRecord", testCancelWaitRunRecord},
 		{"Interrupts/Expiry", testInterruptExpiry},
 		{"ListInterrupts", testListInterrupts},
 		{"CallInterrupts", testCallInterrupts},
@@ -2593,6 +2594,28 @@ func testCancelWait(t *testing.T, s store.Store) {
 	}
 	// The thread takes a new turn.
 	begin(t, s, "a", "t", "x", "r3", at(5*time.Minute), userMsg("m-r3", "next"))
+}
+
+// testCancelWaitRunRecord: the record of the run whose pause is cancelled
+// reads cancelled, not waiting.
+func testCancelWaitRunRecord(t *testing.T, s store.Store) {
+	begin(t, s, "a", "t", "x", "r1", T0, userMsg("m-r1", "refund A1"))
+	checkpoint(t, s, store.Checkpoint{Tenant: "a", ThreadID: "t", RunID: "r1", Interrupts: []store.Interrupt{interrupt("int_1", "call_1", T0)}})
+	end := T0.Add(time.Second)
+	if err := s.FinishRun(t.Context(), store.FinishRun{Tenant: "a", ThreadID: "t", RunID: "r1", Status: store.Waiting, Now: end,
+		Run: &store.RunRecord{Status: string(store.Waiting), StartedAt: T0, EndedAt: &end}}); err != nil {
+		t.Fatalf("FinishRun: %v", err)
+	}
+	if err := cancelWait(t, s, "a", "t", "r1", at(time.Minute), []string{"int_1"}, "call_1"); err != nil {
+		t.Fatalf("CancelWait: %v", err)
+	}
+	runs, err := s.ListRuns(t.Context(), "a", "t")
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("ListRuns: %+v %v", runs, err)
+	}
+	if runs[0].Status != "cancelled" {
+		t.Fatalf("the cancelled pause's run record: status %q, want cancelled", runs[0].Status)
+	}
 }
 
 func testCancelWaitQueued(t *testing.T, s store.Store) {
