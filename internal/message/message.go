@@ -138,6 +138,10 @@ type Reasoning struct {
 	// block (interleaved thinking puts blocks between calls), so it goes
 	// back in its place.
 	AfterCalls int `json:"afterCalls,omitempty"`
+	// Source names the upstream that wrote a ReasoningText block (the
+	// provider's name: "deepseek", "ollama"): it goes back to that
+	// upstream only, never to another one a fallback turns to.
+	Source string `json:"source,omitempty"`
 }
 
 // Shown reports whether the block has text a client is shown (a thinking

@@ -59,6 +59,9 @@ type OIDCApp struct {
 	RedirectURIs []string `json:"redirect_uris"`
 }
 
+// oidcStarts bounds how many providers start at once in a test binary.
+var oidcStarts = make(chan struct{}, 2)
+
 // StartOIDC starts the provider with clients; it stops with the test.
 func StartOIDC(t testing.TB, clients ...OIDCClient) *OIDC {
 	t.Helper()
@@ -85,6 +88,11 @@ func StartOIDCUsers(t testing.TB, users []OIDCUser, clients ...OIDCClient) *OIDC
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Starts take turns (oidcStarts): twenty parallel tests each loading
+	// oidc-provider at once on two cores starved every one of them past
+	// the wait below.
+	oidcStarts <- struct{}{}
+	defer func() { <-oidcStarts }()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "provider.mjs"), string(arg), string(uarg))
 	cmd.Dir = dir

@@ -123,7 +123,7 @@ func (p *Provider) encode(req model.Request) ([]byte, error) {
 		body.Messages = append(body.Messages, chatMessage{Role: "system", Content: req.System})
 	}
 	for _, m := range req.Messages {
-		body.Messages = append(body.Messages, toWire(m))
+		body.Messages = append(body.Messages, toWire(m, p.cfg.Name))
 	}
 	var tools [][]byte
 	if len(req.Tools) > 0 {
@@ -196,7 +196,7 @@ func toolParameters(raw json.RawMessage) (json.RawMessage, error) {
 	return s, nil
 }
 
-func toWire(m message.Message) chatMessage {
+func toWire(m message.Message, source string) chatMessage {
 	switch m.Role {
 	case message.System:
 		return chatMessage{Role: "system", Content: m.Content}
@@ -210,7 +210,7 @@ func toWire(m message.Message) chatMessage {
 			for i, tc := range m.ToolCalls {
 				a.ToolCalls[i] = chatToolCall{ID: tc.ID, Type: "function", Function: chatCallFunction{Name: tc.Name, Arguments: string(tc.ArgsJSON())}}
 			}
-			a.ReasoningContent = sentReasoning(m.Reasoning)
+			a.ReasoningContent = sentReasoning(m.Reasoning, source)
 		}
 		return a
 	case message.Tool:
@@ -247,11 +247,13 @@ func toWire(m message.Message) chatMessage {
 // mode answers 400 when a tool-calling turn comes back without it; other
 // messages go back without it, as DeepSeek's older reasoner refuses it on
 // them and other servers do not need it. Anthropic's thinking blocks are
-// never sent here.
-func sentReasoning(blocks []message.Reasoning) string {
+// never sent here, nor the reasoning of another upstream (source names
+// this one): a fallback from DeepSeek to OpenAI must not send OpenAI a
+// field it refuses.
+func sentReasoning(blocks []message.Reasoning, source string) string {
 	var b strings.Builder
 	for _, r := range blocks {
-		if r.Type == message.ReasoningText {
+		if r.Type == message.ReasoningText && (r.Source == "" || r.Source == source) {
 			b.WriteString(r.Text)
 		}
 	}

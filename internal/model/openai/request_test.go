@@ -192,8 +192,12 @@ func TestRequestReasoningBack(t *testing.T) {
 		{Role: message.User, Content: "weather?"},
 		{Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{}`}},
 			Reasoning: []message.Reasoning{{Type: message.ReasoningText, Text: "I need "}, {Type: message.ReasoningThinking, Text: "signed", Signature: "sig"},
-				{Type: message.ReasoningText, Text: "the tool."}}},
+				{Type: message.ReasoningText, Text: "the tool.", Source: "openai"}}},
 		{Role: message.Tool, ToolCallID: "call_1", Content: "sunny"},
+		// Reasoning another upstream wrote (a fallback turned here) stays there.
+		{Role: message.Assistant, ToolCalls: []message.ToolCall{{ID: "call_2", Name: "get_weather", Arguments: `{}`}},
+			Reasoning: []message.Reasoning{{Type: message.ReasoningText, Text: "deepseek's own", Source: "deepseek"}}},
+		{Role: message.Tool, ToolCallID: "call_2", Content: "rainy"},
 	}}
 	if _, err := modeltest.Collect(provider(up.URL()).Stream(context.Background(), req)); err != nil {
 		t.Fatal(err)
@@ -208,7 +212,7 @@ func TestRequestReasoningBack(t *testing.T) {
 	for _, m := range body.Messages {
 		got = append(got, m["reasoning_content"])
 	}
-	want := []any{nil, nil, nil, "I need the tool.", nil}
+	want := []any{nil, nil, nil, "I need the tool.", nil, nil, nil}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("reasoning_content by message %v, want %v", got, want)
 	}

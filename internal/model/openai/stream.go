@@ -95,7 +95,7 @@ func (p *Provider) read(ctx context.Context, body io.Reader, requestID string, y
 			}
 			thought.Reset()
 			cut = false
-			r := message.Reasoning{Type: message.ReasoningText, Text: text, AfterCalls: n}
+			r := message.Reasoning{Type: message.ReasoningText, Text: text, AfterCalls: n, Source: p.cfg.Name}
 			if c.Type == model.ToolCallStart {
 				r.AfterCalls = c.Index
 			}

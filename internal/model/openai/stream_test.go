@@ -393,9 +393,9 @@ func TestReasoningContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []message.Reasoning{
-		{Type: message.ReasoningText, Text: "Let me think."},
-		{Type: message.ReasoningText, Text: "Now the time.", AfterCalls: 1},
-		{Type: message.ReasoningText, Text: "Done.", AfterCalls: 2},
+		{Type: message.ReasoningText, Text: "Let me think.", Source: "openai"},
+		{Type: message.ReasoningText, Text: "Now the time.", AfterCalls: 1, Source: "openai"},
+		{Type: message.ReasoningText, Text: "Done.", AfterCalls: 2, Source: "openai"},
 	}
 	if !reflect.DeepEqual(st.Reasoning, want) || st.Text != "Hi" || len(st.ToolCalls) != 2 {
 		t.Fatalf("reasoning %+v text %q calls %+v", st.Reasoning, st.Text, st.ToolCalls)
