@@ -25,16 +25,7 @@ import (
 // their own. On SQLite and PostgreSQL.
 func TestOwnedConversationsAndApproverReads(t *testing.T) {
 	t.Parallel()
-	drivers := map[string]func(t *testing.T) store.Store{
-		"sqlite":   func(t *testing.T) store.Store { return nil },
-		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "ownconv") },
-	}
-	for name, open := range drivers {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			testOwnedConversations(t, open(t))
-		})
-	}
+	onBothStores(t, testOwnedConversations)
 	t.Run("approvers read threads", func(t *testing.T) {
 		t.Parallel()
 		for _, allow := range []bool{false, true} {

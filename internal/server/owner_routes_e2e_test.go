@@ -26,16 +26,7 @@ import (
 // PostgreSQL.
 func TestPerUserThreadsRestOfTheRoutes(t *testing.T) {
 	t.Parallel()
-	drivers := map[string]func(t *testing.T) store.Store{
-		"sqlite":   func(t *testing.T) store.Store { return nil },
-		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "ownroutes") },
-	}
-	for name, open := range drivers {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			testPerUserRestOfTheRoutes(t, open(t))
-		})
-	}
+	onBothStores(t, testPerUserRestOfTheRoutes)
 }
 
 func testPerUserRestOfTheRoutes(t *testing.T, st store.Store) {

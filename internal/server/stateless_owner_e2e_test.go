@@ -22,16 +22,7 @@ import (
 // record stays the tenant's. Through openai-go, on SQLite and PostgreSQL.
 func TestStatelessDecisionsPerUser(t *testing.T) {
 	t.Parallel()
-	drivers := map[string]func(t *testing.T) store.Store{
-		"sqlite":   func(t *testing.T) store.Store { return nil },
-		"postgres": func(t *testing.T) store.Store { return stacktest.Postgres(t, "statelessowner") },
-	}
-	for name, open := range drivers {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			testStatelessDecisionsPerUser(t, open(t))
-		})
-	}
+	onBothStores(t, testStatelessDecisionsPerUser)
 }
 
 func testStatelessDecisionsPerUser(t *testing.T, st store.Store) {
