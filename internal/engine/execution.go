@@ -192,7 +192,10 @@ type specModel struct {
 }
 
 // modelOf resolves spec's model once per spec (a reloaded agent is a new
-// spec); a reference that does not resolve is an error, not remembered.
+// spec); a reference that does not resolve is an error, not remembered. A
+// subagent's spec is made for each task call, so its model is resolved
+// each time (the resolver keeps the providers) and never kept: kept, each
+// call's spec stayed in the runner for the life of the process.
 func (r *Runner) modelOf(spec *agent.Spec) (specModel, error) {
 	if v, ok := r.models.Load(spec); ok {
 		return v.(specModel), nil
@@ -213,7 +216,9 @@ func (r *Runner) modelOf(spec *agent.Spec) (specModel, error) {
 		p = model.NewFallback(cands, r.Logger.With("agent", spec.Name))
 	}
 	m := specModel{provider: p, name: name}
-	r.models.Store(spec, m)
+	if spec.Parent == "" {
+		r.models.Store(spec, m)
+	}
 	return m, nil
 }
 
