@@ -768,6 +768,9 @@ export function chatView(ctx, agentName, params) {
     return f;
   }
 
+  // commaList is nodes with ", " between them.
+  const commaList = (nodes) => nodes.flatMap((n, i) => (i ? [', ', n] : [n]));
+
   // mcpLine is one MCP server as its live client state says: connected
   // with its tool count, connecting, or failed with the error.
   function mcpLine(s) {
@@ -804,15 +807,15 @@ export function chatView(ctx, agentName, params) {
     const open = new Set([...defBox.querySelectorAll('details[open]')].map((d) => d.closest('[data-tool]')?.dataset.tool || d.dataset.part));
     defBox.replaceChildren(h('dl', { class: 'facts' },
       h('dt', {}, 'Model'), h('dd', { id: 'chat-def-model' }, h('code', {}, models[0]),
-        models.length > 1 ? h('span', { class: 'muted' }, ' then ', models.slice(1).map((m) => h('code', {}, m)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])) : null),
+        models.length > 1 ? h('span', { class: 'muted' }, ' then ', commaList(models.slice(1).map((m) => h('code', {}, m)))) : null),
       h('dt', {}, 'Tools'), h('dd', {}, own.length ? h('ul', { class: 'def-tools' }, own.map(toolLine)) : 'none'),
       builtin.length ? [h('dt', {}, 'Built-in'), h('dd', { class: 'muted' }, builtin.map((t) => t.name).join(', '))] : null,
       mcp.length ? [h('dt', {}, 'MCP servers'), h('dd', {}, h('ul', { class: 'mcp-servers', id: 'chat-mcp' }, mcp.map(mcpLine)))] : null,
-      h('dt', {}, 'Page tools'), h('dd', {}, FRONTEND_TOOLS.map((t) => h('code', { class: 'def-ftool' }, t.name)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), [])),
+      h('dt', {}, 'Page tools'), h('dd', {}, commaList(FRONTEND_TOOLS.map((t) => h('code', { class: 'def-ftool' }, t.name)))),
       spec.subagents?.length ? [h('dt', {}, 'Subagents'), h('dd', {}, h('ul', { class: 'def-subagents' }, spec.subagents.map((s) => h('li', {},
         h('strong', {}, s.name), s.description ? ` — ${s.description}` : '',
         h('span', { class: 'muted' }, ` (model ${s.model}; tools: ${s.tools.length ? s.tools.join(', ') : 'none'})`)))))] : null,
-      h('dt', {}, 'Editable state'), h('dd', { id: 'chat-def-editable' }, keys.length ? keys.map((k) => h('code', {}, k)).reduce((a, c) => (a.length ? [...a, ', ', c] : [c]), []) : h('span', { class: 'muted' }, 'none'))),
+      h('dt', {}, 'Editable state'), h('dd', { id: 'chat-def-editable' }, keys.length ? commaList(keys.map((k) => h('code', {}, k))) : h('span', { class: 'muted' }, 'none'))),
     spec.instructions ? h('details', { 'data-part': 'instructions' }, h('summary', {}, 'Instructions'), h('div', { class: 'text instructions' }, spec.instructions)) : null,
     h('p', {}, h('a', { href: '#/agents' }, 'Full definition on the Agents page')));
     for (const d of defBox.querySelectorAll('details')) if (open.has(d.closest('[data-tool]')?.dataset.tool || d.dataset.part)) d.open = true;
@@ -1093,7 +1096,9 @@ export function chatView(ctx, agentName, params) {
       stopBtn.disabled = false;
     }
     if (done) {
-      for (const id of [...pending.keys()]) if (pending.get(id).reason !== 'elicitation') pending.delete(id);
+      let closedN = 0;
+      for (const id of [...pending.keys()]) if (pending.get(id).reason !== 'elicitation') { pending.delete(id); closedN++; }
+      ctx.pendingChanged?.(closedN); // their decisions are closed: off the badge at once
       for (const id of answers.keys()) decided.delete(id);
       answers.clear();
       agent.pendingInterrupts = [];
