@@ -188,11 +188,22 @@ func (p *page) waitText(sel, text string) {
 	p.waitJS(fmt.Sprintf("%q in %s", text, sel), fmt.Sprintf(`[...document.querySelectorAll(%s)].some(e => e.textContent.includes(%s))`, js(sel), js(text)))
 }
 
-// click clicks the element sel like a mouse. A live update can re-render the
-// element between finding and clicking it; the click is then tried again on
-// the new element.
+// click clicks the element sel like a mouse. It first scrolls the element to
+// the middle of the viewport and waits until a click there would hit it, not
+// the chat's sticky composer or header laid over it (how much of a page fits
+// above the composer depends on the machine's fonts). A live update can
+// re-render the element between finding and clicking it; the click is then
+// tried again on the new element.
 func (p *page) click(sel string) {
 	p.t.Helper()
+	p.waitJS(sel+" to be visible and not covered", `(() => {
+		const el = document.querySelector(`+js(sel)+`);
+		if (!el || !el.getClientRects().length) return false;
+		el.scrollIntoView({ block: 'center', inline: 'nearest' });
+		const r = el.getBoundingClientRect();
+		const at = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+		return !!at && (at === el || el.contains(at));
+	})()`)
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)

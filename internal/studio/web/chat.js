@@ -649,7 +649,10 @@ export function chatView(ctx, agentName, params) {
       close(false);
       panel.hidden = !open;
       btn.setAttribute('aria-expanded', String(open));
-      if (open) first()?.focus();
+      if (!open) return;
+      first()?.focus();
+      // The whole form, its buttons too, clear of the sticky composer.
+      panel.scrollIntoView({ block: 'nearest' });
     };
     if (allowed.has('retry')) buttons.push(h('button', { type: 'button', class: 'primary', 'data-action': 'retry', onclick: () => decide('retry', { decision: 'retry' }, 'Retrying') }, 'Retry'));
     if (allowed.has('skip')) {
