@@ -337,6 +337,11 @@ test('StopWaitingTurn', async (page) => {
   await say(page, 'hello after the cancel');
   await waitAnswer(page, 'echo: hello after the cancel');
   check(await page.locator('#chat-log article.chat-decision').count() === 0, 'the cancelled card came back');
+  // The inbox's audit says the call was cancelled with its turn, not rejected.
+  const closed = (await getJSON(`${cfg.dev}/v1/hitl?status=rejected&limit=100`)).data.find((it) => it.threadId === 'pw-stop-wait');
+  check(closed?.decision?.decidedVia === 'cancel', `the closed decision is ${JSON.stringify(closed)}`);
+  await page.goto(`${cfg.dev}/studio/#/inbox`);
+  await page.locator(`.history-item[data-id="${closed.id}"][data-via="cancel"] .badge.status-rejected`, { hasText: 'cancelled' }).waitFor({ timeout: WAIT });
 });
 
 // Stop in the middle of the stream, and a message sent at once is answered.

@@ -586,7 +586,8 @@ const byDecided = (a, b) => new Date(b.decision?.decidedAt || b.createdAt) - new
 function historyItem(it) {
   const d = it.decision || {};
   const stateless = d.decidedVia === 'stateless';
-  const verdict = d.decision === 'retry' ? 'retried' : d.decision === 'skip' ? 'skipped'
+  // A call closed by cancelling its waiting turn: nobody rejected it.
+  const verdict = d.decidedVia === 'cancel' ? 'cancelled' : d.decision === 'retry' ? 'retried' : d.decision === 'skip' ? 'skipped'
     : it.status === 'approved' ? (stateless ? 'ran' : 'approved') : (stateless ? 'refused' : 'rejected');
   return h('li', { class: `history-item${stateless ? ' stateless' : ''}`, 'data-id': it.id, 'data-via': d.decidedVia || '' },
     h('p', {},
@@ -1445,6 +1446,7 @@ function gapLines(g) {
   if (!g.decisions.length) return ['paused'];
   return g.decisions.map((d) => {
     const what = d.kind === 'elicitation' ? 'answer' : d.kind === 'in_doubt' ? 'in-doubt call' : d.tool || 'call';
+    if (d.decidedVia === 'cancel') return `${what} cancelled with the turn${d.decidedBy ? ` by ${d.decidedBy}` : ''}`;
     const verb = decisionVerbs[d.status] || d.status || 'decided';
     return `${what} ${verb}${d.decidedBy ? ` by ${d.decidedBy}` : ''}${d.decidedVia ? ` (${d.decidedVia})` : ''}`;
   });

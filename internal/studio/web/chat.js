@@ -1209,7 +1209,8 @@ export function chatView(ctx, agentName, params) {
         const it = await api('GET', '/v1/hitl/' + enc(id));
         const d = it.decision || {};
         const verb = it.status === 'approved' ? (d.editedArgs ? 'Approved with edits' : 'Approved') : it.status === 'rejected' ? 'Rejected' : it.status;
-        text = `${verb} elsewhere${d.decidedBy ? ` by ${d.decidedBy}` : ''}${d.decidedVia ? ` (via ${d.decidedVia})` : ''}`;
+        text = d.decidedVia === 'cancel' ? `Cancelled with the turn${d.decidedBy ? ` by ${d.decidedBy}` : ''}`
+          : `${verb} elsewhere${d.decidedBy ? ` by ${d.decidedBy}` : ''}${d.decidedVia ? ` (via ${d.decidedVia})` : ''}`;
       } catch { /* keep the generic text */ }
       decided.set(id, { verdict: 'elsewhere', text, toolCallId: was?.toolCallId || '' });
       announce(`${text}.`);
