@@ -1568,10 +1568,10 @@ function waterfallEl(runs, selectedId) {
       'data-parent': s?.parentToolCallId || null },
     label, h('div', { class: 'wf-track' }, bar, metaEl));
     body.append(row);
-    // HOOK(content): the lead's server stores a model call's request and
-    // response only in dev mode or with STACKBONE_TRACE_CONTENT=true; a
-    // step that carries them ("content": {"request": …, "response": …})
-    // opens to show them. Steps without content show nothing more.
+    // The server keeps a model call's request and response only in dev
+    // mode or with STACKBONE_TRACE_CONTENT=true; a step that carries them
+    // ("content": {"request": …, "response": …}) opens to show them. Steps
+    // without content show nothing more.
     const content = stepContent(s);
     if (content) {
       body.append(h('details', { class: 'wf-content', 'data-step': s.id },
