@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -120,10 +121,48 @@ func newPage(t *testing.T) *page {
 		t.Fatalf("open tab: %v", err)
 	}
 	p := &page{t: t, ctx: ctx}
+	// The page's console and uncaught errors, printed when the test fails.
+	var consoleMu sync.Mutex
+	var console []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		var line string
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			parts := make([]string, 0, len(ev.Args))
+			for _, a := range ev.Args {
+				if a.Value != nil {
+					parts = append(parts, string(a.Value))
+				} else {
+					parts = append(parts, a.Description)
+				}
+			}
+			line = string(ev.Type) + ": " + strings.Join(parts, " ")
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			line = fmt.Sprintf("exception: %s at %s:%d", d.Text, d.URL, d.LineNumber+1)
+			if d.Exception != nil {
+				line += ": " + d.Exception.Description
+			}
+		default:
+			return
+		}
+		consoleMu.Lock()
+		if len(console) < 200 {
+			console = append(console, line)
+		}
+		consoleMu.Unlock()
+	}); err != nil {
+		t.Fatalf("listen to the tab: %v", err)
+	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
+		consoleMu.Lock()
+		if len(console) > 0 {
+			t.Logf("page console:\n%s", strings.Join(console, "\n"))
+		}
+		consoleMu.Unlock()
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 		defer scancel()
 		buf, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))

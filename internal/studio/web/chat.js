@@ -159,6 +159,7 @@ export function chatView(ctx, agentName, params) {
   const lastMsgId = () => agent.messages[agent.messages.length - 1]?.id || '';
 
   let running = false;
+  let runs = 0; // runs the page started: a thread read from before one is stale
   let runId = null;
   let stopping = null; // the cancel request of a Stop, awaited before the next send
   let stopped = false; // the running turn was stopped from this page
@@ -358,10 +359,14 @@ export function chatView(ctx, agentName, params) {
       h('div', { class: 'row' }, h('button', { type: 'submit', class: 'primary small', 'data-action': 'send-edit' }, 'Send'),
         h('button', { type: 'button', class: 'ghost small', onclick: cancel }, 'Cancel'),
         h('span', { class: 'muted' }, 'The conversation goes on from here on a new branch; the old one stays on the thread.')));
-    f.addEventListener('submit', (ev) => {
+    f.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       const text = ta.value.trim();
-      if (!text || running) return;
+      if (!text) return;
+      // A run under way (the page reattaching, say) ends first; the edit
+      // goes on from the conversation as it then stands.
+      if (running) await queue;
+      if (closed || running || !f.isConnected) return;
       const at = agent.messages.findIndex((x) => x.id === id);
       f.remove();
       md.hidden = false;
@@ -845,6 +850,7 @@ export function chatView(ctx, agentName, params) {
 
   // ---------- running ----------
   function setRunning(on) {
+    if (on) runs++;
     running = on;
     log.setAttribute('aria-busy', String(on));
     stopBtn.hidden = !on || !canChat;
@@ -1182,6 +1188,7 @@ export function chatView(ctx, agentName, params) {
   // is not running a turn, the pauses decided elsewhere, and reattaches to a
   // turn that runs.
   async function loadThread(first) {
+    const at = runs;
     let t;
     try {
       t = await api('GET', threadPath);
@@ -1190,7 +1197,10 @@ export function chatView(ctx, agentName, params) {
       if (e.status !== 401) showError(`Could not load thread ${threadId}: ${e.message}`);
       return;
     }
-    if (closed || running) return;
+    // A run the page started (and may have finished) since the read began
+    // makes the read stale: its status could still say running, and a
+    // reattach would take the composer away for nothing.
+    if (closed || running || runs !== at) return;
     if (t.agent && t.agent !== agentName) {
       showError(`Thread ${threadId} belongs to agent ${t.agent}, not ${agentName}.`);
       input.disabled = sendBtn.disabled = true;
